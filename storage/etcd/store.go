@@ -1,0 +1,349 @@
+// Package etcd implements storage.Interface on etcd, the only package in
+// objwatch that imports etcd. It also starts an embedded etcd for the
+// default single-binary mode (embedded.go) and runs periodic compaction
+// (compactor.go).
+//
+// Every write is a single etcd transaction that compares the key's mod
+// revision (or absence) before writing, so a write either fully happens at
+// the expected state or not at all. Revisions are etcd's store revisions.
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/objwatch/objwatch/storage"
+)
+
+// Store is a storage.Interface backed by an etcd client. It is safe for
+// concurrent use. The caller owns the client and closes it after the Store
+// is no longer used.
+type Store struct {
+	cli     *clientv3.Client
+	latency *prometheus.HistogramVec
+}
+
+var _ storage.Interface = (*Store)(nil)
+
+// New returns a Store on cli. If reg is not nil, etcd request latencies are
+// registered there as objwatch_etcd_request_duration_seconds{operation}.
+func New(cli *clientv3.Client, reg prometheus.Registerer) (*Store, error) {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "objwatch_etcd_request_duration_seconds",
+		Help:    "Latency of etcd requests made by the storage layer.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	}, []string{"operation"})
+	if reg != nil {
+		if err := reg.Register(h); err != nil {
+			return nil, fmt.Errorf("etcd store: register metrics: %w", err)
+		}
+	}
+	return &Store{cli: cli, latency: h}, nil
+}
+
+// Client returns the underlying etcd client.
+func (s *Store) Client() *clientv3.Client { return s.cli }
+
+func (s *Store) observe(op string, start time.Time) {
+	s.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}
+
+func kv(k *mvccpb.KeyValue) storage.KeyValue {
+	return storage.KeyValue{Key: string(k.Key), Value: k.Value, CreateRevision: k.CreateRevision, ModRevision: k.ModRevision}
+}
+
+// mapErr turns etcd errors into storage sentinels.
+func mapErr(err error, rev int64, compacted int64) error {
+	switch {
+	case errors.Is(err, rpctypes.ErrCompacted):
+		return &storage.CompactedError{Requested: rev, Compacted: compacted}
+	case errors.Is(err, rpctypes.ErrFutureRev):
+		return fmt.Errorf("revision %d: %w", rev, storage.ErrFutureRevision)
+	}
+	return err
+}
+
+// Get reads key with a linearizable read.
+func (s *Store) Get(ctx context.Context, key string) (storage.KeyValue, error) {
+	defer s.observe("get", time.Now())
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil {
+		return storage.KeyValue{}, fmt.Errorf("get %s: %w", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return storage.KeyValue{}, fmt.Errorf("get %s: %w", key, storage.ErrNotFound)
+	}
+	return kv(resp.Kvs[0]), nil
+}
+
+// List reads a page of the keys under prefix.
+func (s *Store) List(ctx context.Context, prefix string, opts storage.ListOptions) (storage.ListResult, error) {
+	defer s.observe("list", time.Now())
+	start := prefix
+	if opts.StartKey != "" {
+		start = opts.StartKey
+	}
+	ops := []clientv3.OpOption{clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix))}
+	if opts.Limit > 0 {
+		ops = append(ops, clientv3.WithLimit(opts.Limit))
+	}
+	if opts.Revision > 0 {
+		ops = append(ops, clientv3.WithRev(opts.Revision))
+	}
+	resp, err := s.cli.Get(ctx, start, ops...)
+	if err != nil {
+		return storage.ListResult{}, fmt.Errorf("list %s: %w", prefix, s.revErr(ctx, err, opts.Revision))
+	}
+	out := storage.ListResult{KVs: make([]storage.KeyValue, len(resp.Kvs)), Revision: resp.Header.Revision, More: resp.More}
+	if opts.Revision > 0 {
+		out.Revision = opts.Revision
+	}
+	for i, k := range resp.Kvs {
+		out.KVs[i] = kv(k)
+	}
+	if resp.More {
+		out.Remaining = resp.Count - int64(len(resp.Kvs))
+	}
+	return out, nil
+}
+
+// revErr maps a revision error, looking up the compacted revision if needed.
+func (s *Store) revErr(ctx context.Context, err error, rev int64) error {
+	if !errors.Is(err, rpctypes.ErrCompacted) {
+		return mapErr(err, rev, 0)
+	}
+	// etcd does not say which revision it compacted to; a watch does.
+	return mapErr(err, rev, s.compactRevision(ctx))
+}
+
+// compactRevision discovers the current compaction revision (best effort).
+func (s *Store) compactRevision(ctx context.Context) int64 {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	w := clientv3.NewWatcher(s.cli)
+	defer w.Close()
+	for resp := range w.Watch(ctx, "\x00objwatch-compact-probe", clientv3.WithRev(1)) {
+		return resp.CompactRevision
+	}
+	return 0
+}
+
+// Count returns the number of keys under prefix.
+func (s *Store) Count(ctx context.Context, prefix string) (int64, error) {
+	defer s.observe("count", time.Now())
+	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("count %s: %w", prefix, err)
+	}
+	return resp.Count, nil
+}
+
+// Create stores value under key if absent.
+func (s *Store) Create(ctx context.Context, key string, value []byte) (storage.KeyValue, error) {
+	defer s.observe("create", time.Now())
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(value))).
+		Commit()
+	if err != nil {
+		return storage.KeyValue{}, fmt.Errorf("create %s: %w", key, err)
+	}
+	if !resp.Succeeded {
+		return storage.KeyValue{}, fmt.Errorf("create %s: %w", key, storage.ErrExists)
+	}
+	rev := resp.Header.Revision
+	return storage.KeyValue{Key: key, Value: value, CreateRevision: rev, ModRevision: rev}, nil
+}
+
+// Update replaces key's value if its mod revision is expectedRevision.
+func (s *Store) Update(ctx context.Context, key string, value []byte, expectedRevision int64) (storage.KeyValue, error) {
+	defer s.observe("update", time.Now())
+	resp, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", expectedRevision)).
+		Then(clientv3.OpPut(key, string(value), clientv3.WithPrevKV())).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return storage.KeyValue{}, fmt.Errorf("update %s: %w", key, err)
+	}
+	if !resp.Succeeded {
+		if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
+			return storage.KeyValue{}, fmt.Errorf("update %s: %w", key, storage.ErrNotFound)
+		}
+		return storage.KeyValue{}, fmt.Errorf("update %s: %w", key, storage.ErrConflict)
+	}
+	rev := resp.Header.Revision
+	create := rev
+	if prev := resp.Responses[0].GetResponsePut().PrevKv; prev != nil {
+		create = prev.CreateRevision
+	}
+	return storage.KeyValue{Key: key, Value: value, CreateRevision: create, ModRevision: rev}, nil
+}
+
+// Delete removes key, conditionally on its mod revision when expectedRevision > 0.
+func (s *Store) Delete(ctx context.Context, key string, expectedRevision int64) (storage.KeyValue, error) {
+	defer s.observe("delete", time.Now())
+	cmp := clientv3.Compare(clientv3.ModRevision(key), ">", 0)
+	if expectedRevision > 0 {
+		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", expectedRevision)
+	}
+	resp, err := s.cli.Txn(ctx).
+		If(cmp).
+		Then(clientv3.OpDelete(key, clientv3.WithPrevKV())).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return storage.KeyValue{}, fmt.Errorf("delete %s: %w", key, err)
+	}
+	if !resp.Succeeded {
+		if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
+			return storage.KeyValue{}, fmt.Errorf("delete %s: %w", key, storage.ErrNotFound)
+		}
+		return storage.KeyValue{}, fmt.Errorf("delete %s: %w", key, storage.ErrConflict)
+	}
+	prev := resp.Responses[0].GetResponseDeleteRange().PrevKvs
+	if len(prev) == 0 {
+		return storage.KeyValue{}, fmt.Errorf("delete %s: %w", key, storage.ErrNotFound)
+	}
+	out := kv(prev[0])
+	out.ModRevision = resp.Header.Revision
+	return out, nil
+}
+
+// DeletePrefix removes every key under prefix in one revision.
+func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int64, error) {
+	defer s.observe("delete", time.Now())
+	resp, err := s.cli.Delete(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0, fmt.Errorf("delete prefix %s: %w", prefix, err)
+	}
+	return resp.Header.Revision, nil
+}
+
+// Revision returns etcd's current revision with a linearizable read.
+func (s *Store) Revision(ctx context.Context) (int64, error) {
+	resp, err := s.cli.Get(ctx, "\x00objwatch-revision-probe", clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("revision: %w", err)
+	}
+	return resp.Header.Revision, nil
+}
+
+// Compact discards history before revision. Compacting to an already
+// compacted revision is not an error.
+func (s *Store) Compact(ctx context.Context, revision int64) error {
+	defer s.observe("compact", time.Now())
+	_, err := s.cli.Compact(ctx, revision)
+	if err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
+		return fmt.Errorf("compact %d: %w", revision, mapErr(err, revision, 0))
+	}
+	return nil
+}
+
+// Watch streams the changes under prefix from fromRevision on. Each Watch
+// uses its own etcd watch stream so RequestProgress concerns it alone.
+func (s *Store) Watch(ctx context.Context, prefix string, fromRevision int64) (storage.Watcher, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &watcher{
+		etcd:   clientv3.NewWatcher(s.cli),
+		out:    make(chan storage.Event),
+		cancel: cancel,
+	}
+	ops := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithPrevKV()}
+	if fromRevision > 0 {
+		ops = append(ops, clientv3.WithRev(fromRevision))
+	}
+	// RequireLeader makes the watch fail instead of hanging when this etcd
+	// member loses its quorum.
+	ch := w.etcd.Watch(clientv3.WithRequireLeader(ctx), prefix, ops...)
+	w.wg.Add(1)
+	go w.run(ctx, ch, fromRevision)
+	return w, nil
+}
+
+type watcher struct {
+	etcd   clientv3.Watcher
+	out    chan storage.Event
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+func (w *watcher) Events() <-chan storage.Event { return w.out }
+
+func (w *watcher) RequestProgress(ctx context.Context) error {
+	// The etcd client routes the request by the context's metadata, which
+	// must match the watch's (see Watch).
+	return w.etcd.RequestProgress(clientv3.WithRequireLeader(ctx))
+}
+
+func (w *watcher) Stop() {
+	w.once.Do(func() {
+		w.cancel()
+		w.wg.Wait()
+		w.etcd.Close()
+	})
+}
+
+// run owns w.out: it translates etcd responses until ctx ends or the watch
+// fails, then closes w.out.
+func (w *watcher) run(ctx context.Context, ch clientv3.WatchChan, from int64) {
+	defer w.wg.Done()
+	defer close(w.out)
+	send := func(e storage.Event) bool {
+		select {
+		case w.out <- e:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for resp := range ch {
+		if err := resp.Err(); err != nil {
+			if resp.CompactRevision > 0 {
+				err = &storage.CompactedError{Requested: from, Compacted: resp.CompactRevision}
+			}
+			send(storage.Event{Type: storage.Error, Err: fmt.Errorf("watch: %w", err), Revision: resp.Header.Revision})
+			return
+		}
+		if resp.IsProgressNotify() {
+			if !send(storage.Event{Type: storage.Progress, Revision: resp.Header.Revision}) {
+				return
+			}
+			continue
+		}
+		for _, ev := range resp.Events {
+			e := storage.Event{Revision: ev.Kv.ModRevision}
+			switch ev.Type {
+			case clientv3.EventTypePut:
+				e.Type = storage.Put
+				e.KV = kv(ev.Kv)
+				if ev.PrevKv != nil {
+					p := kv(ev.PrevKv)
+					e.PrevKV = &p
+				}
+			case clientv3.EventTypeDelete:
+				e.Type = storage.Delete
+				if ev.PrevKv != nil {
+					e.KV = kv(ev.PrevKv)
+				}
+				e.KV.Key = string(ev.Kv.Key)
+				e.KV.ModRevision = ev.Kv.ModRevision
+			}
+			if !send(e) {
+				return
+			}
+		}
+	}
+	if ctx.Err() == nil {
+		send(storage.Event{Type: storage.Error, Err: errors.New("watch: etcd watch channel closed")})
+	}
+}

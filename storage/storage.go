@@ -1,0 +1,158 @@
+// Package storage defines objwatch's storage contract: a key-value store with
+// MVCC revisions, optimistic concurrency and ordered watches, shaped after
+// etcd's API because etcd is what objwatch stores objects in.
+//
+// Values are opaque bytes (the server stores JSON). Revisions are the store's
+// global, monotonically increasing modification counter; the server exposes
+// them to clients as resourceVersion.
+//
+// The only implementation lives in storage/etcd; storage/storagetest holds the
+// conformance suite any implementation (and the watch cache in front of it)
+// must pass.
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Implementations wrap them; callers test with errors.Is.
+var (
+	// ErrNotFound: the key does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: a create found the key already present.
+	ErrExists = errors.New("already exists")
+	// ErrConflict: the key's modification revision differs from the one the
+	// caller expected (optimistic concurrency failure), or it was deleted.
+	ErrConflict = errors.New("modification revision mismatch")
+	// ErrCompacted: the requested revision is older than the store's history.
+	ErrCompacted = errors.New("required revision has been compacted")
+	// ErrFutureRevision: the requested revision is newer than the store's.
+	ErrFutureRevision = errors.New("revision is newer than the current revision")
+)
+
+// CompactedError reports a compacted revision together with the oldest one
+// still available. It matches ErrCompacted with errors.Is.
+type CompactedError struct {
+	Requested, Compacted int64
+}
+
+func (e *CompactedError) Error() string {
+	return fmt.Sprintf("revision %d has been compacted (compacted revision %d)", e.Requested, e.Compacted)
+}
+
+// Is makes errors.Is(err, ErrCompacted) true.
+func (e *CompactedError) Is(target error) bool { return target == ErrCompacted }
+
+// KeyValue is one stored value and its revisions.
+type KeyValue struct {
+	Key   string
+	Value []byte
+	// CreateRevision is the revision of the create that started this key's
+	// current life; ModRevision the revision of its last change. For a
+	// deleted key delivered in a watch event, ModRevision is the deletion's
+	// revision and Value the last value before deletion.
+	CreateRevision int64
+	ModRevision    int64
+}
+
+// ListOptions selects a page of a prefix.
+type ListOptions struct {
+	// Revision to read at; 0 reads the latest state with a linearizable read.
+	Revision int64
+	// Limit caps the number of returned items; 0 means no limit.
+	Limit int64
+	// StartKey, when set, starts the range at that key (inclusive) instead of
+	// the prefix itself; pagination passes the key after the last one seen.
+	StartKey string
+}
+
+// ListResult is one page of a list.
+type ListResult struct {
+	KVs []KeyValue
+	// Revision is the store revision the page was read at.
+	Revision int64
+	// More is true when keys past the page remain in the range.
+	More bool
+	// Remaining counts the keys after this page (valid when More is true).
+	Remaining int64
+}
+
+// EventType tells what a watch event means.
+type EventType int
+
+const (
+	// Put: the key was created (PrevKV nil) or updated.
+	Put EventType = iota
+	// Delete: the key was deleted; KV holds the last value.
+	Delete
+	// Progress: no event; every change up to Revision has been delivered.
+	Progress
+	// Error: the watch ended with Err (e.g. ErrCompacted); no more events follow.
+	Error
+)
+
+func (t EventType) String() string {
+	switch t {
+	case Put:
+		return "PUT"
+	case Delete:
+		return "DELETE"
+	case Progress:
+		return "PROGRESS"
+	case Error:
+		return "ERROR"
+	}
+	return fmt.Sprintf("EventType(%d)", int(t))
+}
+
+// Event is one change seen by a watch. Events of one revision are delivered
+// together and in key order, revisions in increasing order.
+type Event struct {
+	Type     EventType
+	KV       KeyValue
+	PrevKV   *KeyValue
+	Revision int64
+	Err      error
+}
+
+// Watcher is a running watch. Its owner must call Stop.
+type Watcher interface {
+	// Events delivers the watch's events until the watch ends (Stop, context
+	// cancellation, or an Error event); then it is closed.
+	Events() <-chan Event
+	// RequestProgress asks for a Progress event at the store's current
+	// revision, delivered after every earlier change.
+	RequestProgress(ctx context.Context) error
+	// Stop ends the watch and waits for its goroutines.
+	Stop()
+}
+
+// Interface is a revisioned key-value store. Implementations are safe for
+// concurrent use.
+type Interface interface {
+	Get(ctx context.Context, key string) (KeyValue, error)
+	List(ctx context.Context, prefix string, opts ListOptions) (ListResult, error)
+	// Count returns how many keys start with prefix.
+	Count(ctx context.Context, prefix string) (int64, error)
+	// Create stores value under key if the key does not exist (ErrExists).
+	Create(ctx context.Context, key string, value []byte) (KeyValue, error)
+	// Update replaces key's value if its ModRevision is expectedRevision
+	// (ErrConflict otherwise, ErrNotFound if absent).
+	Update(ctx context.Context, key string, value []byte, expectedRevision int64) (KeyValue, error)
+	// Delete removes key if its ModRevision is expectedRevision, or
+	// unconditionally when expectedRevision is 0. It returns the deleted
+	// value with ModRevision set to the deletion's revision.
+	Delete(ctx context.Context, key string, expectedRevision int64) (KeyValue, error)
+	// DeletePrefix removes every key under prefix in one revision.
+	DeletePrefix(ctx context.Context, prefix string) (int64, error)
+	// Watch streams changes under prefix with revision >= fromRevision
+	// (0 = changes after now). A compacted fromRevision yields an Error
+	// event wrapping ErrCompacted.
+	Watch(ctx context.Context, prefix string, fromRevision int64) (Watcher, error)
+	// Revision returns the store's current revision (linearizable).
+	Revision(ctx context.Context) (int64, error)
+	// Compact discards history before revision.
+	Compact(ctx context.Context, revision int64) error
+}
