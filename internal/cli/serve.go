@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/objwatch/objwatch/internal/instance"
+)
+
+func newServeCommand() *cobra.Command {
+	var (
+		o                         instance.Options
+		etcdServers               string
+		etcdCA, etcdCert, etcdKey string
+		hosts                     []string
+		verbose                   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the Kubernetes-compatible API server (embedded etcd unless --etcd-servers is set)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			level := slog.LevelInfo
+			if verbose {
+				level = slog.LevelDebug
+			}
+			o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			o.Hosts = hosts
+			if etcdServers != "" {
+				o.EtcdServers = strings.Split(etcdServers, ",")
+				tc, err := etcdTLS(etcdCA, etcdCert, etcdKey)
+				if err != nil {
+					return err
+				}
+				o.EtcdTLS = tc
+			}
+			ctx := cmd.Context()
+			in, err := instance.Start(ctx, o)
+			if err != nil {
+				return err
+			}
+			defer in.Close()
+			kc, _ := filepath.Abs(in.Kubeconfig)
+			fmt.Fprintf(cmd.OutOrStdout(), "objwatch is serving on %s; use it with: export KUBECONFIG=%s; kubectl get namespaces\n", in.URL, kc)
+			select {
+			case <-ctx.Done():
+				o.Log.Info("shutting down")
+				return nil
+			case err := <-in.Err():
+				return err
+			}
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.DataDir, "data-dir", "objwatch-data", "directory for etcd data, credentials and the kubeconfig")
+	f.StringVar(&o.Listen, "listen", "127.0.0.1:6443", "HTTPS listen address")
+	f.StringSliceVar(&hosts, "host", nil, "extra host names or IPs for the serving certificate")
+	f.StringVar(&etcdServers, "etcd-servers", "", "comma-separated external etcd client URLs (default: embedded etcd)")
+	f.StringVar(&etcdCA, "etcd-cafile", "", "CA bundle to verify external etcd servers")
+	f.StringVar(&etcdCert, "etcd-certfile", "", "client certificate for external etcd")
+	f.StringVar(&etcdKey, "etcd-keyfile", "", "client key for external etcd")
+	f.DurationVar(&o.CompactionInterval, "compaction-interval", 5*time.Minute, "interval between etcd history compactions (0 disables)")
+	f.DurationVar(&o.Server.BookmarkInterval, "bookmark-interval", time.Minute, "interval between watch bookmarks")
+	f.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
+	return cmd
+}
+
+func etcdTLS(ca, cert, key string) (*tls.Config, error) {
+	if ca == "" && cert == "" && key == "" {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca != "" {
+		b, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("etcd ca: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("etcd ca: no certificates in %s", ca)
+		}
+	}
+	if cert != "" || key != "" {
+		c, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("etcd client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{c}
+	}
+	return tc, nil
+}

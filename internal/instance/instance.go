@@ -1,0 +1,201 @@
+// Package instance assembles a running objwatch server: etcd (embedded or
+// external), credentials, the API server, HTTPS and compaction. Both
+// `objwatch serve` and testenv use it, so tests run exactly what users run.
+package instance
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/auth"
+	"github.com/objwatch/objwatch/storage/etcd"
+)
+
+// Options configure an instance.
+type Options struct {
+	// DataDir holds credentials, the kubeconfig and (embedded) etcd data.
+	DataDir string
+	// Listen is the HTTPS address; ":0" style ports pick a free one.
+	Listen string
+	// EtcdServers selects an external etcd; empty starts an embedded one.
+	EtcdServers []string
+	// EtcdTLS is the client TLS for external etcd (nil: plain).
+	EtcdTLS *tls.Config
+	// EtcdNoFsync speeds embedded etcd up for tests, at the cost of durability.
+	EtcdNoFsync bool
+	// CompactionInterval between etcd compactions; 0 disables.
+	CompactionInterval time.Duration
+	// Hosts are extra names and IPs for the serving certificate.
+	Hosts []string
+	// Server tunes the API server; Storage, Authenticator and metrics are
+	// filled in.
+	Server server.Config
+	Log    *slog.Logger
+}
+
+// Instance is a running server. Its owner must call Close.
+type Instance struct {
+	// URL is the server's https URL; Kubeconfig the path of the admin
+	// kubeconfig; Credentials the admin credentials.
+	URL         string
+	Kubeconfig  string
+	Credentials *auth.Credentials
+	Server      *server.Server
+	Store       *etcd.Store
+	// EtcdEndpoint is the etcd client URL (embedded or the first external).
+	EtcdEndpoint string
+
+	embedded *etcd.Embedded
+	cli      *clientv3.Client
+	http     *http.Server
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	errc     chan error
+	once     sync.Once
+}
+
+// Start starts an instance and returns once it serves requests.
+func Start(ctx context.Context, o Options) (_ *Instance, err error) {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	in := &Instance{errc: make(chan error, 2)}
+	defer func() {
+		if err != nil {
+			in.Close()
+		}
+	}()
+	endpoints := o.EtcdServers
+	if len(endpoints) == 0 {
+		e, err := etcd.StartEmbedded(ctx, etcd.EmbeddedConfig{Dir: filepath.Join(o.DataDir, "etcd"), NoFsync: o.EtcdNoFsync})
+		if err != nil {
+			return nil, err
+		}
+		in.embedded = e
+		endpoints = []string{e.Endpoint}
+	}
+	in.EtcdEndpoint = endpoints[0]
+	if in.cli, err = etcd.NewClient(etcd.ClientConfig{Endpoints: endpoints, TLS: o.EtcdTLS}); err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if in.Store, err = etcd.New(in.cli, reg); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	host, _, _ := net.SplitHostPort(ln.Addr().String())
+	hosts := append([]string{host}, o.Hosts...)
+	if in.Credentials, err = auth.EnsureCredentials(filepath.Join(o.DataDir, "pki"), hosts); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	in.URL = "https://" + ln.Addr().String()
+	in.Kubeconfig = filepath.Join(o.DataDir, "kubeconfig")
+	if err := auth.WriteKubeconfig(in.Kubeconfig, in.URL, in.Credentials); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	cfg := o.Server
+	cfg.Storage = in.Store
+	cfg.Authenticator = auth.NewAuthenticator(in.Credentials)
+	cfg.Metrics, cfg.Gatherer, cfg.Log = reg, reg, o.Log
+	if in.Server, err = server.New(cfg); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	in.http = &http.Server{
+		Handler:           in.Server.Handler(),
+		TLSConfig:         in.Credentials.ServerTLSConfig(),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(o.Log.Handler(), slog.LevelDebug),
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	in.cancel = cancel
+	in.wg.Add(3)
+	go func() {
+		defer in.wg.Done()
+		if err := in.Server.Run(runCtx); err != nil {
+			in.errc <- err
+		}
+	}()
+	go func() {
+		defer in.wg.Done()
+		in.Store.RunCompactor(runCtx, o.CompactionInterval, o.Log)
+	}()
+	go func() {
+		defer in.wg.Done()
+		if err := in.http.ServeTLS(ln, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			in.errc <- err
+		}
+	}()
+	for !in.Server.Ready() {
+		select {
+		case err := <-in.errc:
+			return nil, err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return in, nil
+}
+
+// Err delivers a fatal error of the running instance.
+func (in *Instance) Err() <-chan error { return in.errc }
+
+// Close shuts down: watches end, in-flight requests finish (up to 10 s),
+// background loops stop, then etcd's client and embedded member close.
+func (in *Instance) Close() {
+	in.once.Do(func() {
+		if in.cancel != nil {
+			in.cancel()
+		}
+		if in.http != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			in.http.Shutdown(ctx)
+			cancel()
+			in.http.Close()
+		}
+		in.wg.Wait()
+		if in.cli != nil {
+			in.cli.Close()
+		}
+		if in.embedded != nil {
+			in.embedded.Close()
+		}
+	})
+}
+
+// TLSClientConfig returns a TLS config trusting the instance's CA and
+// presenting the admin certificate.
+func (in *Instance) TLSClientConfig() (*tls.Config, error) {
+	cert, err := tls.X509KeyPair(in.Credentials.AdminCertPEM, in.Credentials.AdminKeyPEM)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(in.Credentials.CACertPEM)
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}

@@ -1,0 +1,281 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/storage"
+)
+
+// maxEtcdPage bounds one etcd range read, as Kubernetes does.
+const maxEtcdPage = 10000
+
+// selector is a request's label and field selection.
+type selector struct {
+	labels labels.Selector
+	fields fields.Selector
+}
+
+// matchAll selects everything.
+var matchAll = selector{labels: labels.Everything(), fields: fields.Everything()}
+
+func (s selector) empty() bool { return s.labels.Empty() && s.fields.Empty() }
+
+func (s selector) matches(res *registry.Resource, o *unstructured.Unstructured) bool {
+	if !s.labels.Empty() && !s.labels.Matches(labels.Set(o.GetLabels())) {
+		return false
+	}
+	if s.fields.Empty() {
+		return true
+	}
+	return s.fields.Matches(fieldSet(res, o))
+}
+
+func fieldSet(res *registry.Resource, o *unstructured.Unstructured) fields.Set {
+	set := fields.Set{"metadata.name": o.GetName()}
+	if res.Namespaced {
+		set["metadata.namespace"] = o.GetNamespace()
+	}
+	if res.FieldLabels != nil {
+		for k, v := range res.FieldLabels(o) {
+			set[k] = v
+		}
+	}
+	return set
+}
+
+func parseSelectors(r *http.Request, res *registry.Resource) (selector, error) {
+	q := r.URL.Query()
+	ls, err := labels.Parse(q.Get("labelSelector"))
+	if err != nil {
+		return selector{}, badRequest("unable to parse requirement: %v", err)
+	}
+	fs, err := fields.ParseSelector(q.Get("fieldSelector"))
+	if err != nil {
+		return selector{}, badRequest("invalid field selector: %v", err)
+	}
+	// Only labels the resource knows are allowed, as in Kubernetes.
+	known := fieldSet(res, &unstructured.Unstructured{Object: map[string]any{}})
+	for _, req := range fs.Requirements() {
+		if _, ok := known[req.Field]; !ok {
+			return selector{}, badRequest("field label not supported: %s", req.Field)
+		}
+	}
+	return selector{labels: ls, fields: fs}, nil
+}
+
+// continueToken is the opaque continue parameter: the revision the list is
+// read at and the key to resume after, relative to the resource prefix.
+type continueToken struct {
+	APIVersion string `json:"v"`
+	RV         int64  `json:"rv"`
+	Start      string `json:"start"`
+	// Issued lets the server expire tokens after ContinueTTL.
+	Issued int64 `json:"t,omitempty"`
+}
+
+func encodeContinue(rv int64, start string, now time.Time) string {
+	b, _ := json.Marshal(continueToken{APIVersion: "meta.k8s.io/v1", RV: rv, Start: start, Issued: now.Unix()})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeContinue(s string) (continueToken, error) {
+	var t continueToken
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return t, badRequest("continue key is not valid: %v", err)
+	}
+	if err := json.Unmarshal(b, &t); err != nil || t.APIVersion != "meta.k8s.io/v1" {
+		return t, badRequest("continue key is not valid: %s", "unrecognized encoding")
+	}
+	if strings.Contains(t.Start, "..") || strings.HasPrefix(t.Start, "/") {
+		return t, badRequest("continue key is not valid: %s", "invalid start key")
+	}
+	return t, nil
+}
+
+// listPlan is how a list request will be read.
+type listPlan struct {
+	rev      int64 // revision to read at; 0 = latest
+	minRev   int64 // NotOlderThan: the store must have reached it
+	limit    int64
+	start    string // key to start at, relative to the prefix
+	fromCont bool
+}
+
+func (s *Server) planList(r *http.Request) (listPlan, error) {
+	q := r.URL.Query()
+	rvStr, match, cont := q.Get("resourceVersion"), q.Get("resourceVersionMatch"), q.Get("continue")
+	var p listPlan
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.ParseInt(l, 10, 64)
+		if err != nil || n < 0 {
+			return p, badRequest("limit: invalid value %q", l)
+		}
+		p.limit = n
+	}
+	rv, err := parseRV(rvStr)
+	if err != nil {
+		return p, err
+	}
+	switch match {
+	case "", string(metav1.ResourceVersionMatchNotOlderThan), string(metav1.ResourceVersionMatchExact):
+	default:
+		return p, badRequest("resourceVersionMatch: unsupported value %q, supported values: \"Exact\", \"NotOlderThan\"", match)
+	}
+	if match != "" && rvStr == "" {
+		return p, badRequest("resourceVersionMatch is forbidden unless resourceVersion is provided")
+	}
+	if match == string(metav1.ResourceVersionMatchExact) && rv == 0 {
+		return p, badRequest("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"")
+	}
+	if cont != "" {
+		if rvStr != "" && rvStr != "0" {
+			return p, badRequest("specifying resource version is not allowed when using continue")
+		}
+		if match != "" {
+			return p, badRequest("resourceVersionMatch is forbidden when continue is provided")
+		}
+		t, err := decodeContinue(cont)
+		if err != nil {
+			return p, err
+		}
+		if t.Issued > 0 && time.Since(time.Unix(t.Issued, 0)) > s.cfg.ContinueTTL && t.RV > 0 {
+			return p, s.expiredContinue(t)
+		}
+		p.start, p.fromCont = t.Start, true
+		if t.RV > 0 {
+			p.rev = t.RV
+		}
+		return p, nil
+	}
+	switch {
+	case rvStr == "" || rv == 0:
+		// Most recent (unset) or any (0): both read the latest state.
+	case match == string(metav1.ResourceVersionMatchExact) || (match == "" && p.limit > 0):
+		p.rev = rv
+	default:
+		p.minRev = rv
+	}
+	return p, nil
+}
+
+// expiredContinue is the 410 for a continue token whose revision is gone; it
+// carries a token that continues from the same key at the latest revision.
+func (s *Server) expiredContinue(t continueToken) error {
+	st := apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+	st.ErrStatus.ListMeta.Continue = encodeContinue(-1, t.Start, time.Now())
+	return st
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) error {
+	sel, err := parseSelectors(r, res)
+	if err != nil {
+		return err
+	}
+	plan, err := s.planList(r)
+	if err != nil {
+		return err
+	}
+	if plan.minRev > 0 {
+		if err := s.waitForRevision(r.Context(), plan.minRev); err != nil {
+			return err
+		}
+	}
+	items, meta, err := s.readList(r.Context(), res, info.namespace, sel, plan)
+	if err != nil {
+		return err
+	}
+	if v, ok := wantsTable(r); ok {
+		t := table(res, v, items, r.URL.Query().Get("includeObject"))
+		t.ListMeta = meta
+		writeJSON(w, http.StatusOK, t)
+		return nil
+	}
+	out := make([]any, len(items))
+	for i, it := range items {
+		out[i] = it.Object
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"kind": res.ListKind, "apiVersion": res.APIVersion(), "metadata": meta, "items": out,
+	})
+	return nil
+}
+
+// readList reads one page (or everything, without a limit) of the
+// resource's objects matching sel.
+func (s *Server) readList(ctx context.Context, res *registry.Resource, ns string, sel selector, plan listPlan) ([]*unstructured.Unstructured, metav1.ListMeta, error) {
+	prefix := res.Prefix(ns)
+	var meta metav1.ListMeta
+	items := []*unstructured.Unstructured{}
+	start := ""
+	if plan.start != "" {
+		start = prefix + plan.start
+	}
+	rev := plan.rev
+	for {
+		page := int64(maxEtcdPage)
+		if plan.limit > 0 && plan.limit < page {
+			page = plan.limit
+		}
+		lr, err := s.store.List(ctx, prefix, storage.ListOptions{Revision: rev, Limit: page, StartKey: start})
+		if err != nil {
+			var ce *storage.CompactedError
+			if errors.As(err, &ce) && plan.fromCont {
+				return nil, meta, s.expiredContinue(continueToken{Start: plan.start})
+			}
+			return nil, meta, storageError(err, s.gr(res), "")
+		}
+		rev = lr.Revision
+		for i, kv := range lr.KVs {
+			obj, err := fromStorage(res, kv)
+			if err != nil {
+				return nil, meta, apierrors.NewInternalError(err)
+			}
+			if !sel.matches(res, obj) {
+				continue
+			}
+			items = append(items, obj)
+			if plan.limit > 0 && int64(len(items)) == plan.limit {
+				if i < len(lr.KVs)-1 || lr.More {
+					meta.Continue = encodeContinue(rev, strings.TrimPrefix(kv.Key, prefix)+"\x00", time.Now())
+					if sel.empty() {
+						n := lr.Remaining + int64(len(lr.KVs)-1-i)
+						meta.RemainingItemCount = &n
+					}
+				}
+				meta.ResourceVersion = strconv.FormatInt(rev, 10)
+				return items, meta, nil
+			}
+		}
+		if !lr.More {
+			break
+		}
+		start = lr.KVs[len(lr.KVs)-1].Key + "\x00"
+	}
+	meta.ResourceVersion = strconv.FormatInt(rev, 10)
+	return items, meta, nil
+}
+
+// listAll reads every matching object at the latest revision.
+func (s *Server) listAll(ctx context.Context, res *registry.Resource, ns string, sel selector) ([]*unstructured.Unstructured, int64, error) {
+	items, meta, err := s.readList(ctx, res, ns, sel, listPlan{})
+	if err != nil {
+		return nil, 0, err
+	}
+	rev, _ := strconv.ParseInt(meta.ResourceVersion, 10, 64)
+	return items, rev, nil
+}

@@ -1,0 +1,271 @@
+package registry
+
+import (
+	"context"
+	"strings"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metavalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/objwatch/objwatch/server/registry/crd"
+)
+
+// Names of the built-in groups.
+const (
+	CoordinationGroup  = "coordination.k8s.io"
+	APIExtensionsGroup = "apiextensions.k8s.io"
+)
+
+// maxDataBytes is Kubernetes' limit on ConfigMap and Secret payloads.
+const maxDataBytes = 1 << 20
+
+func builtins() []*Resource {
+	rs := []*Resource{
+		{
+			Version: "v1", Plural: "namespaces", Singular: "namespace", Kind: "Namespace",
+			ShortNames: []string{"ns"}, Status: true,
+			PatchSchema: &corev1.Namespace{},
+			Strategy:    typed[corev1.Namespace]{validate: validateNamespace, nameFn: metavalidation.ValidateNamespaceName},
+			FieldLabels: func(u *unstructured.Unstructured) fields.Set {
+				phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
+				return fields.Set{"status.phase": phase}
+			},
+		},
+		{
+			Version: "v1", Plural: "configmaps", Singular: "configmap", Kind: "ConfigMap",
+			ShortNames: []string{"cm"}, Namespaced: true,
+			PatchSchema: &corev1.ConfigMap{},
+			Strategy:    typed[corev1.ConfigMap]{validate: validateConfigMap},
+		},
+		{
+			Version: "v1", Plural: "secrets", Singular: "secret", Kind: "Secret", Namespaced: true,
+			PatchSchema: &corev1.Secret{},
+			Strategy:    typed[corev1.Secret]{validate: validateSecret},
+			FieldLabels: func(u *unstructured.Unstructured) fields.Set {
+				t, _, _ := unstructured.NestedString(u.Object, "type")
+				return fields.Set{"type": t}
+			},
+		},
+		{
+			Version: "v1", Plural: "events", Singular: "event", Kind: "Event",
+			ShortNames: []string{"ev"}, Namespaced: true,
+			PatchSchema: &corev1.Event{},
+			Strategy:    typed[corev1.Event]{validate: validateEvent},
+			FieldLabels: eventFields,
+		},
+		{
+			Group: CoordinationGroup, Version: "v1", Plural: "leases", Singular: "lease", Kind: "Lease",
+			Namespaced: true, PatchSchema: &coordinationv1.Lease{},
+			Strategy: typed[coordinationv1.Lease]{validate: validateLease},
+		},
+		{
+			Group: APIExtensionsGroup, Version: "v1", Plural: "customresourcedefinitions",
+			Singular: "customresourcedefinition", Kind: "CustomResourceDefinition",
+			ShortNames: []string{"crd", "crds"}, Categories: []string{"api-extensions"},
+			Status: true, Generation: true, PatchSchema: &apiextensionsv1.CustomResourceDefinition{},
+			Strategy: typed[apiextensionsv1.CustomResourceDefinition]{validate: validateCRD, prepare: prepareCRD},
+		},
+	}
+	for _, r := range rs {
+		r.StoragePrefix = StoragePrefix(r.Group, r.Plural)
+	}
+	return rs
+}
+
+func prepareCRD(obj, old *apiextensionsv1.CustomResourceDefinition) {
+	crd.SetDefaults(obj)
+	if old == nil {
+		crd.PrepareDefinitionForCreate(obj)
+	}
+	// On update the server itself keeps status (a subresource) and
+	// maintains generation.
+}
+
+func validateCRD(obj, old *apiextensionsv1.CustomResourceDefinition) field.ErrorList {
+	if old == nil {
+		return crd.ValidateDefinition(context.Background(), obj)
+	}
+	return crd.ValidateDefinitionUpdate(context.Background(), obj, old)
+}
+
+// typed is the strategy of a built-in resource with Go type T: objects are
+// decoded into T, so unknown fields are dropped and malformed values
+// rejected exactly as Kubernetes does for compiled-in types.
+type typed[T any] struct {
+	validate func(obj, old *T) field.ErrorList
+	// prepare, if set, defaults and resets server-owned fields.
+	prepare func(obj, old *T)
+	nameFn  metavalidation.ValidateNameFunc
+}
+
+type validatingConverter interface {
+	FromUnstructuredWithValidation(u map[string]any, obj any, returnUnknownFields bool) error
+}
+
+func (s typed[T]) decode(obj map[string]any) (*T, []string, error) {
+	var v T
+	var unknown []string
+	err := any(runtime.DefaultUnstructuredConverter).(validatingConverter).FromUnstructuredWithValidation(obj, &v, true)
+	if err != nil {
+		if !runtime.IsStrictDecodingError(err) {
+			return nil, nil, err
+		}
+		for _, e := range err.(interface{ Errors() []error }).Errors() {
+			unknown = append(unknown, strings.TrimPrefix(e.Error(), "unknown field "))
+		}
+	}
+	return &v, unknown, nil
+}
+
+func (s typed[T]) Stored(map[string]any) error { return nil }
+
+func (s typed[T]) Normalize(obj, old map[string]any) ([]string, error) {
+	v, unknown, err := s.decode(obj)
+	if err != nil {
+		return nil, err
+	}
+	if s.prepare != nil {
+		var o *T
+		if old != nil {
+			if o, _, err = s.decode(old); err != nil {
+				return nil, err
+			}
+		}
+		s.prepare(v, o)
+	}
+	out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(v)
+	if err != nil {
+		return nil, err
+	}
+	// Keep the identity fields the typed round trip may not carry.
+	for k := range obj {
+		delete(obj, k)
+	}
+	for k, val := range out {
+		obj[k] = val
+	}
+	// Typed objects serialize a null creationTimestamp; Kubernetes omits it.
+	if md, ok := obj["metadata"].(map[string]any); ok && md["creationTimestamp"] == nil {
+		delete(md, "creationTimestamp")
+	}
+	return unknown, nil
+}
+
+func (s typed[T]) Validate(obj, old map[string]any) field.ErrorList {
+	nameFn := s.nameFn
+	if nameFn == nil {
+		nameFn = metavalidation.NameIsDNSSubdomain
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	var errs field.ErrorList
+	if old == nil {
+		errs = metavalidation.ValidateObjectMetaAccessor(u, u.GetNamespace() != "", nameFn, field.NewPath("metadata"))
+	} else {
+		errs = metavalidation.ValidateObjectMetaAccessorUpdate(u, &unstructured.Unstructured{Object: old}, field.NewPath("metadata"))
+	}
+	if s.validate == nil {
+		return errs
+	}
+	v, _, err := s.decode(obj)
+	if err != nil {
+		return append(errs, field.Invalid(field.NewPath(""), nil, err.Error()))
+	}
+	var o *T
+	if old != nil {
+		if o, _, err = s.decode(old); err != nil {
+			return append(errs, field.InternalError(field.NewPath(""), err))
+		}
+	}
+	return append(errs, s.validate(v, o)...)
+}
+
+func validateNamespace(ns, _ *corev1.Namespace) field.ErrorList {
+	return nil
+}
+
+func validateDataKeys[V string | []byte](data map[string]V, path *field.Path, seen map[string]bool) (field.ErrorList, int) {
+	var errs field.ErrorList
+	size := 0
+	for k, v := range data {
+		for _, msg := range validation.IsConfigMapKey(k) {
+			errs = append(errs, field.Invalid(path.Key(k), k, msg))
+		}
+		if seen[k] {
+			errs = append(errs, field.Invalid(path.Key(k), k, "duplicate of key present in another data field"))
+		}
+		seen[k] = true
+		size += len(v)
+	}
+	return errs, size
+}
+
+func validateConfigMap(cm, _ *corev1.ConfigMap) field.ErrorList {
+	seen := map[string]bool{}
+	errs, n1 := validateDataKeys(cm.Data, field.NewPath("data"), seen)
+	errs2, n2 := validateDataKeys(cm.BinaryData, field.NewPath("binaryData"), seen)
+	errs = append(errs, errs2...)
+	if n1+n2 > maxDataBytes {
+		errs = append(errs, field.TooLong(field.NewPath(""), "", maxDataBytes))
+	}
+	return errs
+}
+
+func validateSecret(s, old *corev1.Secret) field.ErrorList {
+	seen := map[string]bool{}
+	errs, n1 := validateDataKeys(s.Data, field.NewPath("data"), seen)
+	errs2, n2 := validateDataKeys(s.StringData, field.NewPath("stringData"), map[string]bool{})
+	errs = append(errs, errs2...)
+	if n1+n2 > maxDataBytes {
+		errs = append(errs, field.TooLong(field.NewPath("data"), "", maxDataBytes))
+	}
+	if old != nil && old.Type != s.Type && !(old.Type == "" || s.Type == "") {
+		errs = append(errs, field.Invalid(field.NewPath("type"), s.Type, "field is immutable"))
+	}
+	return errs
+}
+
+func validateEvent(e, _ *corev1.Event) field.ErrorList {
+	var errs field.ErrorList
+	if e.InvolvedObject.Namespace != "" && e.Namespace != "" && e.InvolvedObject.Namespace != e.Namespace {
+		errs = append(errs, field.Invalid(field.NewPath("involvedObject", "namespace"), e.InvolvedObject.Namespace, "does not match event.namespace"))
+	}
+	return errs
+}
+
+func validateLease(l, _ *coordinationv1.Lease) field.ErrorList {
+	var errs field.ErrorList
+	if d := l.Spec.LeaseDurationSeconds; d != nil && *d <= 0 {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "leaseDurationSeconds"), *d, "must be greater than 0"))
+	}
+	if t := l.Spec.LeaseTransitions; t != nil && *t < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "leaseTransitions"), *t, "must be greater than or equal to 0"))
+	}
+	return errs
+}
+
+func eventFields(u *unstructured.Unstructured) fields.Set {
+	s := func(path ...string) string {
+		v, _, _ := unstructured.NestedString(u.Object, path...)
+		return v
+	}
+	return fields.Set{
+		"involvedObject.kind":            s("involvedObject", "kind"),
+		"involvedObject.namespace":       s("involvedObject", "namespace"),
+		"involvedObject.name":            s("involvedObject", "name"),
+		"involvedObject.uid":             s("involvedObject", "uid"),
+		"involvedObject.apiVersion":      s("involvedObject", "apiVersion"),
+		"involvedObject.resourceVersion": s("involvedObject", "resourceVersion"),
+		"involvedObject.fieldPath":       s("involvedObject", "fieldPath"),
+		"reason":                         s("reason"),
+		"reportingComponent":             s("reportingComponent"),
+		"source":                         s("source", "component"),
+		"type":                           s("type"),
+	}
+}

@@ -1,0 +1,285 @@
+// Package registry describes the resources objwatch serves: their names,
+// scope, subresources and the strategy that prepares and validates their
+// objects. Built-in resources are defined in builtin.go; custom resources are
+// added and removed at run time as CustomResourceDefinitions come and go.
+//
+// Objects are handled as unstructured maps (JSON decoded the way
+// k8s.io/apimachinery's unstructured package does) so that built-in and
+// custom resources share one code path.
+package registry
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/kube-openapi/pkg/spec3"
+)
+
+// Strategy prepares and validates the objects of one resource version.
+// Implementations are safe for concurrent use.
+type Strategy interface {
+	// Normalize decodes obj into the resource's schema: it applies defaults
+	// and drops unknown fields, returning their paths so the server can
+	// honour fieldValidation=Strict/Warn. A malformed object is an error.
+	// old is the current object on update, nil on create.
+	Normalize(obj, old map[string]any) (unknown []string, err error)
+	// Stored prepares an object read from storage for serving.
+	Stored(obj map[string]any) error
+	// Validate checks obj, or obj as an update of old when old is not nil.
+	Validate(obj, old map[string]any) field.ErrorList
+}
+
+// Resource is one served resource version. Resources are immutable once
+// registered.
+type Resource struct {
+	Group, Version   string
+	Plural, Singular string
+	Kind, ListKind   string
+	ShortNames       []string
+	Categories       []string
+	Namespaced       bool
+	// Status: the resource has a /status subresource; the main endpoint
+	// ignores status changes and /status ignores everything else.
+	Status bool
+	// Generation: the server maintains metadata.generation, incremented on
+	// every change outside metadata (and status, when Status is set).
+	Generation bool
+	// Custom resources: updates need metadata.resourceVersion, and strategic
+	// merge patch is unsupported (415), as in Kubernetes.
+	Custom bool
+	// StoragePrefix is the key prefix shared by every version of the
+	// resource, ending in "/".
+	StoragePrefix string
+	// PatchSchema is a Go value of the resource's type for strategic merge
+	// patch; nil when the resource does not support it.
+	PatchSchema any
+	// FieldLabels adds resource-specific field selector labels to the
+	// generic metadata.name and metadata.namespace.
+	FieldLabels func(obj *unstructured.Unstructured) fields.Set
+	// Strategy prepares and validates objects.
+	Strategy Strategy
+	// Columns are the extra printer columns for tables (custom resources).
+	Columns []Column
+	// OpenAPIV3, if set, returns the resource's OpenAPI v3 document
+	// (custom resources); built-in documents come from their Go types.
+	OpenAPIV3 func() (*spec3.OpenAPI, error)
+}
+
+// Column is an additional printer column (see
+// CustomResourceDefinition.spec.versions[].additionalPrinterColumns).
+type Column struct {
+	Name, Type, Format, Description, JSONPath string
+	Priority                                  int32
+}
+
+// GVR returns the resource's group, version and resource.
+func (r *Resource) GVR() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Plural}
+}
+
+// GVK returns the resource's group, version and kind.
+func (r *Resource) GVK() schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
+}
+
+// APIVersion is the apiVersion field of the resource's objects.
+func (r *Resource) APIVersion() string {
+	return r.GVK().GroupVersion().String()
+}
+
+// Key is the storage key of an object.
+func (r *Resource) Key(namespace, name string) string {
+	if r.Namespaced {
+		return r.StoragePrefix + namespace + "/" + name
+	}
+	return r.StoragePrefix + name
+}
+
+// Prefix is the key prefix of a namespace's objects (or of all objects when
+// namespace is empty).
+func (r *Resource) Prefix(namespace string) string {
+	if r.Namespaced && namespace != "" {
+		return r.StoragePrefix + namespace + "/"
+	}
+	return r.StoragePrefix
+}
+
+// Verbs are the verbs the resource supports.
+func (r *Resource) Verbs() []string {
+	return []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
+}
+
+// StoragePrefix returns the key prefix for a group and resource.
+func StoragePrefix(group, plural string) string {
+	if group == "" {
+		group = "core"
+	}
+	return "/registry/" + group + "/" + plural + "/"
+}
+
+// Registry is the set of served resources. It is safe for concurrent use;
+// readers see a consistent snapshot.
+type Registry struct {
+	mu sync.RWMutex
+	// byGVR indexes every served version.
+	byGVR map[schema.GroupVersionResource]*Resource
+	// preferred lists each group's versions, preferred first.
+	versions map[string][]string
+	// custom maps a CRD name to the resources it added.
+	custom map[string][]*Resource
+}
+
+// New returns a registry with the built-in resources.
+func New() *Registry {
+	r := &Registry{
+		byGVR:    map[schema.GroupVersionResource]*Resource{},
+		versions: map[string][]string{},
+		custom:   map[string][]*Resource{},
+	}
+	for _, res := range builtins() {
+		r.add(res)
+	}
+	return r
+}
+
+func (r *Registry) add(res *Resource) {
+	if res.ListKind == "" {
+		res.ListKind = res.Kind + "List"
+	}
+	r.byGVR[res.GVR()] = res
+	vs := r.versions[res.Group]
+	for _, v := range vs {
+		if v == res.Version {
+			return
+		}
+	}
+	r.versions[res.Group] = sortVersions(append(vs, res.Version))
+}
+
+// Get returns the resource for gvr.
+func (r *Registry) Get(gvr schema.GroupVersionResource) (*Resource, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	res, ok := r.byGVR[gvr]
+	return res, ok
+}
+
+// Resources returns every served resource sorted by group, version, plural.
+func (r *Registry) Resources() []*Resource {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*Resource, 0, len(r.byGVR))
+	for _, res := range r.byGVR {
+		out = append(out, res)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		if a.Version != b.Version {
+			return a.Version < b.Version
+		}
+		return a.Plural < b.Plural
+	})
+	return out
+}
+
+// Groups returns every group with its versions, preferred version first.
+// The core group is "".
+func (r *Registry) Groups() map[string][]string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make(map[string][]string, len(r.versions))
+	for g, vs := range r.versions {
+		out[g] = append([]string(nil), vs...)
+	}
+	return out
+}
+
+// SetCustom replaces the resources served for the CRD named crdName (nil or
+// empty removes them). It fails if a resource would shadow one that another
+// definition serves.
+func (r *Registry) SetCustom(crdName string, resources []*Resource) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, res := range resources {
+		if cur, ok := r.byGVR[res.GVR()]; ok && !r.ownedBy(cur, crdName) {
+			return fmt.Errorf("registry: %s is already served", res.GVR())
+		}
+	}
+	for _, old := range r.custom[crdName] {
+		delete(r.byGVR, old.GVR())
+	}
+	delete(r.custom, crdName)
+	if len(resources) > 0 {
+		r.custom[crdName] = resources
+	}
+	r.versions = map[string][]string{}
+	for _, res := range r.byGVR {
+		r.add(res)
+	}
+	for _, res := range resources {
+		r.add(res)
+	}
+	return nil
+}
+
+// CustomNames returns the names of the CRDs whose resources are served.
+func (r *Registry) CustomNames() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.custom))
+	for name := range r.custom {
+		out = append(out, name)
+	}
+	return out
+}
+
+func (r *Registry) ownedBy(res *Resource, crdName string) bool {
+	for _, o := range r.custom[crdName] {
+		if o == res {
+			return true
+		}
+	}
+	return false
+}
+
+// sortVersions orders versions the Kubernetes way: GA before beta before
+// alpha, higher numbers first, then non-conforming names alphabetically.
+func sortVersions(vs []string) []string {
+	sort.Slice(vs, func(i, j int) bool { return versionLess(vs[j], vs[i]) })
+	return vs
+}
+
+// versionLess reports whether a has lower priority than b.
+func versionLess(a, b string) bool {
+	return version.CompareKubeAwareVersionStrings(a, b) < 0
+}
+
+// Find looks a resource up by plural, singular, kind or short name in the
+// given group (any group if group is "*"); used by tests and the CLI.
+func (r *Registry) Find(group, name string) (*Resource, bool) {
+	name = strings.ToLower(name)
+	for _, res := range r.Resources() {
+		if group != "*" && res.Group != group {
+			continue
+		}
+		if res.Plural == name || res.Singular == name || strings.ToLower(res.Kind) == name {
+			return res, true
+		}
+		for _, s := range res.ShortNames {
+			if s == name {
+				return res, true
+			}
+		}
+	}
+	return nil, false
+}

@@ -1,0 +1,647 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/storage"
+)
+
+func notFoundPath() error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
+		Message: "the server could not find the requested resource",
+		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: metav1.CauseTypeUnexpectedServerResponse, Message: "404 page not found"}}},
+	}}
+}
+
+// serveResource handles every request on a resource path.
+func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requestInfo) {
+	res, ok := s.registry.Get(info.gvr)
+	if !ok {
+		writeStatus(w, notFoundPath())
+		return
+	}
+	if info.namespaceSet && !res.Namespaced {
+		writeStatus(w, notFoundPath())
+		return
+	}
+	if info.subresource != "" && !(info.subresource == "status" && res.Status) {
+		writeStatus(w, notFoundPath())
+		return
+	}
+	if info.namespaceSet && info.namespace == "" {
+		writeStatus(w, badRequest("namespace must not be empty"))
+		return
+	}
+	s.instrument(w, info, func(w http.ResponseWriter) {
+		if info.verb == "watch" {
+			s.watch(w, r, res, info)
+			return
+		}
+		release, ok := s.limitInFlight(w, info.verb)
+		if !ok {
+			return
+		}
+		defer release()
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+		var err error
+		switch info.verb {
+		case "get":
+			err = s.get(w, r, res, info)
+		case "list":
+			err = s.list(w, r, res, info)
+		case "create":
+			err = s.create(w, r, res, info)
+		case "update":
+			err = s.update(w, r, res, info)
+		case "patch":
+			err = s.patch(w, r, res, info)
+		case "delete":
+			err = s.delete(w, r, res, info)
+		case "deletecollection":
+			err = s.deleteCollection(w, r, res, info)
+		default:
+			err = apierrors.NewMethodNotSupported(res.GVR().GroupResource(), info.verb)
+		}
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() != nil {
+				err = apierrors.NewTimeoutError("request did not complete within the allowed duration", 1)
+			}
+			writeStatus(w, err)
+		}
+	})
+}
+
+func (s *Server) gr(res *registry.Resource) schema.GroupResource {
+	return schema.GroupResource{Group: res.Group, Resource: res.Plural}
+}
+
+// respond writes an object, or a Table of it when the client asked for one.
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, res *registry.Resource, code int, obj *unstructured.Unstructured) error {
+	if v, ok := wantsTable(r); ok {
+		t := table(res, v, []*unstructured.Unstructured{obj}, r.URL.Query().Get("includeObject"))
+		t.ResourceVersion = obj.GetResourceVersion()
+		writeJSON(w, code, t)
+		return nil
+	}
+	writeJSON(w, code, obj.Object)
+	return nil
+}
+
+// waitForRevision waits until the store has reached rev, up to
+// FutureRVWait; then it is a 504 "Too large resource version".
+func (s *Server) waitForRevision(ctx context.Context, rev int64) error {
+	deadline := time.Now().Add(s.cfg.FutureRVWait)
+	for {
+		cur, err := s.store.Revision(ctx)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		if cur >= rev {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return tooLarge()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// getCurrent reads an object with a quorum read.
+func (s *Server) getCurrent(ctx context.Context, res *registry.Resource, ns, name string) (*unstructured.Unstructured, storage.KeyValue, error) {
+	kv, err := s.store.Get(ctx, res.Key(ns, name))
+	if err != nil {
+		return nil, kv, storageError(err, s.gr(res), name)
+	}
+	obj, err := fromStorage(res, kv)
+	if err != nil {
+		return nil, kv, apierrors.NewInternalError(err)
+	}
+	return obj, kv, nil
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) error {
+	rv, err := parseRV(r.URL.Query().Get("resourceVersion"))
+	if err != nil {
+		return err
+	}
+	if rv > 0 {
+		if err := s.waitForRevision(r.Context(), rv); err != nil {
+			return err
+		}
+	}
+	obj, _, err := s.getCurrent(r.Context(), res, info.namespace, info.name)
+	if err != nil {
+		return err
+	}
+	return s.respond(w, r, res, http.StatusOK, obj)
+}
+
+// writeOptions are the query parameters every write accepts.
+type writeOptions struct {
+	dryRun          bool
+	fieldValidation string
+}
+
+func parseWriteOptions(r *http.Request) (writeOptions, error) {
+	q := r.URL.Query()
+	var o writeOptions
+	for _, d := range q["dryRun"] {
+		if d != "All" {
+			return o, badRequest("dryRun: unsupported value %q, supported values: \"All\"", d)
+		}
+		o.dryRun = true
+	}
+	o.fieldValidation = q.Get("fieldValidation")
+	switch o.fieldValidation {
+	case "", "Ignore", "Warn", "Strict":
+	default:
+		return o, badRequest("fieldValidation: unsupported value %q, supported values: \"Ignore\", \"Warn\", \"Strict\"", o.fieldValidation)
+	}
+	return o, nil
+}
+
+// normalize applies the resource's schema to obj and handles unknown
+// fields per fieldValidation (Warn is the default, as in Kubernetes).
+func (s *Server) normalize(w http.ResponseWriter, res *registry.Resource, obj, old *unstructured.Unstructured, opts writeOptions) error {
+	unknown, err := res.Strategy.Normalize(obj.Object, objectOf(old))
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	switch opts.fieldValidation {
+	case "Strict":
+		return strictErr(unknown)
+	case "Ignore":
+	default:
+		for _, u := range unknown {
+			w.Header().Add("Warning", fmt.Sprintf(`299 - "unknown field \"%s\""`, u))
+		}
+	}
+	return nil
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) error {
+	opts, err := parseWriteOptions(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readBody(r)
+	if err != nil {
+		return err
+	}
+	obj, err := decodeBody(r, body)
+	if err != nil {
+		return err
+	}
+	if info.name != "" {
+		return apierrors.NewMethodNotSupported(s.gr(res), "create on a named resource")
+	}
+	if err := checkTypeMeta(obj, res); err != nil {
+		return err
+	}
+	if err := checkNamespace(obj, res, info); err != nil {
+		return err
+	}
+	if obj.GetName() == "" && obj.GetGenerateName() != "" {
+		obj.SetName(obj.GetGenerateName() + rand.String(5))
+	}
+	if obj.GetName() == "" {
+		return invalid(res.GVK().GroupKind(), "", field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
+	}
+	prepareCreate(obj, res)
+	if err := s.normalize(w, res, obj, nil, opts); err != nil {
+		return err
+	}
+	if errs := res.Strategy.Validate(obj.Object, nil); len(errs) > 0 {
+		return invalid(res.GVK().GroupKind(), obj.GetName(), errs)
+	}
+	if res.Namespaced {
+		if err := s.checkNamespaceActive(r.Context(), obj.GetNamespace(), res); err != nil {
+			return err
+		}
+	}
+	if opts.dryRun {
+		return s.respond(w, r, res, http.StatusCreated, obj)
+	}
+	b, err := toStorage(obj)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	kv, err := s.store.Create(r.Context(), res.Key(obj.GetNamespace(), obj.GetName()), b)
+	if err != nil {
+		return storageError(err, s.gr(res), obj.GetName())
+	}
+	obj.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
+	return s.respond(w, r, res, http.StatusCreated, obj)
+}
+
+// checkNamespace reconciles the object's namespace with the URL's.
+func checkNamespace(obj *unstructured.Unstructured, res *registry.Resource, info requestInfo) error {
+	if !res.Namespaced {
+		obj.SetNamespace("")
+		return nil
+	}
+	switch ns := obj.GetNamespace(); {
+	case ns == "":
+		obj.SetNamespace(info.namespace)
+	case ns != info.namespace:
+		return badRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	if obj.GetNamespace() == "" {
+		return badRequest("the namespace of the provided object is empty")
+	}
+	return nil
+}
+
+// prepareCreate sets what the server owns on a new object.
+func prepareCreate(obj *unstructured.Unstructured, res *registry.Resource) {
+	obj.SetUID(uuid.NewUUID())
+	obj.SetCreationTimestamp(metav1.NewTime(time.Now().UTC().Truncate(time.Second)))
+	obj.SetResourceVersion("")
+	obj.SetDeletionTimestamp(nil)
+	obj.SetDeletionGracePeriodSeconds(nil)
+	unstructured.RemoveNestedField(obj.Object, "metadata", "selfLink")
+	if res.Generation {
+		obj.SetGeneration(1)
+	} else {
+		unstructured.RemoveNestedField(obj.Object, "metadata", "generation")
+	}
+	if res.Status && res.Custom {
+		delete(obj.Object, "status")
+	}
+	if res.Group == "" && res.Plural == "namespaces" {
+		unstructured.SetNestedField(obj.Object, "Active", "status", "phase")
+	}
+}
+
+// checkNamespaceActive makes sure a namespaced object's namespace exists
+// and is not being deleted.
+func (s *Server) checkNamespaceActive(ctx context.Context, ns string, res *registry.Resource) error {
+	nsRes, _ := s.registry.Get(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"})
+	obj, _, err := s.getCurrent(ctx, nsRes, "", ns)
+	if err != nil {
+		return err
+	}
+	if phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase"); phase == "Terminating" || obj.GetDeletionTimestamp() != nil {
+		return apierrors.NewForbidden(s.gr(res), "", fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+	}
+	return nil
+}
+
+// mutation computes an update's new object from the current one; it is
+// called again on every optimistic-concurrency retry.
+type mutation func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error)
+
+// update implements PUT on an object or its status.
+func (s *Server) update(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) error {
+	opts, err := parseWriteOptions(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readBody(r)
+	if err != nil {
+		return err
+	}
+	obj, err := decodeBody(r, body)
+	if err != nil {
+		return err
+	}
+	if err := checkTypeMeta(obj, res); err != nil {
+		return err
+	}
+	if obj.GetName() != info.name {
+		return badRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), info.name)
+	}
+	if err := checkNamespace(obj, res, info); err != nil {
+		return err
+	}
+	if obj.GetResourceVersion() == "" && res.Custom {
+		return invalid(res.GVK().GroupKind(), info.name, field.ErrorList{field.Invalid(field.NewPath("metadata", "resourceVersion"), "0x0", "must be specified for an update")})
+	}
+	if _, err := parseRV(obj.GetResourceVersion()); err != nil {
+		return invalid(res.GVK().GroupKind(), info.name, field.ErrorList{field.Invalid(field.NewPath("metadata", "resourceVersion"), obj.GetResourceVersion(), "must be a number")})
+	}
+	out, code, err := s.guaranteedUpdate(w, r.Context(), res, info, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		return obj.DeepCopy(), nil
+	})
+	if err != nil {
+		return err
+	}
+	return s.respond(w, r, res, code, out)
+}
+
+// guaranteedUpdate reads the current object, applies mutate, prepares and
+// validates the result and writes it conditionally on the read revision.
+// A conflict is retried when the new object does not pin a
+// resourceVersion; otherwise it is a 409.
+func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, res *registry.Resource, info requestInfo, opts writeOptions, mutate mutation) (*unstructured.Unstructured, int, error) {
+	gr := s.gr(res)
+	for attempt := 0; ; attempt++ {
+		cur, kv, err := s.getCurrent(ctx, res, info.namespace, info.name)
+		if err != nil {
+			return nil, 0, err
+		}
+		obj, err := mutate(cur.DeepCopy())
+		if err != nil {
+			return nil, 0, err
+		}
+		pinned := obj.GetResourceVersion() != ""
+		if pinned && obj.GetResourceVersion() != cur.GetResourceVersion() {
+			return nil, 0, apierrors.NewConflict(gr, info.name, errors.New(conflictMessage))
+		}
+		if obj.GetName() != info.name {
+			return nil, 0, badRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), info.name)
+		}
+		prepareUpdate(obj, cur, res, info.subresource)
+		if err := s.normalize(w, res, obj, cur, opts); err != nil {
+			return nil, 0, err
+		}
+		if errs := res.Strategy.Validate(obj.Object, cur.Object); len(errs) > 0 {
+			return nil, 0, invalid(res.GVK().GroupKind(), info.name, errs)
+		}
+		if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 {
+			// The last finalizer is gone: the deletion completes.
+			if opts.dryRun {
+				return obj, http.StatusOK, nil
+			}
+			deleted, err := s.store.Delete(ctx, kv.Key, kv.ModRevision)
+			if errors.Is(err, storage.ErrConflict) && !pinned && attempt < 100 {
+				continue
+			}
+			if err != nil {
+				return nil, 0, storageError(err, gr, info.name)
+			}
+			obj.SetResourceVersion(strconv.FormatInt(deleted.ModRevision, 10))
+			return obj, http.StatusOK, nil
+		}
+		b, err := toStorage(obj)
+		if err != nil {
+			return nil, 0, apierrors.NewInternalError(err)
+		}
+		if string(b) == string(kv.Value) || opts.dryRun {
+			// Nothing changed: like Kubernetes, skip the write; the
+			// resourceVersion stays and no watch event is produced.
+			obj.SetResourceVersion(cur.GetResourceVersion())
+			return obj, http.StatusOK, nil
+		}
+		nkv, err := s.store.Update(ctx, kv.Key, b, kv.ModRevision)
+		if errors.Is(err, storage.ErrConflict) && !pinned && attempt < 100 {
+			continue
+		}
+		if err != nil {
+			return nil, 0, storageError(err, gr, info.name)
+		}
+		obj.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
+		return obj, http.StatusOK, nil
+	}
+}
+
+// prepareUpdate keeps what clients cannot change and applies the
+// subresource rules: the main endpoint cannot change status (when the
+// resource has a status subresource) and /status changes nothing else.
+func prepareUpdate(obj, cur *unstructured.Unstructured, res *registry.Resource, subresource string) {
+	if subresource == "status" {
+		status, ok := obj.Object["status"]
+		fresh := cur.DeepCopy()
+		if ok {
+			fresh.Object["status"] = status
+		} else {
+			delete(fresh.Object, "status")
+		}
+		*obj = *fresh
+		return
+	}
+	obj.SetUID(cur.GetUID())
+	obj.SetCreationTimestamp(cur.GetCreationTimestamp())
+	obj.SetDeletionTimestamp(cur.GetDeletionTimestamp())
+	obj.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
+	obj.SetNamespace(cur.GetNamespace())
+	unstructured.RemoveNestedField(obj.Object, "metadata", "selfLink")
+	if res.Status {
+		if st, ok := cur.Object["status"]; ok {
+			obj.Object["status"] = st
+		} else {
+			delete(obj.Object, "status")
+		}
+	}
+	if res.Generation {
+		gen := cur.GetGeneration()
+		if specChanged(obj, cur, res.Status) {
+			gen++
+		}
+		obj.SetGeneration(gen)
+	} else {
+		unstructured.RemoveNestedField(obj.Object, "metadata", "generation")
+	}
+}
+
+// specChanged reports a change outside metadata (and status, if it is a
+// subresource).
+func specChanged(a, b *unstructured.Unstructured, statusSub bool) bool {
+	strip := func(u *unstructured.Unstructured) map[string]any {
+		m := make(map[string]any, len(u.Object))
+		for k, v := range u.Object {
+			if k == "metadata" || (statusSub && k == "status") {
+				continue
+			}
+			m[k] = v
+		}
+		return m
+	}
+	return !equality.Semantic.DeepEqual(strip(a), strip(b))
+}
+
+// deleteOptions reads DeleteOptions from the body or the query.
+func (s *Server) deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
+	opts := &metav1.DeleteOptions{}
+	body, err := s.readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > 0 && mediaType(r) == protobufType {
+		obj, _, err := protobufCodec.Decode(body, nil, opts)
+		if err != nil {
+			return nil, badRequest("the body of the request was not valid DeleteOptions: %v", err)
+		}
+		if o, ok := obj.(*metav1.DeleteOptions); ok {
+			opts = o
+		}
+	} else if len(body) > 0 {
+		if err := json.Unmarshal(body, opts); err != nil {
+			return nil, badRequest("the body of the request was not valid DeleteOptions: %v", err)
+		}
+	}
+	q := r.URL.Query()
+	if p := q.Get("propagationPolicy"); p != "" {
+		pp := metav1.DeletionPropagation(p)
+		opts.PropagationPolicy = &pp
+	}
+	if g := q.Get("gracePeriodSeconds"); g != "" {
+		n, err := strconv.ParseInt(g, 10, 64)
+		if err != nil {
+			return nil, badRequest("gracePeriodSeconds: %v", err)
+		}
+		opts.GracePeriodSeconds = &n
+	}
+	if len(q["dryRun"]) > 0 {
+		opts.DryRun = q["dryRun"]
+	}
+	if p := opts.PropagationPolicy; p != nil {
+		switch *p {
+		case metav1.DeletePropagationOrphan, metav1.DeletePropagationBackground, metav1.DeletePropagationForeground:
+		default:
+			return nil, invalid(schema.GroupKind{Kind: "DeleteOptions"}, "", field.ErrorList{field.NotSupported(field.NewPath("propagationPolicy"), *p, []string{"Foreground", "Background", "Orphan"})})
+		}
+	}
+	for _, d := range opts.DryRun {
+		if d != "All" {
+			return nil, badRequest("dryRun: unsupported value %q", d)
+		}
+	}
+	return opts, nil
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) error {
+	opts, err := s.deleteOptions(r)
+	if err != nil {
+		return err
+	}
+	obj, code, err := s.deleteObject(r.Context(), res, info.namespace, info.name, opts)
+	if err != nil {
+		return err
+	}
+	if code == http.StatusAccepted || res.Custom || obj.GetDeletionTimestamp() != nil {
+		return s.respond(w, r, res, code, obj)
+	}
+	writeJSON(w, http.StatusOK, &metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusSuccess,
+		Details:  &metav1.StatusDetails{Name: info.name, Group: res.Group, Kind: res.Plural, UID: obj.GetUID()},
+	})
+	return nil
+}
+
+// deleteObject deletes one object, or marks it for deletion while it has
+// finalizers. The code is 200, or 202 when deletion waits on finalizers.
+func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, name string, opts *metav1.DeleteOptions) (*unstructured.Unstructured, int, error) {
+	gr := s.gr(res)
+	dryRun := len(opts.DryRun) > 0
+	for attempt := 0; ; attempt++ {
+		cur, kv, err := s.getCurrent(ctx, res, ns, name)
+		if err != nil {
+			return nil, 0, err
+		}
+		if p := opts.Preconditions; p != nil {
+			if p.UID != nil && *p.UID != cur.GetUID() {
+				return nil, 0, apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cur.GetUID()))
+			}
+			if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
+				return nil, 0, apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))
+			}
+		}
+		if len(cur.GetFinalizers()) > 0 || res.Plural == "namespaces" && res.Group == "" {
+			if cur.GetDeletionTimestamp() != nil || dryRun {
+				return cur, http.StatusOK, nil
+			}
+			now := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+			cur.SetDeletionTimestamp(&now)
+			var zero int64
+			cur.SetDeletionGracePeriodSeconds(&zero)
+			if res.Plural == "namespaces" && res.Group == "" {
+				unstructured.SetNestedField(cur.Object, "Terminating", "status", "phase")
+			}
+			b, err := toStorage(cur)
+			if err != nil {
+				return nil, 0, apierrors.NewInternalError(err)
+			}
+			nkv, err := s.store.Update(ctx, kv.Key, b, kv.ModRevision)
+			if errors.Is(err, storage.ErrConflict) && attempt < 100 {
+				continue
+			}
+			if err != nil {
+				return nil, 0, storageError(err, gr, name)
+			}
+			cur.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
+			if res.Plural == "namespaces" && res.Group == "" {
+				return s.finishNamespace(ctx, res, cur)
+			}
+			return cur, http.StatusOK, nil
+		}
+		if dryRun {
+			return cur, http.StatusOK, nil
+		}
+		if res.Group == registry.APIExtensionsGroup && res.Plural == "customresourcedefinitions" {
+			if err := s.deleteCustomObjects(ctx, cur); err != nil {
+				return nil, 0, err
+			}
+		}
+		deleted, err := s.store.Delete(ctx, kv.Key, kv.ModRevision)
+		if errors.Is(err, storage.ErrConflict) && attempt < 100 {
+			continue
+		}
+		if err != nil {
+			return nil, 0, storageError(err, gr, name)
+		}
+		cur.SetResourceVersion(strconv.FormatInt(deleted.ModRevision, 10))
+		return cur, http.StatusOK, nil
+	}
+}
+
+func (s *Server) deleteCollection(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) error {
+	opts, err := s.deleteOptions(r)
+	if err != nil {
+		return err
+	}
+	sel, err := parseSelectors(r, res)
+	if err != nil {
+		return err
+	}
+	items, _, err := s.listAll(r.Context(), res, info.namespace, sel)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		_, _, err := s.deleteObject(r.Context(), res, it.GetNamespace(), it.GetName(), opts)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, &metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusSuccess,
+		Details:  &metav1.StatusDetails{Group: res.Group, Kind: res.Plural},
+	})
+	return nil
+}
+
+func objectOf(u *unstructured.Unstructured) map[string]any {
+	if u == nil {
+		return nil
+	}
+	return u.Object
+}

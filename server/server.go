@@ -1,0 +1,288 @@
+// Package server is objwatch's Kubernetes-compatible API server: REST and
+// watch handlers over a storage.Interface, discovery, OpenAPI, health and
+// metrics. It serves the built-in resources of server/registry and the
+// custom resources of every CustomResourceDefinition stored in it.
+//
+// # Semantics
+//
+// resourceVersion is the etcd revision. get, list and watch follow
+// Kubernetes' resourceVersion and resourceVersionMatch rules; writes are
+// conditional etcd transactions, so a stale update gets 409 Conflict and
+// nothing is ever half-written. Errors are metav1.Status objects.
+//
+// # Concurrency
+//
+// A Server is safe for concurrent use by any number of requests. Run owns
+// the background loops (CRD registration, bootstrap); cancelling its context
+// also ends every open watch, so an http.Server's Shutdown can complete.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/objwatch/objwatch/server/auth"
+	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/storage"
+)
+
+// Config configures a Server. Zero values take the documented defaults.
+type Config struct {
+	// Storage holds the objects. Required.
+	Storage storage.Interface
+	// Authenticator authenticates requests; nil allows anonymous access
+	// (only for tests that exercise handlers directly).
+	Authenticator *auth.Authenticator
+	// Log receives server logs; default slog.Default().
+	Log *slog.Logger
+	// Metrics is where request metrics are registered; nil disables them.
+	Metrics prometheus.Registerer
+	// Gatherer serves /metrics; nil serves prometheus.DefaultGatherer.
+	Gatherer prometheus.Gatherer
+	// MaxRequestBytes limits request bodies (default 3 MiB, as Kubernetes).
+	MaxRequestBytes int64
+	// MaxReadInFlight and MaxMutatingInFlight bound concurrent requests
+	// (default 400 and 200, as Kubernetes); beyond them requests get 429.
+	// Watches do not count.
+	MaxReadInFlight, MaxMutatingInFlight int
+	// RequestTimeout bounds non-watch requests (default 60 s).
+	RequestTimeout time.Duration
+	// MinWatchTimeout: watches without timeoutSeconds end after a random
+	// duration in [MinWatchTimeout, 2*MinWatchTimeout) (default 1800 s).
+	MinWatchTimeout time.Duration
+	// BookmarkInterval between bookmarks on watches that allow them
+	// (default 1 min, as Kubernetes).
+	BookmarkInterval time.Duration
+	// FutureRVWait is how long a request for a resourceVersion newer than
+	// the store waits before 504 "Too large resource version" (default 3 s).
+	FutureRVWait time.Duration
+	// ContinueTTL is how long a continue token stays valid (default 5 min).
+	ContinueTTL time.Duration
+	// Version is reported by /version.
+	Version string
+}
+
+func (c *Config) setDefaults() {
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = 3 << 20
+	}
+	if c.MaxReadInFlight == 0 {
+		c.MaxReadInFlight = 400
+	}
+	if c.MaxMutatingInFlight == 0 {
+		c.MaxMutatingInFlight = 200
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 60 * time.Second
+	}
+	if c.MinWatchTimeout == 0 {
+		c.MinWatchTimeout = 1800 * time.Second
+	}
+	if c.BookmarkInterval == 0 {
+		c.BookmarkInterval = time.Minute
+	}
+	if c.FutureRVWait == 0 {
+		c.FutureRVWait = 3 * time.Second
+	}
+	if c.ContinueTTL == 0 {
+		c.ContinueTTL = 5 * time.Minute
+	}
+	if c.Version == "" {
+		c.Version = "v1.32.0-objwatch"
+	}
+}
+
+// Server serves the Kubernetes API. Create it with New, serve Handler, and
+// run Run until shutdown.
+type Server struct {
+	cfg      Config
+	store    storage.Interface
+	registry *registry.Registry
+	metrics  *metrics
+	mux      *http.ServeMux
+
+	readSem, writeSem chan struct{}
+
+	// stopping is closed when Run's context ends; watches end on it.
+	stopping     chan struct{}
+	stoppingOnce sync.Once
+	ready        atomic.Bool
+}
+
+// New returns a Server. It starts nothing; call Run.
+func New(cfg Config) (*Server, error) {
+	if cfg.Storage == nil {
+		return nil, errors.New("server: no storage")
+	}
+	cfg.setDefaults()
+	m, err := newMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s := &Server{
+		cfg:      cfg,
+		store:    cfg.Storage,
+		registry: registry.New(),
+		metrics:  m,
+		readSem:  make(chan struct{}, cfg.MaxReadInFlight),
+		writeSem: make(chan struct{}, cfg.MaxMutatingInFlight),
+		stopping: make(chan struct{}),
+	}
+	s.routes()
+	return s, nil
+}
+
+// Registry returns the served resources.
+func (s *Server) Registry() *registry.Registry { return s.registry }
+
+// Run bootstraps the default namespaces, keeps the served custom resources
+// in step with the stored CRDs, and blocks until ctx ends. Open watches end
+// when it returns.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.stoppingOnce.Do(func() { close(s.stopping) })
+	if err := s.bootstrap(ctx); err != nil {
+		return fmt.Errorf("server: bootstrap: %w", err)
+	}
+	return s.runCRDs(ctx, func() { s.ready.Store(true) })
+}
+
+// Ready reports whether Run has finished its initial work.
+func (s *Server) Ready() bool { return s.ready.Load() }
+
+// Handler returns the HTTP handler for the whole API.
+func (s *Server) Handler() http.Handler {
+	return s.withRecovery(s.withAuthentication(s.mux))
+}
+
+func (s *Server) routes() {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", s.health)
+	mux.HandleFunc("/livez", s.health)
+	mux.HandleFunc("/readyz", s.readyz)
+	mux.HandleFunc("/healthz/", s.health)
+	mux.HandleFunc("/livez/", s.health)
+	mux.HandleFunc("/readyz/", s.readyz)
+	mux.Handle("/metrics", s.metricsHandler())
+	mux.HandleFunc("/version", s.version)
+	mux.HandleFunc("/version/", s.version)
+	mux.HandleFunc("/api", s.discoveryAPI)
+	mux.HandleFunc("/api/", s.resourceOrDiscovery)
+	mux.HandleFunc("/apis", s.discoveryAPIs)
+	mux.HandleFunc("/apis/", s.resourceOrDiscovery)
+	mux.HandleFunc("/openapi/", s.openAPI)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" {
+			s.rootPaths(w, r)
+			return
+		}
+		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{}, ""))
+	})
+	s.mux = mux
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("ok"))
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if !s.Ready() {
+		http.Error(w, "not ready: bootstrap not finished", http.StatusServiceUnavailable)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := s.store.Revision(ctx); err != nil {
+		http.Error(w, "not ready: storage: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	s.health(w, r)
+}
+
+func (s *Server) version(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{
+		"major": "1", "minor": "32", "gitVersion": s.cfg.Version,
+		"platform": "objwatch", "goVersion": goVersion(),
+	})
+}
+
+func (s *Server) withAuthentication(next http.Handler) http.Handler {
+	if s.cfg.Authenticator == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/healthz", "/livez", "/readyz":
+			next.ServeHTTP(w, r)
+			return
+		}
+		u, ok := s.cfg.Authenticator.Authenticate(r)
+		if !ok {
+			writeStatus(w, apierrors.NewUnauthorized("Unauthorized"))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(auth.WithUser(r.Context(), u)))
+	})
+}
+
+func (s *Server) withRecovery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.cfg.Log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v)
+				writeStatus(w, apierrors.NewInternalError(fmt.Errorf("%v", v)))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitInFlight takes a slot for a read or mutating request; it returns
+// false (and has answered 429) when none is free.
+func (s *Server) limitInFlight(w http.ResponseWriter, verb string) (release func(), ok bool) {
+	sem := s.readSem
+	switch verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		sem = s.writeSem
+	}
+	select {
+	case sem <- struct{}{}:
+		return func() { <-sem }, true
+	default:
+		err := apierrors.NewTooManyRequests("too many requests, please try again later", 1)
+		writeStatus(w, err)
+		return nil, false
+	}
+}
+
+// rootPaths lists the served paths, as GET / does in Kubernetes.
+func (s *Server) rootPaths(w http.ResponseWriter, r *http.Request) {
+	paths := []string{"/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/openapi/v2", "/openapi/v3", "/readyz", "/version"}
+	for g, vs := range s.registry.Groups() {
+		if g == "" {
+			continue
+		}
+		paths = append(paths, "/apis/"+g)
+		for _, v := range vs {
+			paths = append(paths, "/apis/"+g+"/"+v)
+		}
+	}
+	writeJSON(w, http.StatusOK, metav1.RootPaths{Paths: paths})
+}

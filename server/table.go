@@ -1,0 +1,142 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/jsonpath"
+
+	"github.com/objwatch/objwatch/server/registry"
+)
+
+// wantsTable reports whether the Accept header asks for a meta.k8s.io Table,
+// and which version of it.
+func wantsTable(r *http.Request) (version string, ok bool) {
+	for _, clause := range strings.Split(r.Header.Get("Accept"), ",") {
+		if !strings.Contains(clause, "as=Table") || !strings.Contains(clause, "g=meta.k8s.io") {
+			continue
+		}
+		for _, v := range []string{"v1", "v1beta1"} {
+			if strings.Contains(clause, "v="+v+";") || strings.HasSuffix(strings.TrimSpace(clause), "v="+v) {
+				return v, true
+			}
+		}
+	}
+	return "", false
+}
+
+// table renders objects as a metav1.Table with the resource's columns.
+// includeObject follows Kubernetes: Metadata by default (rows carry a
+// PartialObjectMetadata), Object or None on request.
+func table(res *registry.Resource, version string, objs []*unstructured.Unstructured, includeObject string) *metav1.Table {
+	t := &metav1.Table{
+		TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/" + version},
+		ColumnDefinitions: []metav1.TableColumnDefinition{
+			{Name: "Name", Type: "string", Format: "name", Description: "Name must be unique within a namespace."},
+		},
+	}
+	for _, c := range res.Columns {
+		t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{
+			Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority,
+		})
+	}
+	if !hasAgeColumn(res.Columns) {
+		t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{
+			Name: "Age", Type: "date", Description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
+		})
+	}
+	t.Rows = make([]metav1.TableRow, 0, len(objs))
+	for _, o := range objs {
+		cells := []any{o.GetName()}
+		for _, c := range res.Columns {
+			cells = append(cells, columnValue(o, c))
+		}
+		if !hasAgeColumn(res.Columns) {
+			cells = append(cells, age(o.GetCreationTimestamp().Time))
+		}
+		row := metav1.TableRow{Cells: cells}
+		switch includeObject {
+		case "None":
+		case "Object":
+			row.Object = runtime.RawExtension{Object: o}
+		default:
+			m := &metav1.PartialObjectMetadata{
+				TypeMeta:   metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"},
+				ObjectMeta: objectMeta(o),
+			}
+			row.Object = runtime.RawExtension{Object: m}
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+func hasAgeColumn(cs []registry.Column) bool {
+	for _, c := range cs {
+		if c.Name == "Age" {
+			return true
+		}
+	}
+	return false
+}
+
+func objectMeta(o *unstructured.Unstructured) metav1.ObjectMeta {
+	var m metav1.ObjectMeta
+	if md, ok := o.Object["metadata"].(map[string]any); ok {
+		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(md, &m)
+	}
+	return m
+}
+
+// age renders a duration like kubectl does (5s, 3m, 2d).
+func age(t time.Time) string {
+	if t.IsZero() {
+		return "<unknown>"
+	}
+	return shortDuration(time.Since(t))
+}
+
+func shortDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < 2*time.Minute:
+		return formatInt(int64(d/time.Second)) + "s"
+	case d < 2*time.Hour:
+		return formatInt(int64(d/time.Minute)) + "m"
+	case d < 48*time.Hour:
+		return formatInt(int64(d/time.Hour)) + "h"
+	case d < 730*24*time.Hour:
+		return formatInt(int64(d/(24*time.Hour))) + "d"
+	}
+	return formatInt(int64(d/(365*24*time.Hour))) + "y"
+}
+
+// columnValue evaluates a printer column's JSONPath against o. Like
+// Kubernetes, a missing value is nil and a date column shows an age.
+func columnValue(o *unstructured.Unstructured, c registry.Column) any {
+	jp := jsonpath.New(c.Name).AllowMissingKeys(true)
+	if err := jp.Parse("{" + c.JSONPath + "}"); err != nil {
+		return nil
+	}
+	results, err := jp.FindResults(o.Object)
+	if err != nil || len(results) == 0 || len(results[0]) == 0 {
+		return nil
+	}
+	v := results[0][0].Interface()
+	if c.Type == "date" {
+		if s, ok := v.(string); ok {
+			if t, err := time.Parse(time.RFC3339, s); err == nil {
+				return age(t)
+			}
+		}
+	}
+	return v
+}
+
+func formatInt(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,317 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/storage"
+)
+
+// initialEventsEnd annotates the bookmark that ends a watch's initial events
+// (sendInitialEvents=true).
+const initialEventsEnd = "k8s.io/initial-events-end"
+
+// watchRequest is a parsed and validated watch request.
+type watchRequest struct {
+	sel           selector
+	rv            int64
+	initial       bool // send synthetic ADDED events for the current state
+	initialEnd    bool // end them with the initial-events-end bookmark
+	bookmarks     bool
+	timeout       time.Duration
+	tableVersion  string
+	includeObject string
+}
+
+func (s *Server) parseWatch(r *http.Request, res *registry.Resource, info requestInfo) (watchRequest, error) {
+	q := r.URL.Query()
+	var wr watchRequest
+	var err error
+	if wr.sel, err = parseSelectors(r, res); err != nil {
+		return wr, err
+	}
+	if info.name != "" {
+		wr.sel.fields = fields.AndSelectors(wr.sel.fields, fields.OneTermEqualSelector("metadata.name", info.name))
+	}
+	rvStr := q.Get("resourceVersion")
+	if wr.rv, err = parseRV(rvStr); err != nil {
+		return wr, err
+	}
+	wr.bookmarks = isTrue(q.Get("allowWatchBookmarks"))
+	match := q.Get("resourceVersionMatch")
+	sie, sieSet := q.Get("sendInitialEvents"), q.Has("sendInitialEvents")
+	switch {
+	case sieSet:
+		wr.initial = isTrue(sie)
+		if match != string(metav1.ResourceVersionMatchNotOlderThan) {
+			return wr, badRequest("resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")
+		}
+		if wr.initial && !wr.bookmarks {
+			return wr, badRequest("allowWatchBookmarks: Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true")
+		}
+		wr.initialEnd = wr.initial
+	case match != "":
+		return wr, badRequest("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")
+	default:
+		wr.initial = rvStr == "" || wr.rv == 0
+	}
+	if t := q.Get("timeoutSeconds"); t != "" {
+		n, err := strconv.ParseInt(t, 10, 64)
+		if err != nil || n < 0 {
+			return wr, badRequest("timeoutSeconds: invalid value %q", t)
+		}
+		wr.timeout = time.Duration(n) * time.Second
+	}
+	if wr.timeout == 0 {
+		min := s.cfg.MinWatchTimeout
+		wr.timeout = min + time.Duration(rand.Int64N(int64(min)))
+	}
+	wr.tableVersion, _ = wantsTable(r)
+	wr.includeObject = q.Get("includeObject")
+	return wr, nil
+}
+
+// watchEvent is the wire form of one event.
+type watchEvent struct {
+	Type   string `json:"type"`
+	Object any    `json:"object"`
+}
+
+// watch streams changes as newline-delimited watch events. Once the request
+// is accepted (200 sent), failures arrive as an ERROR event with a Status.
+func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) {
+	wr, err := s.parseWatch(r, res, info)
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeStatus(w, apierrors.NewInternalError(errors.New("streaming unsupported")))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), wr.timeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	gr := s.gr(res)
+	s.metrics.watches.WithLabelValues(res.Group, res.Plural).Inc()
+	defer s.metrics.watches.WithLabelValues(res.Group, res.Plural).Dec()
+
+	// Establish the starting point before answering, so that errors in it
+	// (e.g. a future resourceVersion) are plain HTTP errors.
+	var initial []*unstructured.Unstructured
+	from := wr.rv + 1
+	if wr.initial {
+		if wr.rv > 0 {
+			if err := s.waitForRevision(ctx, wr.rv); err != nil {
+				writeStatus(w, err)
+				return
+			}
+		}
+		items, rev, err := s.listAll(ctx, res, info.namespace, wr.sel)
+		if err != nil {
+			writeStatus(w, err)
+			return
+		}
+		initial, from = items, rev+1
+	} else if wr.rv == 0 {
+		rev, err := s.store.Revision(ctx)
+		if err != nil {
+			writeStatus(w, storageError(err, gr, ""))
+			return
+		}
+		from = rev + 1
+	}
+	watcher, err := s.store.Watch(ctx, res.Prefix(info.namespace), from)
+	if err != nil {
+		writeStatus(w, storageError(err, gr, ""))
+		return
+	}
+	defer watcher.Stop()
+
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache, private")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+
+	enc := json.NewEncoder(w)
+	sent := from - 1
+	send := func(typ string, obj *unstructured.Unstructured) bool {
+		var body any = obj.Object
+		if wr.tableVersion != "" && typ != "BOOKMARK" {
+			t := table(res, wr.tableVersion, []*unstructured.Unstructured{obj}, wr.includeObject)
+			t.ResourceVersion = obj.GetResourceVersion()
+			body = t
+		}
+		if err := enc.Encode(watchEvent{Type: typ, Object: body}); err != nil {
+			return false
+		}
+		flusher.Flush()
+		s.metrics.events.WithLabelValues(res.Group, res.Plural, typ).Inc()
+		return true
+	}
+	bookmark := func(rev int64, end bool) bool {
+		b := &unstructured.Unstructured{Object: map[string]any{}}
+		b.SetAPIVersion(res.APIVersion())
+		b.SetKind(res.Kind)
+		b.SetResourceVersion(strconv.FormatInt(rev, 10))
+		if end {
+			b.SetAnnotations(map[string]string{initialEventsEnd: "true"})
+		}
+		return send("BOOKMARK", b)
+	}
+	for _, obj := range initial {
+		if !send("ADDED", obj) {
+			return
+		}
+	}
+	if wr.initialEnd && !bookmark(sent, true) {
+		return
+	}
+
+	// Bookmarks go out every BookmarkInterval and shortly before the
+	// timeout; each asks etcd for progress so the bookmark's revision
+	// covers changes elsewhere in the store too.
+	var bookmarkC <-chan time.Time
+	if wr.bookmarks {
+		t := time.NewTicker(s.cfg.BookmarkInterval)
+		defer t.Stop()
+		bookmarkC = t.C
+		if wr.timeout > 3*time.Second {
+			last := time.NewTimer(wr.timeout - 2*time.Second)
+			defer last.Stop()
+			merged := make(chan time.Time, 1)
+			go func() {
+				for {
+					var v time.Time
+					select {
+					case v = <-t.C:
+					case v = <-last.C:
+					case <-ctx.Done():
+						return
+					}
+					select {
+					case merged <- v:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}()
+			bookmarkC = merged
+		}
+	}
+	wantProgress := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-bookmarkC:
+			if err := watcher.RequestProgress(ctx); err == nil {
+				wantProgress = true
+			}
+		case ev, ok := <-watcher.Events():
+			if !ok {
+				return
+			}
+			switch ev.Type {
+			case storage.Progress:
+				if wantProgress && ev.Revision >= sent {
+					wantProgress = false
+					sent = ev.Revision
+					if !bookmark(sent, false) {
+						return
+					}
+				}
+			case storage.Error:
+				var st error = storageError(ev.Err, gr, "")
+				if ctx.Err() == nil {
+					s.sendError(enc, flusher, st)
+				}
+				return
+			default:
+				typ, obj, err := s.translate(res, wr.sel, ev)
+				if err != nil {
+					s.sendError(enc, flusher, apierrors.NewInternalError(err))
+					return
+				}
+				sent = ev.Revision
+				if typ != "" && !send(typ, obj) {
+					return
+				}
+			}
+		}
+	}
+}
+
+func (s *Server) sendError(enc *json.Encoder, f http.Flusher, err error) {
+	st := statusOf(err)
+	st.Kind, st.APIVersion = "Status", "v1"
+	enc.Encode(watchEvent{Type: "ERROR", Object: st})
+	f.Flush()
+}
+
+// translate turns a storage event into a watch event for a watcher with the
+// given selection: an object entering the selection is ADDED, one leaving it
+// is DELETED (with its last matching state and the event's revision), and
+// changes outside it are dropped (empty type).
+func (s *Server) translate(res *registry.Resource, sel selector, ev storage.Event) (string, *unstructured.Unstructured, error) {
+	switch ev.Type {
+	case storage.Delete:
+		obj, err := fromStorage(res, ev.KV)
+		if err != nil {
+			return "", nil, err
+		}
+		if !sel.matches(res, obj) {
+			return "", nil, nil
+		}
+		return "DELETED", obj, nil
+	case storage.Put:
+		obj, err := fromStorage(res, ev.KV)
+		if err != nil {
+			return "", nil, err
+		}
+		cur := sel.matches(res, obj)
+		if ev.PrevKV == nil {
+			if !cur {
+				return "", nil, nil
+			}
+			return "ADDED", obj, nil
+		}
+		prevMatches := true
+		var prev *unstructured.Unstructured
+		if !sel.empty() {
+			if prev, err = fromStorage(res, *ev.PrevKV); err != nil {
+				return "", nil, err
+			}
+			prevMatches = sel.matches(res, prev)
+		}
+		switch {
+		case cur && prevMatches:
+			return "MODIFIED", obj, nil
+		case cur:
+			return "ADDED", obj, nil
+		case prevMatches:
+			prev.SetResourceVersion(strconv.FormatInt(ev.Revision, 10))
+			return "DELETED", prev, nil
+		}
+	}
+	return "", nil, nil
+}
