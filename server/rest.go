@@ -377,6 +377,8 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 		if obj.GetName() != info.name {
 			return nil, 0, badRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), info.name)
 		}
+		// The write is conditional on the revision read above.
+		obj.SetResourceVersion(cur.GetResourceVersion())
 		prepareUpdate(obj, cur, res, info.subresource)
 		if err := s.normalize(w, res, obj, cur, opts); err != nil {
 			return nil, 0, err
