@@ -118,7 +118,7 @@ func (s typed[T]) decode(obj map[string]any) (*T, []string, error) {
 			return nil, nil, err
 		}
 		for _, e := range err.(interface{ Errors() []error }).Errors() {
-			unknown = append(unknown, strings.TrimPrefix(e.Error(), "unknown field "))
+			unknown = append(unknown, strings.Trim(strings.TrimPrefix(e.Error(), "unknown field "), `"`))
 		}
 	}
 	return &v, unknown, nil
