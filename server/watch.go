@@ -187,36 +187,23 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *registry.Res
 		return
 	}
 
-	// Bookmarks go out every BookmarkInterval and shortly before the
+	// Bookmarks go out every BookmarkInterval and once shortly before the
 	// timeout; each asks etcd for progress so the bookmark's revision
 	// covers changes elsewhere in the store too.
-	var bookmarkC <-chan time.Time
-	if wr.bookmarks {
-		t := time.NewTicker(s.cfg.BookmarkInterval)
-		defer t.Stop()
-		bookmarkC = t.C
-		if wr.timeout > 3*time.Second {
-			last := time.NewTimer(wr.timeout - 2*time.Second)
-			defer last.Stop()
-			merged := make(chan time.Time, 1)
-			go func() {
-				for {
-					var v time.Time
-					select {
-					case v = <-t.C:
-					case v = <-last.C:
-					case <-ctx.Done():
-						return
-					}
-					select {
-					case merged <- v:
-					case <-ctx.Done():
-						return
-					}
-				}
-			}()
-			bookmarkC = merged
+	deadline := time.Now().Add(wr.timeout)
+	nextBookmark := func() time.Duration {
+		d := s.cfg.BookmarkInterval
+		if last := time.Until(deadline) - 2*time.Second; last > 0 && last < d {
+			d = last
 		}
+		return d
+	}
+	var bookmarkC <-chan time.Time
+	var bookmarkT *time.Timer
+	if wr.bookmarks {
+		bookmarkT = time.NewTimer(nextBookmark())
+		defer bookmarkT.Stop()
+		bookmarkC = bookmarkT.C
 	}
 	wantProgress := false
 	for {
@@ -227,6 +214,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *registry.Res
 			if err := watcher.RequestProgress(ctx); err == nil {
 				wantProgress = true
 			}
+			bookmarkT.Reset(nextBookmark())
 		case ev, ok := <-watcher.Events():
 			if !ok {
 				return
