@@ -286,7 +286,22 @@ var sortStrings = cmp.Transformer("sort", func(in []string) []string {
 })
 
 func TestDecodeStored(t *testing.T) {
-	d := testDefinition(t)
+	c := testCRD(t)
+	// A version neither served nor stored any more can still hold objects.
+	c.Spec.Versions = append(c.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
+		Name: "v1alpha1",
+		Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+			Type: "object",
+			Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": {
+				Type:       "object",
+				Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "string"}, "old": {Type: "string"}},
+			}},
+		}},
+	})
+	d, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name    string
 		version string
@@ -305,6 +320,13 @@ func TestDecodeStored(t *testing.T) {
 		in: `{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "generation": 4},
 			"spec": {"size": "small", "replicas": 2}}`,
 		want: `{"apiVersion": "example.com/v1beta1", "kind": "Widget", "metadata": {"name": "w", "generation": 4},
+			"spec": {"size": "small"}}`,
+	}, {
+		name:    "stored in a version no longer served",
+		version: "v1",
+		in: `{"apiVersion": "example.com/v1alpha1", "kind": "Widget", "metadata": {"name": "w", "generation": 2},
+			"spec": {"size": "small", "old": "x"}}`,
+		want: `{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "generation": 2},
 			"spec": {"size": "small"}}`,
 	}}
 	for _, tt := range tests {

@@ -35,8 +35,7 @@ type Definition struct {
 }
 
 // New builds the Definition of crd, which must be valid (see
-// ValidateDefinition) and defaulted (see SetDefaults). Versions that are
-// neither served nor stored are left out. As in Kubernetes, the resource is
+// ValidateDefinition) and defaulted (see SetDefaults). As in Kubernetes, the resource is
 // served under status.acceptedNames (see AcceptNames); under spec.names when
 // none have been accepted yet.
 func New(crd *apiextensionsv1.CustomResourceDefinition) (*Definition, error) {
@@ -57,9 +56,6 @@ func New(crd *apiextensionsv1.CustomResourceDefinition) (*Definition, error) {
 	}
 	for i := range crd.Spec.Versions {
 		cv := &crd.Spec.Versions[i]
-		if !cv.Served && !cv.Storage {
-			continue
-		}
 		v, err := newVersion(d, crd, cv)
 		if err != nil {
 			return nil, fmt.Errorf("crd %s: version %s: %w", crd.Name, cv.Name, err)
@@ -99,14 +95,15 @@ func (d *Definition) Names() apiextensionsv1.CustomResourceDefinitionNames {
 // Namespaced reports whether the custom resources are namespaced.
 func (d *Definition) Namespaced() bool { return d.namespaced }
 
-// Version returns the version called name, or nil when the CRD neither serves
-// nor stores one by that name. A stored version need not be served.
+// Version returns the version called name, or nil when the CRD has none.
+// Objects stored in a version that is no longer served are still decoded in
+// its schema: check Served before serving a version.
 func (d *Definition) Version(name string) *Version { return d.versions[name] }
 
-// Versions returns the served and stored versions in Kubernetes' discovery
-// order: the preferred version (the highest by kube-aware version priority,
-// e.g. v2 > v1 > v1beta2 > v1alpha1) first. Discovery lists only the served
-// ones.
+// Versions returns all versions in Kubernetes' discovery order: the highest
+// by kube-aware version priority (v2 > v1 > v1beta2 > v1alpha1) first.
+// Discovery lists the served ones; the first of those is the preferred
+// version.
 func (d *Definition) Versions() []*Version {
 	return append([]*Version(nil), d.sorted...)
 }
@@ -120,10 +117,14 @@ func (d *Definition) StorageVersion() *Version { return d.storage }
 // nulls that are neither nullable nor defaulted, coerces embedded resources'
 // metadata and applies defaults; then it converts obj to version.
 //
+// Like kube-apiserver, the server should answer 400 when the body's
+// apiVersion is not the request's.
+//
 // unknownFields lists the paths of the fields dropped, for the
-// fieldValidation=Strict and Warn query parameters. An error means the body
-// cannot be decoded: malformed metadata, or an apiVersion of another group or
-// of a version this CRD does not serve or store (a 400 Bad Request).
+// fieldValidation=Strict and Warn query parameters (Kubernetes reports each
+// as `unknown field "<path>"`). An error means the body cannot be decoded
+// (a 400 Bad Request): malformed metadata, or an apiVersion of another group
+// or of a version the CRD does not have.
 func (d *Definition) Decode(obj map[string]interface{}, version string) (unknownFields []string, err error) {
 	unknownFields, s, err := d.coerce(obj, coerceOptions{trackUnknown: true})
 	if err != nil {

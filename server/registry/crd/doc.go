@@ -25,6 +25,14 @@
 // differ in apiVersion, schema, subresources and printer columns, not in
 // shape. ValidateDefinition rejects conversion webhooks.
 //
+// # Serving a CustomResourceDefinition
+//
+// On create (update): SetDefaults, PrepareDefinitionForCreate
+// (PrepareDefinitionForUpdate), ValidateDefinition (ValidateDefinitionUpdate),
+// write; then AcceptNames against the other CRDs and write the status, as
+// kube-apiserver's naming and establishing controllers do. Serve the custom
+// resources of an Established CRD with the Definition that New builds.
+//
 // # Serving a custom resource
 //
 // For a request body, in this order, as kube-apiserver does:
@@ -35,7 +43,9 @@
 //	errs := v.Validate(ctx, obj)              // or ValidateUpdate(ctx, obj, old)
 //	err = def.Convert(obj, def.StorageVersion().Name())
 //
-// For an object read from storage: def.DecodeStored(obj, version).
+// Through /status: PrepareForStatusUpdate and ValidateStatusUpdate. For an
+// object read from storage: def.DecodeStored(obj, version). Field selectors:
+// ValidateFieldLabel and Fields. kubectl get: ConvertToTable.
 //
 // # Concurrency
 //

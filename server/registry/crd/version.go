@@ -28,8 +28,8 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
-// Version is one served or stored version of a CRD. It is immutable and safe
-// for concurrent use.
+// Version is one version of a CRD. It is immutable and safe for concurrent
+// use.
 type Version struct {
 	name               string
 	served             bool

@@ -1,0 +1,316 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options are the settings every side runs with.
+type Options struct {
+	Namespace  string
+	Objects    int           // objects to create (writes, list, memory)
+	Clients    int           // concurrent writers
+	ObjectSize int           // approximate bytes per object
+	Watchers   int           // fan-out watchers
+	WriteRate  int           // fan-out writes per second
+	Duration   time.Duration // fan-out duration
+	ListRuns   int           // repetitions of each list
+	Progress   func(string)  // progress line; may be nil
+}
+
+func (o *Options) progress(format string, args ...any) {
+	if o.Progress != nil {
+		o.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+// Result is one measured number.
+type Result struct {
+	Target string  `json:"target"`
+	Metric string  `json:"metric"`
+	Value  float64 `json:"value"`
+	Unit   string  `json:"unit"`
+}
+
+// The benchmark resource: a namespaced CRD that keeps unknown fields.
+const (
+	Group    = "bench.objwatch.io"
+	Plural   = "benchobjects"
+	crdName  = Plural + "." + Group
+	crdJSON  = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"` + crdName + `"},"spec":{"group":"` + Group + `","scope":"Namespaced","names":{"plural":"` + Plural + `","singular":"benchobject","kind":"BenchObject","listKind":"BenchObjectList"},"versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`
+	basePath = "/apis/" + Group + "/v1"
+)
+
+func (o *Options) objectsPath() string { return basePath + "/namespaces/" + o.Namespace + "/" + Plural }
+
+// Setup creates the CRD (if missing) and waits until it is served.
+func Setup(ctx context.Context, t *Target, o *Options) error {
+	_, err := t.do(ctx, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json", []byte(crdJSON))
+	if err != nil && !strings.Contains(err.Error(), "409") {
+		return fmt.Errorf("setup %s: %w", t.Name, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := t.do(ctx, "GET", o.objectsPath()+"?limit=1", "", nil); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("setup %s: resource not served: %w", t.Name, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// The namespace may not be needed (the reference has none); best effort.
+	t.do(ctx, "POST", "/api/v1/namespaces", "application/json", []byte(`{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"`+o.Namespace+`"}}`))
+	return nil
+}
+
+// Cleanup deletes the CRD, and with it every benchmark object.
+func Cleanup(ctx context.Context, t *Target) {
+	t.do(ctx, "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"+crdName, "", nil)
+}
+
+func (o *Options) object(name string) []byte {
+	pad := strings.Repeat("x", max(o.ObjectSize-300, 0))
+	return []byte(fmt.Sprintf(`{"apiVersion":"%s/v1","kind":"BenchObject","metadata":{"name":%q,"labels":{"app":"bench","shard":"s%d"}},"spec":{"replicas":1,"data":%q}}`,
+		Group, name, rand.IntN(16), pad))
+}
+
+// latencies summarises durations.
+type latencies []time.Duration
+
+func (l latencies) pct(p float64) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	s := append(latencies(nil), l...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(int(p*float64(len(s))), len(s)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Writes creates o.Objects objects with o.Clients concurrent clients, then
+// updates each once: throughput and latency of creates and updates.
+func Writes(ctx context.Context, t *Target, o *Options) ([]Result, error) {
+	var out []Result
+	for _, phase := range []string{"create", "update"} {
+		lat := make([]latencies, o.Clients)
+		var next atomic.Int64
+		var firstErr atomic.Value
+		var wg sync.WaitGroup
+		start := time.Now()
+		for c := range o.Clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= o.Objects || ctx.Err() != nil {
+						return
+					}
+					name := fmt.Sprintf("obj-%06d", i)
+					t0 := time.Now()
+					var err error
+					if phase == "create" {
+						_, err = t.do(ctx, "POST", o.objectsPath(), "application/json", o.object(name))
+					} else {
+						_, err = t.do(ctx, "PATCH", o.objectsPath()+"/"+name, "application/merge-patch+json", []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, 2+rand.IntN(1000))))
+					}
+					if err != nil {
+						firstErr.CompareAndSwap(nil, err)
+						return
+					}
+					lat[c] = append(lat[c], time.Since(t0))
+					if i%1000 == 0 {
+						o.progress("%s: %s %d/%d", t.Name, phase, i, o.Objects)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if err, ok := firstErr.Load().(error); ok {
+			return out, fmt.Errorf("%s %s: %w", t.Name, phase, err)
+		}
+		elapsed := time.Since(start)
+		var all latencies
+		for _, l := range lat {
+			all = append(all, l...)
+		}
+		out = append(out,
+			Result{t.Name, phase + "s/s", float64(len(all)) / elapsed.Seconds(), "ops/s"},
+			Result{t.Name, phase + " p50", ms(all.pct(0.5)), "ms"},
+			Result{t.Name, phase + " p99", ms(all.pct(0.99)), "ms"},
+		)
+	}
+	return out, nil
+}
+
+// Lists measures a full list and a label selector that matches nothing.
+func Lists(ctx context.Context, t *Target, o *Options) ([]Result, error) {
+	var full, none latencies
+	for i := range o.ListRuns {
+		o.progress("%s: list %d/%d", t.Name, i+1, o.ListRuns)
+		t0 := time.Now()
+		b, err := t.do(ctx, "GET", o.objectsPath(), "", nil)
+		if err != nil {
+			return nil, err
+		}
+		var list struct {
+			Items []map[string]any `json:"items"`
+		}
+		if err := json.Unmarshal(b, &list); err != nil {
+			return nil, err
+		}
+		full = append(full, time.Since(t0))
+		if len(list.Items) < o.Objects {
+			return nil, fmt.Errorf("%s: list returned %d objects, want %d", t.Name, len(list.Items), o.Objects)
+		}
+	}
+	for range o.ListRuns * 10 {
+		t0 := time.Now()
+		if _, err := t.do(ctx, "GET", o.objectsPath()+"?labelSelector=app%3Dnothing", "", nil); err != nil {
+			return nil, err
+		}
+		none = append(none, time.Since(t0))
+	}
+	return []Result{
+		{t.Name, fmt.Sprintf("list %d p50", o.Objects), ms(full.pct(0.5)), "ms"},
+		{t.Name, "list selector-none p50", ms(none.pct(0.5)), "ms"},
+		{t.Name, "list selector-none p99", ms(none.pct(0.99)), "ms"},
+	}, nil
+}
+
+// Memory reports the server's resident memory per stored object, from
+// process_resident_memory_bytes before and after creating them. Run it on
+// a fresh server.
+func Memory(ctx context.Context, t *Target, o *Options, before float64) ([]Result, error) {
+	// Give the server a moment and a GC cycle's worth of requests.
+	time.Sleep(2 * time.Second)
+	after, err := t.Metric(ctx, "process_resident_memory_bytes")
+	if err != nil {
+		return nil, err
+	}
+	return []Result{{t.Name, "memory per object", (after - before) / float64(o.Objects), "bytes"}}, nil
+}
+
+// Fanout attaches o.Watchers watchers to one object and patches it at
+// o.WriteRate for o.Duration: delivery latency from each write's
+// acknowledgement to each watcher, and server CPU per delivered event.
+func Fanout(ctx context.Context, t *Target, o *Options) ([]Result, error) {
+	name := "fanout-target"
+	b, err := t.do(ctx, "POST", o.objectsPath(), "application/json", o.object(name))
+	if err != nil && !strings.Contains(err.Error(), "409") {
+		return nil, err
+	}
+	if b, err = t.do(ctx, "GET", o.objectsPath()+"/"+name, "", nil); err != nil {
+		return nil, err
+	}
+	startRV := rvIn(b)
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type recv struct {
+		rv int64
+		at time.Time
+	}
+	received := make([][]recv, o.Watchers)
+	var connected, failed atomic.Int64
+	var wg sync.WaitGroup
+	path := fmt.Sprintf("%s?watch=true&fieldSelector=metadata.name%%3D%s&resourceVersion=%d", o.objectsPath(), name, startRV)
+	for i := range o.Watchers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(wctx, "GET", t.Host+path, nil)
+			resp, err := t.Watch.Do(req)
+			if err != nil || resp.StatusCode != 200 {
+				failed.Add(1)
+				return
+			}
+			defer resp.Body.Close()
+			connected.Add(1)
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(make([]byte, 64<<10), 8<<20)
+			for sc.Scan() {
+				received[i] = append(received[i], recv{rvIn(sc.Bytes()), time.Now()})
+			}
+		}()
+		if i%100 == 99 {
+			o.progress("%s: fan-out %d/%d watchers", t.Name, i+1, o.Watchers)
+		}
+	}
+	for connected.Load()+failed.Load() < int64(o.Watchers) {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := failed.Load(); n > 0 {
+		cancel()
+		wg.Wait()
+		return nil, fmt.Errorf("%s: %d of %d watches failed", t.Name, n, o.Watchers)
+	}
+	cpu0, cpuErr := t.Metric(ctx, "process_cpu_seconds_total")
+
+	acks := map[int64]time.Time{}
+	interval := time.Second / time.Duration(max(o.WriteRate, 1))
+	tick := time.NewTicker(interval)
+	end := time.Now().Add(o.Duration)
+	writes := 0
+	for time.Now().Before(end) {
+		<-tick.C
+		b, err := t.do(ctx, "PATCH", o.objectsPath()+"/"+name, "application/merge-patch+json", []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, writes)))
+		if err != nil {
+			tick.Stop()
+			cancel()
+			wg.Wait()
+			return nil, err
+		}
+		acks[rvIn(b)] = time.Now()
+		writes++
+		if writes%100 == 0 {
+			o.progress("%s: fan-out %d writes", t.Name, writes)
+		}
+	}
+	tick.Stop()
+	time.Sleep(2 * time.Second) // let deliveries drain
+	cpu1, _ := t.Metric(ctx, "process_cpu_seconds_total")
+	cancel()
+	wg.Wait()
+
+	var lat latencies
+	delivered, missing := 0, 0
+	for _, rs := range received {
+		seen := map[int64]bool{}
+		for _, r := range rs {
+			if at, ok := acks[r.rv]; ok {
+				d := r.at.Sub(at)
+				if d < 0 {
+					d = 0 // delivered before the writer read its response
+				}
+				lat = append(lat, d)
+				seen[r.rv] = true
+			}
+		}
+		delivered += len(seen)
+		missing += len(acks) - len(seen)
+	}
+	out := []Result{
+		{t.Name, "fan-out writes/s", float64(writes) / o.Duration.Seconds(), "ops/s"},
+		{t.Name, "fan-out delivery p50", ms(lat.pct(0.5)), "ms"},
+		{t.Name, "fan-out delivery p99", ms(lat.pct(0.99)), "ms"},
+		{t.Name, "fan-out events missing", float64(missing), "events"},
+	}
+	if cpuErr == nil && delivered > 0 {
+		out = append(out, Result{t.Name, "server CPU per event", (cpu1 - cpu0) / float64(delivered) * 1e6, "µs"})
+	}
+	return out, nil
+}
