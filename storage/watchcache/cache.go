@@ -1,0 +1,421 @@
+// Package watchcache keeps one resource's objects and recent changes in
+// memory, fed by a single storage watch, and serves lists and watches from
+// there: every change is decoded once, encoded once, and the same bytes go to
+// every watcher whose filter matches.
+//
+// # Consistency
+//
+// The cache is a prefix of the store's history: at any moment it holds the
+// state at Revision(), and every event up to it. Lists at "any" or
+// "not older than R" are served once Revision() >= R; a consistent list first
+// asks the store for its current revision and waits (bounded) until the cache
+// has caught up, using progress notifications when nothing changes.
+//
+// # Watchers
+//
+// A watcher replays history after its start revision, then follows live
+// events through a bounded buffer. Fan-out never blocks: a watcher whose
+// buffer is full is ended with ErrTooSlow (the server answers 410; the
+// client resumes or relists). History covers at least Window, bounded by
+// MaxHistory events; a start revision older than that is ErrCompacted.
+//
+// # Concurrency
+//
+// A Cache is safe for concurrent use. Run owns the feed goroutine; Stop
+// ends it and every watcher. Lock order: Cache.mu is never taken while a
+// watcher's consumer holds anything of the cache's.
+package watchcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/btree"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/objwatch/objwatch/storage"
+)
+
+// ErrTooSlow ends a watcher that could not keep up with the event rate.
+var ErrTooSlow = errors.New("watcher fell too far behind")
+
+// ErrNotReady: the cache has not finished its initial list.
+var ErrNotReady = errors.New("watch cache not ready")
+
+// Object is an object as the cache keeps it: metadata extracted once for
+// filtering, and its wire JSON (with metadata.resourceVersion) encoded once.
+type Object struct {
+	Key       string
+	Namespace string
+	Name      string
+	Labels    labels.Set
+	Fields    fields.Set
+	Rev       int64
+	JSON      []byte
+}
+
+// Decoder turns a stored value into an Object. kv.ModRevision is the
+// revision to stamp as resourceVersion.
+type Decoder func(kv storage.KeyValue) (*Object, error)
+
+// Config configures a Cache.
+type Config struct {
+	Store  storage.Interface
+	Prefix string
+	Decode Decoder
+	// Window is the minimum age of history kept (default 75 s, Kubernetes'
+	// minimum); MaxHistory bounds it in events (default 100,000).
+	Window     time.Duration
+	MaxHistory int
+	// Buffer is each watcher's live event buffer (default 1024).
+	Buffer int
+	// FreshTimeout bounds how long a consistent read waits for the cache
+	// to catch up before the caller falls back to the store (default 3 s).
+	FreshTimeout time.Duration
+	Log          *slog.Logger
+}
+
+// Cache is one resource's watch cache.
+type Cache struct {
+	cfg Config
+
+	mu      sync.RWMutex
+	objects *btree.BTreeG[*Object]
+	rev     int64
+	// history holds recent events in revision order; oldest is the revision
+	// watches must start after (events after it are all present).
+	history  []*Event
+	oldest   int64
+	watchers map[*Watcher]struct{}
+	ready    bool
+	// changed is closed and replaced whenever rev advances.
+	changed chan struct{}
+
+	progress chan struct{} // requests for a progress notification
+	stop     context.CancelFunc
+	done     chan struct{}
+}
+
+func less(a, b *Object) bool { return a.Key < b.Key }
+
+// New returns a Cache; call Run to fill it.
+func New(cfg Config) *Cache {
+	if cfg.Window == 0 {
+		cfg.Window = 75 * time.Second
+	}
+	if cfg.MaxHistory == 0 {
+		cfg.MaxHistory = 100000
+	}
+	if cfg.Buffer == 0 {
+		cfg.Buffer = 1024
+	}
+	if cfg.FreshTimeout == 0 {
+		cfg.FreshTimeout = 3 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Cache{
+		cfg:      cfg,
+		objects:  btree.NewG(32, less),
+		watchers: map[*Watcher]struct{}{},
+		changed:  make(chan struct{}),
+		progress: make(chan struct{}, 1),
+	}
+}
+
+// Start runs the feed in a goroutine owned by the cache until Stop.
+func (c *Cache) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.stop, c.done = cancel, make(chan struct{})
+	go func() {
+		defer close(c.done)
+		c.run(ctx)
+	}()
+}
+
+// Stop ends the feed and every watcher, and waits.
+func (c *Cache) Stop() {
+	if c.stop == nil {
+		return
+	}
+	c.stop()
+	<-c.done
+	c.mu.Lock()
+	for w := range c.watchers {
+		c.end_locked(w, context.Canceled)
+	}
+	c.mu.Unlock()
+}
+
+// run lists, then follows a watch; after any failure it lists again. A
+// relist ends every watcher: the history it would need has a gap.
+func (c *Cache) run(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := c.listAndWatch(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		c.cfg.Log.Warn("watch cache: relisting", "prefix", c.cfg.Prefix, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (c *Cache) listAndWatch(ctx context.Context) error {
+	objects := btree.NewG(32, less)
+	var rev int64
+	start := ""
+	for {
+		lr, err := c.cfg.Store.List(ctx, c.cfg.Prefix, storage.ListOptions{Revision: rev, Limit: 10000, StartKey: start})
+		if err != nil {
+			return fmt.Errorf("list: %w", err)
+		}
+		rev = lr.Revision
+		for _, kv := range lr.KVs {
+			o, err := c.cfg.Decode(kv)
+			if err != nil {
+				c.cfg.Log.Error("watch cache: decode", "key", kv.Key, "err", err)
+				continue
+			}
+			objects.ReplaceOrInsert(o)
+		}
+		if !lr.More {
+			break
+		}
+		start = lr.KVs[len(lr.KVs)-1].Key + "\x00"
+	}
+	w, err := c.cfg.Store.Watch(ctx, c.cfg.Prefix, rev+1)
+	if err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	defer w.Stop()
+
+	c.mu.Lock()
+	for wt := range c.watchers {
+		c.end_locked(wt, fmt.Errorf("watch cache relisted: %w", storage.ErrCompacted))
+	}
+	c.objects, c.history, c.oldest, c.ready = objects, nil, rev, true
+	c.advance_locked(rev)
+	c.mu.Unlock()
+
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.progress:
+			w.RequestProgress(ctx)
+		case now := <-tick.C:
+			c.mu.Lock()
+			c.trim_locked(now)
+			c.bookmarks_locked(now)
+			c.mu.Unlock()
+		case ev, ok := <-w.Events():
+			if !ok {
+				return errors.New("watch closed")
+			}
+			switch ev.Type {
+			case storage.Error:
+				return ev.Err
+			case storage.Progress:
+				c.mu.Lock()
+				if ev.Revision > c.rev {
+					c.advance_locked(ev.Revision)
+				}
+				c.mu.Unlock()
+			default:
+				if err := c.apply(ev); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// apply adds one storage event to the state, the history and every watcher.
+func (c *Cache) apply(ev storage.Event) error {
+	obj, err := c.cfg.Decode(ev.KV)
+	if err != nil {
+		c.cfg.Log.Error("watch cache: decode", "key", ev.KV.Key, "err", err)
+		return nil
+	}
+	e := &Event{Type: ev.Type, Rev: ev.Revision, Obj: obj, At: time.Now()}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev, had := c.objects.Get(&Object{Key: obj.Key})
+	if had {
+		e.Prev = prev
+	}
+	if ev.Type == storage.Delete {
+		c.objects.Delete(obj)
+	} else {
+		c.objects.ReplaceOrInsert(obj)
+	}
+	c.history = append(c.history, e)
+	for w := range c.watchers {
+		w.offer_locked(e)
+	}
+	if ev.Revision > c.rev {
+		c.advance_locked(ev.Revision)
+	}
+	if len(c.history) > c.cfg.MaxHistory {
+		c.trim_locked(time.Now())
+	}
+	return nil
+}
+
+func (c *Cache) advance_locked(rev int64) {
+	c.rev = rev
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// trim_locked drops history older than Window, and beyond MaxHistory.
+func (c *Cache) trim_locked(now time.Time) {
+	cut := 0
+	for cut < len(c.history) {
+		e := c.history[cut]
+		if len(c.history)-cut <= c.cfg.MaxHistory && now.Sub(e.at()) < c.cfg.Window {
+			break
+		}
+		cut++
+	}
+	if cut == 0 {
+		return
+	}
+	c.oldest = c.history[cut-1].Rev
+	c.history = append([]*Event(nil), c.history[cut:]...)
+}
+
+// Revision is the revision the cache is current at.
+func (c *Cache) Revision() int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.rev
+}
+
+// WaitFor waits until the cache is ready and at revision rev or later.
+func (c *Cache) WaitFor(ctx context.Context, rev int64) error {
+	for {
+		c.mu.RLock()
+		ready, cur, changed := c.ready, c.rev, c.changed
+		c.mu.RUnlock()
+		if ready && cur >= rev {
+			return nil
+		}
+		if ready {
+			select {
+			case c.progress <- struct{}{}:
+			default:
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// WaitFresh waits until the cache has caught up with the store's current
+// revision, for a consistent read; it returns that revision.
+func (c *Cache) WaitFresh(ctx context.Context) (int64, error) {
+	rev, err := c.cfg.Store.Revision(ctx)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.FreshTimeout)
+	defer cancel()
+	return rev, c.WaitFor(ctx, rev)
+}
+
+// Filter selects objects.
+type Filter struct {
+	Namespace string // "" = all
+	Labels    labels.Selector
+	Fields    fields.Selector
+}
+
+// Matches reports whether o passes the filter.
+func (f Filter) Matches(o *Object) bool {
+	if o == nil {
+		return false
+	}
+	if f.Namespace != "" && o.Namespace != f.Namespace {
+		return false
+	}
+	if f.Labels != nil && !f.Labels.Empty() && !f.Labels.Matches(o.Labels) {
+		return false
+	}
+	if f.Fields != nil && !f.Fields.Empty() && !f.Fields.Matches(o.Fields) {
+		return false
+	}
+	return true
+}
+
+// List returns the objects matching f in key order, at most limit (0: all)
+// starting at startKey, with the revision they are current at and whether
+// more remain. The caller waits for freshness first (WaitFor/WaitFresh).
+func (c *Cache) List(f Filter, startKey string, limit int) (objs []*Object, rev int64, more bool, err error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if !c.ready {
+		return nil, 0, false, ErrNotReady
+	}
+	pivot := &Object{Key: c.cfg.Prefix}
+	if f.Namespace != "" {
+		pivot.Key = c.cfg.Prefix + f.Namespace + "/"
+	}
+	if startKey > pivot.Key {
+		pivot.Key = startKey
+	}
+	nsPrefix := ""
+	if f.Namespace != "" {
+		nsPrefix = c.cfg.Prefix + f.Namespace + "/"
+	}
+	c.objects.AscendGreaterOrEqual(pivot, func(o *Object) bool {
+		if nsPrefix != "" && !hasPrefix(o.Key, nsPrefix) {
+			return false
+		}
+		if !f.Matches(o) {
+			return true
+		}
+		if limit > 0 && len(objs) == limit {
+			more = true
+			return false
+		}
+		objs = append(objs, o)
+		return true
+	})
+	return objs, c.rev, more, nil
+}
+
+// Get returns the object under key, if present.
+func (c *Cache) Get(key string) (*Object, int64, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	o, ok := c.objects.Get(&Object{Key: key})
+	return o, c.rev, ok
+}
+
+// Len is the number of cached objects.
+func (c *Cache) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.objects.Len()
+}
+
+func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }

@@ -1,0 +1,288 @@
+package watchcache_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/objwatch/objwatch/storage"
+	"github.com/objwatch/objwatch/storage/etcd"
+	"github.com/objwatch/objwatch/storage/watchcache"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+	)
+}
+
+const prefix = "/registry/things/"
+
+// value is the test's stored object: namespace/name come from the key.
+type value struct {
+	Labels map[string]string `json:"labels,omitempty"`
+	Data   string            `json:"data"`
+}
+
+func decode(kv storage.KeyValue) (*watchcache.Object, error) {
+	var v value
+	if err := json.Unmarshal(kv.Value, &v); err != nil {
+		return nil, err
+	}
+	ns, name, _ := strings.Cut(strings.TrimPrefix(kv.Key, prefix), "/")
+	j, _ := json.Marshal(map[string]any{"metadata": map[string]any{"name": name, "namespace": ns, "resourceVersion": fmt.Sprint(kv.ModRevision)}, "data": v.Data})
+	return &watchcache.Object{
+		Key: kv.Key, Namespace: ns, Name: name, Labels: v.Labels, Rev: kv.ModRevision, JSON: j,
+		Fields: fields.Set{"metadata.name": name, "metadata.namespace": ns},
+	}, nil
+}
+
+type env struct {
+	t     *testing.T
+	store *etcd.Store
+	ctx   context.Context
+}
+
+func setup(t *testing.T) *env {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	e, err := etcd.StartEmbedded(ctx, etcd.EmbeddedConfig{Dir: t.TempDir(), NoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	cli, err := etcd.NewClient(etcd.ClientConfig{Endpoints: []string{e.Endpoint}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	s, err := etcd.New(cli, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, store: s, ctx: ctx}
+}
+
+func (e *env) cache(cfg watchcache.Config) *watchcache.Cache {
+	cfg.Store, cfg.Prefix, cfg.Decode = e.store, prefix, decode
+	cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	c := watchcache.New(cfg)
+	c.Start()
+	e.t.Cleanup(c.Stop)
+	return c
+}
+
+func (e *env) put(ns, name, data string, lbls map[string]string) int64 {
+	e.t.Helper()
+	b, _ := json.Marshal(value{Labels: lbls, Data: data})
+	key := prefix + ns + "/" + name
+	cur, err := e.store.Get(e.ctx, key)
+	var kv storage.KeyValue
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		kv, err = e.store.Create(e.ctx, key, b)
+	case err == nil:
+		kv, err = e.store.Update(e.ctx, key, b, cur.ModRevision)
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return kv.ModRevision
+}
+
+func (e *env) del(ns, name string) int64 {
+	e.t.Helper()
+	kv, err := e.store.Delete(e.ctx, prefix+ns+"/"+name, 0)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return kv.ModRevision
+}
+
+func next(t *testing.T, w *watchcache.Watcher) watchcache.Item {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	it, err := w.Next(ctx)
+	if err != nil {
+		t.Fatalf("Next: %v", err)
+	}
+	return it
+}
+
+func TestListIsFreshAndFiltered(t *testing.T) {
+	e := setup(t)
+	e.put("a", "one", "1", map[string]string{"app": "x"})
+	c := e.cache(watchcache.Config{})
+	e.put("a", "two", "2", map[string]string{"app": "y"})
+	rev := e.put("b", "three", "3", map[string]string{"app": "x"})
+	fresh, err := c.WaitFresh(e.ctx)
+	if err != nil || fresh < rev {
+		t.Fatalf("WaitFresh = %d, %v; want >= %d", fresh, err, rev)
+	}
+	tests := []struct {
+		name   string
+		filter watchcache.Filter
+		want   string
+	}{
+		{"all", watchcache.Filter{}, "one,two,three"},
+		{"namespace", watchcache.Filter{Namespace: "a"}, "one,two"},
+		{"label", watchcache.Filter{Labels: labels.SelectorFromSet(labels.Set{"app": "x"})}, "one,three"},
+		{"field", watchcache.Filter{Fields: fields.OneTermEqualSelector("metadata.name", "two")}, "two"},
+		{"nothing", watchcache.Filter{Labels: labels.SelectorFromSet(labels.Set{"app": "none"})}, ""},
+	}
+	for _, tc := range tests {
+		objs, _, _, err := c.List(tc.filter, "", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, o := range objs {
+			names = append(names, o.Name)
+		}
+		if got := strings.Join(names, ","); got != tc.want {
+			t.Errorf("%s: List = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	page, _, more, _ := c.List(watchcache.Filter{}, "", 2)
+	if len(page) != 2 || !more {
+		t.Fatalf("List(limit 2) = %d more=%v, want 2 true", len(page), more)
+	}
+}
+
+func TestWatchReplaysFiltersAndFollows(t *testing.T) {
+	e := setup(t)
+	c := e.cache(watchcache.Config{})
+	r1 := e.put("a", "o", "1", map[string]string{"app": "x"})
+	if err := c.WaitFor(e.ctx, r1); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Watch(e.ctx, watchcache.WatchOptions{From: r1 - 1, Filter: watchcache.Filter{Labels: labels.SelectorFromSet(labels.Set{"app": "x"})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	r2 := e.put("a", "o", "2", map[string]string{"app": "x"})
+	r3 := e.put("a", "o", "3", map[string]string{"app": "y"}) // leaves the selection
+	e.put("a", "o", "4", map[string]string{"app": "y"})       // outside: nothing
+	r5 := e.put("a", "o", "5", map[string]string{"app": "x"}) // enters again
+	r6 := e.del("a", "o")
+	want := []struct {
+		typ  string
+		rev  int64
+		data string
+	}{
+		{"ADDED", r1, "1"}, {"MODIFIED", r2, "2"}, {"DELETED", r3, "2"}, {"ADDED", r5, "5"}, {"DELETED", r6, "5"},
+	}
+	for i, wnt := range want {
+		it := next(t, w)
+		var got struct {
+			Data     string
+			Metadata struct{ ResourceVersion string }
+		}
+		frame := it.Frame()
+		var ev struct {
+			Type   string
+			Object json.RawMessage
+		}
+		if err := json.Unmarshal(frame, &ev); err != nil {
+			t.Fatalf("frame %q: %v", frame, err)
+		}
+		json.Unmarshal(ev.Object, &got)
+		if it.Type != wnt.typ || it.Rev != wnt.rev || ev.Type != wnt.typ || got.Data != wnt.data || got.Metadata.ResourceVersion != fmt.Sprint(wnt.rev) {
+			t.Fatalf("event %d = %s@%d %s (rv %s), want %s@%d %s", i, it.Type, it.Rev, got.Data, got.Metadata.ResourceVersion, wnt.typ, wnt.rev, wnt.data)
+		}
+	}
+}
+
+func TestInitialEventsAndBookmarks(t *testing.T) {
+	e := setup(t)
+	e.put("a", "x", "1", nil)
+	e.put("b", "y", "1", nil)
+	c := e.cache(watchcache.Config{})
+	if _, err := c.WaitFresh(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Watch(e.ctx, watchcache.WatchOptions{Initial: true, InitialEnd: true, Filter: watchcache.Filter{Namespace: "a"}, BookmarkEvery: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if it := next(t, w); it.Type != "ADDED" || it.Object.Name != "x" {
+		t.Fatalf("first = %s %v, want ADDED x", it.Type, it.Object)
+	}
+	end := next(t, w)
+	if end.Type != "BOOKMARK" || !end.InitialEnd || end.Rev != c.Revision() {
+		t.Fatalf("second = %+v, want the initial-events-end bookmark at %d", end, c.Revision())
+	}
+	r := e.put("a", "z", "1", nil)
+	if it := next(t, w); it.Type != "ADDED" || it.Rev != r {
+		t.Fatalf("live = %s@%d, want ADDED@%d", it.Type, it.Rev, r)
+	}
+	if it := next(t, w); it.Type != "BOOKMARK" || it.Rev < r {
+		t.Fatalf("after a second = %s@%d, want BOOKMARK >= %d", it.Type, it.Rev, r)
+	}
+}
+
+func TestSlowWatcherEndsWithoutBlockingOthers(t *testing.T) {
+	e := setup(t)
+	c := e.cache(watchcache.Config{Buffer: 4})
+	if _, err := c.WaitFresh(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	slow, _ := c.Watch(e.ctx, watchcache.WatchOptions{From: c.Revision()})
+	defer slow.Stop()
+	fast, _ := c.Watch(e.ctx, watchcache.WatchOptions{From: c.Revision()})
+	defer fast.Stop()
+	var last int64
+	for i := range 10 {
+		last = e.put("a", fmt.Sprint(i), "v", nil)
+		if it := next(t, fast); it.Rev != last {
+			t.Fatalf("fast watcher got %d, want %d", it.Rev, last)
+		}
+	}
+	var err error
+	for err == nil {
+		_, err = slow.Next(e.ctx)
+	}
+	if !errors.Is(err, watchcache.ErrTooSlow) {
+		t.Fatalf("slow watcher ended with %v, want ErrTooSlow", err)
+	}
+}
+
+func TestHistoryWindow(t *testing.T) {
+	e := setup(t)
+	c := e.cache(watchcache.Config{MaxHistory: 3})
+	first := e.put("a", "o", "0", nil)
+	var last int64
+	for i := range 6 {
+		last = e.put("a", "o", fmt.Sprint(i+1), nil)
+	}
+	if err := c.WaitFor(e.ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Watch(e.ctx, watchcache.WatchOptions{From: first})
+	var ce *storage.CompactedError
+	if !errors.As(err, &ce) || !errors.Is(err, storage.ErrCompacted) {
+		t.Fatalf("Watch(from evicted) = %v, want a CompactedError", err)
+	}
+	w, err := c.Watch(e.ctx, watchcache.WatchOptions{From: last - 2})
+	if err != nil {
+		t.Fatalf("Watch(within window) = %v", err)
+	}
+	defer w.Stop()
+	if it := next(t, w); it.Rev != last-1 {
+		t.Fatalf("resumed at %d, want %d", it.Rev, last-1)
+	}
+}

@@ -1,0 +1,286 @@
+package watchcache
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/objwatch/objwatch/storage"
+)
+
+// Event is one change in the cache's history, shared by every watcher.
+type Event struct {
+	Type storage.EventType // Put or Delete
+	Rev  int64
+	Obj  *Object // new state; for Delete the last state, stamped with Rev
+	Prev *Object // state before a Put, nil on create
+	At   time.Time
+
+	// frames memoizes each wire encoding, computed by the first watcher
+	// that needs it.
+	frames [numFrames]atomic.Pointer[[]byte]
+	once   sync.Once
+	left   *Object // Prev stamped with Rev, for watchers it leaves
+}
+
+func (e *Event) at() time.Time { return e.At }
+
+// Wire event types.
+const (
+	Added    = "ADDED"
+	Modified = "MODIFIED"
+	Deleted  = "DELETED"
+	Bookmark = "BOOKMARK"
+)
+
+const (
+	frameAdded = iota
+	frameModified
+	frameDeleted
+	frameLeft
+	numFrames
+)
+
+// Item is what a watcher delivers.
+type Item struct {
+	Type string
+	// Object is the object to send (nil for bookmarks).
+	Object *Object
+	// Rev is the item's revision (for bookmarks, the revision every
+	// earlier item is at or below).
+	Rev int64
+	// InitialEnd marks the bookmark after the synthetic initial events.
+	InitialEnd bool
+
+	event *Event
+	frame int
+}
+
+// Frame returns the encoded wire event
+// {"type":...,"object":...}\n, shared by every watcher that sends it.
+func (it Item) Frame() []byte {
+	if it.event == nil {
+		return frame(it.Type, it.Object.JSON)
+	}
+	p := &it.event.frames[it.frame]
+	if b := p.Load(); b != nil {
+		return *b
+	}
+	b := frame(it.Type, it.Object.JSON)
+	p.Store(&b)
+	return b
+}
+
+func frame(typ string, obj []byte) []byte {
+	b := make([]byte, 0, len(obj)+32)
+	b = append(b, `{"type":"`...)
+	b = append(b, typ...)
+	b = append(b, `","object":`...)
+	b = append(b, obj...)
+	return append(b, "}\n"...)
+}
+
+// translate gives the item a watcher with filter f sees for e: an object
+// entering the selection is ADDED, one leaving it DELETED (its last
+// matching state at the event's revision), others unchanged; ok is false
+// when the event does not concern the watcher.
+func (e *Event) translate(f Filter) (Item, bool) {
+	cur := f.Matches(e.Obj)
+	if e.Type == storage.Delete {
+		return Item{Type: Deleted, Object: e.Obj, Rev: e.Rev, event: e, frame: frameDeleted}, cur
+	}
+	prev := e.Prev != nil && f.Matches(e.Prev)
+	switch {
+	case cur && prev:
+		return Item{Type: Modified, Object: e.Obj, Rev: e.Rev, event: e, frame: frameModified}, true
+	case cur:
+		return Item{Type: Added, Object: e.Obj, Rev: e.Rev, event: e, frame: frameAdded}, true
+	case prev:
+		return Item{Type: Deleted, Object: e.leftObject(), Rev: e.Rev, event: e, frame: frameLeft}, true
+	}
+	return Item{}, false
+}
+
+// leftObject is Prev with its resourceVersion set to the event's.
+func (e *Event) leftObject() *Object {
+	e.once.Do(func() {
+		o := *e.Prev
+		o.Rev = e.Rev
+		var m map[string]any
+		if err := json.Unmarshal(e.Prev.JSON, &m); err == nil {
+			if md, ok := m["metadata"].(map[string]any); ok {
+				md["resourceVersion"] = strconv.FormatInt(e.Rev, 10)
+			}
+			if b, err := json.Marshal(m); err == nil {
+				o.JSON = b
+			}
+		}
+		e.left = &o
+	})
+	return e.left
+}
+
+// WatchOptions say where a watch starts and what it sees.
+type WatchOptions struct {
+	Filter Filter
+	// From: deliver events with a revision after From. Ignored with Initial.
+	From int64
+	// Initial: start with a synthetic ADDED for every matching object at the
+	// cache's current revision, then follow. InitialEnd adds the
+	// initial-events-end bookmark after them.
+	Initial, InitialEnd bool
+	// BookmarkEvery > 0 enables bookmarks at that interval, and one shortly
+	// before Deadline.
+	BookmarkEvery time.Duration
+	Deadline      time.Time
+}
+
+// Watcher is one watch on the cache. Its owner must call Stop.
+type Watcher struct {
+	c      *Cache
+	filter Filter
+	replay []Item
+	ch     chan Item
+	done   chan struct{}
+	err    error // set before done is closed
+
+	bookmarkEvery time.Duration
+	nextBookmark  time.Time
+	deadline      time.Time
+}
+
+// Watch starts a watch. A From older than the history is ErrCompacted (a
+// *storage.CompactedError).
+func (c *Cache) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
+	if err := c.WaitFor(ctx, 0); err != nil {
+		return nil, err
+	}
+	w := &Watcher{
+		c: c, filter: o.Filter, ch: make(chan Item, c.cfg.Buffer), done: make(chan struct{}),
+		bookmarkEvery: o.BookmarkEvery, deadline: o.Deadline,
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if o.Initial {
+		nsPrefix := c.cfg.Prefix + o.Filter.Namespace
+		if o.Filter.Namespace != "" {
+			nsPrefix += "/"
+		}
+		c.objects.AscendGreaterOrEqual(&Object{Key: nsPrefix}, func(obj *Object) bool {
+			if !hasPrefix(obj.Key, nsPrefix) {
+				return false
+			}
+			if o.Filter.Matches(obj) {
+				w.replay = append(w.replay, Item{Type: Added, Object: obj, Rev: obj.Rev})
+			}
+			return true
+		})
+		if o.InitialEnd {
+			w.replay = append(w.replay, Item{Type: Bookmark, Rev: c.rev, InitialEnd: true})
+		}
+	} else {
+		if o.From < c.oldest {
+			return nil, &storage.CompactedError{Requested: o.From, Compacted: c.oldest}
+		}
+		for _, e := range c.history {
+			if e.Rev <= o.From {
+				continue
+			}
+			if it, ok := e.translate(o.Filter); ok {
+				w.replay = append(w.replay, it)
+			}
+		}
+	}
+	w.scheduleBookmark(time.Now())
+	c.watchers[w] = struct{}{}
+	return w, nil
+}
+
+func (w *Watcher) scheduleBookmark(now time.Time) {
+	if w.bookmarkEvery <= 0 {
+		return
+	}
+	next := now.Add(w.bookmarkEvery)
+	if last := w.deadline.Add(-2 * time.Second); !w.deadline.IsZero() && last.After(now) && last.Before(next) {
+		next = last
+	}
+	w.nextBookmark = next
+}
+
+// offer_locked hands e to the watcher without blocking; a full buffer ends
+// the watcher with ErrTooSlow.
+func (w *Watcher) offer_locked(e *Event) {
+	it, ok := e.translate(w.filter)
+	if !ok {
+		return
+	}
+	select {
+	case w.ch <- it:
+	default:
+		w.c.end_locked(w, ErrTooSlow)
+	}
+}
+
+// bookmarks_locked sends due bookmarks at the cache's revision; a full
+// buffer just skips one.
+func (c *Cache) bookmarks_locked(now time.Time) {
+	for w := range c.watchers {
+		if w.bookmarkEvery <= 0 || now.Before(w.nextBookmark) {
+			continue
+		}
+		select {
+		case w.ch <- Item{Type: Bookmark, Rev: c.rev}:
+		default:
+		}
+		w.scheduleBookmark(now)
+	}
+}
+
+func (c *Cache) end_locked(w *Watcher, err error) {
+	if _, ok := c.watchers[w]; !ok {
+		return
+	}
+	delete(c.watchers, w)
+	w.err = err
+	close(w.done)
+}
+
+// Next returns the next item. After the watcher ends it returns the reason
+// (ErrTooSlow, a relist's ErrCompacted, or context.Canceled after Stop).
+func (w *Watcher) Next(ctx context.Context) (Item, error) {
+	if len(w.replay) > 0 {
+		it := w.replay[0]
+		w.replay[0] = Item{}
+		w.replay = w.replay[1:]
+		return it, nil
+	}
+	select {
+	case it := <-w.ch:
+		return it, nil
+	case <-w.done:
+		return Item{}, w.err
+	case <-ctx.Done():
+		return Item{}, ctx.Err()
+	}
+}
+
+// Pending is the number of items waiting to be read.
+func (w *Watcher) Pending() int { return len(w.replay) + len(w.ch) }
+
+// Stop ends the watch.
+func (w *Watcher) Stop() {
+	w.c.mu.Lock()
+	w.c.end_locked(w, context.Canceled)
+	w.c.mu.Unlock()
+}
+
+// Watchers is the number of open watchers.
+func (c *Cache) Watchers() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.watchers)
+}
