@@ -7,7 +7,6 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -34,14 +33,22 @@ func (s *Server) runCRDs(ctx context.Context, ready func()) error {
 	for {
 		items, rev, err := s.listAll(ctx, res, "", matchAll)
 		if err == nil {
-			served := map[string]bool{}
+			known := map[string]*apiextensionsv1.CustomResourceDefinition{}
 			for _, it := range items {
-				served[it.GetName()] = true
-				s.serveCRD(ctx, it)
+				if def, err := toCRD(it); err == nil {
+					known[def.Name] = def
+				}
 			}
-			s.dropCRDsExcept(served)
+			for _, name := range s.registry.CustomNames() {
+				if known[name] == nil {
+					s.registry.SetCustom(name, "", nil)
+				}
+			}
+			for _, it := range items {
+				s.serveCRD(ctx, it, known)
+			}
 			ready()
-			err = s.followCRDs(ctx, res, rev+1)
+			err = s.followCRDs(ctx, res, rev+1, known)
 		}
 		if ctx.Err() != nil {
 			return nil
@@ -56,119 +63,108 @@ func (s *Server) runCRDs(ctx context.Context, ready func()) error {
 	}
 }
 
-func (s *Server) followCRDs(ctx context.Context, res *registry.Resource, from int64) error {
+func (s *Server) followCRDs(ctx context.Context, res *registry.Resource, from int64, known map[string]*apiextensionsv1.CustomResourceDefinition) error {
 	w, err := s.store.Watch(ctx, res.Prefix(""), from)
 	if err != nil {
 		return err
 	}
 	defer w.Stop()
 	for ev := range w.Events() {
-		switch ev.Type {
-		case storage.Error:
+		if ev.Type == storage.Error {
 			return ev.Err
-		case storage.Put:
-			obj, err := fromStorage(res, ev.KV)
-			if err != nil {
-				s.cfg.Log.Error("custom resource definition: decode", "key", ev.KV.Key, "err", err)
-				continue
-			}
-			s.serveCRD(ctx, obj)
-		case storage.Delete:
-			obj, err := fromStorage(res, ev.KV)
-			if err == nil {
-				s.registry.SetCustom(obj.GetName(), nil)
-			}
 		}
+		if ev.Type != storage.Put && ev.Type != storage.Delete {
+			continue
+		}
+		obj, err := fromStorage(res, ev.KV)
+		if err != nil {
+			s.cfg.Log.Error("custom resource definition: decode", "key", ev.KV.Key, "err", err)
+			continue
+		}
+		if ev.Type == storage.Delete {
+			delete(known, obj.GetName())
+			s.registry.SetCustom(obj.GetName(), "", nil)
+		} else {
+			s.serveCRD(ctx, obj, known)
+		}
+		s.pruneCaches(false)
 	}
 	return errors.New("watch ended")
 }
 
-func (s *Server) dropCRDsExcept(keep map[string]bool) {
-	for _, name := range s.registry.CustomNames() {
-		if !keep[name] {
-			s.registry.SetCustom(name, nil)
-		}
-	}
-}
-
-// serveCRD registers a CRD's resources and marks it established.
-func (s *Server) serveCRD(ctx context.Context, obj *unstructured.Unstructured) {
+func toCRD(obj *unstructured.Unstructured) (*apiextensionsv1.CustomResourceDefinition, error) {
 	var def apiextensionsv1.CustomResourceDefinition
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &def); err != nil {
+		return nil, err
+	}
+	return &def, nil
+}
+
+// serveCRD accepts a CRD's names (as Kubernetes' naming and establishing
+// controllers do), records that in its status, and serves its resources
+// under the accepted names. known holds every CRD, by name.
+func (s *Server) serveCRD(ctx context.Context, obj *unstructured.Unstructured, known map[string]*apiextensionsv1.CustomResourceDefinition) {
+	def, err := toCRD(obj)
+	if err != nil {
 		s.cfg.Log.Error("custom resource definition: convert", "name", obj.GetName(), "err", err)
 		return
 	}
-	resources, err := customResources(&def)
+	known[def.Name] = def
+	others := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(known))
+	for _, o := range known {
+		others = append(others, o)
+	}
+	if crd.AcceptNames(def, others) {
+		s.writeCRDStatus(ctx, obj, def)
+	}
+	if !established(def) {
+		s.registry.SetCustom(def.Name, "", nil)
+		return
+	}
+	// Status-only changes keep the served resources (and their caches).
+	token := fmt.Sprintf("%s/%d/%v", def.UID, def.Generation, def.Status.AcceptedNames)
+	if cur, ok := s.registry.CustomToken(def.Name); ok && cur == token {
+		return
+	}
+	resources, err := customResources(def)
 	if err == nil {
-		err = s.registry.SetCustom(def.Name, resources)
+		err = s.registry.SetCustom(def.Name, token, resources)
 	}
 	if err != nil {
 		s.cfg.Log.Error("custom resource definition: serve", "name", def.Name, "err", err)
-		s.setCRDConditions(ctx, obj, &def, err)
-		return
 	}
-	s.setCRDConditions(ctx, obj, &def, nil)
 }
 
-// setCRDConditions records NamesAccepted and Established in the CRD's
-// status, as Kubernetes' controllers do. Several servers may race to write
-// it; the conditional update makes all but one a no-op.
-func (s *Server) setCRDConditions(ctx context.Context, obj *unstructured.Unstructured, def *apiextensionsv1.CustomResourceDefinition, serveErr error) {
-	want := apiextensionsv1.ConditionTrue
-	reason, msg := "InitialNamesAccepted", "no conflicts found"
-	if serveErr != nil {
-		want, reason, msg = apiextensionsv1.ConditionFalse, "NotServed", serveErr.Error()
-	}
-	changed := false
-	set := func(t apiextensionsv1.CustomResourceDefinitionConditionType, status apiextensionsv1.ConditionStatus, reason, msg string) {
-		for i, c := range def.Status.Conditions {
-			if c.Type == t {
-				if c.Status != status || c.Reason != reason {
-					def.Status.Conditions[i] = apiextensionsv1.CustomResourceDefinitionCondition{Type: t, Status: status, Reason: reason, Message: msg, LastTransitionTime: metav1.Now()}
-					changed = true
-				}
-				return
-			}
+func established(def *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range def.Status.Conditions {
+		if c.Type == apiextensionsv1.Established {
+			return c.Status == apiextensionsv1.ConditionTrue
 		}
-		def.Status.Conditions = append(def.Status.Conditions, apiextensionsv1.CustomResourceDefinitionCondition{Type: t, Status: status, Reason: reason, Message: msg, LastTransitionTime: metav1.Now()})
-		changed = true
 	}
-	set(apiextensionsv1.NamesAccepted, want, reason, msg)
-	estReason, estMsg := "InitialNamesAccepted", "the initial names have been accepted"
-	if serveErr != nil {
-		estReason, estMsg = reason, msg
-	}
-	set(apiextensionsv1.Established, want, estReason, estMsg)
-	if serveErr == nil && !equalNames(def.Status.AcceptedNames, def.Spec.Names) {
-		def.Status.AcceptedNames = def.Spec.Names
-		changed = true
-	}
-	if !changed {
-		return
-	}
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(def)
+	return false
+}
+
+// writeCRDStatus stores def's status. Several servers may race to write
+// it; the update is conditional on the revision obj was read at, so all but
+// one are no-ops and the winner's change comes back as a watch event.
+func (s *Server) writeCRDStatus(ctx context.Context, obj *unstructured.Unstructured, def *apiextensionsv1.CustomResourceDefinition) {
+	status, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&def.Status)
 	if err != nil {
 		return
 	}
-	out := &unstructured.Unstructured{Object: u}
-	unstructured.RemoveNestedField(out.Object, "metadata", "creationTimestamp")
-	out.SetCreationTimestamp(obj.GetCreationTimestamp())
+	out := obj.DeepCopy()
+	out.Object["status"] = status
 	b, err := toStorage(out)
 	if err != nil {
 		return
 	}
-	res := s.crdResource()
 	rev, err := parseRV(obj.GetResourceVersion())
 	if err != nil {
 		return
 	}
-	if _, err := s.store.Update(ctx, res.Key("", def.Name), b, rev); err != nil && !errors.Is(err, storage.ErrConflict) && !errors.Is(err, storage.ErrNotFound) && ctx.Err() == nil {
+	if _, err := s.store.Update(ctx, s.crdResource().Key("", def.Name), b, rev); err != nil && !errors.Is(err, storage.ErrConflict) && !errors.Is(err, storage.ErrNotFound) && ctx.Err() == nil {
 		s.cfg.Log.Warn("custom resource definition: set status", "name", def.Name, "err", err)
 	}
-}
-
-func equalNames(a, b apiextensionsv1.CustomResourceDefinitionNames) bool {
-	return fmt.Sprint(a) == fmt.Sprint(b)
 }
 
 // customResources builds the served resources of a CRD, one per served
@@ -178,7 +174,7 @@ func customResources(def *apiextensionsv1.CustomResourceDefinition) ([]*registry
 	if err != nil {
 		return nil, err
 	}
-	names := def.Spec.Names
+	names := d.Names()
 	var out []*registry.Resource
 	for _, v := range def.Spec.Versions {
 		if !v.Served {

@@ -114,6 +114,7 @@ type listPlan struct {
 	limit    int64
 	start    string // key to start at, relative to the prefix
 	fromCont bool
+	any      bool // resourceVersion "0": any state will do
 }
 
 func (s *Server) planList(r *http.Request) (listPlan, error) {
@@ -163,8 +164,10 @@ func (s *Server) planList(r *http.Request) (listPlan, error) {
 		return p, nil
 	}
 	switch {
-	case rvStr == "" || rv == 0:
-		// Most recent (unset) or any (0): both read the latest state.
+	case rvStr == "":
+		// Most recent: a consistent read.
+	case rv == 0:
+		p.any = true
 	case match == string(metav1.ResourceVersionMatchExact) || (match == "" && p.limit > 0):
 		p.rev = rv
 	default:
@@ -188,6 +191,9 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request, res *registry.Reso
 	}
 	plan, err := s.planList(r)
 	if err != nil {
+		return err
+	}
+	if err := s.listFromCache(w, r, res, info.namespace, sel, plan); !errors.Is(err, errNoCache) {
 		return err
 	}
 	if plan.minRev > 0 {

@@ -71,6 +71,11 @@ type Config struct {
 	ContinueTTL time.Duration
 	// Version is reported by /version.
 	Version string
+	// DisableWatchCache serves every list and watch from etcd directly.
+	DisableWatchCache bool
+	// WatchCacheWindow is the minimum history a watch cache keeps for
+	// watches to resume from (default 75 s, as Kubernetes).
+	WatchCacheWindow time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -116,11 +121,14 @@ type Server struct {
 	mux      *http.ServeMux
 
 	readSem, writeSem chan struct{}
+	caches            caches
 
 	// stopping is closed when Run's context ends; watches end on it.
 	stopping     chan struct{}
 	stoppingOnce sync.Once
 	ready        atomic.Bool
+
+	openapi openAPIDocs // see openapi.go
 }
 
 // New returns a Server. It starts nothing; call Run.
@@ -153,6 +161,7 @@ func (s *Server) Registry() *registry.Registry { return s.registry }
 // in step with the stored CRDs, and blocks until ctx ends. Open watches end
 // when it returns.
 func (s *Server) Run(ctx context.Context) error {
+	defer s.pruneCaches(true)
 	defer s.stoppingOnce.Do(func() { close(s.stopping) })
 	if err := s.bootstrap(ctx); err != nil {
 		return fmt.Errorf("server: bootstrap: %w", err)

@@ -106,3 +106,9 @@ const conflictMessage = "the object has been modified; please apply your changes
 func invalid(gk schema.GroupKind, name string, errs field.ErrorList) error {
 	return apierrors.NewInvalid(gk, name, errs)
 }
+
+// tooSlow ends a watch whose client could not keep up: 410, so the client
+// resumes or relists.
+func tooSlow() error {
+	return apierrors.NewResourceExpired("watch ended: the client fell too far behind the event stream; resume from the last resourceVersion or relist")
+}

@@ -28,6 +28,7 @@ type watchRequest struct {
 	rv            int64
 	initial       bool // send synthetic ADDED events for the current state
 	initialEnd    bool // end them with the initial-events-end bookmark
+	consistent    bool // no resourceVersion: start from a quorum read
 	bookmarks     bool
 	timeout       time.Duration
 	tableVersion  string
@@ -48,6 +49,7 @@ func (s *Server) parseWatch(r *http.Request, res *registry.Resource, info reques
 	if wr.rv, err = parseRV(rvStr); err != nil {
 		return wr, err
 	}
+	wr.consistent = rvStr == ""
 	wr.bookmarks = isTrue(q.Get("allowWatchBookmarks"))
 	match := q.Get("resourceVersionMatch")
 	sie, sieSet := q.Get("sendInitialEvents"), q.Has("sendInitialEvents")
@@ -114,6 +116,9 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *registry.Res
 	gr := s.gr(res)
 	s.metrics.watches.WithLabelValues(res.Group, res.Plural).Inc()
 	defer s.metrics.watches.WithLabelValues(res.Group, res.Plural).Dec()
+	if err := s.watchFromCache(ctx, w, flusher, res, info, wr); !errors.Is(err, errNoCache) {
+		return
+	}
 
 	// Establish the starting point before answering, so that errors in it
 	// (e.g. a future resourceVersion) are plain HTTP errors.

@@ -132,8 +132,10 @@ type Registry struct {
 	byGVR map[schema.GroupVersionResource]*Resource
 	// preferred lists each group's versions, preferred first.
 	versions map[string][]string
-	// custom maps a CRD name to the resources it added.
-	custom map[string][]*Resource
+	// custom maps a CRD name to the resources it added, and customToken to
+	// the token they were built from.
+	custom      map[string][]*Resource
+	customToken map[string]string
 }
 
 // New returns a registry with the built-in resources.
@@ -142,6 +144,8 @@ func New() *Registry {
 		byGVR:    map[schema.GroupVersionResource]*Resource{},
 		versions: map[string][]string{},
 		custom:   map[string][]*Resource{},
+
+		customToken: map[string]string{},
 	}
 	for _, res := range builtins() {
 		r.add(res)
@@ -204,10 +208,20 @@ func (r *Registry) Groups() map[string][]string {
 	return out
 }
 
+// CustomToken returns the token the CRD's served resources were built from
+// (see SetCustom), and whether any are served.
+func (r *Registry) CustomToken(crdName string) (string, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.customToken[crdName]
+	return t, ok
+}
+
 // SetCustom replaces the resources served for the CRD named crdName (nil or
-// empty removes them). It fails if a resource would shadow one that another
-// definition serves.
-func (r *Registry) SetCustom(crdName string, resources []*Resource) error {
+// empty removes them). token identifies what they were built from, so
+// callers can skip rebuilding (and keep watch caches) when it is unchanged.
+// It fails if a resource would shadow one that another definition serves.
+func (r *Registry) SetCustom(crdName, token string, resources []*Resource) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, res := range resources {
@@ -219,8 +233,10 @@ func (r *Registry) SetCustom(crdName string, resources []*Resource) error {
 		delete(r.byGVR, old.GVR())
 	}
 	delete(r.custom, crdName)
+	delete(r.customToken, crdName)
 	if len(resources) > 0 {
 		r.custom[crdName] = resources
+		r.customToken[crdName] = token
 	}
 	r.versions = map[string][]string{}
 	for _, res := range r.byGVR {

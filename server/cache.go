@@ -1,0 +1,285 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/storage"
+	"github.com/objwatch/objwatch/storage/watchcache"
+)
+
+// caches holds one watch cache per served resource version, created on
+// first use and stopped when the resource stops being served.
+type caches struct {
+	mu sync.Mutex
+	m  map[*registry.Resource]*watchcache.Cache
+}
+
+// cacheFor returns res's watch cache, or nil when caching is off.
+func (s *Server) cacheFor(res *registry.Resource) *watchcache.Cache {
+	if s.cfg.DisableWatchCache {
+		return nil
+	}
+	s.caches.mu.Lock()
+	defer s.caches.mu.Unlock()
+	select {
+	case <-s.stopping:
+		return nil
+	default:
+	}
+	if c := s.caches.m[res]; c != nil {
+		return c
+	}
+	if s.caches.m == nil {
+		s.caches.m = map[*registry.Resource]*watchcache.Cache{}
+	}
+	c := watchcache.New(watchcache.Config{
+		Store: s.store, Prefix: res.StoragePrefix, Decode: cacheDecoder(res),
+		Window: s.cfg.WatchCacheWindow, FreshTimeout: s.cfg.FutureRVWait, Log: s.cfg.Log,
+	})
+	c.Start()
+	s.caches.m[res] = c
+	return c
+}
+
+// pruneCaches stops the caches of resources no longer served (all, when
+// the server stops).
+func (s *Server) pruneCaches(all bool) {
+	s.caches.mu.Lock()
+	var stop []*watchcache.Cache
+	for res, c := range s.caches.m {
+		if cur, ok := s.registry.Get(res.GVR()); all || !ok || cur != res {
+			stop = append(stop, c)
+			delete(s.caches.m, res)
+		}
+	}
+	s.caches.mu.Unlock()
+	for _, c := range stop {
+		c.Stop()
+	}
+}
+
+// cacheDecoder decodes stored values of res once for the cache: metadata
+// for filtering, JSON for the wire.
+func cacheDecoder(res *registry.Resource) watchcache.Decoder {
+	return func(kv storage.KeyValue) (*watchcache.Object, error) {
+		obj, err := fromStorage(res, kv)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(obj.Object)
+		if err != nil {
+			return nil, err
+		}
+		return &watchcache.Object{
+			Key: kv.Key, Namespace: obj.GetNamespace(), Name: obj.GetName(),
+			Labels: labels.Set(obj.GetLabels()), Fields: fieldSet(res, obj),
+			Rev: kv.ModRevision, JSON: b,
+		}, nil
+	}
+}
+
+func filterOf(sel selector, ns string) watchcache.Filter {
+	return watchcache.Filter{Namespace: ns, Labels: sel.labels, Fields: sel.fields}
+}
+
+// errNoCache sends a request down the storage path.
+var errNoCache = errors.New("not served from the watch cache")
+
+// listFromCache serves a list from the cache when Kubernetes' rules allow
+// it: no continue token or limit, and no exact revision. A consistent list
+// (no resourceVersion) waits for the cache to catch up with etcd and falls
+// back to etcd if that takes too long.
+func (s *Server) listFromCache(w http.ResponseWriter, r *http.Request, res *registry.Resource, ns string, sel selector, plan listPlan) error {
+	c := s.cacheFor(res)
+	if c == nil || plan.fromCont || plan.rev > 0 || (plan.limit > 0 && !plan.any) {
+		return errNoCache
+	}
+	ctx := r.Context()
+	switch {
+	case plan.any:
+		if err := c.WaitFor(ctx, 0); err != nil {
+			return errNoCache
+		}
+	case plan.minRev > 0:
+		wctx, cancel := context.WithTimeout(ctx, s.cfg.FutureRVWait)
+		err := c.WaitFor(wctx, plan.minRev)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return tooLarge()
+		}
+	default:
+		if _, err := c.WaitFresh(ctx); err != nil {
+			return errNoCache
+		}
+	}
+	objs, rev, _, err := c.List(filterOf(sel, ns), "", 0)
+	if err != nil {
+		return errNoCache
+	}
+	rv := strconv.FormatInt(rev, 10)
+	if v, ok := wantsTable(r); ok {
+		items, err := decodeCached(objs)
+		if err != nil {
+			return err
+		}
+		t := table(res, v, items, r.URL.Query().Get("includeObject"))
+		t.ResourceVersion = rv
+		writeJSON(w, http.StatusOK, t)
+		return nil
+	}
+	// The objects are already encoded: the list is their concatenation.
+	n := 128
+	for _, o := range objs {
+		n += len(o.JSON) + 1
+	}
+	var b bytes.Buffer
+	b.Grow(n)
+	b.WriteString(`{"kind":"`)
+	b.WriteString(res.ListKind)
+	b.WriteString(`","apiVersion":"`)
+	b.WriteString(res.APIVersion())
+	b.WriteString(`","metadata":{"resourceVersion":"`)
+	b.WriteString(rv)
+	b.WriteString(`"},"items":[`)
+	for i, o := range objs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(o.JSON)
+	}
+	b.WriteString("]}")
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(b.Bytes())
+	return nil
+}
+
+func decodeCached(objs []*watchcache.Object) ([]*unstructured.Unstructured, error) {
+	out := make([]*unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		u, err := decodeObject(o.JSON)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = u
+	}
+	return out, nil
+}
+
+// watchFromCache streams a watch from the cache. It returns errNoCache
+// (having written nothing) when the cache cannot serve it.
+func (s *Server) watchFromCache(ctx context.Context, w http.ResponseWriter, flusher http.Flusher, res *registry.Resource, info requestInfo, wr watchRequest) error {
+	c := s.cacheFor(res)
+	if c == nil {
+		return errNoCache
+	}
+	opts := watchcache.WatchOptions{
+		Filter: filterOf(wr.sel, info.namespace), From: wr.rv,
+		Initial: wr.initial, InitialEnd: wr.initialEnd,
+		Deadline: time.Now().Add(wr.timeout),
+	}
+	if wr.bookmarks {
+		opts.BookmarkEvery = s.cfg.BookmarkInterval
+	}
+	// Establish the start like the storage path does: a resourceVersion
+	// newer than the cache waits (then 504); none means "consistent now".
+	switch {
+	case wr.rv > 0:
+		wctx, cancel := context.WithTimeout(ctx, s.cfg.FutureRVWait)
+		err := c.WaitFor(wctx, wr.rv)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			writeStatus(w, tooLarge())
+			return nil
+		}
+	case wr.consistent:
+		rev, err := c.WaitFresh(ctx)
+		if err != nil {
+			return errNoCache
+		}
+		if !wr.initial {
+			opts.From = rev
+		}
+	default:
+		if err := c.WaitFor(ctx, 0); err != nil {
+			return errNoCache
+		}
+		if !wr.initial {
+			opts.From = c.Revision()
+		}
+	}
+	cw, err := c.Watch(ctx, opts)
+	if err != nil {
+		// Older than the cache's history (e.g. from before this server
+		// started): etcd may still have it, or answers 410 itself.
+		return errNoCache
+	}
+	defer cw.Stop()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache, private")
+	w.WriteHeader(http.StatusOK)
+	flusher.Flush()
+	enc := json.NewEncoder(w)
+	bookmarkObj := func(rev int64, end bool) map[string]any {
+		md := map[string]any{"resourceVersion": strconv.FormatInt(rev, 10)}
+		if end {
+			md["annotations"] = map[string]any{initialEventsEnd: "true"}
+		}
+		return map[string]any{"kind": res.Kind, "apiVersion": res.APIVersion(), "metadata": md}
+	}
+	for {
+		it, err := cw.Next(ctx)
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+			case errors.Is(err, watchcache.ErrTooSlow):
+				s.sendError(enc, flusher, tooSlow())
+			case errors.Is(err, storage.ErrCompacted):
+				s.sendError(enc, flusher, tooOld(wr.rv, 0))
+			}
+			return nil
+		}
+		var werr error
+		switch {
+		case it.Type == watchcache.Bookmark:
+			if !wr.bookmarks && !it.InitialEnd {
+				continue
+			}
+			werr = enc.Encode(watchEvent{Type: it.Type, Object: bookmarkObj(it.Rev, it.InitialEnd)})
+		case wr.tableVersion != "":
+			var obj *unstructured.Unstructured
+			if obj, werr = decodeObject(it.Object.JSON); werr == nil {
+				t := table(res, wr.tableVersion, []*unstructured.Unstructured{obj}, wr.includeObject)
+				t.ResourceVersion = obj.GetResourceVersion()
+				werr = enc.Encode(watchEvent{Type: it.Type, Object: t})
+			}
+		default:
+			_, werr = w.Write(it.Frame())
+		}
+		if werr != nil {
+			return nil
+		}
+		s.metrics.events.WithLabelValues(res.Group, res.Plural, it.Type).Inc()
+		// Flush once the backlog is written: one flush per burst.
+		if cw.Pending() == 0 {
+			flusher.Flush()
+		}
+	}
+}
