@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -244,6 +245,15 @@ func (s *Server) watchFromCache(ctx context.Context, w http.ResponseWriter, flus
 		}
 		return map[string]any{"kind": res.Kind, "apiVersion": res.APIVersion(), "metadata": md}
 	}
+	counters := map[string]prometheus.Counter{}
+	count := func(typ string) {
+		c, ok := counters[typ]
+		if !ok {
+			c = s.metrics.events.WithLabelValues(res.Group, res.Plural, typ)
+			counters[typ] = c
+		}
+		c.Inc()
+	}
 	for {
 		it, err := cw.Next(ctx)
 		if err != nil {
@@ -276,7 +286,7 @@ func (s *Server) watchFromCache(ctx context.Context, w http.ResponseWriter, flus
 		if werr != nil {
 			return nil
 		}
-		s.metrics.events.WithLabelValues(res.Group, res.Plural, it.Type).Inc()
+		count(it.Type)
 		// Flush once the backlog is written: one flush per burst.
 		if cw.Pending() == 0 {
 			flusher.Flush()

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,6 +72,8 @@ type Config struct {
 	ContinueTTL time.Duration
 	// Version is reported by /version.
 	Version string
+	// DisableProfiling turns off /debug/pprof.
+	DisableProfiling bool
 	// DisableWatchCache serves every list and watch from etcd directly.
 	DisableWatchCache bool
 	// WatchCacheWindow is the minimum history a watch cache keeps for
@@ -193,6 +196,15 @@ func (s *Server) routes() {
 	mux.HandleFunc("/apis", s.discoveryAPIs)
 	mux.HandleFunc("/apis/", s.resourceOrDiscovery)
 	mux.HandleFunc("/openapi/", s.openAPI)
+	if !s.cfg.DisableProfiling {
+		// Like kube-apiserver's --profiling (on by default), for
+		// authenticated users only.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/" {
 			s.rootPaths(w, r)
