@@ -338,3 +338,60 @@ func Fanout(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 	}
 	return out, nil
 }
+
+// IdleWatches opens o.Watchers watches that see no events and reports the
+// server's resident memory per open watch; every watch must stay open.
+func IdleWatches(ctx context.Context, t *Target, o *Options) ([]Result, error) {
+	rss0, err := t.Metric(ctx, "process_resident_memory_bytes")
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var open, failed atomic.Int64
+	var wg sync.WaitGroup
+	path := o.objectsPath() + "?watch=true&fieldSelector=metadata.name%3Didle-nobody"
+	for i := range o.Watchers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequestWithContext(wctx, "GET", t.Host+path, nil)
+			resp, err := t.Watch.Do(req)
+			if err != nil || resp.StatusCode != 200 {
+				failed.Add(1)
+				return
+			}
+			defer resp.Body.Close()
+			open.Add(1)
+			defer open.Add(-1)
+			buf := make([]byte, 512)
+			for {
+				if _, err := resp.Body.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+		if i%500 == 499 {
+			o.progress("%s: idle watches %d/%d", t.Name, i+1, o.Watchers)
+		}
+	}
+	for open.Load()+failed.Load() < int64(o.Watchers) {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second)
+	rss1, err := t.Metric(ctx, "process_resident_memory_bytes")
+	still := open.Load()
+	cancel()
+	wg.Wait()
+	if err != nil {
+		return nil, err
+	}
+	return []Result{
+		{t.Name, "idle watches open", float64(still), "watches"},
+		{t.Name, "idle watches failed", float64(int64(o.Watchers) - still), "watches"},
+		{t.Name, "memory per idle watch", (rss1 - rss0) / float64(o.Watchers), "bytes"},
+	}, nil
+}

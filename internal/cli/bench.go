@@ -16,11 +16,12 @@ import (
 
 func newBenchCommand() *cobra.Command {
 	var (
-		o         bench.Options
-		targets   []string
-		etcdURL   string
-		jsonOut   string
-		scenarios []string
+		o            bench.Options
+		targets      []string
+		etcdURL      string
+		jsonOut      string
+		scenarios    []string
+		idleWatchers int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench --target NAME=KUBECONFIG [--target ...]",
@@ -67,6 +68,11 @@ memory figure.`,
 					{"memory", func() ([]bench.Result, error) { return bench.Memory(ctx, t, &o, rss0) }},
 					{"list", func() ([]bench.Result, error) { return bench.Lists(ctx, t, &o) }},
 					{"fanout", func() ([]bench.Result, error) { return bench.Fanout(ctx, t, &o) }},
+					{"idle", func() ([]bench.Result, error) {
+						idle := o
+						idle.Watchers = idleWatchers
+						return bench.IdleWatches(ctx, t, &idle)
+					}},
 				}
 				for _, st := range steps {
 					if err := run(st.name, st.f); err != nil {
@@ -95,12 +101,13 @@ memory figure.`,
 	f.StringArrayVar(&targets, "target", nil, "NAME=KUBECONFIG of a server to measure (repeatable; the first is the baseline of ratios)")
 	f.StringVar(&etcdURL, "etcd", "", "etcd client URL to measure raw puts against")
 	f.StringVar(&jsonOut, "json", "", "write results as JSON to this file")
-	f.StringSliceVar(&scenarios, "scenarios", []string{"writes", "memory", "list", "fanout"}, "scenarios to run")
+	f.StringSliceVar(&scenarios, "scenarios", []string{"writes", "memory", "list", "fanout", "idle"}, "scenarios to run (writes, memory, list, fanout, idle)")
 	f.StringVar(&o.Namespace, "namespace", "default", "namespace for benchmark objects")
 	f.IntVar(&o.Objects, "objects", 10000, "objects to create")
 	f.IntVar(&o.Clients, "clients", 64, "concurrent writers")
 	f.IntVar(&o.ObjectSize, "object-size", 1024, "approximate object size in bytes")
 	f.IntVar(&o.Watchers, "watchers", 1000, "fan-out watchers")
+	f.IntVar(&idleWatchers, "idle-watchers", 10000, "watches held open by the idle scenario")
 	f.IntVar(&o.WriteRate, "write-rate", 200, "fan-out writes per second")
 	f.DurationVar(&o.Duration, "duration", 20*time.Second, "fan-out duration")
 	f.IntVar(&o.ListRuns, "list-runs", 5, "repetitions of each list")
