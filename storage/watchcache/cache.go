@@ -72,7 +72,8 @@ type Config struct {
 	// minimum); MaxHistory bounds it in events (default 100,000).
 	Window     time.Duration
 	MaxHistory int
-	// Buffer is each watcher's live event buffer (default 1024).
+	// Buffer bounds the events waiting for each watcher (default 10,000);
+	// memory is used only while a watcher is behind.
 	Buffer int
 	// FreshTimeout bounds how long a consistent read waits for the cache
 	// to catch up before the caller falls back to the store (default 3 s).
@@ -112,7 +113,7 @@ func New(cfg Config) *Cache {
 		cfg.MaxHistory = 100000
 	}
 	if cfg.Buffer == 0 {
-		cfg.Buffer = 1024
+		cfg.Buffer = 10000
 	}
 	if cfg.FreshTimeout == 0 {
 		cfg.FreshTimeout = 3 * time.Second

@@ -139,12 +139,17 @@ type WatchOptions struct {
 	Deadline      time.Time
 }
 
-// Watcher is one watch on the cache. Its owner must call Stop.
+// Watcher is one watch on the cache. Its owner must call Stop; Next must
+// be called from one goroutine at a time.
 type Watcher struct {
 	c      *Cache
 	filter Filter
-	replay []Item
-	ch     chan Item
+	// batch is what Next is handing out (initially the replay); queue
+	// collects live items meanwhile. An idle watcher holds no buffer.
+	batch  []Item
+	mu     sync.Mutex // guards queue; taken under Cache.mu, never the reverse
+	queue  []Item
+	notify chan struct{} // capacity 1: "queue is not empty"
 	done   chan struct{}
 	err    error // set before done is closed
 
@@ -160,7 +165,7 @@ func (c *Cache) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 		return nil, err
 	}
 	w := &Watcher{
-		c: c, filter: o.Filter, ch: make(chan Item, c.cfg.Buffer), done: make(chan struct{}),
+		c: c, filter: o.Filter, notify: make(chan struct{}, 1), done: make(chan struct{}),
 		bookmarkEvery: o.BookmarkEvery, deadline: o.Deadline,
 	}
 	c.mu.Lock()
@@ -175,12 +180,12 @@ func (c *Cache) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 				return false
 			}
 			if o.Filter.Matches(obj) {
-				w.replay = append(w.replay, Item{Type: Added, Object: obj, Rev: obj.Rev})
+				w.batch = append(w.batch, Item{Type: Added, Object: obj, Rev: obj.Rev})
 			}
 			return true
 		})
 		if o.InitialEnd {
-			w.replay = append(w.replay, Item{Type: Bookmark, Rev: c.rev, InitialEnd: true})
+			w.batch = append(w.batch, Item{Type: Bookmark, Rev: c.rev, InitialEnd: true})
 		}
 	} else {
 		if o.From < c.oldest {
@@ -191,7 +196,7 @@ func (c *Cache) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 				continue
 			}
 			if it, ok := e.translate(o.Filter); ok {
-				w.replay = append(w.replay, it)
+				w.batch = append(w.batch, it)
 			}
 		}
 	}
@@ -211,18 +216,34 @@ func (w *Watcher) scheduleBookmark(now time.Time) {
 	w.nextBookmark = next
 }
 
-// offer_locked hands e to the watcher without blocking; a full buffer ends
-// the watcher with ErrTooSlow.
+// offer_locked hands e to the watcher without blocking; a watcher with
+// Buffer items already waiting is ended with ErrTooSlow.
 func (w *Watcher) offer_locked(e *Event) {
 	it, ok := e.translate(w.filter)
 	if !ok {
 		return
 	}
-	select {
-	case w.ch <- it:
-	default:
+	if !w.push(it, true) {
 		w.c.end_locked(w, ErrTooSlow)
 	}
+}
+
+// push queues it; when the queue is full it fails (strict) or drops it.
+func (w *Watcher) push(it Item, strict bool) bool {
+	w.mu.Lock()
+	full := len(w.queue) >= w.c.cfg.Buffer
+	if !full {
+		w.queue = append(w.queue, it)
+	}
+	w.mu.Unlock()
+	if full {
+		return !strict
+	}
+	select {
+	case w.notify <- struct{}{}:
+	default:
+	}
+	return true
 }
 
 // bookmarks_locked sends due bookmarks at the cache's revision; a full
@@ -232,10 +253,7 @@ func (c *Cache) bookmarks_locked(now time.Time) {
 		if w.bookmarkEvery <= 0 || now.Before(w.nextBookmark) {
 			continue
 		}
-		select {
-		case w.ch <- Item{Type: Bookmark, Rev: c.rev}:
-		default:
-		}
+		w.push(Item{Type: Bookmark, Rev: c.rev}, false)
 		w.scheduleBookmark(now)
 	}
 }
@@ -252,24 +270,33 @@ func (c *Cache) end_locked(w *Watcher, err error) {
 // Next returns the next item. After the watcher ends it returns the reason
 // (ErrTooSlow, a relist's ErrCompacted, or context.Canceled after Stop).
 func (w *Watcher) Next(ctx context.Context) (Item, error) {
-	if len(w.replay) > 0 {
-		it := w.replay[0]
-		w.replay[0] = Item{}
-		w.replay = w.replay[1:]
-		return it, nil
+	for len(w.batch) == 0 {
+		w.mu.Lock()
+		w.batch, w.queue = w.queue, nil
+		w.mu.Unlock()
+		if len(w.batch) > 0 {
+			break
+		}
+		select {
+		case <-w.notify:
+		case <-w.done:
+			return Item{}, w.err
+		case <-ctx.Done():
+			return Item{}, ctx.Err()
+		}
 	}
-	select {
-	case it := <-w.ch:
-		return it, nil
-	case <-w.done:
-		return Item{}, w.err
-	case <-ctx.Done():
-		return Item{}, ctx.Err()
-	}
+	it := w.batch[0]
+	w.batch[0] = Item{}
+	w.batch = w.batch[1:]
+	return it, nil
 }
 
 // Pending is the number of items waiting to be read.
-func (w *Watcher) Pending() int { return len(w.replay) + len(w.ch) }
+func (w *Watcher) Pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.batch) + len(w.queue)
+}
 
 // Stop ends the watch.
 func (w *Watcher) Stop() {
