@@ -45,7 +45,9 @@ func table(res *registry.Resource, version string, objs []*unstructured.Unstruct
 			Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority,
 		})
 	}
-	if !hasAgeColumn(res.Columns) {
+	// Like Kubernetes (serveDefaultColumnsIfEmpty), Age is the default
+	// column only when the resource defines no printer columns of its own.
+	if len(res.Columns) == 0 {
 		t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{
 			Name: "Age", Type: "date", Description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
 		})
@@ -56,7 +58,7 @@ func table(res *registry.Resource, version string, objs []*unstructured.Unstruct
 		for _, c := range res.Columns {
 			cells = append(cells, columnValue(o, c))
 		}
-		if !hasAgeColumn(res.Columns) {
+		if len(res.Columns) == 0 {
 			cells = append(cells, age(o.GetCreationTimestamp().Time))
 		}
 		row := metav1.TableRow{Cells: cells}
@@ -74,15 +76,6 @@ func table(res *registry.Resource, version string, objs []*unstructured.Unstruct
 		t.Rows = append(t.Rows, row)
 	}
 	return t
-}
-
-func hasAgeColumn(cs []registry.Column) bool {
-	for _, c := range cs {
-		if c.Name == "Age" {
-			return true
-		}
-	}
-	return false
 }
 
 func objectMeta(o *unstructured.Unstructured) metav1.ObjectMeta {
