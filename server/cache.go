@@ -34,7 +34,7 @@ func (s *Server) cacheFor(res *registry.Resource) *watchcache.Cache {
 	s.caches.mu.Lock()
 	defer s.caches.mu.Unlock()
 	select {
-	case <-s.stopping:
+	case <-s.stopping.Done():
 		return nil
 	default:
 	}

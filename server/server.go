@@ -24,7 +24,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -126,9 +125,9 @@ type Server struct {
 	readSem, writeSem chan struct{}
 	caches            caches
 
-	// stopping is closed when Run's context ends; watches end on it.
-	stopping     chan struct{}
-	stoppingOnce sync.Once
+	// stopping ends when Run returns; watches end with it.
+	stopping context.Context
+	stop     context.CancelFunc
 	ready        atomic.Bool
 
 	openapi openAPIDocs // see openapi.go
@@ -151,8 +150,8 @@ func New(cfg Config) (*Server, error) {
 		metrics:  m,
 		readSem:  make(chan struct{}, cfg.MaxReadInFlight),
 		writeSem: make(chan struct{}, cfg.MaxMutatingInFlight),
-		stopping: make(chan struct{}),
 	}
+	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.routes()
 	return s, nil
 }
@@ -165,7 +164,7 @@ func (s *Server) Registry() *registry.Registry { return s.registry }
 // when it returns.
 func (s *Server) Run(ctx context.Context) error {
 	defer s.pruneCaches(true)
-	defer s.stoppingOnce.Do(func() { close(s.stopping) })
+	defer s.stop()
 	if err := s.bootstrap(ctx); err != nil {
 		return fmt.Errorf("server: bootstrap: %w", err)
 	}

@@ -105,13 +105,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *registry.Res
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), wr.timeout)
 	defer cancel()
-	go func() {
-		select {
-		case <-s.stopping:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	// A stopping server ends its watches (without a goroutine per watch).
+	defer context.AfterFunc(s.stopping, cancel)()
 
 	gr := s.gr(res)
 	s.metrics.watches.WithLabelValues(res.Group, res.Plural).Inc()
