@@ -84,10 +84,13 @@ func (s *Server) parseWatch(r *http.Request, res *registry.Resource, info reques
 	return wr, nil
 }
 
-// watchEvent is the wire form of one event.
+// watchEvent is the wire form of one event. CommitTime is objwatch's
+// extension: when the server learned of the change from etcd (see
+// watchcache.Item.Frame); Kubernetes clients ignore it.
 type watchEvent struct {
-	Type   string `json:"type"`
-	Object any    `json:"object"`
+	Type       string     `json:"type"`
+	Object     any        `json:"object"`
+	CommitTime *time.Time `json:"commitTime,omitempty"`
 }
 
 // watch streams changes as newline-delimited watch events. Once the request
@@ -154,14 +157,14 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *registry.Res
 
 	enc := json.NewEncoder(w)
 	sent := from - 1
-	send := func(typ string, obj *unstructured.Unstructured) bool {
+	send := func(typ string, obj *unstructured.Unstructured, at *time.Time) bool {
 		var body any = obj.Object
 		if wr.tableVersion != "" && typ != "BOOKMARK" {
 			t := table(res, wr.tableVersion, []*unstructured.Unstructured{obj}, wr.includeObject)
 			t.ResourceVersion = obj.GetResourceVersion()
 			body = t
 		}
-		if err := enc.Encode(watchEvent{Type: typ, Object: body}); err != nil {
+		if err := enc.Encode(watchEvent{Type: typ, Object: body, CommitTime: at}); err != nil {
 			return false
 		}
 		flusher.Flush()
@@ -176,10 +179,10 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *registry.Res
 		if end {
 			b.SetAnnotations(map[string]string{initialEventsEnd: "true"})
 		}
-		return send("BOOKMARK", b)
+		return send("BOOKMARK", b, nil)
 	}
 	for _, obj := range initial {
-		if !send("ADDED", obj) {
+		if !send("ADDED", obj, nil) {
 			return
 		}
 	}
@@ -241,7 +244,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *registry.Res
 					return
 				}
 				sent = ev.Revision
-				if typ != "" && !send(typ, obj) {
+				now := time.Now().UTC()
+				if typ != "" && !send(typ, obj, &now) {
 					return
 				}
 			}

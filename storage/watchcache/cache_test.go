@@ -193,11 +193,15 @@ func TestWatchReplaysFiltersAndFollows(t *testing.T) {
 		}
 		frame := it.Frame()
 		var ev struct {
-			Type   string
-			Object json.RawMessage
+			Type       string
+			Object     json.RawMessage
+			CommitTime time.Time
 		}
 		if err := json.Unmarshal(frame, &ev); err != nil {
 			t.Fatalf("frame %q: %v", frame, err)
+		}
+		if time.Since(ev.CommitTime) > time.Minute {
+			t.Fatalf("frame %s: commitTime %v, want a recent time", frame, ev.CommitTime)
 		}
 		json.Unmarshal(ev.Object, &got)
 		if it.Type != wnt.typ || it.Rev != wnt.rev || ev.Type != wnt.typ || got.Data != wnt.data || got.Metadata.ResourceVersion != fmt.Sprint(wnt.rev) {
@@ -219,8 +223,8 @@ func TestInitialEventsAndBookmarks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	if it := next(t, w); it.Type != "ADDED" || it.Object.Name != "x" {
-		t.Fatalf("first = %s %v, want ADDED x", it.Type, it.Object)
+	if it := next(t, w); it.Type != "ADDED" || it.Object.Name != "x" || strings.Contains(string(it.Frame()), "commitTime") {
+		t.Fatalf("first = %s %s, want ADDED x without commitTime", it.Type, it.Frame())
 	}
 	end := next(t, w)
 	if end.Type != "BOOKMARK" || !end.InitialEnd || end.Rev != c.Revision() {

@@ -60,27 +60,34 @@ type Item struct {
 	frame int
 }
 
-// Frame returns the encoded wire event
-// {"type":...,"object":...}\n, shared by every watcher that sends it.
+// Frame returns the encoded wire event, shared by every watcher that sends
+// it: {"type":...,"object":...,"commitTime":...}\n. commitTime (when the
+// cache received the change from etcd, RFC 3339 with nanoseconds) is absent
+// for synthetic initial events; Kubernetes clients ignore the field.
 func (it Item) Frame() []byte {
 	if it.event == nil {
-		return frame(it.Type, it.Object.JSON)
+		return frame(it.Type, it.Object.JSON, time.Time{})
 	}
 	p := &it.event.frames[it.frame]
 	if b := p.Load(); b != nil {
 		return *b
 	}
-	b := frame(it.Type, it.Object.JSON)
+	b := frame(it.Type, it.Object.JSON, it.event.At)
 	p.Store(&b)
 	return b
 }
 
-func frame(typ string, obj []byte) []byte {
-	b := make([]byte, 0, len(obj)+32)
+func frame(typ string, obj []byte, at time.Time) []byte {
+	b := make([]byte, 0, len(obj)+80)
 	b = append(b, `{"type":"`...)
 	b = append(b, typ...)
 	b = append(b, `","object":`...)
 	b = append(b, obj...)
+	if !at.IsZero() {
+		b = append(b, `,"commitTime":"`...)
+		b = at.UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, '"')
+	}
 	return append(b, "}\n"...)
 }
 
