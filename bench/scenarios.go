@@ -188,17 +188,40 @@ func Lists(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 	}, nil
 }
 
-// Memory reports the server's resident memory per stored object, from
-// process_resident_memory_bytes before and after creating them. Run it on
-// a fresh server.
-func Memory(ctx context.Context, t *Target, o *Options, before float64) ([]Result, error) {
-	// Give the server a moment and a GC cycle's worth of requests.
-	time.Sleep(2 * time.Second)
-	after, err := t.Metric(ctx, "process_resident_memory_bytes")
+// MemorySample is a server's memory after a forced garbage collection.
+type MemorySample struct{ Heap, RSS float64 }
+
+// SampleMemory forces a garbage collection on the server (through
+// /debug/pprof/heap?gc=1, which objwatch and kube-apiserver both serve to
+// authorised users) and reads its live heap and resident memory.
+func SampleMemory(ctx context.Context, t *Target) (MemorySample, error) {
+	if _, err := t.do(ctx, "GET", "/debug/pprof/heap?gc=1", "", nil); err != nil {
+		return MemorySample{}, fmt.Errorf("%s: force gc: %w", t.Name, err)
+	}
+	heap, err := t.Metric(ctx, "go_memstats_heap_inuse_bytes")
+	if err != nil {
+		return MemorySample{}, err
+	}
+	rss, err := t.Metric(ctx, "process_resident_memory_bytes")
+	return MemorySample{Heap: heap, RSS: rss}, err
+}
+
+// Memory reports the server's memory per stored object against a sample
+// taken before the objects were created.
+func Memory(ctx context.Context, t *Target, o *Options, before MemorySample) ([]Result, error) {
+	// Both sides cache the objects in memory once they serve a list.
+	if _, err := t.do(ctx, "GET", o.objectsPath()+"?limit=1", "", nil); err != nil {
+		return nil, err
+	}
+	after, err := SampleMemory(ctx, t)
 	if err != nil {
 		return nil, err
 	}
-	return []Result{{t.Name, "memory per object", (after - before) / float64(o.Objects), "bytes"}}, nil
+	n := float64(o.Objects)
+	return []Result{
+		{t.Name, "heap per object", (after.Heap - before.Heap) / n, "bytes"},
+		{t.Name, "RSS per object", (after.RSS - before.RSS) / n, "bytes"},
+	}, nil
 }
 
 // Fanout attaches o.Watchers watchers to one object and patches it at
@@ -342,7 +365,7 @@ func Fanout(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 // IdleWatches opens o.Watchers watches that see no events and reports the
 // server's resident memory per open watch; every watch must stay open.
 func IdleWatches(ctx context.Context, t *Target, o *Options) ([]Result, error) {
-	rss0, err := t.Metric(ctx, "process_resident_memory_bytes")
+	mem0, err := SampleMemory(ctx, t)
 	if err != nil {
 		return nil, err
 	}
@@ -382,7 +405,7 @@ func IdleWatches(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(3 * time.Second)
-	rss1, err := t.Metric(ctx, "process_resident_memory_bytes")
+	mem1, err := SampleMemory(ctx, t)
 	still := open.Load()
 	cancel()
 	wg.Wait()
@@ -392,6 +415,7 @@ func IdleWatches(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 	return []Result{
 		{t.Name, "idle watches open", float64(still), "watches"},
 		{t.Name, "idle watches failed", float64(int64(o.Watchers) - still), "watches"},
-		{t.Name, "memory per idle watch", (rss1 - rss0) / float64(o.Watchers), "bytes"},
+		{t.Name, "heap per idle watch", (mem1.Heap - mem0.Heap) / float64(o.Watchers), "bytes"},
+		{t.Name, "RSS per idle watch", (mem1.RSS - mem0.RSS) / float64(o.Watchers), "bytes"},
 	}, nil
 }

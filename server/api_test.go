@@ -293,9 +293,24 @@ func TestPaginationAndExpiredContinue(t *testing.T) {
 	}
 }
 
+// A watch from a revision that neither the watch cache's history nor etcd
+// still has gets 200 and then an ERROR event 410 Expired.
 func TestWatchFromCompactedVersionGetsExpiredEvent(t *testing.T) {
-	env := testenv.Start(t, testenv.WithCompaction(100*time.Millisecond))
-	a := newAPI(t, env)
+	for _, tc := range []struct {
+		name string
+		cfg  func(*server.Config)
+	}{
+		{"etcd", func(c *server.Config) { c.DisableWatchCache = true }},
+		{"watch cache", func(c *server.Config) { c.WatchCacheWindow = time.Millisecond }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := testenv.Start(t, testenv.WithCompaction(100*time.Millisecond), testenv.WithServerConfig(tc.cfg))
+			watchCompacted(t, newAPI(t, env))
+		})
+	}
+}
+
+func watchCompacted(t *testing.T, a *api) {
 	first := rvOf(t, a.json("POST", cms, cm("w", "")))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -313,6 +328,7 @@ func TestWatchFromCompactedVersionGetsExpiredEvent(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	time.Sleep(1100 * time.Millisecond) // the cache trims its history every second
 	resp, err := a.c.Get(a.host + cms + "?watch=true&resourceVersion=" + first)
 	if err != nil {
 		t.Fatal(err)

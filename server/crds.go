@@ -130,6 +130,11 @@ func (s *Server) serveCRD(ctx context.Context, obj *unstructured.Unstructured, k
 	if err == nil {
 		err = s.registry.SetCustom(def.Name, token, resources)
 	}
+	if err == nil {
+		for _, r := range resources {
+			s.cacheFor(r)
+		}
+	}
 	if err != nil {
 		s.cfg.Log.Error("custom resource definition: serve", "name", def.Name, "err", err)
 	}

@@ -168,6 +168,11 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.bootstrap(ctx); err != nil {
 		return fmt.Errorf("server: bootstrap: %w", err)
 	}
+	// Like Kubernetes, fill every resource's watch cache at start rather
+	// than on the first request.
+	for _, res := range s.registry.Resources() {
+		s.cacheFor(res)
+	}
 	return s.runCRDs(ctx, func() { s.ready.Store(true) })
 }
 

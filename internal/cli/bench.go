@@ -51,7 +51,10 @@ memory figure.`,
 				if err := bench.Setup(ctx, t, &o); err != nil {
 					return err
 				}
-				rss0, _ := t.Metric(ctx, "process_resident_memory_bytes")
+				mem0, err := bench.SampleMemory(ctx, t)
+				if err != nil {
+					return err
+				}
 				run := func(s string, f func() ([]bench.Result, error)) error {
 					if !want[s] {
 						return nil
@@ -65,7 +68,7 @@ memory figure.`,
 					f    func() ([]bench.Result, error)
 				}{
 					{"writes", func() ([]bench.Result, error) { return bench.Writes(ctx, t, &o) }},
-					{"memory", func() ([]bench.Result, error) { return bench.Memory(ctx, t, &o, rss0) }},
+					{"memory", func() ([]bench.Result, error) { return bench.Memory(ctx, t, &o, mem0) }},
 					{"list", func() ([]bench.Result, error) { return bench.Lists(ctx, t, &o) }},
 					{"fanout", func() ([]bench.Result, error) { return bench.Fanout(ctx, t, &o) }},
 					{"idle", func() ([]bench.Result, error) {
