@@ -300,14 +300,28 @@ func prepareCreate(obj *unstructured.Unstructured, res *registry.Resource) {
 }
 
 // checkNamespaceActive makes sure a namespaced object's namespace exists
-// and is not being deleted.
+// and is not being deleted. Like Kubernetes' NamespaceLifecycle admission it
+// trusts the namespaces' watch cache, and asks etcd only when the cache does
+// not (yet) have the namespace.
 func (s *Server) checkNamespaceActive(ctx context.Context, ns string, res *registry.Resource) error {
-	nsRes, _ := s.registry.Get(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"})
+	nsRes := s.namespaceResource()
+	var terminating bool
+	if c := s.cacheFor(nsRes); c != nil {
+		if o, _, ok := c.Get(nsRes.Key("", ns)); ok {
+			terminating = o.Fields["status.phase"] == "Terminating"
+			return s.namespaceState(res, ns, terminating)
+		}
+	}
 	obj, _, err := s.getCurrent(ctx, nsRes, "", ns)
 	if err != nil {
 		return err
 	}
-	if phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase"); phase == "Terminating" || obj.GetDeletionTimestamp() != nil {
+	phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
+	return s.namespaceState(res, ns, phase == "Terminating" || obj.GetDeletionTimestamp() != nil)
+}
+
+func (s *Server) namespaceState(res *registry.Resource, ns string, terminating bool) error {
+	if terminating {
 		return apierrors.NewForbidden(s.gr(res), "", fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
 	}
 	return nil
