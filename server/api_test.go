@@ -355,3 +355,26 @@ func watchCompacted(t *testing.T, a *api) {
 		t.Fatalf("more after the ERROR event: %s", sc.Text())
 	}
 }
+
+// A watch from a resourceVersion the server has not reached waits briefly,
+// then gets 200 and an ERROR event with the 504 "Too large resource version"
+// Status, as Kubernetes' watch cache answers.
+func TestWatchFromFutureVersion(t *testing.T) {
+	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.FutureRVWait = 200 * time.Millisecond }))
+	a := newAPI(t, env)
+	resp, err := a.c.Get(a.host + cms + "?watch=true&resourceVersion=999999")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ev struct {
+		Type   string
+		Object metav1.Status
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ev); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("watch = %d, %v", resp.StatusCode, err)
+	}
+	if ev.Type != "ERROR" || ev.Object.Code != 504 || ev.Object.Message != "Too large resource version" {
+		t.Fatalf("event = %s %d %q, want ERROR 504 Too large resource version", ev.Type, ev.Object.Code, ev.Object.Message)
+	}
+}

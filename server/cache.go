@@ -207,7 +207,10 @@ func (s *Server) watchFromCache(ctx context.Context, w http.ResponseWriter, flus
 			if ctx.Err() != nil {
 				return nil
 			}
-			writeStatus(w, tooLarge())
+			// As in Kubernetes, a parsed resourceVersion's failures arrive
+			// as an ERROR event.
+			startStream(w, flusher)
+			s.sendError(json.NewEncoder(w), flusher, tooLarge())
 			return nil
 		}
 	case wr.consistent:
@@ -233,10 +236,7 @@ func (s *Server) watchFromCache(ctx context.Context, w http.ResponseWriter, flus
 		return errNoCache
 	}
 	defer cw.Stop()
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-cache, private")
-	w.WriteHeader(http.StatusOK)
-	flusher.Flush()
+	startStream(w, flusher)
 	enc := json.NewEncoder(w)
 	bookmarkObj := func(rev int64, end bool) map[string]any {
 		md := map[string]any{"resourceVersion": strconv.FormatInt(rev, 10)}

@@ -150,11 +150,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *registry.Res
 	}
 	defer watcher.Stop()
 
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-cache, private")
-	w.WriteHeader(http.StatusOK)
-	flusher.Flush()
-
+	startStream(w, flusher)
 	enc := json.NewEncoder(w)
 	sent := from - 1
 	send := func(typ string, obj *unstructured.Unstructured, at *time.Time) bool {
@@ -251,6 +247,14 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *registry.Res
 			}
 		}
 	}
+}
+
+// startStream sends the headers of a watch response.
+func startStream(w http.ResponseWriter, f http.Flusher) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-cache, private")
+	w.WriteHeader(http.StatusOK)
+	f.Flush()
 }
 
 func (s *Server) sendError(enc *json.Encoder, f http.Flusher, err error) {
