@@ -101,6 +101,7 @@ func TestBadInputGetsStatusAndWritesNothing(t *testing.T) {
 		{"wrong apiVersion", "POST", cms, "application/json", `{"apiVersion":"v2","kind":"ConfigMap","metadata":{"name":"a"}}`, 400, metav1.StatusReasonBadRequest, "does not match the expected API version"},
 		{"wrong kind", "POST", cms, "application/json", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a"}}`, 400, metav1.StatusReasonBadRequest, "does not match the expected kind"},
 		{"namespace mismatch", "POST", cms, "application/json", cm("a", `,"namespace":"other"`), 400, metav1.StatusReasonBadRequest, "does not match the namespace"},
+		{"name mismatch", "PUT", cms + "/a", "application/json", cm("b", ""), 400, metav1.StatusReasonBadRequest, "does not match the name on the URL"},
 		{"invalid name", "POST", cms, "application/json", cm("Not_Valid", ""), 422, metav1.StatusReasonInvalid, "metadata.name"},
 		{"missing name", "POST", cms, "application/json", `{"apiVersion":"v1","kind":"ConfigMap"}`, 422, metav1.StatusReasonInvalid, "name or generateName is required"},
 		{"invalid data key", "POST", cms, "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"bad key":"v"}}`, 422, metav1.StatusReasonInvalid, "data[bad key]"},
