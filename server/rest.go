@@ -580,15 +580,23 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 				return nil, 0, apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))
 			}
 		}
-		if len(cur.GetFinalizers()) > 0 || res.Plural == "namespaces" && res.Group == "" {
-			if cur.GetDeletionTimestamp() != nil || dryRun {
+		isNamespace := res.Plural == "namespaces" && res.Group == ""
+		if len(cur.GetFinalizers()) > 0 || isNamespace {
+			if dryRun {
+				return cur, http.StatusOK, nil
+			}
+			if cur.GetDeletionTimestamp() != nil {
+				if isNamespace && len(cur.GetFinalizers()) == 0 {
+					// An interrupted namespace deletion: finish it.
+					return s.finishNamespace(ctx, res, cur)
+				}
 				return cur, http.StatusOK, nil
 			}
 			now := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
 			cur.SetDeletionTimestamp(&now)
 			var zero int64
 			cur.SetDeletionGracePeriodSeconds(&zero)
-			if res.Plural == "namespaces" && res.Group == "" {
+			if isNamespace {
 				unstructured.SetNestedField(cur.Object, "Terminating", "status", "phase")
 			}
 			b, err := toStorage(cur)
@@ -603,7 +611,7 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 				return nil, 0, storageError(err, gr, name)
 			}
 			cur.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
-			if res.Plural == "namespaces" && res.Group == "" {
+			if isNamespace && len(cur.GetFinalizers()) == 0 {
 				return s.finishNamespace(ctx, res, cur)
 			}
 			return cur, http.StatusOK, nil
