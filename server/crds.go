@@ -208,6 +208,9 @@ func customResources(def *apiextensionsv1.CustomResourceDefinition) ([]*registry
 			})
 		}
 		res.OpenAPIV3 = cv.OpenAPIV3
+		if sc := cv.Scale(); sc != nil {
+			res.Scale = &registry.ScalePaths{SpecReplicas: sc.SpecReplicasPath, StatusReplicas: sc.StatusReplicasPath, LabelSelector: sc.LabelSelectorPath}
+		}
 		out = append(out, res)
 	}
 	return out, nil

@@ -98,6 +98,15 @@ func apiResources(res *registry.Resource) []metav1.APIResource {
 			Verbs: []string{"get", "patch", "update"},
 		})
 	}
+	if res.Scale != nil {
+		// As Kubernetes' apiextensions discovery: the subresource's kind is
+		// autoscaling/v1 Scale, not the resource's.
+		out = append(out, metav1.APIResource{
+			Name: res.Plural + "/scale", Namespaced: res.Namespaced,
+			Group: scaleResource.Group, Version: scaleResource.Version, Kind: scaleResource.Kind,
+			Verbs: []string{"get", "patch", "update"},
+		})
+	}
 	return out
 }
 

@@ -25,52 +25,18 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, res *registry.Res
 	if err != nil {
 		return err
 	}
-	pt := mediaType(r)
-	switch pt {
-	case "application/json-patch+json", "application/merge-patch+json":
-	case "application/strategic-merge-patch+json":
-		if res.PatchSchema == nil {
-			return newStatus(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
-				fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"))
-		}
-	case "application/apply-patch+yaml", "application/apply-patch+cbor":
-		return newStatus(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
-			"server-side apply is not supported by objwatch yet - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json")
-	default:
-		return newStatus(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
-			fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got %s)", pt))
-	}
-	body, err := s.readBody(r)
+	p, err := s.readPatch(r, res)
 	if err != nil {
 		return err
-	}
-	var ops jsonpatch.Patch
-	if pt == "application/json-patch+json" {
-		if ops, err = jsonpatch.DecodePatch(body); err != nil {
-			return badRequest("the JSON patch is malformed: %v", err)
-		}
-		if len(ops) > maxJSONPatchOps {
-			return apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the allowed maximum operations in a JSON patch is %d, got %d", maxJSONPatchOps, len(ops)))
-		}
-	} else if !json.Valid(body) {
-		return badRequest("the patch is not valid JSON")
 	}
 	out, code, err := s.guaranteedUpdate(w, r.Context(), res, info, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		orig, err := json.Marshal(cur.Object)
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)
 		}
-		var patched []byte
-		switch pt {
-		case "application/json-patch+json":
-			patched, err = ops.Apply(orig)
-		case "application/merge-patch+json":
-			patched, err = jsonpatch.MergePatch(orig, body)
-		default:
-			patched, err = strategicpatch.StrategicMergePatch(orig, body, res.PatchSchema)
-		}
+		patched, err := p.apply(orig, res.PatchSchema)
 		if err != nil {
-			return nil, patchError(err)
+			return nil, err
 		}
 		obj, err := decodeObject(patched)
 		if err != nil {
@@ -81,7 +47,7 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, res *registry.Res
 		}
 		// Unless the patch pins a resourceVersion, it applies to the
 		// current object (and is retried on conflict).
-		if v, ok, _ := unstructured.NestedString(obj.Object, "metadata", "resourceVersion"); ok && v == cur.GetResourceVersion() && !patchSetsRV(pt, body, ops) {
+		if v, ok, _ := unstructured.NestedString(obj.Object, "metadata", "resourceVersion"); ok && v == cur.GetResourceVersion() && !p.setsRV() {
 			obj.SetResourceVersion("")
 		}
 		return obj, nil
@@ -92,11 +58,73 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, res *registry.Res
 	return s.respond(w, r, res, code, out)
 }
 
-// patchSetsRV reports whether the patch itself names a resourceVersion.
-func patchSetsRV(pt string, body []byte, ops jsonpatch.Patch) bool {
+// patchBody is a PATCH request's patch, read and checked.
+type patchBody struct {
+	pt   string // media type
+	body []byte
+	ops  jsonpatch.Patch // decoded JSON patch operations
+}
+
+// readPatch reads a PATCH request's body and checks its type: strategic
+// merge patch only where res has a PatchSchema.
+func (s *Server) readPatch(r *http.Request, res *registry.Resource) (*patchBody, error) {
+	pt := mediaType(r)
+	switch pt {
+	case "application/json-patch+json", "application/merge-patch+json":
+	case "application/strategic-merge-patch+json":
+		if res.PatchSchema == nil {
+			return nil, newStatus(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
+				fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"))
+		}
+	case "application/apply-patch+yaml", "application/apply-patch+cbor":
+		return nil, newStatus(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
+			"server-side apply is not supported by objwatch yet - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json")
+	default:
+		return nil, newStatus(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
+			fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got %s)", pt))
+	}
+	body, err := s.readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	p := &patchBody{pt: pt, body: body}
 	if pt == "application/json-patch+json" {
-		for _, op := range ops {
-			if p, err := op.Path(); err == nil && p == "/metadata/resourceVersion" {
+		if p.ops, err = jsonpatch.DecodePatch(body); err != nil {
+			return nil, badRequest("the JSON patch is malformed: %v", err)
+		}
+		if len(p.ops) > maxJSONPatchOps {
+			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the allowed maximum operations in a JSON patch is %d, got %d", maxJSONPatchOps, len(p.ops)))
+		}
+	} else if !json.Valid(body) {
+		return nil, badRequest("the patch is not valid JSON")
+	}
+	return p, nil
+}
+
+// apply patches the JSON document orig. schema is the Go value strategic
+// merge patch needs (Resource.PatchSchema).
+func (p *patchBody) apply(orig []byte, schema any) ([]byte, error) {
+	var patched []byte
+	var err error
+	switch p.pt {
+	case "application/json-patch+json":
+		patched, err = p.ops.Apply(orig)
+	case "application/merge-patch+json":
+		patched, err = jsonpatch.MergePatch(orig, p.body)
+	default:
+		patched, err = strategicpatch.StrategicMergePatch(orig, p.body, schema)
+	}
+	if err != nil {
+		return nil, patchError(err)
+	}
+	return patched, nil
+}
+
+// setsRV reports whether the patch itself names a resourceVersion.
+func (p *patchBody) setsRV() bool {
+	if p.pt == "application/json-patch+json" {
+		for _, op := range p.ops {
+			if path, err := op.Path(); err == nil && path == "/metadata/resourceVersion" {
 				return true
 			}
 		}
@@ -107,7 +135,7 @@ func patchSetsRV(pt string, body []byte, ops jsonpatch.Patch) bool {
 			ResourceVersion *string `json:"resourceVersion"`
 		} `json:"metadata"`
 	}
-	return json.Unmarshal(body, &m) == nil && m.Metadata.ResourceVersion != nil
+	return json.Unmarshal(p.body, &m) == nil && m.Metadata.ResourceVersion != nil
 }
 
 func patchError(err error) error {

@@ -41,7 +41,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		writeStatus(w, notFoundPath())
 		return
 	}
-	if info.subresource != "" && !(info.subresource == "status" && res.Status) {
+	if info.subresource != "" && !(info.subresource == "status" && res.Status) && !(info.subresource == "scale" && res.Scale != nil) {
 		writeStatus(w, notFoundPath())
 		return
 	}
@@ -50,7 +50,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		return
 	}
 	s.instrument(w, info, func(w http.ResponseWriter) {
-		if info.verb == "watch" {
+		if info.verb == "watch" && info.subresource != "scale" {
 			s.watch(w, r, res, info)
 			return
 		}
@@ -63,20 +63,22 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		defer cancel()
 		r = r.WithContext(ctx)
 		var err error
-		switch info.verb {
-		case "get":
+		switch {
+		case info.subresource == "scale":
+			err = s.serveScale(w, r, res, info)
+		case info.verb == "get":
 			err = s.get(w, r, res, info)
-		case "list":
+		case info.verb == "list":
 			err = s.list(w, r, res, info)
-		case "create":
+		case info.verb == "create":
 			err = s.create(w, r, res, info)
-		case "update":
+		case info.verb == "update":
 			err = s.update(w, r, res, info)
-		case "patch":
+		case info.verb == "patch":
 			err = s.patch(w, r, res, info)
-		case "delete":
+		case info.verb == "delete":
 			err = s.delete(w, r, res, info)
-		case "deletecollection":
+		case info.verb == "deletecollection":
 			err = s.deleteCollection(w, r, res, info)
 		default:
 			err = apierrors.NewMethodNotSupported(res.GVR().GroupResource(), info.verb)
@@ -143,20 +145,27 @@ func (s *Server) getCurrent(ctx context.Context, res *registry.Resource, ns, nam
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) error {
-	rv, err := parseRV(r.URL.Query().Get("resourceVersion"))
-	if err != nil {
-		return err
-	}
-	if rv > 0 {
-		if err := s.waitForRevision(r.Context(), rv); err != nil {
-			return err
-		}
-	}
-	obj, _, err := s.getCurrent(r.Context(), res, info.namespace, info.name)
+	obj, err := s.getObject(r, res, info)
 	if err != nil {
 		return err
 	}
 	return s.respond(w, r, res, http.StatusOK, obj)
+}
+
+// getObject reads the object a GET names, no older than the request's
+// resourceVersion parameter.
+func (s *Server) getObject(r *http.Request, res *registry.Resource, info requestInfo) (*unstructured.Unstructured, error) {
+	rv, err := parseRV(r.URL.Query().Get("resourceVersion"))
+	if err != nil {
+		return nil, err
+	}
+	if rv > 0 {
+		if err := s.waitForRevision(r.Context(), rv); err != nil {
+			return nil, err
+		}
+	}
+	obj, _, err := s.getCurrent(r.Context(), res, info.namespace, info.name)
+	return obj, err
 }
 
 // writeOptions are the query parameters every write accepts.

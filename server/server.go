@@ -61,6 +61,10 @@ type Config struct {
 	// MinWatchTimeout: watches without timeoutSeconds end after a random
 	// duration in [MinWatchTimeout, 2*MinWatchTimeout) (default 1800 s).
 	MinWatchTimeout time.Duration
+	// WatchFlushInterval bounds how long watch output may wait to be
+	// batched with later events when a watch receives events faster than
+	// this (default 10 ms); a quiet watch's first event is sent at once.
+	WatchFlushInterval time.Duration
 	// BookmarkInterval between bookmarks on watches that allow them
 	// (default 1 min, as Kubernetes).
 	BookmarkInterval time.Duration
@@ -99,6 +103,9 @@ func (c *Config) setDefaults() {
 	if c.MinWatchTimeout == 0 {
 		c.MinWatchTimeout = 1800 * time.Second
 	}
+	if c.WatchFlushInterval == 0 {
+		c.WatchFlushInterval = 10 * time.Millisecond
+	}
 	if c.BookmarkInterval == 0 {
 		c.BookmarkInterval = time.Minute
 	}
@@ -128,7 +135,7 @@ type Server struct {
 	// stopping ends when Run returns; watches end with it.
 	stopping context.Context
 	stop     context.CancelFunc
-	ready        atomic.Bool
+	ready    atomic.Bool
 
 	openapi openAPIDocs // see openapi.go
 }

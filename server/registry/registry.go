@@ -70,6 +70,18 @@ type Resource struct {
 	// OpenAPIV3, if set, returns the resource's OpenAPI v3 document
 	// (custom resources); built-in documents come from their Go types.
 	OpenAPIV3 func() (*spec3.OpenAPI, error)
+	// Scale, if set, gives the resource a /scale subresource (custom
+	// resources whose CRD version declares subresources.scale).
+	Scale *ScalePaths
+}
+
+// ScalePaths locate the fields a /scale subresource reads and writes: JSON
+// paths in the object starting with a dot, e.g. ".spec.replicas", as in
+// CustomResourceDefinition spec.versions[].subresources.scale.
+type ScalePaths struct {
+	SpecReplicas   string
+	StatusReplicas string
+	LabelSelector  string // "" when not set
 }
 
 // Column is an additional printer column (see

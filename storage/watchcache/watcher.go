@@ -274,28 +274,55 @@ func (c *Cache) end_locked(w *Watcher, err error) {
 	close(w.done)
 }
 
-// Next returns the next item. After the watcher ends it returns the reason
-// (ErrTooSlow, a relist's ErrCompacted, or context.Canceled after Stop).
+// Next returns the next item, waiting for one. After the watcher ends it
+// returns the reason (ErrTooSlow, a relist's ErrCompacted, or
+// context.Canceled after Stop).
 func (w *Watcher) Next(ctx context.Context) (Item, error) {
-	for len(w.batch) == 0 {
+	for {
+		if it, ok := w.TryNext(); ok {
+			return it, nil
+		}
+		if err := w.Wait(ctx, nil); err != nil {
+			return Item{}, err
+		}
+	}
+}
+
+// TryNext returns the next item if one is waiting.
+func (w *Watcher) TryNext() (Item, bool) {
+	if len(w.batch) == 0 {
 		w.mu.Lock()
 		w.batch, w.queue = w.queue, nil
 		w.mu.Unlock()
-		if len(w.batch) > 0 {
-			break
-		}
-		select {
-		case <-w.notify:
-		case <-w.done:
-			return Item{}, w.err
-		case <-ctx.Done():
-			return Item{}, ctx.Err()
+		if len(w.batch) == 0 {
+			return Item{}, false
 		}
 	}
 	it := w.batch[0]
 	w.batch[0] = Item{}
 	w.batch = w.batch[1:]
-	return it, nil
+	return it, true
+}
+
+// Wait blocks until an item may be waiting, timeout fires (nil error), the
+// watcher ends (its reason) or ctx ends.
+func (w *Watcher) Wait(ctx context.Context, timeout <-chan time.Time) error {
+	if len(w.batch) > 0 {
+		return nil
+	}
+	select {
+	case <-w.notify:
+		return nil
+	case <-timeout:
+		return nil
+	case <-w.done:
+		if w.Pending() > 0 {
+			return nil // deliver what was queued before the end
+		}
+		return w.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Pending is the number of items waiting to be read.

@@ -1,0 +1,271 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
+
+	"github.com/objwatch/objwatch/server/registry"
+)
+
+// The /scale subresource of custom resources whose CRD version declares
+// subresources.scale, served as Kubernetes' apiextensions-apiserver serves
+// it (registry/customresource ScaleREST): an autoscaling/v1 Scale view of
+// the object. A write through it changes only the object's spec replicas
+// field; the object is then prepared and validated as an update through the
+// main resource, so a negative count is 422 Invalid and a change bumps
+// metadata.generation.
+
+// scaleResource describes autoscaling/v1 Scale for checkTypeMeta, table and
+// discovery, with the columns Kubernetes prints for a CRD's scale.
+var scaleResource = &registry.Resource{
+	Group: "autoscaling", Version: "v1", Kind: "Scale",
+	Columns: []registry.Column{
+		{Name: "Desired", Type: "integer", Description: "Number of desired replicas", JSONPath: ".spec.replicas"},
+		{Name: "Available", Type: "integer", Description: "Number of actual replicas", JSONPath: ".status.replicas"},
+		{Name: "Age", Type: "date", Description: metav1.ObjectMeta{}.SwaggerDoc()["creationTimestamp"], JSONPath: ".metadata.creationTimestamp"},
+	},
+}
+
+// noSpecReplicas stands, as in Kubernetes, for an absent spec replicas
+// field in the Scale a patch applies to: a patch that does not set it is
+// a 400.
+const noSpecReplicas = math.MinInt32
+
+// serveScale serves get, update and patch of a custom resource's /scale.
+func (s *Server) serveScale(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) error {
+	switch info.verb {
+	case "get":
+		return s.getScale(w, r, res, info)
+	case "update":
+		return s.updateScale(w, r, res, info)
+	case "patch":
+		return s.patchScale(w, r, res, info)
+	}
+	return apierrors.NewMethodNotSupported(s.gr(res), info.verb)
+}
+
+func (s *Server) getScale(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) error {
+	obj, err := s.getObject(r, res, info)
+	if err != nil {
+		return err
+	}
+	sc, found, err := scaleOf(res.Scale, obj)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if !found {
+		// Kubernetes answers so too; a PUT of the Scale sets the field.
+		return apierrors.NewInternalError(fmt.Errorf("the spec replicas field %q does not exist", res.Scale.SpecReplicas))
+	}
+	return respondScale(w, r, sc)
+}
+
+// updateScale implements PUT of a Scale: its spec.replicas is written to
+// the object. A resourceVersion or uid in its metadata is a precondition.
+func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) error {
+	opts, err := parseWriteOptions(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readBody(r)
+	if err != nil {
+		return err
+	}
+	u, err := decodeBody(r, body)
+	if err != nil {
+		return err
+	}
+	if err := checkTypeMeta(u, scaleResource); err != nil {
+		return err
+	}
+	if u.GetName() != info.name {
+		return badRequest("the name of the object (%s) does not match the name on the URL (%s)", u.GetName(), info.name)
+	}
+	if err := checkNamespace(u, res, info); err != nil {
+		return err
+	}
+	want, err := decodeScale(w, u, opts)
+	if err != nil {
+		return err
+	}
+	if _, err := parseRV(want.ResourceVersion); err != nil {
+		return invalid(scaleResource.GVK().GroupKind(), info.name, field.ErrorList{field.Invalid(field.NewPath("metadata", "resourceVersion"), want.ResourceVersion, "must be a number")})
+	}
+	out, _, err := s.guaranteedUpdate(w, r.Context(), res, info, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		if want.UID != "" && want.UID != cur.GetUID() {
+			return nil, apierrors.NewConflict(s.gr(res), info.name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", want.UID, cur.GetUID()))
+		}
+		return withReplicas(res.Scale, cur, want.Spec.Replicas, want.ResourceVersion)
+	})
+	if err != nil {
+		return err
+	}
+	return respondScaleOf(w, r, res, out)
+}
+
+// patchScale implements PATCH of a Scale: the patch applies to the Scale
+// of the current object, and the result's spec.replicas is written to it.
+func (s *Server) patchScale(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) error {
+	opts, err := parseWriteOptions(r)
+	if err != nil {
+		return err
+	}
+	p, err := s.readPatch(r, res)
+	if err != nil {
+		return err
+	}
+	out, _, err := s.guaranteedUpdate(w, r.Context(), res, info, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		old, found, err := scaleOf(res.Scale, cur)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		if !found {
+			old.Spec.Replicas = noSpecReplicas
+		}
+		orig, err := json.Marshal(old)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		patched, err := p.apply(orig, nil)
+		if err != nil {
+			return nil, err
+		}
+		u, err := decodeObject(patched)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkTypeMeta(u, scaleResource); err != nil {
+			return nil, err
+		}
+		if u.GetName() != info.name {
+			return nil, badRequest("the name of the object (%s) does not match the name on the URL (%s)", u.GetName(), info.name)
+		}
+		if err := checkNamespace(u, res, info); err != nil {
+			return nil, err
+		}
+		sc, err := decodeScale(w, u, opts)
+		if err != nil {
+			return nil, err
+		}
+		if sc.Spec.Replicas == noSpecReplicas {
+			return nil, badRequest("the spec replicas field %q cannot be empty", res.Scale.SpecReplicas)
+		}
+		// Unless the patch pins a resourceVersion, it applies to the
+		// current object (and is retried on conflict).
+		rv := sc.ResourceVersion
+		if rv == cur.GetResourceVersion() && !p.setsRV() {
+			rv = ""
+		}
+		return withReplicas(res.Scale, cur, sc.Spec.Replicas, rv)
+	})
+	if err != nil {
+		return err
+	}
+	return respondScaleOf(w, r, res, out)
+}
+
+// withReplicas sets obj's spec replicas and pins its resourceVersion to rv
+// ("" for none).
+func withReplicas(p *registry.ScalePaths, obj *unstructured.Unstructured, replicas int32, rv string) (*unstructured.Unstructured, error) {
+	if err := unstructured.SetNestedField(obj.Object, int64(replicas), scalePath(p.SpecReplicas)...); err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	obj.SetResourceVersion(rv)
+	return obj, nil
+}
+
+// decodeScale converts a decoded body to a Scale with the JSON decoder
+// Kubernetes uses (so a count beyond int32 is an error), handling unknown
+// fields per fieldValidation as normalize does.
+func decodeScale(w http.ResponseWriter, u *unstructured.Unstructured, opts writeOptions) (*autoscalingv1.Scale, error) {
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	var sc autoscalingv1.Scale
+	unknown, err := kjson.UnmarshalStrict(b, &sc, kjson.DisallowUnknownFields)
+	if err != nil {
+		return nil, badRequest("the body of the request was malformed: %v", err)
+	}
+	switch {
+	case len(unknown) == 0 || opts.fieldValidation == "Ignore":
+	case opts.fieldValidation == "Strict":
+		return nil, badRequest("%v", runtime.NewStrictDecodingError(unknown))
+	default:
+		for _, e := range unknown {
+			w.Header().Add("Warning", fmt.Sprintf("299 - %q", e.Error()))
+		}
+	}
+	return &sc, nil
+}
+
+// scaleOf returns obj's Scale, and whether obj has the spec replicas field
+// (the Scale says 0 when it has not).
+func scaleOf(p *registry.ScalePaths, obj *unstructured.Unstructured) (*autoscalingv1.Scale, bool, error) {
+	spec, found, err := unstructured.NestedInt64(obj.Object, scalePath(p.SpecReplicas)...)
+	if err != nil {
+		return nil, false, err
+	}
+	status, _, err := unstructured.NestedInt64(obj.Object, scalePath(p.StatusReplicas)...)
+	if err != nil {
+		return nil, false, err
+	}
+	var selector string
+	if p.LabelSelector != "" {
+		if selector, _, err = unstructured.NestedString(obj.Object, scalePath(p.LabelSelector)...); err != nil {
+			return nil, false, err
+		}
+	}
+	return &autoscalingv1.Scale{
+		TypeMeta: metav1.TypeMeta{APIVersion: scaleResource.APIVersion(), Kind: scaleResource.Kind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: obj.GetUID(),
+			ResourceVersion: obj.GetResourceVersion(), CreationTimestamp: obj.GetCreationTimestamp(),
+		},
+		Spec:   autoscalingv1.ScaleSpec{Replicas: int32(spec)},
+		Status: autoscalingv1.ScaleStatus{Replicas: int32(status), Selector: selector},
+	}, found, nil
+}
+
+// scalePath splits a scale path such as ".spec.replicas" into fields.
+func scalePath(p string) []string {
+	return strings.Split(strings.TrimPrefix(p, "."), ".")
+}
+
+// respondScaleOf writes the Scale of obj, the result of a write.
+func respondScaleOf(w http.ResponseWriter, r *http.Request, res *registry.Resource, obj *unstructured.Unstructured) error {
+	sc, _, err := scaleOf(res.Scale, obj)
+	if err != nil {
+		return badRequest("%v", err)
+	}
+	return respondScale(w, r, sc)
+}
+
+// respondScale writes a Scale, or a Table of it when the client asked for
+// one.
+func respondScale(w http.ResponseWriter, r *http.Request, sc *autoscalingv1.Scale) error {
+	v, ok := wantsTable(r)
+	if !ok {
+		writeJSON(w, http.StatusOK, sc)
+		return nil
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(sc)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	t := table(scaleResource, v, []*unstructured.Unstructured{{Object: m}}, r.URL.Query().Get("includeObject"))
+	t.ResourceVersion = sc.ResourceVersion
+	writeJSON(w, http.StatusOK, t)
+	return nil
+}
