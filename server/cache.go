@@ -284,7 +284,13 @@ func (s *Server) watchFromCache(ctx context.Context, w http.ResponseWriter, flus
 				} else {
 					timer.Reset(wait)
 				}
-				err = cw.Wait(ctx, timer.C)
+				// Sleep through the window instead of waking per event;
+				// whatever arrived meanwhile goes out in one write.
+				select {
+				case <-timer.C:
+				case <-ctx.Done():
+					err = ctx.Err()
+				}
 			} else {
 				err = cw.Wait(ctx, nil)
 			}

@@ -69,6 +69,7 @@ func newServeCommand() *cobra.Command {
 	f.StringVar(&etcdKey, "etcd-keyfile", "", "client key for external etcd")
 	f.DurationVar(&o.CompactionInterval, "compaction-interval", 5*time.Minute, "interval between etcd history compactions (0 disables)")
 	f.DurationVar(&o.Server.BookmarkInterval, "bookmark-interval", time.Minute, "interval between watch bookmarks")
+	f.DurationVar(&o.Server.WatchFlushInterval, "watch-flush-interval", 10*time.Millisecond, "longest time watch output of a busy watch waits to be batched with later events")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
 	return cmd
 }
