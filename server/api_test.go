@@ -225,6 +225,23 @@ func TestResourceVersionRules(t *testing.T) {
 			t.Fatalf("status = %q retry-after %q", s.Message, r.header.Get("Retry-After"))
 		}
 	})
+	t.Run("get", func(t *testing.T) {
+		for _, q := range []struct {
+			query string
+			code  int
+		}{{"", 200}, {"?resourceVersion=0", 200}, {"?resourceVersion=" + first, 200}, {"?resourceVersion=999999", 504}, {"?resourceVersion=x", 400}} {
+			r := a.json("GET", cms+"/a"+q.query, "")
+			if r.code != q.code {
+				t.Fatalf("GET a%s = %d %s, want %d", q.query, r.code, truncate(r.body), q.code)
+			}
+			if q.code == 200 && r.object()["data"].(map[string]any)["k"] != "v2" {
+				t.Fatalf("GET a%s data = %v, want k=v2", q.query, r.object()["data"])
+			}
+		}
+		if r := a.json("GET", cms+"/missing?resourceVersion=0", ""); r.code != 404 {
+			t.Fatalf("GET missing?resourceVersion=0 = %d, want 404", r.code)
+		}
+	})
 	t.Run("stale update conflicts", func(t *testing.T) {
 		body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","resourceVersion":%q},"data":{"k":"v3"}}`, first)
 		r := a.json("PUT", cms+"/a", body)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -167,6 +168,30 @@ func (s *Server) listFromCache(w http.ResponseWriter, r *http.Request, res *regi
 	w.WriteHeader(http.StatusOK)
 	w.Write(b.Bytes())
 	return nil
+}
+
+// getFromCache reads one object from the cache once it has reached rev.
+func (s *Server) getFromCache(ctx context.Context, res *registry.Resource, info requestInfo, rev int64) (*unstructured.Unstructured, error) {
+	c := s.cacheFor(res)
+	if c == nil {
+		return nil, errNoCache
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.FutureRVWait)
+	err := c.WaitFor(wctx, rev)
+	cancel()
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, ctx.Err()
+	case err != nil && rev > 0:
+		return nil, tooLarge()
+	case err != nil:
+		return nil, errNoCache
+	}
+	o, _, ok := c.Get(res.Key(info.namespace, info.name))
+	if !ok {
+		return nil, apierrors.NewNotFound(s.gr(res), info.name)
+	}
+	return decodeObject(o.JSON)
 }
 
 func decodeCached(objs []*watchcache.Object) ([]*unstructured.Unstructured, error) {

@@ -159,6 +159,12 @@ func (s *Server) getObject(r *http.Request, res *registry.Resource, info request
 	if err != nil {
 		return nil, err
 	}
+	if r.URL.Query().Has("resourceVersion") {
+		// "0" (any) or "not older than": the watch cache may answer.
+		if obj, err := s.getFromCache(r.Context(), res, info, rv); !errors.Is(err, errNoCache) {
+			return obj, err
+		}
+	}
 	if rv > 0 {
 		if err := s.waitForRevision(r.Context(), rv); err != nil {
 			return nil, err
