@@ -37,6 +37,7 @@ import (
 	"github.com/google/btree"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/objwatch/objwatch/storage"
 )
@@ -87,6 +88,7 @@ type Cache struct {
 
 	mu      sync.RWMutex
 	objects *btree.BTreeG[*Object]
+	labels  labelIndex
 	rev     int64
 	// history holds recent events in revision order; oldest is the revision
 	// watches must start after (events after it are all present).
@@ -124,6 +126,7 @@ func New(cfg Config) *Cache {
 	return &Cache{
 		cfg:      cfg,
 		objects:  btree.NewG(32, less),
+		labels:   labelIndex{},
 		watchers: map[*Watcher]struct{}{},
 		changed:  make(chan struct{}),
 		progress: make(chan struct{}, 1),
@@ -174,7 +177,7 @@ func (c *Cache) run(ctx context.Context) {
 }
 
 func (c *Cache) listAndWatch(ctx context.Context) error {
-	objects := btree.NewG(32, less)
+	objects, index := btree.NewG(32, less), labelIndex{}
 	var rev int64
 	start := ""
 	for {
@@ -189,7 +192,10 @@ func (c *Cache) listAndWatch(ctx context.Context) error {
 				c.cfg.Log.Error("watch cache: decode", "key", kv.Key, "err", err)
 				continue
 			}
-			objects.ReplaceOrInsert(o)
+			if old, had := objects.ReplaceOrInsert(o); had {
+				index.remove(old)
+			}
+			index.add(o)
 		}
 		if !lr.More {
 			break
@@ -206,7 +212,7 @@ func (c *Cache) listAndWatch(ctx context.Context) error {
 	for wt := range c.watchers {
 		c.end_locked(wt, fmt.Errorf("watch cache relisted: %w", storage.ErrCompacted))
 	}
-	c.objects, c.history, c.oldest, c.ready = objects, nil, rev, true
+	c.objects, c.labels, c.history, c.oldest, c.ready = objects, index, nil, rev, true
 	c.advance_locked(rev)
 	c.mu.Unlock()
 
@@ -259,10 +265,14 @@ func (c *Cache) apply(ev storage.Event) error {
 	if had {
 		e.Prev = prev
 	}
+	if had {
+		c.labels.remove(prev)
+	}
 	if ev.Type == storage.Delete {
 		c.objects.Delete(obj)
 	} else {
 		c.objects.ReplaceOrInsert(obj)
+		c.labels.add(obj)
 	}
 	c.history = append(c.history, e)
 	for w := range c.watchers {
@@ -351,20 +361,71 @@ type Filter struct {
 }
 
 // Matches reports whether o passes the filter.
-func (f Filter) Matches(o *Object) bool {
-	if o == nil {
-		return false
+func (f Filter) Matches(o *Object) bool { return f.matcher()(o) }
+
+// matcher compiles the filter once for many objects: label requirements
+// are evaluated directly on the object's label map, which is several
+// times faster than labels.Selector.Matches on a hot path.
+func (f Filter) matcher() func(*Object) bool {
+	var reqs []requirement
+	generic := false
+	if f.Labels != nil && !f.Labels.Empty() {
+		rs, selectable := f.Labels.Requirements()
+		generic = !selectable
+		for i := range rs {
+			reqs = append(reqs, requirement{key: rs[i].Key(), op: rs[i].Operator(), values: rs[i].ValuesUnsorted(), r: &rs[i]})
+		}
 	}
-	if f.Namespace != "" && o.Namespace != f.Namespace {
-		return false
+	fieldsOn := f.Fields != nil && !f.Fields.Empty()
+	return func(o *Object) bool {
+		if o == nil || (f.Namespace != "" && o.Namespace != f.Namespace) {
+			return false
+		}
+		if generic {
+			if !f.Labels.Matches(o.Labels) {
+				return false
+			}
+		} else {
+			for i := range reqs {
+				if !reqs[i].matches(o.Labels) {
+					return false
+				}
+			}
+		}
+		return !fieldsOn || f.Fields.Matches(o.Fields)
 	}
-	if f.Labels != nil && !f.Labels.Empty() && !f.Labels.Matches(o.Labels) {
-		return false
+}
+
+// requirement is a label requirement with its values extracted once.
+type requirement struct {
+	key    string
+	op     selection.Operator
+	values []string
+	r      *labels.Requirement
+}
+
+func (q *requirement) has(v string) bool {
+	for _, x := range q.values {
+		if x == v {
+			return true
+		}
 	}
-	if f.Fields != nil && !f.Fields.Empty() && !f.Fields.Matches(o.Fields) {
-		return false
+	return false
+}
+
+func (q *requirement) matches(m labels.Set) bool {
+	v, ok := m[q.key]
+	switch q.op {
+	case selection.Equals, selection.DoubleEquals, selection.In:
+		return ok && q.has(v)
+	case selection.NotEquals, selection.NotIn:
+		return !ok || !q.has(v)
+	case selection.Exists:
+		return ok
+	case selection.DoesNotExist:
+		return !ok
 	}
-	return true
+	return q.r.Matches(m)
 }
 
 // List returns the objects matching f in key order, at most limit (0: all)
@@ -387,11 +448,24 @@ func (c *Cache) List(f Filter, startKey string, limit int) (objs []*Object, rev 
 	if f.Namespace != "" {
 		nsPrefix = c.cfg.Prefix + f.Namespace + "/"
 	}
+	match := f.matcher()
+	if cands, ok := c.labels.candidates(f.Labels); ok {
+		for _, o := range cands {
+			if o.Key < pivot.Key || (nsPrefix != "" && !hasPrefix(o.Key, nsPrefix)) || !match(o) {
+				continue
+			}
+			if limit > 0 && len(objs) == limit {
+				return objs, c.rev, true, nil
+			}
+			objs = append(objs, o)
+		}
+		return objs, c.rev, false, nil
+	}
 	c.objects.AscendGreaterOrEqual(pivot, func(o *Object) bool {
 		if nsPrefix != "" && !hasPrefix(o.Key, nsPrefix) {
 			return false
 		}
-		if !f.Matches(o) {
+		if !match(o) {
 			return true
 		}
 		if limit > 0 && len(objs) == limit {

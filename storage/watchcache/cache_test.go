@@ -49,12 +49,12 @@ func decode(kv storage.KeyValue) (*watchcache.Object, error) {
 }
 
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	store *etcd.Store
 	ctx   context.Context
 }
 
-func setup(t *testing.T) *env {
+func setup(t testing.TB) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	e, err := etcd.StartEmbedded(ctx, etcd.EmbeddedConfig{Dir: t.TempDir(), NoFsync: true})
@@ -153,6 +153,26 @@ func TestListIsFreshAndFiltered(t *testing.T) {
 		}
 		if got := strings.Join(names, ","); got != tc.want {
 			t.Errorf("%s: List = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	// Relabelling and deleting keep the label index exact.
+	e.put("a", "one", "1b", map[string]string{"app": "y"})
+	last := e.del("b", "three")
+	if err := c.WaitFor(e.ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	for sel, want := range map[string]string{"app=x": "", "app=y": "one,two", "app in (x,y)": "one,two", "app=y,app!=z": "one,two", "!app": ""} {
+		ls, err := labels.Parse(sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, _, _, _ := c.List(watchcache.Filter{Labels: ls}, "", 0)
+		var names []string
+		for _, o := range objs {
+			names = append(names, o.Name)
+		}
+		if got := strings.Join(names, ","); got != want {
+			t.Errorf("after relabel: List(%s) = %q, want %q", sel, got, want)
 		}
 	}
 	page, _, more, _ := c.List(watchcache.Filter{}, "", 2)
