@@ -175,9 +175,9 @@ func TestListIsFreshAndFiltered(t *testing.T) {
 			t.Errorf("after relabel: List(%s) = %q, want %q", sel, got, want)
 		}
 	}
-	page, _, more, _ := c.List(watchcache.Filter{}, "", 2)
-	if len(page) != 2 || !more {
-		t.Fatalf("List(limit 2) = %d more=%v, want 2 true", len(page), more)
+	page, _, more, _ := c.List(watchcache.Filter{}, "", 1)
+	if len(page) != 1 || !more {
+		t.Fatalf("List(limit 1) = %d more=%v, want 1 true", len(page), more)
 	}
 }
 
