@@ -95,12 +95,12 @@ func frame(typ string, obj []byte, at time.Time) []byte {
 // entering the selection is ADDED, one leaving it DELETED (its last
 // matching state at the event's revision), others unchanged; ok is false
 // when the event does not concern the watcher.
-func (e *Event) translate(f Filter) (Item, bool) {
-	cur := f.Matches(e.Obj)
+func (e *Event) translate(match func(*Object) bool) (Item, bool) {
+	cur := match(e.Obj)
 	if e.Type == storage.Delete {
 		return Item{Type: Deleted, Object: e.Obj, Rev: e.Rev, event: e, frame: frameDeleted}, cur
 	}
-	prev := e.Prev != nil && f.Matches(e.Prev)
+	prev := e.Prev != nil && match(e.Prev)
 	switch {
 	case cur && prev:
 		return Item{Type: Modified, Object: e.Obj, Rev: e.Rev, event: e, frame: frameModified}, true
@@ -150,7 +150,7 @@ type WatchOptions struct {
 // be called from one goroutine at a time.
 type Watcher struct {
 	c      *Cache
-	filter Filter
+	match  func(*Object) bool // the compiled filter
 	// batch is what Next is handing out (initially the replay); queue
 	// collects live items meanwhile. An idle watcher holds no buffer.
 	batch  []Item
@@ -172,7 +172,7 @@ func (c *Cache) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 		return nil, err
 	}
 	w := &Watcher{
-		c: c, filter: o.Filter, notify: make(chan struct{}, 1), done: make(chan struct{}),
+		c: c, match: o.Filter.matcher(), notify: make(chan struct{}, 1), done: make(chan struct{}),
 		bookmarkEvery: o.BookmarkEvery, deadline: o.Deadline,
 	}
 	c.mu.Lock()
@@ -186,7 +186,7 @@ func (c *Cache) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 			if !hasPrefix(obj.Key, nsPrefix) {
 				return false
 			}
-			if o.Filter.Matches(obj) {
+			if w.match(obj) {
 				w.batch = append(w.batch, Item{Type: Added, Object: obj, Rev: obj.Rev})
 			}
 			return true
@@ -202,7 +202,7 @@ func (c *Cache) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 			if e.Rev <= o.From {
 				continue
 			}
-			if it, ok := e.translate(o.Filter); ok {
+			if it, ok := e.translate(w.match); ok {
 				w.batch = append(w.batch, it)
 			}
 		}
@@ -226,7 +226,7 @@ func (w *Watcher) scheduleBookmark(now time.Time) {
 // offer_locked hands e to the watcher without blocking; a watcher with
 // Buffer items already waiting is ended with ErrTooSlow.
 func (w *Watcher) offer_locked(e *Event) {
-	it, ok := e.translate(w.filter)
+	it, ok := e.translate(w.match)
 	if !ok {
 		return
 	}
