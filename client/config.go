@@ -1,0 +1,156 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Config is how to reach and authenticate to one API server. The zero value
+// is not usable: set Host at least, or build one with FromKubeconfig,
+// InCluster or Default.
+type Config struct {
+	// Host is the server's base URL, https://host:port[/path]. A bare
+	// host:port means https.
+	Host string
+
+	// TLS. Data fields take precedence over the matching file fields.
+	CAData     []byte // PEM bundle the server's certificate must chain to
+	CAFile     string
+	CertData   []byte // client certificate, PEM
+	CertFile   string
+	KeyData    []byte // client key, PEM
+	KeyFile    string
+	ServerName string // overrides the name checked in the server certificate
+	Insecure   bool   // skip server certificate verification (testing only)
+
+	// Authentication. BearerTokenFile, if set, is re-read every minute (as
+	// service-account tokens rotate) and wins over BearerToken.
+	BearerToken     string
+	BearerTokenFile string
+	Username        string // basic authentication
+	Password        string
+
+	// Namespace is the default namespace of the kubeconfig context or the
+	// pod's namespace in-cluster; informational, the client never applies
+	// it implicitly.
+	Namespace string
+
+	// ProxyURL, if set, sends requests through this proxy; otherwise the
+	// HTTPS_PROXY/NO_PROXY environment is honoured.
+	ProxyURL string
+
+	// UserAgent is sent with each request (default "objwatch").
+	UserAgent string
+
+	// Timeout bounds each request except watches (0: none).
+	Timeout time.Duration
+
+	// Transport, if set, replaces the transport New builds (the TLS fields
+	// above are then ignored).
+	Transport http.RoundTripper
+	// WrapTransport, if set, wraps the transport (for tracing, or tests
+	// that cut connections).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
+}
+
+// In-cluster service-account paths, variables so tests can move them.
+var (
+	serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+)
+
+// ErrNotInCluster is returned by InCluster outside a Kubernetes pod.
+var ErrNotInCluster = errors.New("not running in a cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set")
+
+// InCluster returns the config of a pod's service account: the API server
+// from KUBERNETES_SERVICE_HOST/PORT, the mounted CA, token (re-read as it
+// rotates) and namespace.
+func InCluster() (*Config, error) {
+	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return nil, ErrNotInCluster
+	}
+	tokenFile := filepath.Join(serviceAccountDir, "token")
+	if _, err := os.Stat(tokenFile); err != nil {
+		return nil, fmt.Errorf("in-cluster config: %w", err)
+	}
+	cfg := &Config{
+		Host:            "https://" + joinHostPort(host, port),
+		CAFile:          filepath.Join(serviceAccountDir, "ca.crt"),
+		BearerTokenFile: tokenFile,
+	}
+	if ns, err := os.ReadFile(filepath.Join(serviceAccountDir, "namespace")); err == nil {
+		cfg.Namespace = strings.TrimSpace(string(ns))
+	}
+	return cfg, nil
+}
+
+func joinHostPort(host, port string) string {
+	if strings.Contains(host, ":") && !strings.HasPrefix(host, "[") {
+		return "[" + host + "]:" + port
+	}
+	return host + ":" + port
+}
+
+// Default returns the config most programs want, the way kubectl finds it:
+// the kubeconfig files named by KUBECONFIG, else ~/.kube/config, with their
+// current context; if there are none, the in-cluster config.
+func Default() (*Config, error) {
+	if len(kubeconfigPaths()) == 0 {
+		if cfg, err := InCluster(); err == nil {
+			return cfg, nil
+		}
+		return nil, errors.New("no configuration: KUBECONFIG and ~/.kube/config do not exist and not running in a cluster")
+	}
+	return FromKubeconfig("", "")
+}
+
+// kubeconfigPaths lists the kubeconfig files that exist: those in
+// KUBECONFIG, else ~/.kube/config.
+func kubeconfigPaths() []string {
+	var out []string
+	if env := os.Getenv("KUBECONFIG"); env != "" {
+		for _, p := range filepath.SplitList(env) {
+			if p == "" {
+				continue
+			}
+			if _, err := os.Stat(p); err == nil {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		p := filepath.Join(home, ".kube", "config")
+		if _, err := os.Stat(p); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// baseURL parses Host.
+func (c *Config) baseURL() (*url.URL, error) {
+	h := c.Host
+	if h == "" {
+		return nil, errors.New("config: no host")
+	}
+	if !strings.Contains(h, "://") {
+		h = "https://" + h
+	}
+	u, err := url.Parse(h)
+	if err != nil {
+		return nil, fmt.Errorf("config: host: %w", err)
+	}
+	if u.Scheme != "https" && u.Scheme != "http" {
+		return nil, fmt.Errorf("config: host: unsupported scheme %q", u.Scheme)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	u.RawQuery, u.Fragment = "", ""
+	return u, nil
+}

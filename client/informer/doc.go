@@ -1,0 +1,65 @@
+// Package informer keeps a local, indexed, always-current copy of a
+// resource's objects and tells handlers about every change, in order.
+//
+//	inf, err := informer.New(client.For[*corev1.ConfigMap](rc, configMaps), informer.Options[*corev1.ConfigMap]{})
+//	reg, err := inf.AddHandler(informer.HandlerFuncs[*corev1.ConfigMap]{
+//		Update: func(old, new *corev1.ConfigMap) { ... },
+//	}, informer.HandlerOptions{Name: "reloader"})
+//	go inf.Run(ctx)
+//	informer.WaitForSync(ctx, reg.HasSynced)
+//	cm, ok := inf.Lister().Get("default", "settings")
+//
+// # How it works
+//
+// A reflector lists the resource (as a streaming list — a watch with
+// sendInitialEvents — when the server supports it, else with paginated
+// LISTs) and then watches it from the list's resourceVersion. It appends
+// what it reads to an event log: a plain ordered queue that never looks
+// at the cache. One processor goroutine applies the log to the Store, in
+// order, and queues a notification for each handler. Each handler has its
+// own goroutine and bounded queue.
+//
+// A relist compares each listed object's resourceVersion and UID with the
+// cache before decoding it, so it costs memory and CPU only for objects
+// that changed; the cache is never built twice.
+//
+// # Guarantees
+//
+//   - No change is lost. After a disconnect the watch resumes from the
+//     last resourceVersion seen (bookmarks advance it). If the server has
+//     compacted that history (410 Gone) the reflector relists and applies
+//     only the differences: objects whose resourceVersion or UID changed
+//     are updated (or deleted and re-added), objects that disappeared are
+//     deleted with finalStateUnknown; unchanged objects produce nothing.
+//   - Per object, a handler sees states in the order they happened, each a
+//     real state of the object, and an OnDelete for every object it was
+//     told about that goes away. It may skip intermediate states — across
+//     a relist, or when its backlog exceeds HandlerOptions.Bound, where
+//     queued notifications for one object are merged — but never sees an
+//     older state after a newer one.
+//   - Across objects, notifications follow the order the changes were read,
+//     except that a merged notification keeps the place of the one it was
+//     merged into.
+//   - OnUpdate(old, new) always has old.UID == new.UID; an object deleted
+//     and re-created unseen arrives as OnDelete then OnAdd.
+//   - A handler added at any time first gets OnAdd for every cached
+//     object, then every later change, with no gap and no duplicate.
+//
+// # Concurrency
+//
+// All types are safe for concurrent use. SharedInformer.Run starts the
+// reflector, processor and handler goroutines and returns only after all
+// of them ended; handlers added while it runs are part of it. A handler's
+// methods run on its own goroutine, one call at a time; a slow handler
+// delays only itself and its backlog is exported as the
+// objwatch_informer_handler_backlog gauge. Registration.Remove never
+// blocks; Registration.Done says when the handler's last call returned.
+//
+// # The cache is read-only
+//
+// Objects returned by a Lister or passed to a handler are the cached
+// objects themselves, shared by every reader: never modify them. Copy an
+// object before changing it (for k8s.io/api types, obj.DeepCopy()). Tests
+// can turn on the mutation detector (Options.DetectMutations or
+// OBJWATCH_DETECT_MUTATIONS=true) to catch violations.
+package informer

@@ -1,0 +1,133 @@
+package informer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/objwatch/objwatch/client"
+)
+
+// Selection is what an informer caches: a namespace ("" for all) and
+// label and field selectors.
+type Selection struct {
+	Namespace, LabelSelector, FieldSelector string
+}
+
+// FactoryOptions are the settings a Factory gives its informers.
+type FactoryOptions struct {
+	Metrics prometheus.Registerer
+	Log     *slog.Logger
+	// DisableStreamingList, DetectMutations: see Options.
+	DisableStreamingList bool
+	DetectMutations      bool
+}
+
+// Factory shares informers: For returns the same informer for the same Go
+// type, resource and selection, so that every part of a program that
+// watches ConfigMaps in one namespace shares one watch and one cache.
+//
+// Caching is explicit: nothing starts an informer behind your back. Run
+// runs every informer the factory made, including those made while it
+// runs. A Factory is safe for concurrent use.
+type Factory struct {
+	rest *client.REST
+	opts FactoryOptions
+
+	mu        sync.Mutex
+	informers map[factoryKey]runner
+	order     []factoryKey
+	running   bool
+	added     chan struct{} // cap 1: an informer was added
+}
+
+type factoryKey struct {
+	typ reflect.Type
+	gvr schema.GroupVersionResource
+	sel Selection
+}
+
+type runner interface {
+	Run(ctx context.Context) error
+	HasSynced() bool
+}
+
+// NewFactory returns a factory of informers reading through r.
+func NewFactory(r *client.REST, opts FactoryOptions) *Factory {
+	return &Factory{rest: r, opts: opts, informers: map[factoryKey]runner{}, added: make(chan struct{}, 1)}
+}
+
+// For returns the factory's informer of T objects of res matching sel,
+// creating it on first use. Add indexes with AddIndexers. It panics if T is
+// not a pointer to a struct or a selector does not parse.
+func For[T client.Object](f *Factory, res client.Resource, sel Selection) *SharedInformer[T] {
+	k := factoryKey{typ: reflect.TypeFor[T](), gvr: res.GVR, sel: sel}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if inf, ok := f.informers[k]; ok {
+		return inf.(*SharedInformer[T])
+	}
+	inf, err := New(client.For[T](f.rest, res), Options[T]{
+		Namespace: sel.Namespace, LabelSelector: sel.LabelSelector, FieldSelector: sel.FieldSelector,
+		Metrics: f.opts.Metrics, Log: f.opts.Log,
+		DisableStreamingList: f.opts.DisableStreamingList, DetectMutations: f.opts.DetectMutations,
+	})
+	if err != nil {
+		panic(fmt.Sprintf("informer.For: %v", err))
+	}
+	f.informers[k] = inf
+	f.order = append(f.order, k)
+	select {
+	case f.added <- struct{}{}:
+	default:
+	}
+	return inf
+}
+
+// Run runs the factory's informers until ctx ends, starting informers
+// created meanwhile as they come, and returns once all of them returned.
+// It may be called only once.
+func (f *Factory) Run(ctx context.Context) error {
+	f.mu.Lock()
+	if f.running {
+		f.mu.Unlock()
+		return errors.New("informer: factory already ran")
+	}
+	f.running = true
+	f.mu.Unlock()
+	var wg sync.WaitGroup
+	started := 0
+	for {
+		f.mu.Lock()
+		for _, k := range f.order[started:] {
+			inf := f.informers[k]
+			wg.Go(func() { inf.Run(ctx) })
+		}
+		started = len(f.order)
+		f.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return nil
+		case <-f.added:
+		}
+	}
+}
+
+// WaitForSync waits until every informer made so far has synced, or ctx
+// ends.
+func (f *Factory) WaitForSync(ctx context.Context) error {
+	f.mu.Lock()
+	var fns []func() bool
+	for _, inf := range f.informers {
+		fns = append(fns, inf.HasSynced)
+	}
+	f.mu.Unlock()
+	return WaitForSync(ctx, fns...)
+}

@@ -1,0 +1,513 @@
+package informer_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/objwatch/objwatch/client"
+	"github.com/objwatch/objwatch/client/informer"
+	"github.com/objwatch/objwatch/testenv"
+)
+
+var configMaps = client.Resource{GVR: corev1.SchemeGroupVersion.WithResource("configmaps"), Namespaced: true, Kind: "ConfigMap"}
+
+type CM = *corev1.ConfigMap
+
+// cutter is an http.RoundTripper wrapper that can cut every open watch
+// connection on demand, hold new watches back for a while (so that
+// compaction overtakes them and they get 410 Gone), and reject streaming
+// lists like a server that does not support them.
+type cutter struct {
+	mu        sync.Mutex
+	open      map[*cutBody]struct{}
+	holdUntil time.Time
+	gate      chan struct{} // non-nil while reads of watches are paused
+
+	rejectStreaming atomic.Bool
+	watches         atomic.Int64 // watch requests seen
+	streaming       atomic.Int64 // of which streaming lists
+	cuts            atomic.Int64
+}
+
+func newCutter() *cutter { return &cutter{open: map[*cutBody]struct{}{}} }
+
+// wrap is a Config.WrapTransport (ours and client-go's).
+func (c *cutter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) { return c.roundTrip(rt, req) })
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func (c *cutter) roundTrip(next http.RoundTripper, req *http.Request) (*http.Response, error) {
+	q := req.URL.Query()
+	watch := q.Get("watch") == "true" || q.Get("watch") == "1"
+	if !watch {
+		return next.RoundTrip(req)
+	}
+	c.watches.Add(1)
+	if q.Get("sendInitialEvents") == "true" {
+		c.streaming.Add(1)
+		if c.rejectStreaming.Load() {
+			body := `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"BadRequest","code":400,` +
+				`"message":"resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"}`
+			return &http.Response{StatusCode: 400, Status: "400 Bad Request", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+				Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
+		}
+	}
+	c.mu.Lock()
+	hold := time.Until(c.holdUntil)
+	c.mu.Unlock()
+	if hold > 0 {
+		t := time.NewTimer(hold)
+		select {
+		case <-t.C:
+		case <-req.Context().Done():
+			t.Stop()
+			return nil, req.Context().Err()
+		}
+	}
+	resp, err := next.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	b := &cutBody{ReadCloser: resp.Body, c: c}
+	c.mu.Lock()
+	c.open[b] = struct{}{}
+	c.mu.Unlock()
+	resp.Body = b
+	return resp, nil
+}
+
+// cut closes every open watch and holds new ones back for hold.
+func (c *cutter) cut(hold time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.holdUntil = time.Now().Add(hold)
+	for b := range c.open {
+		b.ReadCloser.Close()
+	}
+	clear(c.open)
+	c.cuts.Add(1)
+}
+
+type cutBody struct {
+	io.ReadCloser
+	c *cutter
+}
+
+// pause stops the reading of open watches (the connection stays up, the
+// server's sends back up) until resume.
+func (c *cutter) pause() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gate == nil {
+		c.gate = make(chan struct{})
+	}
+}
+
+func (c *cutter) resume() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gate != nil {
+		close(c.gate)
+		c.gate = nil
+	}
+}
+
+func (b *cutBody) Read(p []byte) (int, error) {
+	b.c.mu.Lock()
+	g := b.c.gate
+	b.c.mu.Unlock()
+	if g != nil {
+		<-g
+	}
+	return b.ReadCloser.Read(p)
+}
+
+func (b *cutBody) Close() error {
+	b.c.mu.Lock()
+	delete(b.c.open, b)
+	b.c.mu.Unlock()
+	return b.ReadCloser.Close()
+}
+
+// env is a test server with a writer client and a cuttable reader client.
+type env struct {
+	*testenv.Env
+	writer *client.Client[CM] // never cut
+	reader *client.REST       // through the cutter
+	cut    *cutter
+}
+
+// serverConfig returns a testenv option setting the named fields of the
+// server's Config. Code under client/ must not import the server package,
+// not even in tests, so the option is built by reflection; a typed testenv
+// option would be nicer.
+func serverConfig(fields map[string]any) testenv.Option {
+	fn := reflect.ValueOf(testenv.WithServerConfig)
+	set := reflect.MakeFunc(fn.Type().In(0), func(args []reflect.Value) []reflect.Value {
+		cfg := args[0].Elem()
+		for name, v := range fields {
+			f := cfg.FieldByName(name)
+			if !f.IsValid() {
+				panic("server config has no field " + name)
+			}
+			f.Set(reflect.ValueOf(v))
+		}
+		return nil
+	})
+	return fn.Call([]reflect.Value{set})[0].Interface().(testenv.Option)
+}
+
+// compacting makes the server forget history fast: etcd compacts every
+// interval and the watch cache keeps about that much history, so watches
+// held back longer get 410 Gone.
+func compacting(interval time.Duration) []testenv.Option {
+	return []testenv.Option{
+		testenv.WithCompaction(interval),
+		serverConfig(map[string]any{"WatchCacheWindow": interval}),
+	}
+}
+
+func startEnv(t *testing.T, opts ...testenv.Option) *env {
+	opts = append([]testenv.Option{serverConfig(map[string]any{"BookmarkInterval": 300 * time.Millisecond})}, opts...)
+	t.Helper()
+	e := &env{Env: testenv.Start(t, opts...), cut: newCutter()}
+	cfg, err := client.FromKubeconfig(e.Kubeconfig, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wr, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wr.CloseIdleConnections)
+	e.writer = client.For[CM](wr, configMaps)
+	rcfg := *cfg
+	rcfg.WrapTransport = e.cut.wrap
+	if e.reader, err = client.New(&rcfg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.reader.CloseIdleConnections)
+	return e
+}
+
+func testContext(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// run runs inf until the test ends and checks that Run returned.
+func run(t *testing.T, inf interface{ Run(context.Context) error }) context.CancelFunc {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- inf.Run(ctx) }()
+	stop := func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run() = %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("Run did not return 30 s after its context ended")
+		}
+	}
+	var once sync.Once
+	t.Cleanup(func() { once.Do(stop) })
+	return func() { once.Do(stop) }
+}
+
+// state is one state of an object in a history: its resourceVersion and
+// UID, or its deletion.
+type state struct {
+	rv      string
+	uid     types.UID
+	deleted bool
+}
+
+func (s state) String() string {
+	if s.deleted {
+		return "deleted"
+	}
+	return s.rv
+}
+
+func stateOf(o metav1.Object) state { return state{rv: o.GetResourceVersion(), uid: o.GetUID()} }
+
+// history records the true sequence of states of each object, as written.
+type history struct {
+	mu     sync.Mutex
+	states map[informer.Key][]state
+}
+
+func newHistory() *history { return &history{states: map[informer.Key][]state{}} }
+
+func (h *history) add(k informer.Key, s state) {
+	h.mu.Lock()
+	h.states[k] = append(h.states[k], s)
+	h.mu.Unlock()
+}
+
+// writer does random creates, updates and deletes of objects named
+// key-0..key-<keys-1> in namespace ns, recording their history.
+type writer struct {
+	c      *client.Client[CM]
+	hist   *history
+	ns     string
+	keys   int
+	live   map[string]CM
+	rnd    *rand.Rand
+	writes int
+}
+
+func newWriter(c *client.Client[CM], hist *history, ns string, keys int, seed uint64) *writer {
+	return &writer{c: c, hist: hist, ns: ns, keys: keys, live: map[string]CM{}, rnd: rand.New(rand.NewPCG(seed, 1))}
+}
+
+func (w *writer) step(ctx context.Context) error {
+	name := fmt.Sprintf("key-%d", w.rnd.IntN(w.keys))
+	k := informer.Key{Namespace: w.ns, Name: name}
+	cur, ok := w.live[name]
+	switch {
+	case !ok:
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Labels: map[string]string{"gen": "0"}},
+			Data: map[string]string{"v": "0"}}
+		out, err := w.c.Create(ctx, cm, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("create %s: %w", name, err)
+		}
+		w.live[name] = out
+		w.hist.add(k, stateOf(out))
+	case w.rnd.IntN(10) < 7:
+		next := cur.DeepCopy()
+		next.Data["v"] = fmt.Sprint(w.writes)
+		next.Labels["gen"] = fmt.Sprint(w.rnd.IntN(3))
+		out, err := w.c.Update(ctx, next, metav1.UpdateOptions{})
+		if err != nil {
+			return fmt.Errorf("update %s: %w", name, err)
+		}
+		w.live[name] = out
+		w.hist.add(k, stateOf(out))
+	default:
+		if err := w.c.Delete(ctx, w.ns, name, metav1.DeleteOptions{}); err != nil {
+			return fmt.Errorf("delete %s: %w", name, err)
+		}
+		delete(w.live, name)
+		w.hist.add(k, state{deleted: true})
+	}
+	w.writes++
+	return nil
+}
+
+// recorder is a handler that checks the notifications it gets against its
+// own view of the objects (an add for a new key, an update from the state
+// it has, a delete of what it has) and records each object's sequence of
+// states.
+type recorder struct {
+	delay time.Duration // per notification, to make a slow handler
+	// reference relaxes the checks for client-go, which turns a delete
+	// and re-create it missed into one update and may repeat a state
+	// (counted in noops).
+	reference bool
+
+	mu      sync.Mutex
+	view    map[informer.Key]CM
+	seq     map[informer.Key][]state
+	errs    []string
+	adds    int
+	updates int
+	deletes int
+	unknown int
+	noops   int
+}
+
+func newRecorder() *recorder {
+	return &recorder{view: map[informer.Key]CM{}, seq: map[informer.Key][]state{}}
+}
+
+func (r *recorder) errorf(format string, args ...any) {
+	if len(r.errs) < 20 {
+		r.errs = append(r.errs, fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *recorder) OnAdd(obj CM, initial bool) {
+	time.Sleep(r.delay)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := informer.KeyOf(obj)
+	if old, ok := r.view[k]; ok {
+		r.errorf("OnAdd(%s@%s) while holding %s", k, obj.ResourceVersion, old.ResourceVersion)
+	}
+	r.view[k] = obj
+	r.seq[k] = append(r.seq[k], stateOf(obj))
+	r.adds++
+}
+
+func (r *recorder) OnUpdate(old, new CM) {
+	time.Sleep(r.delay)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := informer.KeyOf(new)
+	cur, ok := r.view[k]
+	switch {
+	case !ok:
+		r.errorf("OnUpdate(%s %s>%s) of an object not held", k, old.ResourceVersion, new.ResourceVersion)
+	case cur.ResourceVersion != old.ResourceVersion:
+		r.errorf("OnUpdate(%s %s>%s) while holding %s", k, old.ResourceVersion, new.ResourceVersion, cur.ResourceVersion)
+	case old.UID != new.UID && !r.reference:
+		r.errorf("OnUpdate(%s) across UIDs %s>%s", k, old.UID, new.UID)
+	case old.ResourceVersion == new.ResourceVersion:
+		if !r.reference {
+			r.errorf("OnUpdate(%s %s>%s): no-op update", k, old.ResourceVersion, new.ResourceVersion)
+		}
+		r.noops++
+		return
+	}
+	r.view[k] = new
+	r.seq[k] = append(r.seq[k], stateOf(new))
+	r.updates++
+}
+
+func (r *recorder) OnDelete(obj CM, unknown bool) {
+	time.Sleep(r.delay)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := informer.KeyOf(obj)
+	cur, ok := r.view[k]
+	switch {
+	case !ok:
+		r.errorf("OnDelete(%s) of an object not held", k)
+	case cur.UID != obj.UID && !r.reference:
+		r.errorf("OnDelete(%s) of UID %s while holding %s", k, obj.UID, cur.UID)
+	case unknown && cur.ResourceVersion != obj.ResourceVersion:
+		r.errorf("OnDelete(%s, unknown) with %s while holding %s", k, obj.ResourceVersion, cur.ResourceVersion)
+	}
+	delete(r.view, k)
+	r.seq[k] = append(r.seq[k], state{deleted: true})
+	r.deletes++
+	if unknown {
+		r.unknown++
+	}
+}
+
+// rvs returns the recorder's view as key → resourceVersion.
+func (r *recorder) rvs() map[informer.Key]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[informer.Key]string{}
+	for k, o := range r.view {
+		out[k] = o.ResourceVersion
+	}
+	return out
+}
+
+// check reports the recorder's protocol errors and checks that each
+// object's sequence of states is a subsequence of its history. With
+// complete, it must also contain every state after the first one seen.
+func (r *recorder) check(t *testing.T, name string, hist *history, complete bool) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	hist.mu.Lock()
+	defer hist.mu.Unlock()
+	for _, e := range r.errs {
+		t.Errorf("%s: %s", name, e)
+	}
+	for k, seq := range r.seq {
+		h := hist.states[k]
+		j, first := 0, -1
+		for _, s := range seq {
+			for j < len(h) && !(h[j].deleted == s.deleted && (s.deleted || h[j].rv == s.rv && h[j].uid == s.uid)) {
+				j++
+			}
+			if j == len(h) {
+				t.Errorf("%s: %s saw %v, not a subsequence of its history %v", name, k, seq, h)
+				break
+			}
+			if first < 0 {
+				first = j
+			}
+			j++
+		}
+		if complete && first >= 0 && !slices.Equal(seq, h[first:first+len(seq)]) || complete && first >= 0 && first+len(seq) != len(h) {
+			t.Errorf("%s: %s saw %v, want every state from the first: %v", name, k, seq, h[first:])
+		}
+	}
+}
+
+// listRVs returns a fresh LIST as key → resourceVersion.
+func listRVs(ctx context.Context, c *client.Client[CM], ns string) (map[informer.Key]string, error) {
+	l, err := c.List(ctx, ns, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[informer.Key]string{}
+	for _, o := range l.Items {
+		out[informer.KeyOf(o)] = o.ResourceVersion
+	}
+	return out, nil
+}
+
+func listerRVs(l informer.Lister[CM]) map[informer.Key]string {
+	out := map[informer.Key]string{}
+	for _, o := range l.List("", nil) {
+		out[informer.KeyOf(o)] = o.ResourceVersion
+	}
+	return out
+}
+
+// waitConsistent waits until every view equals a fresh LIST.
+func waitConsistent(t *testing.T, c *client.Client[CM], ns string, views map[string]func() map[informer.Key]string) {
+	t.Helper()
+	ctx := testContext(t, 30*time.Second)
+	want, err := listRVs(ctx, c, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, view := range views {
+		for {
+			got := view()
+			if maps.Equal(got, want) {
+				break
+			}
+			if ctx.Err() != nil {
+				var missing, extra, stale []string
+				for k, rv := range want {
+					if g, ok := got[k]; !ok {
+						missing = append(missing, k.String())
+					} else if g != rv {
+						stale = append(stale, fmt.Sprintf("%s@%s(want %s)", k, g, rv))
+					}
+				}
+				for k := range got {
+					if _, ok := want[k]; !ok {
+						extra = append(extra, k.String())
+					}
+				}
+				t.Errorf("%s differs from a fresh LIST: missing %v, extra (missed deletes) %v, stale %v", name, missing, extra, stale)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}

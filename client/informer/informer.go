@@ -1,0 +1,480 @@
+package informer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/objwatch/objwatch/client"
+)
+
+// Options configure a SharedInformer. The zero value caches every object
+// of the resource.
+type Options[T client.Object] struct {
+	// Namespace limits the informer to one namespace ("" for all).
+	Namespace string
+	// LabelSelector and FieldSelector limit it to matching objects. An
+	// object that stops matching is deleted from the cache.
+	LabelSelector string
+	FieldSelector string
+
+	// Indexers are the cache's indexes besides the namespace one.
+	Indexers Indexers[T]
+
+	// Transform, if set, is applied to each object after decoding and
+	// before it is cached or handed to handlers, e.g. to drop fields and
+	// save memory. It may modify and return its argument, but must keep
+	// metadata.namespace, name, uid and resourceVersion.
+	Transform func(T) (T, error)
+
+	// Name identifies the informer in metrics and logs (default: the
+	// resource and selection).
+	Name string
+	// Metrics, if set, receives the informer's metrics, including each
+	// handler's backlog.
+	Metrics prometheus.Registerer
+	// Log receives the informer's logs (default: discarded).
+	Log *slog.Logger
+
+	// PageSize is the page size of paginated lists (default 500).
+	PageSize int64
+	// DisableStreamingList makes the informer always list with paginated
+	// LIST requests. By default it first tries a streaming list (a watch
+	// with sendInitialEvents), which needs far less server memory, and
+	// falls back when the server does not support it.
+	DisableStreamingList bool
+	// MinWatchTimeout: each watch asks the server to end it after a random
+	// time in [MinWatchTimeout, 2*MinWatchTimeout) (default 5 min), and is
+	// then renewed from where it ended.
+	MinWatchTimeout time.Duration
+	// InitialBackoff and MaxBackoff bound the exponential, jittered delay
+	// between failed lists and watches (default 800 ms and 30 s).
+	InitialBackoff, MaxBackoff time.Duration
+
+	// DetectMutations turns on the cache mutation detector, for tests: it
+	// keeps a serialized copy of each cached object and reports objects
+	// that changed in the cache (see CheckMutations). Costly; also turned
+	// on by OBJWATCH_DETECT_MUTATIONS=true.
+	DetectMutations bool
+	// OnMutation receives detected mutations (default: panic).
+	OnMutation func(error)
+}
+
+type state int
+
+const (
+	stateNew state = iota
+	stateRunning
+	stateStopped
+)
+
+// SharedInformer keeps an indexed cache of one resource's objects current
+// and tells handlers about every change. See the package documentation for
+// the guarantees.
+//
+// Create it with New (or For, from a Factory), add handlers at any time,
+// and call Run once. All methods are safe for concurrent use.
+type SharedInformer[T client.Object] struct {
+	name     string
+	store    *Store[T]
+	log      *eventLog[T]
+	refl     *reflector[T]
+	metrics  metrics
+	detector *detector
+	logger   *slog.Logger
+
+	// mu guards the fields below and is held while the processor applies
+	// a log entry and queues its notifications, so that a handler being
+	// added sees each change either in its replay or as a notification,
+	// never neither and never both. Lock order: mu, then the store's
+	// lock, then a handler queue's lock.
+	mu         sync.Mutex
+	handlers   []*Registration[T]
+	handlerSeq int
+	state      state
+	stopc      chan struct{} // closed when Run's context ends
+	wg         sync.WaitGroup
+	synced     atomic.Bool
+	kick       chan struct{} // cap 1: the resync schedule changed
+}
+
+// New returns an informer for the objects c reads. It starts nothing; call
+// Run.
+func New[T client.Object](c *client.Client[T], opts Options[T]) (*SharedInformer[T], error) {
+	if _, err := labels.Parse(opts.LabelSelector); err != nil {
+		return nil, fmt.Errorf("informer: label selector: %w", err)
+	}
+	if _, err := fields.ParseSelector(opts.FieldSelector); err != nil {
+		return nil, fmt.Errorf("informer: field selector: %w", err)
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = 500
+	}
+	if opts.MinWatchTimeout <= 0 {
+		opts.MinWatchTimeout = 5 * time.Minute
+	}
+	if opts.InitialBackoff <= 0 {
+		opts.InitialBackoff = 800 * time.Millisecond
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 30 * time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	name := opts.Name
+	if name == "" {
+		name = selectionName(c.Resource(), opts.Namespace, opts.LabelSelector, opts.FieldSelector)
+	}
+	i := &SharedInformer[T]{
+		name:   name,
+		store:  NewStore(opts.Indexers),
+		log:    newEventLog[T](),
+		logger: opts.Log.With("informer", name),
+		stopc:  make(chan struct{}),
+		kick:   make(chan struct{}, 1),
+	}
+	i.refl = &reflector[T]{
+		client: c, namespace: opts.Namespace, labelSelector: opts.LabelSelector, fieldSelector: opts.FieldSelector,
+		store: i.store, out: i.log, transform: opts.Transform, pageSize: opts.PageSize,
+		minTimeout: opts.MinWatchTimeout, backoff: backoff{base: opts.InitialBackoff, max: opts.MaxBackoff},
+		log: i.logger, metrics: &i.metrics, streaming: !opts.DisableStreamingList,
+	}
+	if opts.DetectMutations || os.Getenv("OBJWATCH_DETECT_MUTATIONS") == "true" {
+		i.detector = newDetector(opts.OnMutation)
+	}
+	if opts.Metrics != nil {
+		if err := opts.Metrics.Register(collector[T]{inf: i}); err != nil {
+			return nil, fmt.Errorf("informer %s: metrics: %w", name, err)
+		}
+	}
+	return i, nil
+}
+
+func selectionName(res client.Resource, ns, ls, fs string) string {
+	s := res.String()
+	if ns != "" {
+		s += "/" + ns
+	}
+	if ls != "" {
+		s += "?labels=" + ls
+	}
+	if fs != "" {
+		s += "?fields=" + fs
+	}
+	return s
+}
+
+// Name returns the informer's name.
+func (i *SharedInformer[T]) Name() string { return i.name }
+
+// Lister returns a reader of the cache.
+func (i *SharedInformer[T]) Lister() Lister[T] { return Lister[T]{store: i.store} }
+
+// AddIndexers adds indexes to the cache, at any time.
+func (i *SharedInformer[T]) AddIndexers(indexers Indexers[T]) error {
+	return i.store.AddIndexers(indexers)
+}
+
+// HasSynced reports whether the cache holds the complete initial list.
+// Handlers may not have seen it all yet; see Registration.HasSynced.
+func (i *SharedInformer[T]) HasSynced() bool { return i.synced.Load() }
+
+// LastResourceVersion returns the resourceVersion the informer has read up
+// to: the cache reflects it once the changes read are applied ("" before
+// the first list completed).
+func (i *SharedInformer[T]) LastResourceVersion() string {
+	if p := i.refl.lastRV.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Run runs the informer until ctx ends, then waits for every goroutine it
+// started (reflector, processor, handlers) to end before returning: a
+// handler call in progress finishes, notifications still queued are
+// dropped. The cache stays readable afterwards. Run may be called only
+// once.
+func (i *SharedInformer[T]) Run(ctx context.Context) error {
+	i.mu.Lock()
+	if i.state != stateNew {
+		i.mu.Unlock()
+		return errors.New("informer: Run called more than once")
+	}
+	i.state = stateRunning
+	for _, r := range i.handlers {
+		i.startHandler(r)
+	}
+	i.mu.Unlock()
+
+	i.wg.Add(2)
+	go func() {
+		defer i.wg.Done()
+		i.refl.run(ctx)
+	}()
+	go func() {
+		defer i.wg.Done()
+		i.process(ctx)
+	}()
+	<-ctx.Done()
+	i.mu.Lock()
+	i.state = stateStopped
+	close(i.stopc)
+	i.mu.Unlock()
+	i.wg.Wait()
+	return nil
+}
+
+// startHandler starts r's goroutine; i.mu must be held and i running.
+func (i *SharedInformer[T]) startHandler(r *Registration[T]) {
+	i.wg.Add(1)
+	go func() {
+		defer i.wg.Done()
+		defer close(r.done)
+		for {
+			n, seq, ok := r.q.pop(i.stopc, r.removed)
+			if !ok {
+				r.q.drop()
+				return
+			}
+			deliver(r.h, n)
+			r.q.handled(seq)
+		}
+	}()
+}
+
+// AddHandler adds a handler, at any time. It first receives OnAdd for every
+// object already cached (initial true), then every later change. The
+// handler runs on its own goroutine with its own queue; opts bound it.
+func (i *SharedInformer[T]) AddHandler(h Handler[T], opts HandlerOptions) (*Registration[T], error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	name := opts.Name
+	for name == "" || slices.ContainsFunc(i.handlers, func(r *Registration[T]) bool { return r.name == name }) {
+		if opts.Name != "" {
+			return nil, fmt.Errorf("informer %s: handler %q already exists", i.name, name)
+		}
+		i.handlerSeq++
+		name = "handler-" + strconv.Itoa(i.handlerSeq)
+	}
+	r := &Registration[T]{
+		name: name, h: h, q: newQueue[T](opts.Bound), resync: opts.Resync, inf: i,
+		removed: make(chan struct{}), done: make(chan struct{}),
+	}
+	i.store.Range(func(obj T) bool {
+		r.q.push(notification[T]{kind: kindAdd, obj: obj, key: KeyOf(obj), initial: true})
+		return true
+	})
+	if i.synced.Load() {
+		r.q.markSynced()
+	}
+	if r.resync > 0 {
+		r.nextDue = time.Now().Add(r.resync)
+		select {
+		case i.kick <- struct{}{}:
+		default:
+		}
+	}
+	switch i.state {
+	case stateRunning:
+		i.handlers = append(i.handlers, r)
+		i.startHandler(r)
+	case stateNew:
+		i.handlers = append(i.handlers, r)
+	case stateStopped:
+		close(r.done)
+	}
+	return r, nil
+}
+
+// remove unregisters r (Registration.Remove).
+func (i *SharedInformer[T]) remove(r *Registration[T]) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	n := len(i.handlers)
+	i.handlers = slices.DeleteFunc(i.handlers, func(x *Registration[T]) bool { return x == r })
+	if len(i.handlers) < n && i.state == stateNew {
+		close(r.done) // never started
+	}
+}
+
+func (i *SharedInformer[T]) registrations() []*Registration[T] {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return slices.Clone(i.handlers)
+}
+
+// maxBatch bounds how many log entries the processor applies per lock
+// acquisition.
+const maxBatch = 256
+
+// process applies log entries to the store and queues notifications, and
+// runs resyncs and mutation checks.
+func (i *SharedInformer[T]) process(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var check <-chan time.Time
+	if i.detector != nil {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		check = t.C
+	}
+	for {
+		due, resync := i.nextResync()
+		var timerC <-chan time.Time
+		if resync {
+			timer.Reset(time.Until(due))
+			timerC = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-i.log.ch:
+			i.mu.Lock()
+			i.apply(e)
+			for n := 1; n < maxBatch && len(i.log.ch) > 0; n++ {
+				i.apply(<-i.log.ch)
+			}
+			i.mu.Unlock()
+		case now := <-timerC:
+			i.resync(now)
+		case <-i.kick:
+		case <-check:
+			i.detector.check()
+		}
+	}
+}
+
+// apply applies one log entry; i.mu must be held.
+func (i *SharedInformer[T]) apply(e entry[T]) {
+	defer i.log.done()
+	switch e.op {
+	case opUpsert:
+		obj := e.obj
+		k := KeyOf(obj)
+		old, had := i.store.Get(k.Namespace, k.Name)
+		if had && old.GetResourceVersion() == obj.GetResourceVersion() && old.GetUID() == obj.GetUID() {
+			return // a state the cache has: nothing changed
+		}
+		i.store.Put(obj)
+		if i.detector != nil {
+			if had {
+				i.detector.retire(old)
+			}
+			i.detector.add(obj)
+		}
+		initial := !i.synced.Load()
+		switch {
+		case !had:
+			i.notify(notification[T]{kind: kindAdd, obj: obj, key: k, initial: initial})
+		case old.GetUID() != obj.GetUID():
+			// Deleted and re-created while the watch was down.
+			i.notify(notification[T]{kind: kindDelete, obj: old, key: k, unknown: true})
+			i.notify(notification[T]{kind: kindAdd, obj: obj, key: k, initial: initial})
+		default:
+			i.notify(notification[T]{kind: kindUpdate, old: old, obj: obj, key: k})
+		}
+	case opDelete:
+		old, had := i.store.Delete(e.key)
+		if !had {
+			return
+		}
+		if i.detector != nil {
+			i.detector.retire(old)
+		}
+		final, unknown := e.obj, e.unknown
+		if unknown || final.GetUID() != old.GetUID() {
+			final, unknown = old, true // the object we knew went away unseen
+		}
+		i.notify(notification[T]{kind: kindDelete, obj: final, key: e.key, unknown: unknown})
+	case opSynced:
+		i.synced.Store(true)
+		for _, r := range i.handlers {
+			r.q.markSynced()
+		}
+	}
+}
+
+func (i *SharedInformer[T]) notify(n notification[T]) {
+	for _, r := range i.handlers {
+		r.q.push(n)
+	}
+}
+
+// nextResync returns the earliest resync due time, if any handler resyncs.
+func (i *SharedInformer[T]) nextResync() (time.Time, bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	var due time.Time
+	for _, r := range i.handlers {
+		if r.resync > 0 && (due.IsZero() || r.nextDue.Before(due)) {
+			due = r.nextDue
+		}
+	}
+	return due, !due.IsZero()
+}
+
+// resync queues OnUpdate(obj, obj) for every cached object to each handler
+// whose resync is due.
+func (i *SharedInformer[T]) resync(now time.Time) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if !i.synced.Load() {
+		return
+	}
+	for _, r := range i.handlers {
+		if r.resync <= 0 || r.nextDue.After(now) {
+			continue
+		}
+		r.nextDue = now.Add(r.resync)
+		i.store.Range(func(obj T) bool {
+			r.q.push(notification[T]{kind: kindUpdate, old: obj, obj: obj, key: KeyOf(obj), resync: true})
+			return true
+		})
+	}
+}
+
+// CheckMutations checks every cached object (and every object recently
+// replaced in the cache) against the copy the mutation detector kept, and
+// returns an error naming the ones that changed. It returns nil when the
+// detector is off (Options.DetectMutations).
+func (i *SharedInformer[T]) CheckMutations() error {
+	if i.detector == nil {
+		return nil
+	}
+	return i.detector.check()
+}
+
+// WaitForSync waits until the informer has synced or ctx ends.
+func (i *SharedInformer[T]) WaitForSync(ctx context.Context) error {
+	return WaitForSync(ctx, i.HasSynced)
+}
+
+// WaitForSync waits until every function reports true (e.g. informers' and
+// registrations' HasSynced), polling, or until ctx ends.
+func WaitForSync(ctx context.Context, synced ...func() bool) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if !slices.ContainsFunc(synced, func(f func() bool) bool { return !f() }) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}

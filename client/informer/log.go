@@ -1,0 +1,93 @@
+package informer
+
+import (
+	"context"
+	"sync"
+
+	"github.com/objwatch/objwatch/client"
+)
+
+// op is what a log entry asks the processor to do.
+type op uint8
+
+const (
+	opUpsert op = iota // store obj (an add or an update, decided against the store)
+	opDelete           // remove key; obj is the final state unless unknown
+	opSynced           // the initial list is complete
+)
+
+// entry is one record of the event log.
+type entry[T client.Object] struct {
+	op      op
+	obj     T
+	key     Key
+	unknown bool
+}
+
+// logSize is how many entries the reflector may run ahead of the processor.
+// The processor never blocks on anything but the store's lock, so this only
+// smooths bursts; a full log makes the reflector wait (backpressure on the
+// connection), it never drops entries.
+const logSize = 1024
+
+// eventLog is the ordered queue between the reflector and the processor: a
+// plain FIFO of what the reflector read, in the order it read it. It never
+// looks at the store, merges, or reorders entries; the processor applies
+// each entry to the store in order. One goroutine pushes, one pops.
+type eventLog[T client.Object] struct {
+	ch chan entry[T]
+
+	mu      sync.Mutex
+	pending int // pushed and not yet done
+	waiters []chan struct{}
+}
+
+func newEventLog[T client.Object]() *eventLog[T] {
+	return &eventLog[T]{ch: make(chan entry[T], logSize)}
+}
+
+// push appends e, waiting while the log is full.
+func (l *eventLog[T]) push(ctx context.Context, e entry[T]) error {
+	l.mu.Lock()
+	l.pending++
+	l.mu.Unlock()
+	select {
+	case l.ch <- e:
+		return nil
+	case <-ctx.Done():
+		l.done()
+		return ctx.Err()
+	}
+}
+
+// done records that the processor has applied one popped entry.
+func (l *eventLog[T]) done() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending--
+	if l.pending == 0 {
+		for _, w := range l.waiters {
+			close(w)
+		}
+		l.waiters = nil
+	}
+}
+
+// drained waits until every pushed entry has been applied, so the store
+// reflects everything the reflector has read.
+func (l *eventLog[T]) drained(ctx context.Context) error {
+	l.mu.Lock()
+	if l.pending == 0 {
+		l.mu.Unlock()
+		return nil
+	}
+	w := make(chan struct{})
+	l.waiters = append(l.waiters, w)
+	l.mu.Unlock()
+	select {
+	case <-w:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,179 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// kubeconfig is the part of the clientcmd v1 Config the client uses.
+// []byte fields decode from the base64 the *-data fields hold.
+type kubeconfig struct {
+	Clusters []struct {
+		Name    string    `json:"name"`
+		Cluster kcCluster `json:"cluster"`
+	} `json:"clusters"`
+	Users []struct {
+		Name string `json:"name"`
+		User kcUser `json:"user"`
+	} `json:"users"`
+	Contexts []struct {
+		Name    string    `json:"name"`
+		Context kcContext `json:"context"`
+	} `json:"contexts"`
+	CurrentContext string `json:"current-context"`
+}
+
+type kcCluster struct {
+	Server                   string `json:"server"`
+	TLSServerName            string `json:"tls-server-name"`
+	InsecureSkipTLSVerify    bool   `json:"insecure-skip-tls-verify"`
+	CertificateAuthority     string `json:"certificate-authority"`
+	CertificateAuthorityData []byte `json:"certificate-authority-data"`
+	ProxyURL                 string `json:"proxy-url"`
+}
+
+type kcUser struct {
+	ClientCertificate     string `json:"client-certificate"`
+	ClientCertificateData []byte `json:"client-certificate-data"`
+	ClientKey             string `json:"client-key"`
+	ClientKeyData         []byte `json:"client-key-data"`
+	Token                 string `json:"token"`
+	TokenFile             string `json:"tokenFile"`
+	Username              string `json:"username"`
+	Password              string `json:"password"`
+	Exec                  any    `json:"exec"`
+	AuthProvider          any    `json:"auth-provider"`
+}
+
+type kcContext struct {
+	Cluster   string `json:"cluster"`
+	User      string `json:"user"`
+	Namespace string `json:"namespace"`
+}
+
+// merged is several kubeconfig files merged the way kubectl merges them:
+// the first file to define a name wins, and so does the first
+// current-context. Paths are made absolute relative to their file.
+type merged struct {
+	clusters       map[string]kcCluster
+	users          map[string]kcUser
+	contexts       map[string]kcContext
+	currentContext string
+}
+
+func loadKubeconfigs(paths []string) (*merged, error) {
+	m := &merged{clusters: map[string]kcCluster{}, users: map[string]kcUser{}, contexts: map[string]kcContext{}}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+		var kc kubeconfig
+		if err := yaml.Unmarshal(b, &kc); err != nil {
+			return nil, fmt.Errorf("kubeconfig %s: %w", p, err)
+		}
+		dir := filepath.Dir(p)
+		for _, c := range kc.Clusters {
+			if _, ok := m.clusters[c.Name]; !ok {
+				c.Cluster.CertificateAuthority = resolvePath(dir, c.Cluster.CertificateAuthority)
+				m.clusters[c.Name] = c.Cluster
+			}
+		}
+		for _, u := range kc.Users {
+			if _, ok := m.users[u.Name]; !ok {
+				u.User.ClientCertificate = resolvePath(dir, u.User.ClientCertificate)
+				u.User.ClientKey = resolvePath(dir, u.User.ClientKey)
+				u.User.TokenFile = resolvePath(dir, u.User.TokenFile)
+				m.users[u.Name] = u.User
+			}
+		}
+		for _, c := range kc.Contexts {
+			if _, ok := m.contexts[c.Name]; !ok {
+				m.contexts[c.Name] = c.Context
+			}
+		}
+		if m.currentContext == "" {
+			m.currentContext = kc.CurrentContext
+		}
+	}
+	return m, nil
+}
+
+func resolvePath(dir, p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	if strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, p[2:])
+		}
+	}
+	return filepath.Join(dir, p)
+}
+
+// FromKubeconfig loads a kubeconfig. path may list several files separated
+// by the OS list separator (as KUBECONFIG does); "" means KUBECONFIG, else
+// ~/.kube/config. context "" means the current context.
+//
+// Exec credential plugins and auth providers are not supported; a context
+// whose user needs one is an error.
+func FromKubeconfig(path, context string) (*Config, error) {
+	var paths []string
+	if path == "" {
+		paths = kubeconfigPaths()
+		if len(paths) == 0 {
+			return nil, errors.New("kubeconfig: none found (KUBECONFIG, ~/.kube/config)")
+		}
+	} else {
+		paths = filepath.SplitList(path)
+	}
+	m, err := loadKubeconfigs(paths)
+	if err != nil {
+		return nil, err
+	}
+	if context == "" {
+		context = m.currentContext
+	}
+	if context == "" {
+		return nil, errors.New("kubeconfig: no current context")
+	}
+	kctx, ok := m.contexts[context]
+	if !ok {
+		return nil, fmt.Errorf("kubeconfig: context %q not found", context)
+	}
+	cl, ok := m.clusters[kctx.Cluster]
+	if !ok {
+		return nil, fmt.Errorf("kubeconfig: context %q: cluster %q not found", context, kctx.Cluster)
+	}
+	if cl.Server == "" {
+		return nil, fmt.Errorf("kubeconfig: cluster %q has no server", kctx.Cluster)
+	}
+	cfg := &Config{
+		Host:       cl.Server,
+		CAData:     cl.CertificateAuthorityData,
+		CAFile:     cl.CertificateAuthority,
+		ServerName: cl.TLSServerName,
+		Insecure:   cl.InsecureSkipTLSVerify,
+		ProxyURL:   cl.ProxyURL,
+		Namespace:  kctx.Namespace,
+	}
+	if kctx.User != "" {
+		u, ok := m.users[kctx.User]
+		if !ok {
+			return nil, fmt.Errorf("kubeconfig: context %q: user %q not found", context, kctx.User)
+		}
+		if u.Exec != nil || u.AuthProvider != nil {
+			return nil, fmt.Errorf("kubeconfig: user %q: exec credential plugins and auth providers are not supported", kctx.User)
+		}
+		cfg.CertData, cfg.CertFile = u.ClientCertificateData, u.ClientCertificate
+		cfg.KeyData, cfg.KeyFile = u.ClientKeyData, u.ClientKey
+		cfg.BearerToken, cfg.BearerTokenFile = u.Token, u.TokenFile
+		cfg.Username, cfg.Password = u.Username, u.Password
+	}
+	return cfg, nil
+}

@@ -1,0 +1,133 @@
+package client
+
+import (
+	"fmt"
+	"reflect"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/json"
+)
+
+// Object is what typed clients and informers handle: a pointer to a struct
+// that embeds metav1.TypeMeta and metav1.ObjectMeta (k8s.io/api types, or
+// your own custom-resource structs, no code generation needed), or
+// *unstructured.Unstructured.
+type Object interface {
+	metav1.Object
+	GetObjectKind() schema.ObjectKind
+}
+
+// codec decodes objects of one type.
+type codec[T Object] struct {
+	elem         reflect.Type // T's element type
+	unstructured bool
+	gvk          schema.GroupVersionKind // filled into objects without a kind
+}
+
+func newCodec[T Object](res Resource) codec[T] {
+	t := reflect.TypeFor[T]()
+	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		panic(fmt.Sprintf("client: %v is not a pointer to a struct", t))
+	}
+	c := codec[T]{elem: t.Elem(), unstructured: t == reflect.TypeFor[*unstructured.Unstructured]()}
+	if res.Kind != "" {
+		c.gvk = res.GVK()
+	}
+	return c
+}
+
+// New returns a new, empty T.
+func (c codec[T]) New() T { return reflect.New(c.elem).Interface().(T) }
+
+// decode decodes data into a new T the way Kubernetes does: field names are
+// case-sensitive and numbers in untyped fields become int64 where they fit.
+func (c codec[T]) decode(data []byte) (T, error) {
+	obj := c.New()
+	if c.unstructured {
+		u := any(obj).(*unstructured.Unstructured)
+		if err := json.UnmarshalCaseSensitivePreserveInts(data, &u.Object); err != nil {
+			var zero T
+			return zero, fmt.Errorf("decode: %w", err)
+		}
+		if u.Object == nil {
+			var zero T
+			return zero, fmt.Errorf("decode: not an object")
+		}
+	} else if err := json.UnmarshalCaseSensitivePreserveInts(data, obj); err != nil {
+		var zero T
+		return zero, fmt.Errorf("decode: %w", err)
+	}
+	if !c.gvk.Empty() {
+		if ok := obj.GetObjectKind(); ok.GroupVersionKind().Kind == "" {
+			ok.SetGroupVersionKind(c.gvk)
+		}
+	}
+	return obj, nil
+}
+
+// unmarshal decodes a non-object response (Status, discovery documents).
+func unmarshal(data []byte, out any) error {
+	if err := json.UnmarshalCaseSensitivePreserveInts(data, out); err != nil {
+		return fmt.Errorf("decode: %w", err)
+	}
+	return nil
+}
+
+// Meta is the identity of an undecoded object: enough for a cache to decide
+// whether it already has this state.
+type Meta struct {
+	Namespace, Name, UID, ResourceVersion string
+}
+
+type metaOnly struct {
+	Metadata struct {
+		Namespace       string `json:"namespace"`
+		Name            string `json:"name"`
+		UID             string `json:"uid"`
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+}
+
+// Raw is an object read from a list or a watch but not yet decoded, so a
+// cache can skip decoding states it already has. Its bytes are only valid
+// until the callback that received it returns (lists) or the next call to
+// the watch (watches).
+type Raw[T Object] struct {
+	data  []byte
+	codec *codec[T]
+}
+
+// Bytes returns the object's JSON.
+func (r Raw[T]) Bytes() []byte { return r.data }
+
+// Meta reads the object's identity, without decoding the rest.
+func (r Raw[T]) Meta() (Meta, error) {
+	if m, ok := peekMeta(r.data); ok {
+		return Meta{Namespace: string(m.Namespace), Name: string(m.Name), UID: string(m.UID), ResourceVersion: string(m.ResourceVersion)}, nil
+	}
+	var m metaOnly
+	if err := json.UnmarshalCaseSensitivePreserveInts(r.data, &m); err != nil {
+		return Meta{}, fmt.Errorf("decode metadata: %w", err)
+	}
+	md := m.Metadata
+	return Meta{Namespace: md.Namespace, Name: md.Name, UID: md.UID, ResourceVersion: md.ResourceVersion}, nil
+}
+
+// PeekMeta reads the object's identity like Meta but allocates nothing:
+// the slices point into the object's bytes. Use it to compare a listed
+// object with a cached one.
+func (r Raw[T]) PeekMeta() (RawMeta, error) {
+	if m, ok := peekMeta(r.data); ok {
+		return m, nil
+	}
+	m, err := r.Meta()
+	if err != nil {
+		return RawMeta{}, err
+	}
+	return RawMeta{Namespace: []byte(m.Namespace), Name: []byte(m.Name), UID: []byte(m.UID), ResourceVersion: []byte(m.ResourceVersion)}, nil
+}
+
+// Decode decodes the object.
+func (r Raw[T]) Decode() (T, error) { return r.codec.decode(r.data) }

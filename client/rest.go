@@ -1,0 +1,201 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// REST is a connection to one API server: base URL, HTTP transport (with
+// its pool of reused connections) and credentials. Create one per server
+// with New and share it; typed clients made with For use it.
+//
+// A REST is safe for concurrent use. It starts no goroutines; call
+// CloseIdleConnections when done with it to release idle connections.
+type REST struct {
+	base      *url.URL
+	http      *http.Client
+	creds     *credentials
+	userAgent string
+	timeout   time.Duration
+
+	discoveryMu sync.Mutex
+	discovery   map[schema.GroupVersion][]apiResource // cache of resource lists
+}
+
+// New returns a REST for cfg.
+func New(cfg *Config) (*REST, error) {
+	base, err := cfg.baseURL()
+	if err != nil {
+		return nil, err
+	}
+	rt, err := newTransport(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.WrapTransport != nil {
+		rt = cfg.WrapTransport(rt)
+	}
+	ua := cfg.UserAgent
+	if ua == "" {
+		ua = "objwatch"
+	}
+	return &REST{
+		base:      base,
+		http:      &http.Client{Transport: rt},
+		creds:     newCredentials(cfg),
+		userAgent: ua,
+		timeout:   cfg.Timeout,
+		discovery: map[schema.GroupVersion][]apiResource{},
+	}, nil
+}
+
+// CloseIdleConnections closes the transport's idle connections.
+func (r *REST) CloseIdleConnections() { r.http.CloseIdleConnections() }
+
+// request is one API call.
+type request struct {
+	method      string
+	path        string // absolute path below the base URL, e.g. /api/v1/namespaces/x/pods
+	query       url.Values
+	body        []byte
+	contentType string
+	watch       bool // long-running: no Config.Timeout
+}
+
+// maxRetries bounds retries of requests the server refused with 429 or 503
+// and a Retry-After (it did not process them, so any verb may be retried).
+const maxRetries = 5
+
+// do sends req and returns the response for a 2xx status; any other status
+// is returned as a *StatusError. The caller closes the body.
+func (r *REST) do(ctx context.Context, req request) (*http.Response, error) {
+	u := *r.base
+	u.Path = r.base.Path + req.path
+	u.RawPath = ""
+	if len(req.query) > 0 {
+		u.RawQuery = req.query.Encode()
+	}
+	for attempt := 0; ; attempt++ {
+		var body io.Reader
+		if req.body != nil {
+			body = bytes.NewReader(req.body)
+		}
+		hr, err := http.NewRequestWithContext(ctx, req.method, u.String(), body)
+		if err != nil {
+			return nil, err
+		}
+		hr.Header.Set("Accept", "application/json")
+		hr.Header.Set("User-Agent", r.userAgent)
+		if req.contentType != "" {
+			hr.Header.Set("Content-Type", req.contentType)
+		}
+		if err := r.creds.apply(hr.Header); err != nil {
+			return nil, err
+		}
+		resp, err := r.http.Do(hr)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+			return resp, nil
+		}
+		wait, retry := retryAfter(resp)
+		if !retry || attempt >= maxRetries {
+			err := responseError(resp)
+			resp.Body.Close()
+			return nil, err
+		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		resp.Body.Close()
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// retryAfter reports whether resp asks to be retried (429 or 503 with
+// Retry-After) and after how long (capped at 10 s).
+func retryAfter(resp *http.Response) (time.Duration, bool) {
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	s := resp.Header.Get("Retry-After")
+	if s == "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	d := time.Duration(n) * time.Second
+	if d == 0 {
+		d = 100 * time.Millisecond
+	}
+	return min(d, 10*time.Second), true
+}
+
+// call sends req and returns the response body.
+func (r *REST) call(ctx context.Context, req request) ([]byte, error) {
+	if r.timeout > 0 && !req.watch {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.timeout)
+		defer cancel()
+	}
+	resp, err := r.do(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+// Raw sends a GET for path (e.g. "/version") and returns the body. Non-2xx
+// answers are a *StatusError.
+func (r *REST) Raw(ctx context.Context, path string) ([]byte, error) {
+	return r.call(ctx, request{method: http.MethodGet, path: path})
+}
+
+// resourcePath builds /api/v1/... or /apis/<g>/<v>/... (unescaped; the URL
+// escapes it).
+func resourcePath(res Resource, namespace, name, subresource string) string {
+	var b strings.Builder
+	if res.GVR.Group == "" {
+		b.WriteString("/api/")
+	} else {
+		b.WriteString("/apis/")
+		b.WriteString(res.GVR.Group)
+		b.WriteByte('/')
+	}
+	b.WriteString(res.GVR.Version)
+	if res.Namespaced && namespace != "" {
+		b.WriteString("/namespaces/")
+		b.WriteString(namespace)
+	}
+	b.WriteByte('/')
+	b.WriteString(res.GVR.Resource)
+	if name != "" {
+		b.WriteByte('/')
+		b.WriteString(name)
+	}
+	if subresource != "" {
+		b.WriteByte('/')
+		b.WriteString(subresource)
+	}
+	return b.String()
+}
+
+func (r *REST) String() string { return fmt.Sprintf("REST(%s)", r.base) }

@@ -1,0 +1,227 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	sigsjson "sigs.k8s.io/json"
+)
+
+// ListRaw reads the objects matching opts like List, but streams them: fn
+// receives each item undecoded, as it is read from the response, and may
+// decode it or skip it. Nothing but the current item is held in memory. An
+// error from fn stops the list and is returned. The ListMeta is complete
+// once ListRaw returns.
+func (c *Client[T]) ListRaw(ctx context.Context, namespace string, opts metav1.ListOptions, fn func(Raw[T]) error) (metav1.ListMeta, error) {
+	var meta metav1.ListMeta
+	p, err := c.path(namespace, "", "")
+	if err != nil {
+		return meta, fmt.Errorf("list %s: %w", c.res, err)
+	}
+	opts.Watch = false
+	if c.rest.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.rest.timeout)
+		defer cancel()
+	}
+	resp, err := c.rest.do(ctx, request{method: http.MethodGet, path: p, query: listQuery(opts)})
+	if err != nil {
+		return meta, err
+	}
+	defer resp.Body.Close()
+	dec := sigsjson.NewDecoderCaseSensitivePreserveInts(resp.Body)
+	if err := expectDelim(dec, '{'); err != nil {
+		return meta, fmt.Errorf("list %s: %w", c.res, err)
+	}
+	var raw json.RawMessage
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return meta, fmt.Errorf("list %s: %w", c.res, err)
+		}
+		switch tok {
+		case "metadata":
+			if err := dec.Decode(&meta); err != nil {
+				return meta, fmt.Errorf("list %s: metadata: %w", c.res, err)
+			}
+		case "items":
+			tok, err := dec.Token()
+			if err != nil {
+				return meta, fmt.Errorf("list %s: %w", c.res, err)
+			}
+			if tok == nil {
+				continue // "items": null
+			}
+			if tok != json.Delim('[') {
+				return meta, fmt.Errorf("list %s: items is not an array", c.res)
+			}
+			for dec.More() {
+				raw = raw[:0]
+				if err := dec.Decode(&raw); err != nil {
+					return meta, fmt.Errorf("list %s: %w", c.res, err)
+				}
+				if err := fn(Raw[T]{data: raw, codec: &c.codec}); err != nil {
+					return meta, err
+				}
+			}
+			if err := expectDelim(dec, ']'); err != nil {
+				return meta, fmt.Errorf("list %s: %w", c.res, err)
+			}
+		default:
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return meta, fmt.Errorf("list %s: %w", c.res, err)
+			}
+		}
+	}
+	return meta, nil
+}
+
+func expectDelim(dec sigsjson.Decoder, d json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != d {
+		return fmt.Errorf("unexpected %v, want %v", tok, d)
+	}
+	return nil
+}
+
+// EventType is the type of a watch event.
+type EventType string
+
+// Watch event types. ERROR events are not returned as events: Next returns
+// their Status as a *StatusError.
+const (
+	Added    EventType = "ADDED"
+	Modified EventType = "MODIFIED"
+	Deleted  EventType = "DELETED"
+	Bookmark EventType = "BOOKMARK"
+	Error    EventType = "ERROR"
+)
+
+// Event is one watch event. For Bookmark, Object carries only
+// metadata.resourceVersion (and annotations).
+type Event[T Object] struct {
+	Type   EventType
+	Object T
+}
+
+// ErrStopped is returned by a Watcher's Next after Stop.
+var ErrStopped = errors.New("watch stopped")
+
+// Watcher reads one watch stream. It runs no goroutine: Next reads the
+// next event from the connection. Next must not be called concurrently with
+// itself; Stop may be called at any time from any goroutine, and the owner
+// must call it when done.
+type Watcher[T Object] struct {
+	resp    *http.Response
+	dec     sigsjson.Decoder
+	codec   *codec[T]
+	cancel  context.CancelFunc
+	stopped atomic.Bool
+	once    sync.Once
+	env     struct {
+		Type   EventType       `json:"type"`
+		Object json.RawMessage `json:"object"`
+	}
+}
+
+// Watch starts a watch of the objects matching opts (opts.Watch is implied).
+// The watch lasts until ctx ends, Stop is called, or the server ends it
+// (Next returns io.EOF).
+func (c *Client[T]) Watch(ctx context.Context, namespace string, opts metav1.ListOptions) (*Watcher[T], error) {
+	p, err := c.path(namespace, "", "")
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", c.res, err)
+	}
+	opts.Watch = true
+	ctx, cancel := context.WithCancel(ctx)
+	resp, err := c.rest.do(ctx, request{method: http.MethodGet, path: p, query: listQuery(opts), watch: true})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &Watcher[T]{resp: resp, dec: sigsjson.NewDecoderCaseSensitivePreserveInts(resp.Body), codec: &c.codec, cancel: cancel}, nil
+}
+
+// NextRaw reads the next event without decoding its object. The Raw is
+// valid until the next call. It returns io.EOF when the server ended the
+// watch, ErrStopped after Stop, and a *StatusError for an ERROR event
+// (errors.Is(err, ErrGone) when the watch's resourceVersion is too old).
+func (w *Watcher[T]) NextRaw() (EventType, Raw[T], error) {
+	w.env.Type = ""
+	w.env.Object = w.env.Object[:0]
+	if err := w.dec.Decode(&w.env); err != nil {
+		if w.stopped.Load() {
+			return "", Raw[T]{}, ErrStopped
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return "", Raw[T]{}, fmt.Errorf("watch: %w", err)
+		}
+		if errors.Is(err, io.EOF) {
+			return "", Raw[T]{}, io.EOF
+		}
+		return "", Raw[T]{}, fmt.Errorf("watch: %w", err)
+	}
+	switch w.env.Type {
+	case Added, Modified, Deleted, Bookmark:
+		return w.env.Type, Raw[T]{data: w.env.Object, codec: w.codec}, nil
+	case Error:
+		var st metav1.Status
+		if err := unmarshal(w.env.Object, &st); err != nil || st.Kind != "Status" {
+			return "", Raw[T]{}, fmt.Errorf("watch: error event: %s", w.env.Object)
+		}
+		return "", Raw[T]{}, &StatusError{ErrStatus: st}
+	default:
+		return "", Raw[T]{}, fmt.Errorf("watch: unknown event type %q", w.env.Type)
+	}
+}
+
+// Next reads and decodes the next event; see NextRaw for the errors.
+func (w *Watcher[T]) Next() (Event[T], error) {
+	typ, raw, err := w.NextRaw()
+	if err != nil {
+		return Event[T]{}, err
+	}
+	obj, err := raw.Decode()
+	if err != nil {
+		return Event[T]{}, fmt.Errorf("watch: %w", err)
+	}
+	return Event[T]{Type: typ, Object: obj}, nil
+}
+
+// Events iterates over the events until the watch ends. The last pair has
+// a non-nil error unless the server ended the watch or Stop was called.
+func (w *Watcher[T]) Events() iter.Seq2[Event[T], error] {
+	return func(yield func(Event[T], error) bool) {
+		for {
+			ev, err := w.Next()
+			if errors.Is(err, io.EOF) || errors.Is(err, ErrStopped) {
+				return
+			}
+			if !yield(ev, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// Stop ends the watch and releases its connection stream. It may be called
+// concurrently with Next, which then returns ErrStopped, and more than once.
+func (w *Watcher[T]) Stop() {
+	w.once.Do(func() {
+		w.stopped.Store(true)
+		w.cancel()
+		w.resp.Body.Close()
+	})
+}

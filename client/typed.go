@@ -1,0 +1,213 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Client is a typed client for one resource. T is a pointer to the
+// resource's Go type: a k8s.io/api struct, your own struct embedding
+// metav1.TypeMeta and metav1.ObjectMeta, or *unstructured.Unstructured.
+//
+// Methods take the namespace explicitly; "" means all namespaces for List,
+// Watch and DeleteCollection, and is required for cluster-scoped resources.
+// Objects passed to Create and Update are not modified; the server's answer
+// is returned as a new object.
+//
+// A Client is safe for concurrent use and cheap; it holds no connections of
+// its own (they belong to its REST).
+type Client[T Object] struct {
+	rest  *REST
+	res   Resource
+	codec codec[T]
+}
+
+// For returns a typed client for res. It panics if T is not a pointer to a
+// struct.
+func For[T Object](r *REST, res Resource) *Client[T] {
+	return &Client[T]{rest: r, res: res, codec: newCodec[T](res)}
+}
+
+// Unstructured returns a client that handles res as
+// *unstructured.Unstructured, for resources known only at run time (see
+// REST.Resource and REST.ResourceFor).
+func Unstructured(r *REST, res Resource) *Client[*unstructured.Unstructured] {
+	return For[*unstructured.Unstructured](r, res)
+}
+
+// Resource returns the resource the client addresses.
+func (c *Client[T]) Resource() Resource { return c.res }
+
+// REST returns the connection the client uses.
+func (c *Client[T]) REST() *REST { return c.rest }
+
+// New returns a new, empty T.
+func (c *Client[T]) New() T { return c.codec.New() }
+
+func (c *Client[T]) path(namespace, name, sub string) (string, error) {
+	if c.res.Namespaced && name != "" && namespace == "" {
+		return "", errors.New("namespace required")
+	}
+	if !c.res.Namespaced && namespace != "" {
+		return "", fmt.Errorf("%s is not namespaced", c.res)
+	}
+	return resourcePath(c.res, namespace, name, sub), nil
+}
+
+// object sends req and decodes the object in the answer.
+func (c *Client[T]) object(ctx context.Context, req request) (T, error) {
+	b, err := c.rest.call(ctx, req)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	return c.codec.decode(b)
+}
+
+// Get reads one object.
+func (c *Client[T]) Get(ctx context.Context, namespace, name string, opts metav1.GetOptions) (T, error) {
+	var zero T
+	p, err := c.path(namespace, name, "")
+	if err != nil {
+		return zero, fmt.Errorf("get %s: %w", c.res, err)
+	}
+	return c.object(ctx, request{method: http.MethodGet, path: p, query: getQuery(opts)})
+}
+
+// List is one page of a list, or a whole list.
+type List[T Object] struct {
+	metav1.ListMeta
+	Items []T
+}
+
+// List reads the objects matching opts. With opts.Limit set it returns one
+// page; pass the returned Continue in opts.Continue for the next.
+func (c *Client[T]) List(ctx context.Context, namespace string, opts metav1.ListOptions) (*List[T], error) {
+	l := &List[T]{Items: []T{}}
+	meta, err := c.ListRaw(ctx, namespace, opts, func(r Raw[T]) error {
+		obj, err := r.Decode()
+		if err != nil {
+			return err
+		}
+		l.Items = append(l.Items, obj)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.ListMeta = meta
+	return l, nil
+}
+
+func (c *Client[T]) encode(obj T) ([]byte, error) {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	return b, nil
+}
+
+// Create creates obj (in obj's namespace).
+func (c *Client[T]) Create(ctx context.Context, obj T, opts metav1.CreateOptions) (T, error) {
+	var zero T
+	p, err := c.path(obj.GetNamespace(), "", "")
+	if err != nil {
+		return zero, fmt.Errorf("create %s: %w", c.res, err)
+	}
+	if c.res.Namespaced && obj.GetNamespace() == "" {
+		return zero, fmt.Errorf("create %s: namespace required", c.res)
+	}
+	b, err := c.encode(obj)
+	if err != nil {
+		return zero, err
+	}
+	return c.object(ctx, request{method: http.MethodPost, path: p, body: b, contentType: "application/json",
+		query: writeQuery(opts.DryRun, opts.FieldManager, opts.FieldValidation, nil)})
+}
+
+// Update replaces obj. With metadata.resourceVersion set it succeeds only
+// if the object is still at that version (else ErrConflict).
+func (c *Client[T]) Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
+	return c.update(ctx, obj, opts, "")
+}
+
+// UpdateStatus replaces obj's status through the status subresource.
+func (c *Client[T]) UpdateStatus(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error) {
+	return c.update(ctx, obj, opts, "status")
+}
+
+func (c *Client[T]) update(ctx context.Context, obj T, opts metav1.UpdateOptions, sub string) (T, error) {
+	var zero T
+	if obj.GetName() == "" {
+		return zero, fmt.Errorf("update %s: name required", c.res)
+	}
+	p, err := c.path(obj.GetNamespace(), obj.GetName(), sub)
+	if err != nil {
+		return zero, fmt.Errorf("update %s: %w", c.res, err)
+	}
+	b, err := c.encode(obj)
+	if err != nil {
+		return zero, err
+	}
+	return c.object(ctx, request{method: http.MethodPut, path: p, body: b, contentType: "application/json",
+		query: writeQuery(opts.DryRun, opts.FieldManager, opts.FieldValidation, nil)})
+}
+
+// Patch applies a patch: types.JSONPatchType (RFC 6902),
+// types.MergePatchType (RFC 7386) or types.StrategicMergePatchType (only
+// for built-in types). subresource is "" or e.g. "status".
+func (c *Client[T]) Patch(ctx context.Context, namespace, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresource string) (T, error) {
+	var zero T
+	if name == "" {
+		return zero, fmt.Errorf("patch %s: name required", c.res)
+	}
+	p, err := c.path(namespace, name, subresource)
+	if err != nil {
+		return zero, fmt.Errorf("patch %s: %w", c.res, err)
+	}
+	return c.object(ctx, request{method: http.MethodPatch, path: p, body: data, contentType: string(pt),
+		query: writeQuery(opts.DryRun, opts.FieldManager, opts.FieldValidation, opts.Force)})
+}
+
+// Delete deletes one object. Objects with finalizers are only marked for
+// deletion (see metadata.deletionTimestamp).
+func (c *Client[T]) Delete(ctx context.Context, namespace, name string, opts metav1.DeleteOptions) error {
+	if name == "" {
+		return fmt.Errorf("delete %s: name required", c.res)
+	}
+	p, err := c.path(namespace, name, "")
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", c.res, err)
+	}
+	return c.delete(ctx, p, opts, nil)
+}
+
+// DeleteCollection deletes the objects matching listOpts' selectors.
+func (c *Client[T]) DeleteCollection(ctx context.Context, namespace string, opts metav1.DeleteOptions, listOpts metav1.ListOptions) error {
+	p, err := c.path(namespace, "", "")
+	if err != nil {
+		return fmt.Errorf("deletecollection %s: %w", c.res, err)
+	}
+	return c.delete(ctx, p, opts, &listOpts)
+}
+
+func (c *Client[T]) delete(ctx context.Context, path string, opts metav1.DeleteOptions, lo *metav1.ListOptions) error {
+	opts.Kind, opts.APIVersion = "DeleteOptions", "meta.k8s.io/v1"
+	b, err := json.Marshal(opts)
+	if err != nil {
+		return fmt.Errorf("encode: %w", err)
+	}
+	req := request{method: http.MethodDelete, path: path, body: b, contentType: "application/json"}
+	if lo != nil {
+		req.query = listQuery(*lo)
+	}
+	_, err = c.rest.call(ctx, req)
+	return err
+}
