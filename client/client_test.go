@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"sync"
 	"testing"
@@ -26,21 +25,6 @@ import (
 )
 
 var configMaps = client.Resource{GVR: corev1.SchemeGroupVersion.WithResource("configmaps"), Namespaced: true, Kind: "ConfigMap"}
-
-// serverConfig returns a testenv option setting the named fields of the
-// server's Config. Code under client/ must not import the server package,
-// not even in tests, so the option is built by reflection.
-func serverConfig(fields map[string]any) testenv.Option {
-	fn := reflect.ValueOf(testenv.WithServerConfig)
-	set := reflect.MakeFunc(fn.Type().In(0), func(args []reflect.Value) []reflect.Value {
-		cfg := args[0].Elem()
-		for name, v := range fields {
-			cfg.FieldByName(name).Set(reflect.ValueOf(v))
-		}
-		return nil
-	})
-	return fn.Call([]reflect.Value{set})[0].Interface().(testenv.Option)
-}
 
 func start(t *testing.T, opts ...testenv.Option) (*testenv.Env, *client.REST) {
 	t.Helper()
@@ -246,7 +230,7 @@ func TestWatch(t *testing.T) {
 }
 
 func TestWatchGone(t *testing.T) {
-	_, rc := start(t, testenv.WithCompaction(100*time.Millisecond), serverConfig(map[string]any{"WatchCacheWindow": 100 * time.Millisecond}))
+	_, rc := start(t, testenv.WithHistory(100*time.Millisecond))
 	ctx := ctxFor(t)
 	cms := client.For[*corev1.ConfigMap](rc, configMaps)
 	first, err := cms.Create(ctx, newCM("default", "old", nil), metav1.CreateOptions{})

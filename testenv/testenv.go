@@ -62,6 +62,21 @@ func WithCompaction(interval time.Duration) Option {
 	return func(o *instance.Options) { o.CompactionInterval = interval }
 }
 
+// WithHistory makes the server forget history after about d: etcd is
+// compacted every d and the watch cache keeps d of events, so watches and
+// lists from older resourceVersions get 410 Gone. Use it to test relists.
+func WithHistory(d time.Duration) Option {
+	return func(o *instance.Options) {
+		o.CompactionInterval = d
+		o.Server.WatchCacheWindow = d
+	}
+}
+
+// WithBookmarkInterval sets how often watches that allow bookmarks get one.
+func WithBookmarkInterval(d time.Duration) Option {
+	return func(o *instance.Options) { o.Server.BookmarkInterval = d }
+}
+
 // WithServerConfig adjusts the API server's settings (bookmark interval,
 // limits, timeouts).
 func WithServerConfig(f func(*server.Config)) Option {

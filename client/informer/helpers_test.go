@@ -7,7 +7,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -156,38 +155,15 @@ type env struct {
 	cut    *cutter
 }
 
-// serverConfig returns a testenv option setting the named fields of the
-// server's Config. Code under client/ must not import the server package,
-// not even in tests, so the option is built by reflection; a typed testenv
-// option would be nicer.
-func serverConfig(fields map[string]any) testenv.Option {
-	fn := reflect.ValueOf(testenv.WithServerConfig)
-	set := reflect.MakeFunc(fn.Type().In(0), func(args []reflect.Value) []reflect.Value {
-		cfg := args[0].Elem()
-		for name, v := range fields {
-			f := cfg.FieldByName(name)
-			if !f.IsValid() {
-				panic("server config has no field " + name)
-			}
-			f.Set(reflect.ValueOf(v))
-		}
-		return nil
-	})
-	return fn.Call([]reflect.Value{set})[0].Interface().(testenv.Option)
-}
-
 // compacting makes the server forget history fast: etcd compacts every
 // interval and the watch cache keeps about that much history, so watches
 // held back longer get 410 Gone.
 func compacting(interval time.Duration) []testenv.Option {
-	return []testenv.Option{
-		testenv.WithCompaction(interval),
-		serverConfig(map[string]any{"WatchCacheWindow": interval}),
-	}
+	return []testenv.Option{testenv.WithHistory(interval)}
 }
 
 func startEnv(t *testing.T, opts ...testenv.Option) *env {
-	opts = append([]testenv.Option{serverConfig(map[string]any{"BookmarkInterval": 300 * time.Millisecond})}, opts...)
+	opts = append([]testenv.Option{testenv.WithBookmarkInterval(300 * time.Millisecond)}, opts...)
 	t.Helper()
 	e := &env{Env: testenv.Start(t, opts...), cut: newCutter()}
 	cfg, err := client.FromKubeconfig(e.Kubeconfig, "")

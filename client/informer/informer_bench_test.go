@@ -59,7 +59,7 @@ func TestBenchServer(t *testing.T) {
 	if os.Getenv("OBJWATCH_BENCH_SERVER") != "1" {
 		t.Skip("the informer benchmark's server process")
 	}
-	e := testenv.Start(t, testenv.WithCompaction(benchWindow), serverConfig(map[string]any{"WatchCacheWindow": benchWindow}))
+	e := testenv.Start(t, testenv.WithHistory(benchWindow))
 	fmt.Printf("KUBECONFIG=%s\n", e.Kubeconfig)
 	io.Copy(io.Discard, os.Stdin) // until the parent closes it
 }
