@@ -1,0 +1,199 @@
+package change
+
+import (
+	"maps"
+	"reflect"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Predicate decides whether an update from old to new is worth handling.
+// Objects are typed Kubernetes objects, *unstructured.Unstructured, or
+// maps as decoded from JSON. A nil old stands for "no previous state" (an
+// add): every *Changed predicate is true for it.
+//
+// Predicates are plain functions, so they fit any informer's update
+// callback:
+//
+//	Update: func(old, new *appsv1.Deployment) {
+//		if !change.Or(change.GenerationChanged, change.LabelsChanged)(old, new) {
+//			return
+//		}
+//		...
+//	}
+type Predicate func(old, new any) bool
+
+// And is true when every predicate is (and for none).
+func And(ps ...Predicate) Predicate {
+	return func(old, new any) bool {
+		for _, p := range ps {
+			if !p(old, new) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// Or is true when any predicate is (not for none).
+func Or(ps ...Predicate) Predicate {
+	return func(old, new any) bool {
+		for _, p := range ps {
+			if p(old, new) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// Not is true when p is false.
+func Not(p Predicate) Predicate {
+	return func(old, new any) bool { return !p(old, new) }
+}
+
+// GenerationChanged: metadata.generation differs, which for most
+// resources means the spec changed.
+func GenerationChanged(old, new any) bool {
+	if isNil(old) {
+		return true
+	}
+	return generation(old) != generation(new)
+}
+
+// ResourceVersionChanged: metadata.resourceVersion differs, so new is a
+// later state and not a resync of the same one.
+func ResourceVersionChanged(old, new any) bool {
+	if isNil(old) {
+		return true
+	}
+	return resourceVersion(old) != resourceVersion(new)
+}
+
+// LabelsChanged: metadata.labels differ (no labels and empty labels are
+// the same).
+func LabelsChanged(old, new any) bool {
+	if isNil(old) {
+		return true
+	}
+	if o, ok := old.(metav1.Object); ok {
+		if n, ok := new.(metav1.Object); ok {
+			return !maps.Equal(o.GetLabels(), n.GetLabels())
+		}
+	}
+	return metaMemberChanged(old, new, "labels")
+}
+
+// AnnotationsChanged: metadata.annotations differ (no annotations and
+// empty annotations are the same).
+func AnnotationsChanged(old, new any) bool {
+	if isNil(old) {
+		return true
+	}
+	if o, ok := old.(metav1.Object); ok {
+		if n, ok := new.(metav1.Object); ok {
+			return !maps.Equal(o.GetAnnotations(), n.GetAnnotations())
+		}
+	}
+	return metaMemberChanged(old, new, "annotations")
+}
+
+// FieldsChanged is true when a field the patterns name changed (see
+// Pattern). It panics if a pattern is malformed; use NewFilter and
+// Filter.Changed to handle that as an error.
+func FieldsChanged(patterns ...string) Predicate {
+	return MustFilter(patterns...).Changed
+}
+
+// NeedsReconcile: new is a fresh state (its resourceVersion differs from
+// old's) whose metadata.generation is not yet status.observedGeneration,
+// so its controller has not acted on its spec yet. Objects without
+// status.observedGeneration count as never observed.
+func NeedsReconcile(old, new any) bool {
+	if !ResourceVersionChanged(old, new) {
+		return false
+	}
+	return generation(new) != int64At(new, "status", "observedGeneration")
+}
+
+func isNil(obj any) bool {
+	if obj == nil {
+		return true
+	}
+	v := reflect.ValueOf(obj)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Interface, reflect.Slice:
+		return v.IsNil()
+	}
+	return false
+}
+
+func generation(obj any) int64 {
+	if o, ok := obj.(metav1.Object); ok {
+		return o.GetGeneration()
+	}
+	return int64At(obj, "metadata", "generation")
+}
+
+func resourceVersion(obj any) string {
+	if o, ok := obj.(metav1.Object); ok {
+		return o.GetResourceVersion()
+	}
+	n, ok := at(obj, "metadata", "resourceVersion")
+	if !ok || n.k != kindString {
+		return ""
+	}
+	return n.str()
+}
+
+// at returns the node at the member path of obj.
+func at(obj any, path ...string) (node, bool) {
+	n, err := nodeOf(obj)
+	if err != nil {
+		return null, false
+	}
+	for _, name := range path {
+		if n.k != kindObject {
+			return null, false
+		}
+		var ok bool
+		if n, ok, err = n.member(name); err != nil || !ok {
+			return null, false
+		}
+	}
+	return n, true
+}
+
+func int64At(obj any, path ...string) int64 {
+	n, ok := at(obj, path...)
+	if !ok || n.k != kindNumber {
+		return 0
+	}
+	if num := n.num(); num.isInt {
+		return num.i
+	}
+	return 0
+}
+
+// metaMemberChanged compares metadata.<name> of two objects, taking an
+// absent, null or empty object as the same.
+func metaMemberChanged(old, new any, name string) bool {
+	a, aok := at(old, "metadata", name)
+	b, bok := at(new, "metadata", name)
+	empty := func(n node, ok bool) bool {
+		if !ok || n.k == kindNull {
+			return true
+		}
+		if n.k != kindObject {
+			return false
+		}
+		e := true
+		_ = n.each(func(string, node) bool { e = false; return false })
+		return e
+	}
+	if empty(a, aok) || empty(b, bok) {
+		return empty(a, aok) != empty(b, bok)
+	}
+	eq, err := equal(a, b)
+	return !eq || err != nil
+}
