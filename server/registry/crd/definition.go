@@ -11,6 +11,7 @@ import (
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
@@ -199,12 +200,22 @@ func (d *Definition) coerce(obj map[string]interface{}, opts coerceOptions) ([]s
 	if err != nil {
 		return nil, nil, err
 	}
-	meta, foundMeta, unknown, err := schemaobjectmeta.GetObjectMetaWithOptions(obj, schemaobjectmeta.ObjectMetaOptions{
-		DropMalformedFields:     opts.dropInvalidMetadata,
-		ReturnUnknownFieldPaths: opts.trackUnknown,
-	})
-	if err != nil {
-		return nil, nil, err
+	// Metadata that is already canonical needs no round trip through
+	// metav1.ObjectMeta (the bulk of this function's cost).
+	plain := plainMetadata(obj)
+	var (
+		meta      *metav1.ObjectMeta
+		foundMeta bool
+		unknown   []string
+	)
+	if !plain {
+		meta, foundMeta, unknown, err = schemaobjectmeta.GetObjectMetaWithOptions(obj, schemaobjectmeta.ObjectMetaOptions{
+			DropMalformedFields:     opts.dropInvalidMetadata,
+			ReturnUnknownFieldPaths: opts.trackUnknown,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil {
@@ -233,6 +244,11 @@ func (d *Definition) coerce(obj map[string]interface{}, opts coerceOptions) ([]s
 		unknown = append(unknown, paths...)
 		if opts.repairGeneration && meta != nil && meta.Generation == 0 {
 			meta.Generation = 1
+		}
+		if opts.repairGeneration && plain {
+			if md, ok := obj["metadata"].(map[string]interface{}); ok && md["generation"] == nil {
+				md["generation"] = int64(1)
+			}
 		}
 	}
 
