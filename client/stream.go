@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	sigsjson "sigs.k8s.io/json"
@@ -114,6 +115,10 @@ const (
 type Event[T Object] struct {
 	Type   EventType
 	Object T
+	// CommitTime is when the server learned of the change from its
+	// storage, if it said (objwatch's server does, in a "commitTime"
+	// field other clients ignore; not for initial events); else zero.
+	CommitTime time.Time
 }
 
 // ErrStopped is returned by a Watcher's Next after Stop.
@@ -131,8 +136,9 @@ type Watcher[T Object] struct {
 	stopped atomic.Bool
 	once    sync.Once
 	env     struct {
-		Type   EventType       `json:"type"`
-		Object json.RawMessage `json:"object"`
+		Type       EventType       `json:"type"`
+		Object     json.RawMessage `json:"object"`
+		CommitTime json.RawMessage `json:"commitTime"` // parsed on demand
 	}
 }
 
@@ -161,6 +167,7 @@ func (c *Client[T]) Watch(ctx context.Context, namespace string, opts metav1.Lis
 func (w *Watcher[T]) NextRaw() (EventType, Raw[T], error) {
 	w.env.Type = ""
 	w.env.Object = w.env.Object[:0]
+	w.env.CommitTime = w.env.CommitTime[:0]
 	if err := w.dec.Decode(&w.env); err != nil {
 		if w.stopped.Load() {
 			return "", Raw[T]{}, ErrStopped
@@ -197,7 +204,23 @@ func (w *Watcher[T]) Next() (Event[T], error) {
 	if err != nil {
 		return Event[T]{}, fmt.Errorf("watch: %w", err)
 	}
-	return Event[T]{Type: typ, Object: obj}, nil
+	at, _ := w.CommitTime()
+	return Event[T]{Type: typ, Object: obj, CommitTime: at}, nil
+}
+
+// CommitTime returns the commit time of the event NextRaw last returned
+// (see Event.CommitTime), and false if the server did not give one or
+// gave one that does not parse.
+func (w *Watcher[T]) CommitTime() (time.Time, bool) {
+	b := w.env.CommitTime
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(b[1:len(b)-1]))
+	if err != nil {
+		return time.Time{}, false
+	}
+	return t, true
 }
 
 // Events iterates over the events until the watch ends. The last pair has

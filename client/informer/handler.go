@@ -89,6 +89,7 @@ type notification[T client.Object] struct {
 	unknown bool // kindDelete: final state unknown
 	resync  bool // kindUpdate from a resync
 	dead    bool // merged away
+	stamp   stamp
 }
 
 // queue is one handler's notification queue: a FIFO ring that never
@@ -319,6 +320,9 @@ func (r *Registration[T]) Remove() {
 	r.removeOnce.Do(func() {
 		r.inf.remove(r)
 		close(r.removed)
+		if m := &r.inf.metrics; m.lag != nil {
+			m.removeHandler(r.name)
+		}
 	})
 }
 

@@ -156,6 +156,8 @@ func New[T client.Object](c *client.Client[T], opts Options[T]) (*SharedInformer
 		i.detector = newDetector(opts.OnMutation)
 	}
 	if opts.Metrics != nil {
+		i.metrics.newHistograms(name)
+		i.refl.stamps = true
 		if err := opts.Metrics.Register(collector[T]{inf: i}); err != nil {
 			return nil, fmt.Errorf("informer %s: metrics: %w", name, err)
 		}
@@ -243,13 +245,21 @@ func (i *SharedInformer[T]) startHandler(r *Registration[T]) {
 	go func() {
 		defer i.wg.Done()
 		defer close(r.done)
+		hm := i.metrics.forHandler(r.name, r.removed)
 		for {
 			n, seq, ok := r.q.pop(i.stopc, r.removed)
 			if !ok {
 				r.q.drop()
 				return
 			}
-			deliver(r.h, n)
+			if hm == nil {
+				deliver(r.h, n)
+			} else {
+				start := time.Now()
+				hm.observeLag(n.stamp, start)
+				deliver(r.h, n)
+				hm.latency.Observe(time.Since(start).Seconds())
+			}
 			r.q.handled(seq)
 		}
 	}()
@@ -378,13 +388,13 @@ func (i *SharedInformer[T]) apply(e entry[T]) {
 		initial := !i.synced.Load()
 		switch {
 		case !had:
-			i.notify(notification[T]{kind: kindAdd, obj: obj, key: k, initial: initial})
+			i.notify(notification[T]{kind: kindAdd, obj: obj, key: k, initial: initial, stamp: e.stamp})
 		case old.GetUID() != obj.GetUID():
 			// Deleted and re-created while the watch was down.
-			i.notify(notification[T]{kind: kindDelete, obj: old, key: k, unknown: true})
-			i.notify(notification[T]{kind: kindAdd, obj: obj, key: k, initial: initial})
+			i.notify(notification[T]{kind: kindDelete, obj: old, key: k, unknown: true, stamp: e.stamp})
+			i.notify(notification[T]{kind: kindAdd, obj: obj, key: k, initial: initial, stamp: e.stamp})
 		default:
-			i.notify(notification[T]{kind: kindUpdate, old: old, obj: obj, key: k})
+			i.notify(notification[T]{kind: kindUpdate, old: old, obj: obj, key: k, stamp: e.stamp})
 		}
 	case opDelete:
 		old, had := i.store.Delete(e.key)
@@ -398,7 +408,7 @@ func (i *SharedInformer[T]) apply(e entry[T]) {
 		if unknown || final.GetUID() != old.GetUID() {
 			final, unknown = old, true // the object we knew went away unseen
 		}
-		i.notify(notification[T]{kind: kindDelete, obj: final, key: e.key, unknown: unknown})
+		i.notify(notification[T]{kind: kindDelete, obj: final, key: e.key, unknown: unknown, stamp: e.stamp})
 	case opSynced:
 		i.synced.Store(true)
 		for _, r := range i.handlers {

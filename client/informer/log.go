@@ -3,6 +3,7 @@ package informer
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/objwatch/objwatch/client"
 )
@@ -22,6 +23,15 @@ type entry[T client.Object] struct {
 	obj     T
 	key     Key
 	unknown bool
+	stamp   stamp
+}
+
+// stamp is when a change happened, for the event lag metric: its commit
+// time if the server stamped the event, else when the reflector read it.
+// It is zero when lag is not measured (no metrics, resyncs, replays).
+type stamp struct {
+	at     time.Time
+	commit bool
 }
 
 // logSize is how many entries the reflector may run ahead of the processor.

@@ -40,6 +40,7 @@ type reflector[T client.Object] struct {
 	backoff       backoff
 	log           *slog.Logger
 	metrics       *metrics
+	stamps        bool // stamp log entries for the lag metric
 
 	// Owned by run's goroutine.
 	streaming bool   // try streaming lists (sendInitialEvents)
@@ -112,6 +113,14 @@ func unsupported(err error) bool {
 	return false
 }
 
+// received stamps a change read now, if lag is measured.
+func (r *reflector[T]) received() stamp {
+	if !r.stamps {
+		return stamp{}
+	}
+	return stamp{at: time.Now()}
+}
+
 func (r *reflector[T]) setResumeRV(rv string) {
 	r.resumeRV = rv
 	r.lastRV.Store(&rv)
@@ -128,7 +137,9 @@ func (r *reflector[T]) startList(ctx context.Context) (*relist, error) {
 	if err := r.out.drained(ctx); err != nil {
 		return nil, err
 	}
-	r.metrics.lists.Add(1)
+	if r.metrics.lists.Add(1) > 1 {
+		r.metrics.relists.Add(1)
+	}
 	rl := &relist{}
 	if r.store.Len() > 0 {
 		rl.seen = make(map[Key]struct{}, r.store.Len())
@@ -138,7 +149,7 @@ func (r *reflector[T]) startList(ctx context.Context) (*relist, error) {
 
 // listed handles one object of a list: skip it if the store has this very
 // state, else decode and log it.
-func (r *reflector[T]) listItem(ctx context.Context, rl *relist, raw client.Raw[T]) error {
+func (r *reflector[T]) listItem(ctx context.Context, rl *relist, raw client.Raw[T], st stamp) error {
 	if rl.seen != nil {
 		// Compare before decoding, allocating nothing for unchanged objects.
 		m, err := raw.PeekMeta()
@@ -158,7 +169,7 @@ func (r *reflector[T]) listItem(ctx context.Context, rl *relist, raw client.Raw[
 	if err != nil {
 		return err
 	}
-	return r.out.push(ctx, entry[T]{op: opUpsert, obj: obj})
+	return r.out.push(ctx, entry[T]{op: opUpsert, obj: obj, stamp: st})
 }
 
 func (r *reflector[T]) decode(raw client.Raw[T]) (T, error) {
@@ -184,8 +195,9 @@ func (r *reflector[T]) finishList(ctx context.Context, rl *relist, rv string) er
 			}
 			return true
 		})
+		st := r.received()
 		for _, k := range gone {
-			if err := r.out.push(ctx, entry[T]{op: opDelete, key: k, unknown: true}); err != nil {
+			if err := r.out.push(ctx, entry[T]{op: opDelete, key: k, unknown: true, stamp: st}); err != nil {
 				return err
 			}
 		}
@@ -209,7 +221,7 @@ func (r *reflector[T]) list(ctx context.Context) error {
 	for {
 		meta, err := r.client.ListRaw(ctx, r.namespace, opts, func(raw client.Raw[T]) error {
 			r.progress = true
-			return r.listItem(ctx, rl, raw)
+			return r.listItem(ctx, rl, raw, r.received())
 		})
 		if err != nil {
 			return fmt.Errorf("list: %w", err)
@@ -241,7 +253,9 @@ func (r *reflector[T]) watch(ctx context.Context, initial bool) error {
 	} else {
 		opts.ResourceVersion = r.resumeRV
 	}
-	r.metrics.watches.Add(1)
+	if r.metrics.watches.Add(1) > 1 {
+		r.metrics.restarts.Add(1)
+	}
 	w, err := r.client.Watch(ctx, r.namespace, opts)
 	if err != nil {
 		return fmt.Errorf("watch: %w", err)
@@ -254,6 +268,12 @@ func (r *reflector[T]) watch(ctx context.Context, initial bool) error {
 		}
 		r.progress = true
 		r.metrics.event(typ)
+		st := r.received()
+		if r.stamps {
+			if at, ok := w.CommitTime(); ok {
+				st = stamp{at: at, commit: true}
+			}
+		}
 		switch typ {
 		case client.Bookmark:
 			obj, err := raw.Decode()
@@ -271,7 +291,7 @@ func (r *reflector[T]) watch(ctx context.Context, initial bool) error {
 			}
 		case client.Added, client.Modified:
 			if rl != nil {
-				if err := r.listItem(ctx, rl, raw); err != nil {
+				if err := r.listItem(ctx, rl, raw, st); err != nil {
 					return err
 				}
 				continue
@@ -280,7 +300,7 @@ func (r *reflector[T]) watch(ctx context.Context, initial bool) error {
 			if err != nil {
 				return err
 			}
-			if err := r.out.push(ctx, entry[T]{op: opUpsert, obj: obj}); err != nil {
+			if err := r.out.push(ctx, entry[T]{op: opUpsert, obj: obj, stamp: st}); err != nil {
 				return err
 			}
 			r.setResumeRV(obj.GetResourceVersion())
@@ -289,7 +309,7 @@ func (r *reflector[T]) watch(ctx context.Context, initial bool) error {
 			if err != nil {
 				return err
 			}
-			if err := r.out.push(ctx, entry[T]{op: opDelete, obj: obj, key: KeyOf(obj)}); err != nil {
+			if err := r.out.push(ctx, entry[T]{op: opDelete, obj: obj, key: KeyOf(obj), stamp: st}); err != nil {
 				return err
 			}
 			if rl == nil {
