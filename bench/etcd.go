@@ -8,13 +8,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/objwatch/objwatch/storage/etcd"
 )
 
 // EtcdPuts measures raw etcd: o.Objects puts of o.ObjectSize bytes with
 // o.Clients concurrent clients, the ceiling for any server on that etcd.
 func EtcdPuts(ctx context.Context, endpoint string, o *Options) ([]Result, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 10 * time.Second})
+	// Plain puts through the etcd client (no transaction): the ceiling.
+	cli, err := etcd.NewClient(etcd.ClientConfig{Endpoints: []string{endpoint}})
 	if err != nil {
 		return nil, fmt.Errorf("etcd: %w", err)
 	}
@@ -45,7 +46,10 @@ func EtcdPuts(ctx context.Context, endpoint string, o *Options) ([]Result, error
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	cli.Delete(ctx, "/objwatch-bench/", clientv3.WithPrefix())
+	store, err := etcd.New(cli, nil)
+	if err == nil {
+		store.DeletePrefix(ctx, "/objwatch-bench/")
+	}
 	if err, ok := firstErr.Load().(error); ok {
 		return nil, fmt.Errorf("etcd: %w", err)
 	}

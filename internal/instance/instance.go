@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,7 +20,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/server/auth"
@@ -61,7 +61,7 @@ type Instance struct {
 	EtcdEndpoint string
 
 	embedded *etcd.Embedded
-	cli      *clientv3.Client
+	cli      io.Closer // the etcd client
 	http     *http.Server
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -93,12 +93,14 @@ func Start(ctx context.Context, o Options) (_ *Instance, err error) {
 		endpoints = []string{e.Endpoint}
 	}
 	in.EtcdEndpoint = endpoints[0]
-	if in.cli, err = etcd.NewClient(etcd.ClientConfig{Endpoints: endpoints, TLS: o.EtcdTLS}); err != nil {
+	cli, err := etcd.NewClient(etcd.ClientConfig{Endpoints: endpoints, TLS: o.EtcdTLS})
+	if err != nil {
 		return nil, err
 	}
+	in.cli = cli
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	if in.Store, err = etcd.New(in.cli, reg); err != nil {
+	if in.Store, err = etcd.New(cli, reg); err != nil {
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", o.Listen)

@@ -1,0 +1,47 @@
+// Package layout checks the module's dependency rules (DESIGN.md): only
+// storage/etcd imports etcd, and the client library never pulls in the
+// server, the storage layer, etcd or client-go.
+package layout
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/objwatch/objwatch"
+
+// goList runs go list with a template over the module's packages.
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("go list %v: %v", args, err)
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
+
+func TestOnlyStorageEtcdImportsEtcd(t *testing.T) {
+	for _, line := range goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...") {
+		pkg, imports, _ := strings.Cut(line, " ")
+		if pkg == module+"/storage/etcd" {
+			continue
+		}
+		for _, imp := range strings.Fields(imports) {
+			if strings.HasPrefix(imp, "go.etcd.io/etcd/") {
+				t.Errorf("%s imports %s; only storage/etcd may import etcd", pkg, imp)
+			}
+		}
+	}
+}
+
+func TestClientLibraryIsStandalone(t *testing.T) {
+	deps := goList(t, "-deps", module+"/client/...", module+"/change/...")
+	for _, d := range deps {
+		for _, banned := range []string{module + "/server", module + "/storage", module + "/internal", "go.etcd.io/etcd/", "k8s.io/client-go"} {
+			if strings.HasPrefix(d, banned) {
+				t.Errorf("the client library depends on %s", d)
+			}
+		}
+	}
+}
