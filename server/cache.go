@@ -42,6 +42,9 @@ func (s *Server) cacheFor(res *registry.Resource) *watchcache.Cache {
 	if c := s.caches.m[res]; c != nil {
 		return c
 	}
+	if cur, ok := s.registry.Get(res.GVR()); !ok || cur != res {
+		return nil // no longer served (a CRD changed meanwhile)
+	}
 	if s.caches.m == nil {
 		s.caches.m = map[*registry.Resource]*watchcache.Cache{}
 	}
