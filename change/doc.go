@@ -82,6 +82,9 @@
 // managedFields, creationTimestamp; configurable). A Dedup remembers the
 // fingerprint last delivered per key, with bounded memory (LRU and TTL),
 // and tells whether an event brings new content, counting what it drops.
+// DedupHandler puts one in front of an objwatch informer handler, and
+// CategoryHandler counts the categories of the updates a handler gets
+// (objwatch_change_events_total).
 //
 // # Observable and StateSyncer
 //

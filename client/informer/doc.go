@@ -55,6 +55,18 @@
 // objwatch_informer_handler_backlog gauge. Registration.Remove never
 // blocks; Registration.Done says when the handler's last call returned.
 //
+// # Metrics
+//
+// With Options.Metrics, the informer exports into that registry, besides
+// watch events, lists, relists, watch restarts and errors, per handler:
+// its backlog, how long its calls take
+// (objwatch_informer_handler_duration_seconds) and the event lag
+// (objwatch_informer_event_lag_seconds), the time from a change to the
+// handler call that delivers it. objwatch's server stamps watch events
+// with their commit time, and lag is then measured from it
+// (source="commit"); for other servers, and for listed objects, it is
+// measured from when the informer read the change (source="receive").
+//
 // # The cache is read-only
 //
 // Objects returned by a Lister or passed to a handler are the cached
