@@ -221,23 +221,12 @@ func (s *Server) normalize(w http.ResponseWriter, res *registry.Resource, obj, o
 }
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) error {
-	opts, err := parseWriteOptions(r)
-	if err != nil {
-		return err
-	}
-	body, err := s.readBody(r)
-	if err != nil {
-		return err
-	}
-	obj, err := decodeBody(r, body)
+	opts, obj, err := s.readWrite(r, res)
 	if err != nil {
 		return err
 	}
 	if info.name != "" {
 		return apierrors.NewMethodNotSupported(s.gr(res), "create on a named resource")
-	}
-	if err := checkTypeMeta(obj, res); err != nil {
-		return err
 	}
 	if err := checkNamespace(obj, res, info); err != nil {
 		return err
@@ -273,6 +262,33 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, res *registry.Re
 	}
 	obj.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
 	return s.respond(w, r, res, http.StatusCreated, obj)
+}
+
+// readWrite reads a write request's options and its object, whose
+// apiVersion and kind must be those of typeOf.
+func (s *Server) readWrite(r *http.Request, typeOf *registry.Resource) (writeOptions, *unstructured.Unstructured, error) {
+	opts, err := parseWriteOptions(r)
+	if err != nil {
+		return opts, nil, err
+	}
+	body, err := s.readBody(r)
+	if err != nil {
+		return opts, nil, err
+	}
+	obj, err := decodeBody(r, body)
+	if err != nil {
+		return opts, nil, err
+	}
+	return opts, obj, checkTypeMeta(obj, typeOf)
+}
+
+// checkNamed checks that an update's object has the URL's name, and
+// reconciles its namespace with the URL's.
+func checkNamed(obj *unstructured.Unstructured, res *registry.Resource, info requestInfo) error {
+	if obj.GetName() != info.name {
+		return badRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), info.name)
+	}
+	return checkNamespace(obj, res, info)
 }
 
 // checkNamespace reconciles the object's namespace with the URL's.
@@ -348,25 +364,11 @@ type mutation func(cur *unstructured.Unstructured) (*unstructured.Unstructured, 
 
 // update implements PUT on an object or its status.
 func (s *Server) update(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) error {
-	opts, err := parseWriteOptions(r)
+	opts, obj, err := s.readWrite(r, res)
 	if err != nil {
 		return err
 	}
-	body, err := s.readBody(r)
-	if err != nil {
-		return err
-	}
-	obj, err := decodeBody(r, body)
-	if err != nil {
-		return err
-	}
-	if err := checkTypeMeta(obj, res); err != nil {
-		return err
-	}
-	if obj.GetName() != info.name {
-		return badRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), info.name)
-	}
-	if err := checkNamespace(obj, res, info); err != nil {
+	if err := checkNamed(obj, res, info); err != nil {
 		return err
 	}
 	if obj.GetResourceVersion() == "" && res.Custom {

@@ -74,25 +74,11 @@ func (s *Server) getScale(w http.ResponseWriter, r *http.Request, res *registry.
 // updateScale implements PUT of a Scale: its spec.replicas is written to
 // the object. A resourceVersion or uid in its metadata is a precondition.
 func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) error {
-	opts, err := parseWriteOptions(r)
+	opts, u, err := s.readWrite(r, scaleResource)
 	if err != nil {
 		return err
 	}
-	body, err := s.readBody(r)
-	if err != nil {
-		return err
-	}
-	u, err := decodeBody(r, body)
-	if err != nil {
-		return err
-	}
-	if err := checkTypeMeta(u, scaleResource); err != nil {
-		return err
-	}
-	if u.GetName() != info.name {
-		return badRequest("the name of the object (%s) does not match the name on the URL (%s)", u.GetName(), info.name)
-	}
-	if err := checkNamespace(u, res, info); err != nil {
+	if err := checkNamed(u, res, info); err != nil {
 		return err
 	}
 	want, err := decodeScale(w, u, opts)
