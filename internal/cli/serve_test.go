@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// serve prints one line telling the user how to use the kubeconfig it
+// wrote, and returns cleanly when its context ends (as on Ctrl-C).
+func TestServePrintsKubeconfigAndStops(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	cmd := newServeCommand()
+	var out syncBuffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"--data-dir", dir, "--listen", "127.0.0.1:0", "--compaction-interval", "0"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "export KUBECONFIG=") {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("no usage line; output so far: %q", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	line := out.String()
+	if lines := strings.Count(strings.TrimSpace(line), "\n") + 1; lines != 1 || !strings.Contains(line, "https://127.0.0.1:") || !strings.Contains(line, filepath.Join(dir, "kubeconfig")) {
+		t.Fatalf("usage output = %q, want one line with the URL and %s", line, filepath.Join(dir, "kubeconfig"))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "kubeconfig")); err != nil {
+		t.Fatalf("kubeconfig: %v", err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve returned %v, want nil on shutdown", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("serve did not stop after its context ended")
+	}
+}
