@@ -149,8 +149,8 @@ type WatchOptions struct {
 // Watcher is one watch on the cache. Its owner must call Stop; Next must
 // be called from one goroutine at a time.
 type Watcher struct {
-	c      *Cache
-	match  func(*Object) bool // the compiled filter
+	c     *Cache
+	match func(*Object) bool // the compiled filter
 	// batch is what Next is handing out (initially the replay); queue
 	// collects live items meanwhile. An idle watcher holds no buffer.
 	batch  []Item
