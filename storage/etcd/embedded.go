@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/url"
+	"os"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -27,7 +28,8 @@ type EmbeddedConfig struct {
 
 // Embedded is a running single-member etcd. Its owner must call Close.
 type Embedded struct {
-	etcd *embed.Etcd
+	etcd    *embed.Etcd
+	sockDir string
 	// Endpoint is the client URL actually listened on.
 	Endpoint string
 }
@@ -46,8 +48,13 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 		return nil, fmt.Errorf("embedded etcd: client url: %w", err)
 	}
 	// The member has no peers; a unix socket keeps it off the network and
-	// needs no free port.
-	pu, _ := url.Parse(fmt.Sprintf("unix://%s/peer.sock", c.Dir))
+	// needs no free port. It lives in a short temporary directory because
+	// socket paths are limited to about 100 bytes.
+	sockDir, err := os.MkdirTemp("", "objwatch-etcd-")
+	if err != nil {
+		return nil, fmt.Errorf("embedded etcd: %w", err)
+	}
+	pu, _ := url.Parse(fmt.Sprintf("unix://%s/peer.sock", sockDir))
 	cfg.ListenClientUrls = []url.URL{*cu}
 	cfg.AdvertiseClientUrls = []url.URL{*cu}
 	cfg.ListenPeerUrls = []url.URL{*pu}
@@ -68,26 +75,31 @@ func StartEmbedded(ctx context.Context, c EmbeddedConfig) (*Embedded, error) {
 
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
+		os.RemoveAll(sockDir)
 		return nil, fmt.Errorf("embedded etcd: start: %w", err)
 	}
+	embedded := &Embedded{etcd: e, sockDir: sockDir}
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
-		e.Close()
+		embedded.Close()
 		return nil, fmt.Errorf("embedded etcd: %w", err)
 	case <-ctx.Done():
-		e.Close()
+		embedded.Close()
 		return nil, fmt.Errorf("embedded etcd: %w", ctx.Err())
 	case <-time.After(60 * time.Second):
-		e.Close()
+		embedded.Close()
 		return nil, fmt.Errorf("embedded etcd: not ready after 60s")
 	}
-	endpoint := "http://" + e.Clients[0].Addr().String()
-	return &Embedded{etcd: e, Endpoint: endpoint}, nil
+	embedded.Endpoint = "http://" + e.Clients[0].Addr().String()
+	return embedded, nil
 }
 
 // Close stops the member and waits for it.
-func (e *Embedded) Close() { e.etcd.Close() }
+func (e *Embedded) Close() {
+	e.etcd.Close()
+	os.RemoveAll(e.sockDir)
+}
 
 // ClientConfig describes how to reach an etcd cluster.
 type ClientConfig struct {
