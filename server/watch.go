@@ -118,8 +118,9 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *registry.Res
 		return
 	}
 
-	// Establish the starting point before answering, so that errors in it
-	// (e.g. a future resourceVersion) are plain HTTP errors.
+	// The storage path (no cache, or a revision older than the cache's
+	// history): establish the starting point before answering, so that its
+	// errors are plain HTTP errors; later ones arrive as ERROR events.
 	var initial []*unstructured.Unstructured
 	from := wr.rv + 1
 	if wr.initial {
