@@ -67,3 +67,8 @@ func BenchmarkList(b *testing.B) {
 		return bench.Lists(ctx, t, o)
 	})
 }
+
+// BenchmarkIdleWatches: 200 watches that get no events.
+func BenchmarkIdleWatches(b *testing.B) {
+	run(b, bench.Options{Watchers: 200}, bench.IdleWatches)
+}

@@ -238,47 +238,20 @@ func Fanout(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 	}
 	startRV := rvIn(b)
 
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	type recv struct {
 		rv int64
 		at time.Time
 	}
 	received := make([][]recv, o.Watchers)
-	var connected, failed atomic.Int64
-	var wg sync.WaitGroup
 	path := fmt.Sprintf("%s?watch=true&fieldSelector=metadata.name%%3D%s&resourceVersion=%d", o.objectsPath(), name, startRV)
-	for i := range o.Watchers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req, _ := http.NewRequestWithContext(wctx, "GET", t.Host+path, nil)
-			resp, err := t.Watch.Do(req)
-			if err != nil || resp.StatusCode != 200 {
-				failed.Add(1)
-				return
-			}
-			defer resp.Body.Close()
-			connected.Add(1)
-			sc := bufio.NewScanner(resp.Body)
-			sc.Buffer(make([]byte, 64<<10), 8<<20)
-			for sc.Scan() {
-				received[i] = append(received[i], recv{rvIn(sc.Bytes()), time.Now()})
-			}
-		}()
-		if i%100 == 99 {
-			o.progress("%s: fan-out %d/%d watchers", t.Name, i+1, o.Watchers)
-		}
+	g, err := startWatchers(ctx, t, o, path, "fan-out", func(i int, line []byte) {
+		received[i] = append(received[i], recv{rvIn(line), time.Now()})
+	})
+	if err != nil {
+		return nil, err
 	}
-	for connected.Load()+failed.Load() < int64(o.Watchers) {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if n := failed.Load(); n > 0 {
-		cancel()
-		wg.Wait()
+	defer g.stop()
+	if n := g.failed.Load(); n > 0 {
 		return nil, fmt.Errorf("%s: %d of %d watches failed", t.Name, n, o.Watchers)
 	}
 	cpu0, cpuErr := t.Metric(ctx, "process_cpu_seconds_total")
@@ -324,14 +297,11 @@ func Fanout(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 	tick.Stop()
 	writers.Wait()
 	if err, ok := writeErr.Load().(error); ok {
-		cancel()
-		wg.Wait()
 		return nil, err
 	}
 	time.Sleep(2 * time.Second) // let deliveries drain
 	cpu1, _ := t.Metric(ctx, "process_cpu_seconds_total")
-	cancel()
-	wg.Wait()
+	g.stop()
 
 	var lat latencies
 	delivered, missing := 0, 0
@@ -369,46 +339,15 @@ func IdleWatches(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var open, failed atomic.Int64
-	var wg sync.WaitGroup
-	path := o.objectsPath() + "?watch=true&fieldSelector=metadata.name%3Didle-nobody"
-	for i := range o.Watchers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req, _ := http.NewRequestWithContext(wctx, "GET", t.Host+path, nil)
-			resp, err := t.Watch.Do(req)
-			if err != nil || resp.StatusCode != 200 {
-				failed.Add(1)
-				return
-			}
-			defer resp.Body.Close()
-			open.Add(1)
-			defer open.Add(-1)
-			buf := make([]byte, 512)
-			for {
-				if _, err := resp.Body.Read(buf); err != nil {
-					return
-				}
-			}
-		}()
-		if i%500 == 499 {
-			o.progress("%s: idle watches %d/%d", t.Name, i+1, o.Watchers)
-		}
+	g, err := startWatchers(ctx, t, o, o.objectsPath()+"?watch=true&fieldSelector=metadata.name%3Didle-nobody", "idle", nil)
+	if err != nil {
+		return nil, err
 	}
-	for open.Load()+failed.Load() < int64(o.Watchers) {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	defer g.stop()
 	time.Sleep(3 * time.Second)
 	mem1, err := SampleMemory(ctx, t)
-	still := open.Load()
-	cancel()
-	wg.Wait()
+	still := g.open.Load()
+	g.stop()
 	if err != nil {
 		return nil, err
 	}
@@ -418,4 +357,58 @@ func IdleWatches(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 		{t.Name, "heap per idle watch", (mem1.Heap - mem0.Heap) / float64(o.Watchers), "bytes"},
 		{t.Name, "RSS per idle watch", (mem1.RSS - mem0.RSS) / float64(o.Watchers), "bytes"},
 	}, nil
+}
+
+// watchGroup is a set of watches, each read by its own goroutine.
+type watchGroup struct {
+	open, failed atomic.Int64
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
+}
+
+// startWatchers opens o.Watchers watches on path (one connection each) and
+// returns once every one is open or has failed. onLine, if set, gets every
+// event line of watch i; it is called from that watch's goroutine only.
+func startWatchers(ctx context.Context, t *Target, o *Options, path, label string, onLine func(i int, line []byte)) (*watchGroup, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	g := &watchGroup{cancel: cancel}
+	for i := range o.Watchers {
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			req, _ := http.NewRequestWithContext(wctx, "GET", t.Host+path, nil)
+			resp, err := t.Watch.Do(req)
+			if err != nil || resp.StatusCode != 200 {
+				g.failed.Add(1)
+				return
+			}
+			defer resp.Body.Close()
+			g.open.Add(1)
+			defer g.open.Add(-1)
+			sc := bufio.NewScanner(resp.Body)
+			sc.Buffer(make([]byte, 64<<10), 8<<20)
+			for sc.Scan() {
+				if onLine != nil {
+					onLine(i, sc.Bytes())
+				}
+			}
+		}()
+		if i%500 == 499 {
+			o.progress("%s: %s watches %d/%d", t.Name, label, i+1, o.Watchers)
+		}
+	}
+	for g.open.Load()+g.failed.Load() < int64(o.Watchers) {
+		if ctx.Err() != nil {
+			g.stop()
+			return nil, ctx.Err()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return g, nil
+}
+
+// stop closes every watch and waits for the readers; it may be called twice.
+func (g *watchGroup) stop() {
+	g.cancel()
+	g.wg.Wait()
 }
