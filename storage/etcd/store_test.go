@@ -9,6 +9,7 @@ import (
 
 	"github.com/objwatch/objwatch/storage"
 	"github.com/objwatch/objwatch/storage/etcd"
+	"github.com/objwatch/objwatch/storage/etcd/etcdtest"
 	"github.com/objwatch/objwatch/storage/storagetest"
 )
 
@@ -24,26 +25,7 @@ func etcdIgnores() []goleak.Option {
 	}
 }
 
-func startStore(t *testing.T) *etcd.Store {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	e, err := etcd.StartEmbedded(ctx, etcd.EmbeddedConfig{Dir: t.TempDir(), NoFsync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	cli, err := etcd.NewClient(etcd.ClientConfig{Endpoints: []string{e.Endpoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	s, err := etcd.New(cli, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
+func startStore(t *testing.T) *etcd.Store { return etcdtest.Start(t) }
 
 func TestConformance(t *testing.T) {
 	s := startStore(t)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/objwatch/objwatch/storage"
 	"github.com/objwatch/objwatch/storage/etcd"
+	"github.com/objwatch/objwatch/storage/etcd/etcdtest"
 	"github.com/objwatch/objwatch/storage/watchcache"
 )
 
@@ -57,21 +58,7 @@ type env struct {
 func setup(t testing.TB) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	e, err := etcd.StartEmbedded(ctx, etcd.EmbeddedConfig{Dir: t.TempDir(), NoFsync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	cli, err := etcd.NewClient(etcd.ClientConfig{Endpoints: []string{e.Endpoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	s, err := etcd.New(cli, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{t: t, store: s, ctx: ctx}
+	return &env{t: t, store: etcdtest.Start(t), ctx: ctx}
 }
 
 func (e *env) cache(cfg watchcache.Config) *watchcache.Cache {
