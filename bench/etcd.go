@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/objwatch/objwatch/storage/etcd"
 )
@@ -21,41 +18,16 @@ func EtcdPuts(ctx context.Context, endpoint string, o *Options) ([]Result, error
 	}
 	defer cli.Close()
 	value := strings.Repeat("x", o.ObjectSize)
-	lat := make([]latencies, o.Clients)
-	var next atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	start := time.Now()
-	for c := range o.Clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(o.Objects) || ctx.Err() != nil {
-					return
-				}
-				t0 := time.Now()
-				if _, err := cli.Put(ctx, fmt.Sprintf("/objwatch-bench/%08d", i), value); err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					return
-				}
-				lat[c] = append(lat[c], time.Since(t0))
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
+	all, elapsed, putErr := parallel(ctx, o.Clients, o.Objects, func(i int) error {
+		_, err := cli.Put(ctx, fmt.Sprintf("/objwatch-bench/%08d", i), value)
+		return err
+	})
 	store, err := etcd.New(cli, nil)
 	if err == nil {
 		store.DeletePrefix(ctx, "/objwatch-bench/")
 	}
-	if err, ok := firstErr.Load().(error); ok {
-		return nil, fmt.Errorf("etcd: %w", err)
-	}
-	var all latencies
-	for _, l := range lat {
-		all = append(all, l...)
+	if putErr != nil {
+		return nil, fmt.Errorf("etcd: %w", putErr)
 	}
 	return []Result{
 		{"etcd", "puts/s", float64(len(all)) / elapsed.Seconds(), "ops/s"},

@@ -102,47 +102,20 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 func Writes(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 	var out []Result
 	for _, phase := range []string{"create", "update"} {
-		lat := make([]latencies, o.Clients)
-		var next atomic.Int64
-		var firstErr atomic.Value
-		var wg sync.WaitGroup
-		start := time.Now()
-		for c := range o.Clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					i := int(next.Add(1)) - 1
-					if i >= o.Objects || ctx.Err() != nil {
-						return
-					}
-					name := fmt.Sprintf("obj-%06d", i)
-					t0 := time.Now()
-					var err error
-					if phase == "create" {
-						_, err = t.do(ctx, "POST", o.objectsPath(), "application/json", o.object(name))
-					} else {
-						_, err = t.do(ctx, "PATCH", o.objectsPath()+"/"+name, "application/merge-patch+json", []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, 2+rand.IntN(1000))))
-					}
-					if err != nil {
-						firstErr.CompareAndSwap(nil, err)
-						return
-					}
-					lat[c] = append(lat[c], time.Since(t0))
-					if i%1000 == 0 {
-						o.progress("%s: %s %d/%d", t.Name, phase, i, o.Objects)
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		if err, ok := firstErr.Load().(error); ok {
+		all, elapsed, err := parallel(ctx, o.Clients, o.Objects, func(i int) error {
+			name := fmt.Sprintf("obj-%06d", i)
+			if i%1000 == 0 {
+				o.progress("%s: %s %d/%d", t.Name, phase, i, o.Objects)
+			}
+			if phase == "create" {
+				_, err := t.do(ctx, "POST", o.objectsPath(), "application/json", o.object(name))
+				return err
+			}
+			_, err := t.do(ctx, "PATCH", o.objectsPath()+"/"+name, "application/merge-patch+json", []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, 2+rand.IntN(1000))))
+			return err
+		})
+		if err != nil {
 			return out, fmt.Errorf("%s %s: %w", t.Name, phase, err)
-		}
-		elapsed := time.Since(start)
-		var all latencies
-		for _, l := range lat {
-			all = append(all, l...)
 		}
 		out = append(out,
 			Result{t.Name, phase + "s/s", float64(len(all)) / elapsed.Seconds(), "ops/s"},
@@ -229,11 +202,11 @@ func Memory(ctx context.Context, t *Target, o *Options, before MemorySample) ([]
 // acknowledgement to each watcher, and server CPU per delivered event.
 func Fanout(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 	name := "fanout-target"
-	b, err := t.do(ctx, "POST", o.objectsPath(), "application/json", o.object(name))
-	if err != nil && !strings.Contains(err.Error(), "409") {
+	if _, err := t.do(ctx, "POST", o.objectsPath(), "application/json", o.object(name)); err != nil && !strings.Contains(err.Error(), "409") {
 		return nil, err
 	}
-	if b, err = t.do(ctx, "GET", o.objectsPath()+"/"+name, "", nil); err != nil {
+	b, err := t.do(ctx, "GET", o.objectsPath()+"/"+name, "", nil)
+	if err != nil {
 		return nil, err
 	}
 	startRV := rvIn(b)
@@ -411,4 +384,42 @@ func startWatchers(ctx context.Context, t *Target, o *Options, path, label strin
 func (g *watchGroup) stop() {
 	g.cancel()
 	g.wg.Wait()
+}
+
+// parallel runs op(0..n-1) on clients concurrent workers and returns each
+// op's latency and the elapsed time; the first error stops the workers.
+func parallel(ctx context.Context, clients, n int, op func(i int) error) (latencies, time.Duration, error) {
+	lat := make([]latencies, clients)
+	var next atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for firstErr.Load() == nil && ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				t0 := time.Now()
+				if err := op(i); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				lat[c] = append(lat[c], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err, ok := firstErr.Load().(error); ok {
+		return nil, elapsed, err
+	}
+	var all latencies
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	return all, elapsed, ctx.Err()
 }

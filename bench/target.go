@@ -18,7 +18,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -122,5 +121,3 @@ func rvIn(b []byte) int64 {
 	n, _ := strconv.ParseInt(string(b[:j]), 10, 64)
 	return n
 }
-
-func since(t time.Time) time.Duration { return time.Since(t) }

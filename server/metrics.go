@@ -2,7 +2,6 @@ package server
 
 import (
 	"net/http"
-	"runtime"
 	"strconv"
 	"time"
 
@@ -101,5 +100,3 @@ func (s *Server) instrument(w http.ResponseWriter, info requestInfo, serve func(
 	s.metrics.requests.WithLabelValues(info.verb, g, v, r, info.subresource, strconv.Itoa(rec.code)).Inc()
 	s.metrics.latency.WithLabelValues(info.verb, g, v, r, info.subresource).Observe(d.Seconds())
 }
-
-func goVersion() string { return runtime.Version() }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -194,5 +193,3 @@ func strictErr(unknown []string) error {
 	}
 	return badRequest("strict decoding error: %s", strings.Join(msgs, ", "))
 }
-
-var errStop = errors.New("stop")

@@ -74,7 +74,7 @@ func (s *Server) readPatch(r *http.Request, res *registry.Resource) (*patchBody,
 	case "application/strategic-merge-patch+json":
 		if res.PatchSchema == nil {
 			return nil, newStatus(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
-				fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"))
+				"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
 		}
 	case "application/apply-patch+yaml", "application/apply-patch+cbor":
 		return nil, newStatus(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,

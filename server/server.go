@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -248,7 +249,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{
 		"major": "1", "minor": "32", "gitVersion": s.cfg.Version,
-		"platform": "objwatch", "goVersion": goVersion(),
+		"platform": "objwatch", "goVersion": runtime.Version(),
 	})
 }
 

@@ -59,7 +59,7 @@ func newStatus(code int32, reason metav1.StatusReason, msg string) error {
 
 func unsupportedMediaType(ct string) error {
 	return newStatus(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
-		fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"))
+		fmt.Sprintf("the body of the request was in an unknown format (%s) - accepted media types include: application/json, application/yaml", ct))
 }
 
 // tooOld is the 410 Gone a compacted resourceVersion gets.

@@ -99,15 +99,15 @@ func shortDuration(d time.Duration) string {
 	case d < 0:
 		return "0s"
 	case d < 2*time.Minute:
-		return formatInt(int64(d/time.Second)) + "s"
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
 	case d < 2*time.Hour:
-		return formatInt(int64(d/time.Minute)) + "m"
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
 	case d < 48*time.Hour:
-		return formatInt(int64(d/time.Hour)) + "h"
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
 	case d < 730*24*time.Hour:
-		return formatInt(int64(d/(24*time.Hour))) + "d"
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
 	}
-	return formatInt(int64(d/(365*24*time.Hour))) + "y"
+	return strconv.FormatInt(int64(d/(365*24*time.Hour)), 10) + "y"
 }
 
 // columnValue evaluates a printer column's JSONPath against o. Like
@@ -131,5 +131,3 @@ func columnValue(o *unstructured.Unstructured, c registry.Column) any {
 	}
 	return v
 }
-
-func formatInt(n int64) string { return strconv.FormatInt(n, 10) }

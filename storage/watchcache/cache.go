@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -451,7 +452,7 @@ func (c *Cache) List(f Filter, startKey string, limit int) (objs []*Object, rev 
 	match := f.matcher()
 	if cands, ok := c.labels.candidates(f.Labels); ok {
 		for _, o := range cands {
-			if o.Key < pivot.Key || (nsPrefix != "" && !hasPrefix(o.Key, nsPrefix)) || !match(o) {
+			if o.Key < pivot.Key || (nsPrefix != "" && !strings.HasPrefix(o.Key, nsPrefix)) || !match(o) {
 				continue
 			}
 			if limit > 0 && len(objs) == limit {
@@ -462,7 +463,7 @@ func (c *Cache) List(f Filter, startKey string, limit int) (objs []*Object, rev 
 		return objs, c.rev, false, nil
 	}
 	c.objects.AscendGreaterOrEqual(pivot, func(o *Object) bool {
-		if nsPrefix != "" && !hasPrefix(o.Key, nsPrefix) {
+		if nsPrefix != "" && !strings.HasPrefix(o.Key, nsPrefix) {
 			return false
 		}
 		if !match(o) {
@@ -492,5 +493,3 @@ func (c *Cache) Len() int {
 	defer c.mu.RUnlock()
 	return c.objects.Len()
 }
-
-func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }

@@ -3,6 +3,7 @@ package watchcache
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -183,7 +184,7 @@ func (c *Cache) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 			nsPrefix += "/"
 		}
 		c.objects.AscendGreaterOrEqual(&Object{Key: nsPrefix}, func(obj *Object) bool {
-			if !hasPrefix(obj.Key, nsPrefix) {
+			if !strings.HasPrefix(obj.Key, nsPrefix) {
 				return false
 			}
 			if w.match(obj) {
