@@ -57,9 +57,10 @@ func mediaType(r *http.Request) string {
 	return mt
 }
 
-// protobufCodec decodes the protobuf bodies Kubernetes clients send for
-// built-in types.
-var protobufCodec = func() *protobuf.Serializer {
+// builtinScheme knows the Go types of the built-in kinds, their lists and
+// the meta types (DeleteOptions); OpenAPI documents and protobuf decoding
+// use it.
+var builtinScheme = func() *runtime.Scheme {
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
@@ -67,8 +68,12 @@ var protobufCodec = func() *protobuf.Serializer {
 		}
 	}
 	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
-	return protobuf.NewSerializer(scheme, scheme)
+	return scheme
 }()
+
+// protobufCodec decodes the protobuf bodies Kubernetes clients send for
+// built-in types.
+var protobufCodec = protobuf.NewSerializer(builtinScheme, builtinScheme)
 
 const protobufType = "application/vnd.kubernetes.protobuf"
 

@@ -9,9 +9,6 @@ import (
 	restful "github.com/emicklei/go-restful/v3"
 	"golang.org/x/text/cases"
 	"golang.org/x/text/language"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	generatedopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,20 +33,10 @@ import (
 // the x-kubernetes-group-version-kind and x-kubernetes-action extensions
 // therefore match Kubernetes'. Responses are JSON only, as objwatch serves.
 
-// openAPIScheme knows the Go types of the built-in kinds and their lists.
-var openAPIScheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, apiextensionsv1.AddToScheme} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
-}()
 
 // openAPINamer names definitions and tags the kinds with
 // x-kubernetes-group-version-kind, as kube-apiserver's namer does.
-var openAPINamer = endpointsopenapi.NewDefinitionNamer(openAPIScheme)
+var openAPINamer = endpointsopenapi.NewDefinitionNamer(builtinScheme)
 
 // routeAction is the x-kubernetes-action of each verb's operations.
 var routeAction = map[string]string{
@@ -67,11 +54,11 @@ func builtinOpenAPI(resources []*registry.Resource, title, version string) (*spe
 	ws.Consumes("*/*") // as kube-apiserver: bodies but patches are decoded by Content-Type
 	var roots []reflect.Type
 	for _, res := range resources {
-		obj, err := openAPIScheme.New(res.GVK())
+		obj, err := builtinScheme.New(res.GVK())
 		if err != nil {
 			return nil, fmt.Errorf("openapi: %s: %w", res.GVR(), err)
 		}
-		list, err := openAPIScheme.New(res.GVK().GroupVersion().WithKind(res.ListKind))
+		list, err := builtinScheme.New(res.GVK().GroupVersion().WithKind(res.ListKind))
 		if err != nil {
 			return nil, fmt.Errorf("openapi: %s: %w", res.GVR(), err)
 		}
