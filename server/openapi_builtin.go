@@ -33,7 +33,6 @@ import (
 // the x-kubernetes-group-version-kind and x-kubernetes-action extensions
 // therefore match Kubernetes'. Responses are JSON only, as objwatch serves.
 
-
 // openAPINamer names definitions and tags the kinds with
 // x-kubernetes-group-version-kind, as kube-apiserver's namer does.
 var openAPINamer = endpointsopenapi.NewDefinitionNamer(builtinScheme)
