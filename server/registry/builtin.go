@@ -32,7 +32,7 @@ func builtins() []*Resource {
 			Version: "v1", Plural: "namespaces", Singular: "namespace", Kind: "Namespace",
 			ShortNames: []string{"ns"}, Status: true,
 			PatchSchema: &corev1.Namespace{},
-			Strategy:    typed[corev1.Namespace]{validate: validateNamespace, nameFn: metavalidation.ValidateNamespaceName},
+			Strategy:    typed[corev1.Namespace]{nameFn: metavalidation.ValidateNamespaceName},
 			FieldLabels: func(u *unstructured.Unstructured) fields.Set {
 				phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
 				return fields.Set{"status.phase": phase}
@@ -184,10 +184,6 @@ func (s typed[T]) Validate(obj, old map[string]any) field.ErrorList {
 		}
 	}
 	return append(errs, s.validate(v, o)...)
-}
-
-func validateNamespace(ns, _ *corev1.Namespace) field.ErrorList {
-	return nil
 }
 
 func validateDataKeys[V string | []byte](data map[string]V, path *field.Path, seen map[string]bool) (field.ErrorList, int) {
