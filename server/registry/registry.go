@@ -11,7 +11,6 @@ package registry
 import (
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -290,24 +289,4 @@ func sortVersions(vs []string) []string {
 // versionLess reports whether a has lower priority than b.
 func versionLess(a, b string) bool {
 	return version.CompareKubeAwareVersionStrings(a, b) < 0
-}
-
-// Find looks a resource up by plural, singular, kind or short name in the
-// given group (any group if group is "*"); used by tests and the CLI.
-func (r *Registry) Find(group, name string) (*Resource, bool) {
-	name = strings.ToLower(name)
-	for _, res := range r.Resources() {
-		if group != "*" && res.Group != group {
-			continue
-		}
-		if res.Plural == name || res.Singular == name || strings.ToLower(res.Kind) == name {
-			return res, true
-		}
-		for _, s := range res.ShortNames {
-			if s == name {
-				return res, true
-			}
-		}
-	}
-	return nil, false
 }
