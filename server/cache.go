@@ -50,7 +50,8 @@ func (s *Server) cacheFor(res *registry.Resource) *watchcache.Cache {
 	}
 	c := watchcache.New(watchcache.Config{
 		Store: s.store, Prefix: res.StoragePrefix, Decode: cacheDecoder(res),
-		Window: s.cfg.WatchCacheWindow, FreshTimeout: s.cfg.FutureRVWait, Log: s.cfg.Log,
+		Window: s.cfg.WatchCacheWindow, Buffer: s.cfg.WatchBufferEvents,
+		FreshTimeout: s.cfg.FutureRVWait, Log: s.cfg.Log,
 	})
 	c.Start()
 	s.caches.m[res] = c
@@ -211,7 +212,7 @@ func decodeCached(objs []*watchcache.Object) ([]*unstructured.Unstructured, erro
 
 // watchFromCache streams a watch from the cache. It returns errNoCache
 // (having written nothing) when the cache cannot serve it.
-func (s *Server) watchFromCache(ctx context.Context, w http.ResponseWriter, flusher http.Flusher, res *registry.Resource, info requestInfo, wr watchRequest) error {
+func (s *Server) watchFromCache(ctx context.Context, ww *watchWriter, res *registry.Resource, info requestInfo, wr watchRequest) error {
 	c := s.cacheFor(res)
 	if c == nil {
 		return errNoCache
@@ -237,8 +238,8 @@ func (s *Server) watchFromCache(ctx context.Context, w http.ResponseWriter, flus
 			}
 			// As in Kubernetes, a parsed resourceVersion's failures arrive
 			// as an ERROR event.
-			startStream(w, flusher)
-			s.sendError(json.NewEncoder(w), flusher, tooLarge())
+			startStream(ww)
+			s.sendError(json.NewEncoder(ww), ww, tooLarge())
 			return nil
 		}
 	case wr.consistent:
@@ -264,8 +265,8 @@ func (s *Server) watchFromCache(ctx context.Context, w http.ResponseWriter, flus
 		return errNoCache
 	}
 	defer cw.Stop()
-	startStream(w, flusher)
-	enc := json.NewEncoder(w)
+	startStream(ww)
+	enc := json.NewEncoder(ww)
 	bookmarkObj := func(rev int64, end bool) map[string]any {
 		md := map[string]any{"resourceVersion": strconv.FormatInt(rev, 10)}
 		if end {
@@ -293,7 +294,7 @@ func (s *Server) watchFromCache(ctx context.Context, w http.ResponseWriter, flus
 	)
 	flushEvery := s.cfg.WatchFlushInterval
 	flush := func() {
-		flusher.Flush()
+		ww.Flush()
 		lastFlush, dirty = time.Now(), false
 	}
 	for {
@@ -320,7 +321,7 @@ func (s *Server) watchFromCache(ctx context.Context, w http.ResponseWriter, flus
 					err = ctx.Err()
 				}
 			} else {
-				err = cw.Wait(ctx, nil)
+				err = cw.Wait(ctx, ww.idle())
 			}
 			if err == nil {
 				continue
@@ -328,9 +329,9 @@ func (s *Server) watchFromCache(ctx context.Context, w http.ResponseWriter, flus
 			switch {
 			case ctx.Err() != nil:
 			case errors.Is(err, watchcache.ErrTooSlow):
-				s.sendError(enc, flusher, tooSlow())
+				s.sendError(enc, ww, tooSlow())
 			case errors.Is(err, storage.ErrCompacted):
-				s.sendError(enc, flusher, tooOld(wr.rv, 0))
+				s.sendError(enc, ww, tooOld(wr.rv, 0))
 			default:
 				flush()
 			}
@@ -351,7 +352,7 @@ func (s *Server) watchFromCache(ctx context.Context, w http.ResponseWriter, flus
 				werr = enc.Encode(watchEvent{Type: it.Type, Object: t})
 			}
 		default:
-			_, werr = w.Write(it.Frame())
+			_, werr = ww.Write(it.Frame())
 		}
 		if werr != nil {
 			return nil

@@ -66,6 +66,20 @@ type Config struct {
 	// batched with later events when a watch receives events faster than
 	// this (default 10 ms); a quiet watch's first event is sent at once.
 	WatchFlushInterval time.Duration
+	// WatchBufferEvents bounds the events queued for one watch served from
+	// the watch cache (default 10,000). A watch that falls further behind
+	// is ended: its queue is dropped, and after the events already taken
+	// from it the client gets an ERROR event with a 410 Expired Status, to
+	// resume from the last resourceVersion it received or relist.
+	WatchBufferEvents int
+	// WatchWriteTimeout bounds how long a write of watch output may block
+	// (default 1 min; negative: no bound). A watch whose client accepts no
+	// data for that long (up to a second less) is ended: on HTTP/1.1 its
+	// connection is closed (crypto/tls first tries for up to 5 s to send a
+	// close_notify), on HTTP/2 its stream is reset. Kubernetes has no such
+	// bound on HTTP/1.1 watches, whose writes can block until the TCP
+	// connection dies.
+	WatchWriteTimeout time.Duration
 	// BookmarkInterval between bookmarks on watches that allow them
 	// (default 1 min, as Kubernetes).
 	BookmarkInterval time.Duration
@@ -106,6 +120,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.WatchFlushInterval == 0 {
 		c.WatchFlushInterval = 10 * time.Millisecond
+	}
+	if c.WatchBufferEvents == 0 {
+		c.WatchBufferEvents = 10000
+	}
+	if c.WatchWriteTimeout == 0 {
+		c.WatchWriteTimeout = time.Minute
 	}
 	if c.BookmarkInterval == 0 {
 		c.BookmarkInterval = time.Minute

@@ -110,11 +110,13 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *registry.Res
 	defer cancel()
 	// A stopping server ends its watches (without a goroutine per watch).
 	defer context.AfterFunc(s.stopping, cancel)()
+	ww := newWatchWriter(w, flusher, s.cfg.WatchWriteTimeout)
+	defer ww.stop()
 
 	gr := s.gr(res)
 	s.metrics.watches.WithLabelValues(res.Group, res.Plural).Inc()
 	defer s.metrics.watches.WithLabelValues(res.Group, res.Plural).Dec()
-	if err := s.watchFromCache(ctx, w, flusher, res, info, wr); !errors.Is(err, errNoCache) {
+	if err := s.watchFromCache(ctx, ww, res, info, wr); !errors.Is(err, errNoCache) {
 		return
 	}
 
@@ -151,8 +153,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *registry.Res
 	}
 	defer watcher.Stop()
 
-	startStream(w, flusher)
-	enc := json.NewEncoder(w)
+	startStream(ww)
+	enc := json.NewEncoder(ww)
 	sent := from - 1
 	send := func(typ string, obj *unstructured.Unstructured, at *time.Time) bool {
 		var body any = obj.Object
@@ -164,7 +166,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *registry.Res
 		if err := enc.Encode(watchEvent{Type: typ, Object: body, CommitTime: at}); err != nil {
 			return false
 		}
-		flusher.Flush()
+		ww.Flush()
 		s.metrics.events.WithLabelValues(res.Group, res.Plural, typ).Inc()
 		return true
 	}
@@ -210,6 +212,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *registry.Res
 		select {
 		case <-ctx.Done():
 			return
+		case <-ww.idle():
 		case <-bookmarkC:
 			if err := watcher.RequestProgress(ctx); err == nil {
 				wantProgress = true
@@ -231,13 +234,13 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *registry.Res
 			case storage.Error:
 				var st error = storageError(ev.Err, gr, "")
 				if ctx.Err() == nil {
-					s.sendError(enc, flusher, st)
+					s.sendError(enc, ww, st)
 				}
 				return
 			default:
 				typ, obj, err := s.translate(res, wr.sel, ev)
 				if err != nil {
-					s.sendError(enc, flusher, apierrors.NewInternalError(err))
+					s.sendError(enc, ww, apierrors.NewInternalError(err))
 					return
 				}
 				sent = ev.Revision
@@ -251,11 +254,99 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *registry.Res
 }
 
 // startStream sends the headers of a watch response.
-func startStream(w http.ResponseWriter, f http.Flusher) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-cache, private")
-	w.WriteHeader(http.StatusOK)
-	f.Flush()
+func startStream(ww *watchWriter) {
+	ww.w.Header().Set("Content-Type", "application/json")
+	ww.w.Header().Set("Cache-Control", "no-cache, private")
+	ww.w.WriteHeader(http.StatusOK)
+	ww.Flush()
+}
+
+// watchWriter writes one watch response and bounds how long a write to a
+// client that stopped reading may block. Before every write and flush the
+// connection's write deadline is moved to now+timeout, but at most once per
+// step (a second, or a quarter of a shorter timeout), which keeps it off the
+// per-event path; an idle watch moves it before it expires (see idle). So a
+// write or flush blocked for between timeout-step and timeout fails: on
+// HTTP/1.1 the connection is broken and closed, on HTTP/2 the stream is
+// reset; either way the request's context ends, which ends the watch.
+//
+// A watchWriter belongs to the goroutine serving the watch, which must call
+// stop when done.
+type watchWriter struct {
+	w  http.ResponseWriter
+	f  http.Flusher
+	rc *http.ResponseController
+
+	timeout, step time.Duration // timeout 0: no deadline
+	armed         time.Time     // the deadline is armed+timeout
+	idleT         *time.Timer
+	idleFor       time.Time // the armed idleT was set for
+}
+
+func newWatchWriter(w http.ResponseWriter, f http.Flusher, timeout time.Duration) *watchWriter {
+	ww := &watchWriter{w: w, f: f, rc: http.NewResponseController(w)}
+	if timeout > 0 {
+		ww.timeout, ww.step = timeout, min(time.Second, timeout/4)
+	}
+	return ww
+}
+
+// extend moves the write deadline to now+timeout unless it did so less
+// than step ago.
+func (ww *watchWriter) extend() {
+	if ww.timeout == 0 {
+		return
+	}
+	now := time.Now()
+	if now.Sub(ww.armed) < ww.step {
+		return
+	}
+	if err := ww.rc.SetWriteDeadline(now.Add(ww.timeout)); err != nil {
+		ww.timeout = 0 // not a network connection (handler tests)
+		return
+	}
+	ww.armed = now
+}
+
+func (ww *watchWriter) Write(p []byte) (int, error) {
+	ww.extend()
+	return ww.w.Write(p)
+}
+
+func (ww *watchWriter) Flush() {
+	ww.extend()
+	ww.f.Flush()
+}
+
+// idle returns a channel for a watch waiting for events to wait on too:
+// it fires half a timeout after the deadline was last moved, and the watch
+// then calls idle again, which moves it. HTTP/2 resets a stream whose
+// deadline passes even when nothing is being written, so an idle watch
+// must keep its deadline ahead. It returns nil when there is no deadline.
+func (ww *watchWriter) idle() <-chan time.Time {
+	ww.extend()
+	if ww.timeout == 0 {
+		return nil
+	}
+	if ww.idleFor != ww.armed {
+		d := time.Until(ww.armed.Add(ww.timeout / 2))
+		if ww.idleT == nil {
+			ww.idleT = time.NewTimer(d)
+		} else {
+			ww.idleT.Reset(d)
+		}
+		ww.idleFor = ww.armed
+	}
+	return ww.idleT.C
+}
+
+// stop releases the idle timer. The deadline stays: it bounds the final
+// flush net/http does after the handler returns.
+func (ww *watchWriter) stop() {
+	if ww.idleT != nil {
+		ww.idleT.Stop()
+	}
+	ww.extend()
 }
 
 func (s *Server) sendError(enc *json.Encoder, f http.Flusher, err error) {

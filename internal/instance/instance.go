@@ -132,6 +132,11 @@ func Start(ctx context.Context, o Options) (_ *Instance, err error) {
 		TLSConfig:         in.Credentials.ServerTLSConfig(),
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(o.Log.Handler(), slog.LevelDebug),
+		// An HTTP/2 client that stops reading the whole connection blocks
+		// every stream's writes, which the per-watch write timeout cannot
+		// end (its stream reset cannot be written either): close such a
+		// connection after two minutes without progress.
+		HTTP2: &http.HTTP2Config{WriteByteTimeout: 2 * time.Minute},
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	in.cancel = cancel

@@ -15,9 +15,10 @@
 //
 // A watcher replays history after its start revision, then follows live
 // events through a bounded buffer. Fan-out never blocks: a watcher whose
-// buffer is full is ended with ErrTooSlow (the server answers 410; the
-// client resumes or relists). History covers at least Window, bounded by
-// MaxHistory events; a start revision older than that is ErrCompacted.
+// buffer is full is ended with ErrTooSlow and its buffer dropped (the
+// server answers 410; the client resumes or relists). History covers at
+// least Window, bounded by MaxHistory events; a start revision older than
+// that is ErrCompacted.
 //
 // # Concurrency
 //
@@ -75,7 +76,8 @@ type Config struct {
 	Window     time.Duration
 	MaxHistory int
 	// Buffer bounds the events waiting for each watcher (default 10,000);
-	// memory is used only while a watcher is behind.
+	// memory is used only while a watcher is behind. A watcher with a full
+	// buffer is ended with ErrTooSlow and the buffer dropped.
 	Buffer int
 	// FreshTimeout bounds how long a consistent read waits for the cache
 	// to catch up before the caller falls back to the store (default 3 s).

@@ -225,13 +225,19 @@ func (w *Watcher) scheduleBookmark(now time.Time) {
 }
 
 // offer_locked hands e to the watcher without blocking; a watcher with
-// Buffer items already waiting is ended with ErrTooSlow.
+// Buffer items already waiting is ended with ErrTooSlow and its queue
+// dropped: its client resumes from the last item it received, so the
+// queued ones would be replayed from history anyway, and a client that
+// never reads again would otherwise pin them until the watch is stopped.
 func (w *Watcher) offer_locked(e *Event) {
 	it, ok := e.translate(w.match)
 	if !ok {
 		return
 	}
 	if !w.push(it, true) {
+		w.mu.Lock()
+		w.queue = nil
+		w.mu.Unlock()
 		w.c.end_locked(w, ErrTooSlow)
 	}
 }
@@ -276,8 +282,9 @@ func (c *Cache) end_locked(w *Watcher, err error) {
 }
 
 // Next returns the next item, waiting for one. After the watcher ends it
-// returns the reason (ErrTooSlow, a relist's ErrCompacted, or
-// context.Canceled after Stop).
+// returns the items still waiting (after ErrTooSlow only those it had
+// already taken from the dropped queue), then the reason (ErrTooSlow, a
+// relist's ErrCompacted, or context.Canceled after Stop).
 func (w *Watcher) Next(ctx context.Context) (Item, error) {
 	for {
 		if it, ok := w.TryNext(); ok {
