@@ -8,6 +8,7 @@ require (
 	github.com/emicklei/go-restful/v3 v3.13.0
 	github.com/google/btree v1.1.3
 	github.com/google/go-cmp v0.7.0
+	github.com/klauspost/compress v1.20.1
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

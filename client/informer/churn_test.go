@@ -90,12 +90,14 @@ func TestChurn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("churn takes a while")
 	}
-	for _, streaming := range []bool{true, false} {
-		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) { churn(t, streaming) })
-	}
+	bothModes(t, func(t *testing.T, compact bool) {
+		for _, streaming := range []bool{true, false} {
+			t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) { churn(t, streaming, compact) })
+		}
+	})
 }
 
-func churn(t *testing.T, streaming bool) {
+func churn(t *testing.T, streaming, compact bool) {
 	e := startEnv(t, compacting(150*time.Millisecond)...)
 	ctx := testContext(t, 3*time.Minute)
 	hist := newHistory()
@@ -108,7 +110,7 @@ func churn(t *testing.T, streaming bool) {
 
 	reg := prometheus.NewRegistry()
 	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{
-		Name: "churn", Metrics: reg, DisableStreamingList: !streaming, PageSize: 25,
+		Name: "churn", Metrics: reg, DisableStreamingList: !streaming, PageSize: 25, Compact: compact,
 		MinWatchTimeout: 2 * time.Second, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
 		DetectMutations: true, OnMutation: func(err error) { t.Errorf("mutation: %v", err) },
 	})

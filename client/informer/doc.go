@@ -74,4 +74,27 @@
 // object before changing it (for k8s.io/api types, obj.DeepCopy()). Tests
 // can turn on the mutation detector (Options.DetectMutations or
 // OBJWATCH_DETECT_MUTATIONS=true) to catch violations.
+//
+// A compact cache (Options.Compact) is different: it holds no objects,
+// only their encodings, and every Lister call decodes new objects that the
+// caller owns and may modify. Objects passed to handlers are still shared,
+// among handlers, and must not be modified.
+//
+// # Memory
+//
+// A decoded cache costs what client-go's does: for ConfigMaps of 1 KiB
+// (3 labels, 8 data keys of 100 random characters) about 2.0 KB per
+// object, 0.96 times client-go's heap (BenchmarkInformer, 10,000 objects).
+// A compact cache (Options.Compact) keeps per object its protobuf (JSON
+// for types without protobuf methods), zstd-compressed, plus its
+// resourceVersion, UID and labels for the comparisons and label selectors
+// that must not decode: about 1.0 KB for the same ConfigMap, 0.47 times
+// client-go's heap. Real objects, less random, compress better.
+//
+// The price is CPU: Lister.Get takes about 9 µs for that ConfigMap
+// instead of 40 ns, a List decodes every object it returns, and an update
+// decodes the replaced object when handlers or indexes need it. A handler
+// added later, each resync and AddIndexers decode the whole cache once; the
+// first two hold the decoded objects in the handlers' queues until
+// delivered.
 package informer

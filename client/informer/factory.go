@@ -27,6 +27,12 @@ type FactoryOptions struct {
 	// DisableStreamingList, DetectMutations: see Options.
 	DisableStreamingList bool
 	DetectMutations      bool
+	// Compact makes every informer of the factory keep a compact cache
+	// (see Options.Compact). It is a factory setting, not a per-informer
+	// one, so that all code sharing a factory's informers agrees on
+	// whether objects read from a Lister are shared or owned; use two
+	// factories to have both kinds.
+	Compact bool
 }
 
 // Factory shares informers: For returns the same informer for the same Go
@@ -77,6 +83,7 @@ func For[T client.Object](f *Factory, res client.Resource, sel Selection) *Share
 		Namespace: sel.Namespace, LabelSelector: sel.LabelSelector, FieldSelector: sel.FieldSelector,
 		Metrics: f.opts.Metrics, Log: f.opts.Log,
 		DisableStreamingList: f.opts.DisableStreamingList, DetectMutations: f.opts.DetectMutations,
+		Compact: f.opts.Compact,
 	})
 	if err != nil {
 		panic(fmt.Sprintf("informer.For: %v", err))

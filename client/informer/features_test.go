@@ -24,7 +24,9 @@ import (
 // TestClientGoObjects: objects created and changed with client-go's typed
 // clientset, cached by our informer as k8s.io/api structs (no code
 // generation) and as unstructured objects.
-func TestClientGoObjects(t *testing.T) {
+func TestClientGoObjects(t *testing.T) { bothModes(t, testClientGoObjects) }
+
+func testClientGoObjects(t *testing.T, compact bool) {
 	e := startEnv(t)
 	ctx := testContext(t, 60*time.Second)
 	cfg, err := clientcmd.BuildConfigFromFlags("", e.Kubeconfig)
@@ -49,7 +51,7 @@ func TestClientGoObjects(t *testing.T) {
 		}
 		want[cm.Name] = cm
 	}
-	typed, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{LabelSelector: "app=cg"})
+	typed, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{LabelSelector: "app=cg", Compact: compact})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +59,7 @@ func TestClientGoObjects(t *testing.T) {
 	if _, err := typed.AddHandler(informer.HandlerFuncs[CM]{Update: func(_, new CM) { updates.Store(new.Name, new) }}, informer.HandlerOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dyn, err := informer.New(client.Unstructured(e.reader, configMaps), informer.Options[*unstructured.Unstructured]{Namespace: "default"})
+	dyn, err := informer.New(client.Unstructured(e.reader, configMaps), informer.Options[*unstructured.Unstructured]{Namespace: "default", Compact: compact})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,14 +111,16 @@ func TestClientGoObjects(t *testing.T) {
 // TestSelectorLeaveAndEnter: an object that stops matching the selector is
 // deleted from the cache (a real delete, not a tombstone); one that starts
 // matching is added.
-func TestSelectorLeaveAndEnter(t *testing.T) {
+func TestSelectorLeaveAndEnter(t *testing.T) { bothModes(t, testSelectorLeaveAndEnter) }
+
+func testSelectorLeaveAndEnter(t *testing.T, compact bool) {
 	e := startEnv(t)
 	ctx := testContext(t, 30*time.Second)
 	cm, err := e.writer.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "s", Labels: map[string]string{"app": "in"}}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{LabelSelector: "app=in"})
+	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{LabelSelector: "app=in", Compact: compact})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +155,9 @@ func TestSelectorLeaveAndEnter(t *testing.T) {
 	expect("add in")
 }
 
-func TestTransformAndIndexes(t *testing.T) {
+func TestTransformAndIndexes(t *testing.T) { bothModes(t, testTransformAndIndexes) }
+
+func testTransformAndIndexes(t *testing.T, compact bool) {
 	e := startEnv(t)
 	ctx := testContext(t, 30*time.Second)
 	for i := range 6 {
@@ -164,6 +170,7 @@ func TestTransformAndIndexes(t *testing.T) {
 	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{
 		Transform: func(o CM) (CM, error) { o.Data = nil; o.ManagedFields = nil; return o, nil },
 		Indexers:  informer.Indexers[CM]{"shard": byShard},
+		Compact:   compact,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +196,9 @@ func TestTransformAndIndexes(t *testing.T) {
 	}
 }
 
-func TestResync(t *testing.T) {
+func TestResync(t *testing.T) { bothModes(t, testResync) }
+
+func testResync(t *testing.T, compact bool) {
 	e := startEnv(t)
 	ctx := testContext(t, 30*time.Second)
 	for i := range 3 {
@@ -197,7 +206,7 @@ func TestResync(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{})
+	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{Compact: compact})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,5 +292,75 @@ func TestFactory(t *testing.T) {
 	}
 	if all.Lister().Len() < 2 || ns.Lister().Len() != 1 || dyn.Lister().Len() != all.Lister().Len() {
 		t.Errorf("cached %d, %d (kube-system), %d (unstructured); want >= 2, 1, same as the first", all.Lister().Len(), ns.Lister().Len(), dyn.Lister().Len())
+	}
+}
+
+// TestCompactReadersOwnObjects: with a compact cache, what a Lister
+// returns is the caller's to modify; the cache and later readers are
+// unaffected. The mutation detector is off (there is nothing to detect).
+func TestCompactReadersOwnObjects(t *testing.T) {
+	e := startEnv(t)
+	ctx := testContext(t, 30*time.Second)
+	want := map[string]CM{}
+	for i := range 4 {
+		cm, err := e.writer.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprint("own", i),
+			Labels: map[string]string{"app": "own"}}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[cm.Name] = cm
+	}
+	f := informer.NewFactory(e.reader, informer.FactoryOptions{Compact: true, DetectMutations: true})
+	inf := informer.For[CM](f, configMaps, informer.Selection{Namespace: "default"})
+	if err := inf.AddIndexers(informer.Indexers[CM]{"app": func(o CM) []string { return []string{o.Labels["app"]} }}); err != nil {
+		t.Fatal(err)
+	}
+	var handled atomic.Int64
+	if _, err := inf.AddHandler(informer.HandlerFuncs[CM]{Add: func(CM, bool) { handled.Add(1) }}, informer.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, f)
+	if err := inf.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mutate := func(o CM) {
+		o.Data["k"] = "mutated"
+		o.Labels["app"] = "mutated"
+		o.ResourceVersion = "1"
+	}
+	l := inf.Lister()
+	a, _ := l.Get("default", "own0")
+	b, _ := l.Get("default", "own0")
+	if a == b {
+		t.Errorf("two Gets returned the same object, want a new one each")
+	}
+	mutate(a)
+	for _, o := range l.List("", labels.Everything()) {
+		mutate(o)
+	}
+	byApp, err := l.ByIndex("app", "own")
+	if err != nil || len(byApp) != 4 {
+		t.Fatalf("ByIndex(app, own) = %d objects, %v; want 4", len(byApp), err)
+	}
+	for _, o := range byApp {
+		mutate(o)
+	}
+	for name, w := range want {
+		got, ok := l.Get("default", name)
+		if !ok {
+			t.Fatalf("Get(%s) not found", name)
+		}
+		if diff := cmp.Diff(w, got); diff != "" {
+			t.Errorf("Get(%s) after readers modified their copies (-want +got):\n%s", name, diff)
+		}
+	}
+	if got := l.List("default", labels.SelectorFromSet(labels.Set{"app": "own"})); len(got) != 4 {
+		t.Errorf("List(app=own) = %d objects, want 4", len(got))
+	}
+	if err := inf.CheckMutations(); err != nil {
+		t.Errorf("CheckMutations() = %v, want nil (the detector is off in compact mode)", err)
+	}
+	if again := informer.For[CM](f, configMaps, informer.Selection{Namespace: "default"}); again != inf {
+		t.Errorf("For() twice returned two informers, want one shared")
 	}
 }

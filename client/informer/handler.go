@@ -11,7 +11,8 @@ import (
 // goroutine and queue: its methods are called one at a time, never
 // concurrently with each other, and a slow handler delays only itself.
 //
-// Objects passed to a handler are shared with the cache: never modify them.
+// Objects passed to a handler are shared with the cache (with
+// Options.Compact, with the other handlers): never modify them.
 type Handler[T client.Object] interface {
 	// OnAdd: obj appeared. initial is true for objects of the initial list
 	// (and of the replay a handler added later receives).

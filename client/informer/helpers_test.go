@@ -185,6 +185,14 @@ func startEnv(t *testing.T, opts ...testenv.Option) *env {
 	return e
 }
 
+// bothModes runs test with a decoded cache and with a compact one
+// (Options.Compact).
+func bothModes(t *testing.T, test func(t *testing.T, compact bool)) {
+	for _, compact := range []bool{false, true} {
+		t.Run(fmt.Sprintf("compact=%v", compact), func(t *testing.T) { test(t, compact) })
+	}
+}
+
 func testContext(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)

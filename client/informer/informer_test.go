@@ -16,7 +16,9 @@ import (
 	"github.com/objwatch/objwatch/client/informer"
 )
 
-func TestInformerSeesEveryChange(t *testing.T) {
+func TestInformerSeesEveryChange(t *testing.T) { bothModes(t, testInformerSeesEveryChange) }
+
+func testInformerSeesEveryChange(t *testing.T, compact bool) {
 	for _, streaming := range []bool{true, false} {
 		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
 			e := startEnv(t)
@@ -30,7 +32,7 @@ func TestInformerSeesEveryChange(t *testing.T) {
 			}
 			reg := prometheus.NewRegistry()
 			inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{
-				DisableStreamingList: !streaming, PageSize: 7, MinWatchTimeout: 2 * time.Second, Metrics: reg,
+				DisableStreamingList: !streaming, PageSize: 7, MinWatchTimeout: 2 * time.Second, Metrics: reg, Compact: compact,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -118,7 +120,9 @@ func TestStreamingListFallback(t *testing.T) {
 // TestRelistAppliesOnlyDifferences cuts the watch and keeps it down until
 // the server compacted its history, changes a few objects meanwhile, and
 // checks that the 410 relist delivers exactly those changes.
-func TestRelistAppliesOnlyDifferences(t *testing.T) {
+func TestRelistAppliesOnlyDifferences(t *testing.T) { bothModes(t, testRelistAppliesOnlyDifferences) }
+
+func testRelistAppliesOnlyDifferences(t *testing.T, compact bool) {
 	for _, streaming := range []bool{true, false} {
 		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
 			e := startEnv(t, compacting(100*time.Millisecond)...)
@@ -134,7 +138,7 @@ func TestRelistAppliesOnlyDifferences(t *testing.T) {
 			}
 			reg := prometheus.NewRegistry()
 			inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{
-				DisableStreamingList: !streaming, Metrics: reg, Name: "cms", InitialBackoff: 10 * time.Millisecond,
+				DisableStreamingList: !streaming, Metrics: reg, Name: "cms", InitialBackoff: 10 * time.Millisecond, Compact: compact,
 			})
 			if err != nil {
 				t.Fatal(err)

@@ -111,13 +111,15 @@ func TestSlowHandlerIsolation(t *testing.T) {
 // TestLateHandlerAndStop adds a handler after sync (it gets the cached
 // objects as initial adds), stops the informer while a handler is busy
 // (Run waits for it), and adds a handler after the stop.
-func TestLateHandlerAndStop(t *testing.T) {
+func TestLateHandlerAndStop(t *testing.T) { bothModes(t, testLateHandlerAndStop) }
+
+func testLateHandlerAndStop(t *testing.T, compact bool) {
 	e := startEnv(t)
 	ctx := testContext(t, 60*time.Second)
 	hist := newHistory()
 	w := newWriter(e.writer, hist, "default", 30, 4)
 	createN(t, ctx, w, 30)
-	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{})
+	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{Compact: compact})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,9 @@ import (
 )
 
 // Lister reads an informer's cache. The objects it returns are shared with
-// the cache and every other reader: never modify them (copy first).
+// the cache and every other reader: never modify them (copy first). With
+// Options.Compact, each call instead decodes new objects, which the caller
+// owns and may modify.
 //
 // A Lister is safe for concurrent use. Its zero value is not usable; get
 // one from SharedInformer.Lister.

@@ -37,8 +37,13 @@ type stamp struct {
 // logSize is how many entries the reflector may run ahead of the processor.
 // The processor never blocks on anything but the store's lock, so this only
 // smooths bursts; a full log makes the reflector wait (backpressure on the
-// connection), it never drops entries.
-const logSize = 1024
+// connection), it never drops entries. Entries hold decoded objects, so a
+// compact cache, whose objects are about half the size, uses a shorter log
+// to keep a relist's peak close to the cache's own size.
+const (
+	logSize        = 1024
+	compactLogSize = 128
+)
 
 // eventLog is the ordered queue between the reflector and the processor: a
 // plain FIFO of what the reflector read, in the order it read it. It never
@@ -52,8 +57,8 @@ type eventLog[T client.Object] struct {
 	waiters []chan struct{}
 }
 
-func newEventLog[T client.Object]() *eventLog[T] {
-	return &eventLog[T]{ch: make(chan entry[T], logSize)}
+func newEventLog[T client.Object](size int) *eventLog[T] {
+	return &eventLog[T]{ch: make(chan entry[T], size)}
 }
 
 // push appends e, waiting while the log is full.

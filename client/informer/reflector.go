@@ -128,9 +128,11 @@ func (r *reflector[T]) setResumeRV(rv string) {
 
 // relist is the state of one list (paginated or streaming).
 type relist struct {
-	// seen holds the keys listed so far; nil when the store was empty at
-	// the start, so that nothing needs comparing or deleting.
-	seen map[Key]struct{}
+	// unseen holds, by namespace and name, the keys the store had at the
+	// start and the list has not had yet: at the end, the objects gone.
+	// It reuses the store's key strings, so it costs only its map. nil
+	// when the store was empty at the start: nothing to compare or delete.
+	unseen map[string]map[string]struct{}
 }
 
 func (r *reflector[T]) startList(ctx context.Context) (*relist, error) {
@@ -142,7 +144,16 @@ func (r *reflector[T]) startList(ctx context.Context) (*relist, error) {
 	}
 	rl := &relist{}
 	if r.store.Len() > 0 {
-		rl.seen = make(map[Key]struct{}, r.store.Len())
+		rl.unseen = map[string]map[string]struct{}{}
+		r.store.rangeKeys(func(k Key) bool {
+			names := rl.unseen[k.Namespace]
+			if names == nil {
+				names = map[string]struct{}{}
+				rl.unseen[k.Namespace] = names
+			}
+			names[k.Name] = struct{}{}
+			return true
+		})
 	}
 	return rl, nil
 }
@@ -150,19 +161,18 @@ func (r *reflector[T]) startList(ctx context.Context) (*relist, error) {
 // listed handles one object of a list: skip it if the store has this very
 // state, else decode and log it.
 func (r *reflector[T]) listItem(ctx context.Context, rl *relist, raw client.Raw[T], st stamp) error {
-	if rl.seen != nil {
+	if rl.unseen != nil {
 		// Compare before decoding, allocating nothing for unchanged objects.
 		m, err := raw.PeekMeta()
 		if err != nil {
 			return err
 		}
-		if cur, ok := r.store.getBytes(m.Namespace, m.Name); ok {
-			rl.seen[KeyOf(cur)] = struct{}{} // the store's strings: nothing new retained
-			if cur.GetResourceVersion() == string(m.ResourceVersion) && string(cur.GetUID()) == string(m.UID) {
-				return nil
-			}
-		} else {
-			rl.seen[Key{Namespace: string(m.Namespace), Name: string(m.Name)}] = struct{}{}
+		if names := rl.unseen[string(m.Namespace)]; names != nil {
+			delete(names, string(m.Name))
+		}
+		if cur, ok := r.store.identityBytes(m.Namespace, m.Name); ok &&
+			cur.rv == string(m.ResourceVersion) && string(cur.uid) == string(m.UID) {
+			return nil
 		}
 	}
 	obj, err := r.decode(raw)
@@ -187,18 +197,13 @@ func (r *reflector[T]) decode(raw client.Raw[T]) (T, error) {
 // finishList logs the deletion of every stored object the list did not
 // have, and makes rv the resume point.
 func (r *reflector[T]) finishList(ctx context.Context, rl *relist, rv string) error {
-	if rl.seen != nil {
-		var gone []Key
-		r.store.Range(func(obj T) bool {
-			if _, ok := rl.seen[KeyOf(obj)]; !ok {
-				gone = append(gone, KeyOf(obj))
-			}
-			return true
-		})
+	if rl.unseen != nil {
 		st := r.received()
-		for _, k := range gone {
-			if err := r.out.push(ctx, entry[T]{op: opDelete, key: k, unknown: true, stamp: st}); err != nil {
-				return err
+		for ns, names := range rl.unseen {
+			for name := range names {
+				if err := r.out.push(ctx, entry[T]{op: opDelete, key: Key{Namespace: ns, Name: name}, unknown: true, stamp: st}); err != nil {
+					return err
+				}
 			}
 		}
 	}

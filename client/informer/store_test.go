@@ -1,6 +1,7 @@
 package informer
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -38,7 +39,13 @@ func names(objs []*corev1.Pod) []string {
 }
 
 func TestStore(t *testing.T) {
-	s := NewStore(Indexers[*corev1.Pod]{"owner": byOwner})
+	for _, compact := range []bool{false, true} {
+		t.Run(fmt.Sprintf("compact=%v", compact), func(t *testing.T) { testStore(t, compact) })
+	}
+}
+
+func testStore(t *testing.T, compact bool) {
+	s := newStore(Indexers[*corev1.Pod]{"owner": byOwner}, compact)
 	s.Put(pod("a", "p1", "n1", "rs1"))
 	s.Put(pod("a", "p2", "n2", "rs1", "rs2"))
 	s.Put(pod("b", "p1", "n1", "rs2"))
@@ -100,5 +107,39 @@ func TestStore(t *testing.T) {
 	}
 	if _, ok := s.Get("a", "p1"); !ok {
 		t.Errorf("Get(a, p1) not found")
+	}
+}
+
+// TestCompactStoreCopies: a compact store's readers own what they get.
+func TestCompactStoreCopies(t *testing.T) {
+	s := newStore(Indexers[*corev1.Pod]{"node": func(p *corev1.Pod) []string { return []string{p.Spec.NodeName} }}, true)
+	s.Put(pod("a", "p1", "n1", "rs1"))
+	s.Put(pod("a", "p2", "n1", "rs1"))
+	mutate := func(p *corev1.Pod) {
+		p.Labels["node"] = "changed"
+		p.Spec.NodeName = "changed"
+		p.OwnerReferences[0].UID = "changed"
+	}
+	got, _ := s.Get("a", "p1")
+	mutate(got)
+	for _, p := range s.List("", nil) {
+		mutate(p)
+	}
+	byNode, _ := s.ByIndex("node", "n1")
+	for _, p := range byNode {
+		mutate(p)
+	}
+	s.Range(func(p *corev1.Pod) bool { mutate(p); return true })
+	for _, name := range []string{"p1", "p2"} {
+		got, _ := s.Get("a", name)
+		if diff := cmp.Diff(pod("a", name, "n1", "rs1"), got); diff != "" {
+			t.Errorf("Get(a, %s) after readers modified their copies (-want +got):\n%s", name, diff)
+		}
+	}
+	if got := s.List("", labels.SelectorFromSet(labels.Set{"node": "n1"})); len(got) != 2 {
+		t.Errorf("List(node=n1) = %v, want both pods", names(got))
+	}
+	if got, _ := s.ByIndex("node", "n1"); len(got) != 2 {
+		t.Errorf("ByIndex(node, n1) = %v, want both pods", names(got))
 	}
 }

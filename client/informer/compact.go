@@ -1,0 +1,242 @@
+package informer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/klauspost/compress/zstd"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	k8sjson "sigs.k8s.io/json"
+
+	"github.com/objwatch/objwatch/client"
+)
+
+// A compact cache (Options.Compact) keeps each object as a blob: a format
+// byte, then the object's protobuf or JSON, zstd-compressed.
+const (
+	formatProto byte = 'p'
+	formatJSON  byte = 'j'
+)
+
+// protoMessage is implemented by the k8s.io/api types (gogo-protobuf).
+type protoMessage interface {
+	Marshal() ([]byte, error)
+	Unmarshal([]byte) error
+}
+
+// zstdCoders returns the coders every compact cache shares. EncodeAll and
+// DecodeAll are safe for concurrent use, and coders made without a stream
+// start no goroutines, so they need no Close. The decoder has a block
+// decoder per CPU so that concurrent reads do not queue; the encoder has
+// one, as writes come from informers' processor goroutines.
+var zstdCoders = sync.OnceValues(func() (*zstd.Encoder, *zstd.Decoder) {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1),
+		// Without it, a block in which the fastest level finds no match
+		// (common for small objects) is stored uncompressed.
+		zstd.WithAllLitEntropyCompression(true),
+		zstd.WithLowerEncoderMem(true), // halves its 600 KB, same speed for small objects
+		zstd.WithEncoderCRC(false))     // a checksum of memory guards nothing and costs 4 bytes per object
+	if err != nil {
+		panic(err) // cannot happen: the options are valid
+	}
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
+	if err != nil {
+		panic(err)
+	}
+	return enc, dec
+})
+
+// buffers holds scratch buffers for uncompressed encodings: both directions
+// copy what they keep out of them.
+var buffers = sync.Pool{New: func() any { return new([]byte) }}
+
+func putBuffer(b *[]byte) {
+	if cap(*b) <= 64<<10 { // do not pin the odd huge object's buffer
+		buffers.Put(b)
+	}
+}
+
+// compactCodec encodes T objects to blobs and back. It is safe for
+// concurrent use.
+//
+// k8s.io/api types are encoded as protobuf, which is smaller and decodes
+// faster than JSON but does not carry TypeMeta (apiVersion and kind): the
+// codec remembers the first TypeMeta it encodes and sets it on every
+// object it decodes from protobuf; objects with another TypeMeta are
+// encoded as JSON. Like protobuf clients, a round trip does not tell nil
+// from empty slices and maps. Other types, and unstructured objects, are
+// encoded as JSON and decoded the way the client decodes them.
+type compactCodec[T client.Object] struct {
+	elem         reflect.Type // T's element type
+	proto        bool         // T has gogo-protobuf methods
+	unstructured bool
+	typeMeta     atomic.Pointer[metav1.TypeMeta] // of protobuf blobs; nil until the first
+}
+
+func newCompactCodec[T client.Object]() *compactCodec[T] {
+	t := reflect.TypeFor[T]()
+	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		panic(fmt.Sprintf("informer: %v is not a pointer to a struct", t))
+	}
+	unstr := t == reflect.TypeFor[*unstructured.Unstructured]()
+	return &compactCodec[T]{elem: t.Elem(), unstructured: unstr, proto: !unstr && t.Implements(reflect.TypeFor[protoMessage]())}
+}
+
+// encode returns obj's blob, in a slice of its own exact size.
+func (c *compactCodec[T]) encode(obj T) ([]byte, error) {
+	format, raw, err := c.marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	enc, _ := zstdCoders()
+	buf := buffers.Get().(*[]byte)
+	defer putBuffer(buf)
+	*buf = enc.EncodeAll(raw, append((*buf)[:0], format))
+	blob := make([]byte, len(*buf))
+	copy(blob, *buf)
+	return blob, nil
+}
+
+func (c *compactCodec[T]) marshal(obj T) (format byte, raw []byte, err error) {
+	switch {
+	case c.unstructured:
+		raw, err = json.Marshal(any(obj).(*unstructured.Unstructured).Object)
+	case c.proto && c.protoTypeMeta(obj):
+		raw, err = any(obj).(protoMessage).Marshal()
+		return formatProto, raw, err
+	default:
+		raw, err = json.Marshal(obj)
+	}
+	return formatJSON, raw, err
+}
+
+// protoTypeMeta reports whether obj has the TypeMeta protobuf blobs are
+// decoded with, making obj's that TypeMeta if it is the first.
+func (c *compactCodec[T]) protoTypeMeta(obj T) bool {
+	tm, ok := obj.GetObjectKind().(*metav1.TypeMeta)
+	if !ok {
+		return false
+	}
+	want := c.typeMeta.Load()
+	if want == nil {
+		first := *tm
+		c.typeMeta.CompareAndSwap(nil, &first)
+		want = c.typeMeta.Load()
+	}
+	return *want == *tm
+}
+
+// decode returns a new object decoded from blob.
+func (c *compactCodec[T]) decode(blob []byte) (T, error) {
+	var zero T
+	if len(blob) == 0 {
+		return zero, errors.New("empty blob")
+	}
+	_, dec := zstdCoders()
+	buf := buffers.Get().(*[]byte)
+	defer putBuffer(buf)
+	raw, err := dec.DecodeAll(blob[1:], (*buf)[:0])
+	if err != nil {
+		return zero, fmt.Errorf("decompress: %w", err)
+	}
+	*buf = raw
+	obj := reflect.New(c.elem).Interface().(T)
+	switch {
+	case blob[0] == formatProto:
+		err = any(obj).(protoMessage).Unmarshal(raw)
+		*obj.GetObjectKind().(*metav1.TypeMeta) = *c.typeMeta.Load()
+	case c.unstructured:
+		u := any(obj).(*unstructured.Unstructured)
+		err = k8sjson.UnmarshalCaseSensitivePreserveInts(raw, &u.Object)
+	default:
+		err = k8sjson.UnmarshalCaseSensitivePreserveInts(raw, obj)
+	}
+	if err != nil {
+		return zero, err
+	}
+	return obj, nil
+}
+
+// compactObject is a cached object in compact mode: its blob, and what
+// the store reads without decoding it (resourceVersion, UID and labels),
+// packed into one string to save allocations and map space.
+type compactObject struct {
+	blob          []byte
+	meta          string // resourceVersion, UID, labels
+	rvEnd, uidEnd uint32
+}
+
+func newCompactObject(blob []byte, obj client.Object) compactObject {
+	rv, uid := obj.GetResourceVersion(), string(obj.GetUID())
+	return compactObject{blob: blob, meta: rv + uid + string(makeCompactLabels(obj.GetLabels())),
+		rvEnd: uint32(len(rv)), uidEnd: uint32(len(rv) + len(uid))}
+}
+
+func (c compactObject) rv() string            { return c.meta[:c.rvEnd] }
+func (c compactObject) uid() types.UID        { return types.UID(c.meta[c.rvEnd:c.uidEnd]) }
+func (c compactObject) labels() compactLabels { return compactLabels(c.meta[c.uidEnd:]) }
+
+// compactLabels is a label set in one string: its key\x00value\x00 pairs,
+// sorted by key. Kubernetes forbids NUL in label keys and values.
+type compactLabels string
+
+var _ labels.Labels = compactLabels("")
+
+func makeCompactLabels(m map[string]string) compactLabels {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(m))
+	n := 0
+	for k, v := range m {
+		keys = append(keys, k)
+		n += len(k) + len(v) + 2
+	}
+	slices.Sort(keys)
+	var sb strings.Builder
+	sb.Grow(n)
+	for _, k := range keys {
+		sb.WriteString(k)
+		sb.WriteByte(0)
+		sb.WriteString(m[k])
+		sb.WriteByte(0)
+	}
+	return compactLabels(sb.String())
+}
+
+// Lookup returns the value of label and whether it is set.
+func (l compactLabels) Lookup(label string) (string, bool) {
+	for s := string(l); s != ""; {
+		var k, v string
+		k, s, _ = strings.Cut(s, "\x00")
+		v, s, _ = strings.Cut(s, "\x00")
+		switch strings.Compare(k, label) {
+		case 0:
+			return v, true
+		case 1:
+			return "", false // sorted: it would have come
+		}
+	}
+	return "", false
+}
+
+// Has reports whether label is set.
+func (l compactLabels) Has(label string) bool {
+	_, ok := l.Lookup(label)
+	return ok
+}
+
+// Get returns the value of label ("" if not set).
+func (l compactLabels) Get(label string) string {
+	v, _ := l.Lookup(label)
+	return v
+}
