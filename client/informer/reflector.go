@@ -144,16 +144,7 @@ func (r *reflector[T]) startList(ctx context.Context) (*relist, error) {
 	}
 	rl := &relist{}
 	if r.store.Len() > 0 {
-		rl.unseen = map[string]map[string]struct{}{}
-		r.store.rangeKeys(func(k Key) bool {
-			names := rl.unseen[k.Namespace]
-			if names == nil {
-				names = map[string]struct{}{}
-				rl.unseen[k.Namespace] = names
-			}
-			names[k.Name] = struct{}{}
-			return true
-		})
+		rl.unseen = r.store.keySet()
 	}
 	return rl, nil
 }

@@ -390,24 +390,28 @@ func (s *Store[T]) Range(fn func(T) bool) {
 	}
 }
 
-// rangeKeys calls fn for each key until fn returns false, holding the read
-// lock. It decodes nothing; the keys are the store's own strings.
-func (s *Store[T]) rangeKeys(fn func(Key) bool) {
+// keySet returns the store's keys as namespace → set of names, built from
+// the store's own strings in maps sized once: it decodes nothing and
+// allocates only the maps.
+func (s *Store[T]) keySet() map[string]map[string]struct{} {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.codec == nil {
-		for k := range s.objects.all {
-			if !fn(k) {
-				return
-			}
-		}
-		return
+		return keySetOf(s.objects)
 	}
-	for k := range s.compact.all {
-		if !fn(k) {
-			return
+	return keySetOf(s.compact)
+}
+
+func keySetOf[E any](t table[E]) map[string]map[string]struct{} {
+	out := make(map[string]map[string]struct{}, len(t))
+	for ns, byName := range t {
+		names := make(map[string]struct{}, len(byName))
+		for name := range byName {
+			names[name] = struct{}{}
 		}
+		out[ns] = names
 	}
+	return out
 }
 
 // Put stores obj, replacing any object with its key, and returns the
