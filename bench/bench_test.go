@@ -1,8 +1,12 @@
 package bench_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -71,4 +75,89 @@ func BenchmarkList(b *testing.B) {
 // BenchmarkIdleWatches: 200 watches that get no events.
 func BenchmarkIdleWatches(b *testing.B) {
 	run(b, bench.Options{Watchers: 200}, bench.IdleWatches)
+}
+
+// BenchmarkInformer compares objwatch's informer with client-go's on
+// 10,000 ConfigMaps (bench.Informer; a few minutes):
+//
+//	go test ./bench -run '^$' -bench Informer -benchtime 1x
+//
+// The server runs in a child process (this test binary running
+// TestBenchServer) so that its allocations stay out of the heap figures;
+// $OBJWATCH_BENCH_KUBECONFIG measures against another server (it must
+// compact its history, or the relist is skipped after 10 minutes).
+func BenchmarkInformer(b *testing.B) {
+	kubeconfig := os.Getenv("OBJWATCH_BENCH_KUBECONFIG")
+	if kubeconfig == "" {
+		kubeconfig = benchServer(b)
+	}
+	t, err := bench.LoadTarget("objwatch", kubeconfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	o := bench.Options{Objects: 10000, Progress: func(s string) { fmt.Fprintln(os.Stderr, s) }}
+	var rep *bench.InformerReport
+	for b.Loop() {
+		if rep, err = bench.Informer(ctx, t, &o); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := rep.WriteTable(os.Stdout); err != nil { // b.Log would indent it
+		b.Fatal(err)
+	}
+	for _, r := range rep.Results() {
+		if r.Unit == "ratio" || strings.Contains(r.Metric, "peak / steady") {
+			b.ReportMetric(r.Value, strings.NewReplacer(" / ", "/", " ", "_", "[", "", "]", "").Replace(strings.TrimPrefix(r.Metric, "informer ")))
+		}
+	}
+}
+
+// benchHistory is how long the informer benchmark's server keeps history
+// (compaction interval and watch cache window), so that its relist comes
+// soon.
+const benchHistory = 10 * time.Second
+
+// TestBenchServer is BenchmarkInformer's server process; it does nothing in
+// a normal test run.
+func TestBenchServer(t *testing.T) {
+	if os.Getenv("OBJWATCH_BENCH_SERVER") != "1" {
+		t.Skip("BenchmarkInformer's server process")
+	}
+	e := testenv.Start(t, testenv.WithHistory(benchHistory))
+	fmt.Printf("KUBECONFIG=%s\n", e.Kubeconfig)
+	io.Copy(io.Discard, os.Stdin) // until the parent closes it
+}
+
+// benchServer starts TestBenchServer in a child process, stopped when the
+// benchmark ends, and returns its kubeconfig.
+func benchServer(b *testing.B) string {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchServer$", "-test.v")
+	cmd.Env = append(os.Environ(), "OBJWATCH_BENCH_SERVER=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		stdin.Close()
+		cmd.Wait()
+	})
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if kc, ok := strings.CutPrefix(sc.Text(), "KUBECONFIG="); ok {
+			go io.Copy(io.Discard, stdout) // the child's remaining output; ends with it
+			return kc
+		}
+	}
+	b.Fatalf("server process ended: %v", sc.Err())
+	return ""
 }

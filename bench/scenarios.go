@@ -278,6 +278,7 @@ func Fanout(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 
 	var lat latencies
 	delivered, missing := 0, 0
+	missedBy := map[int64]int{} // acknowledged revision → watchers that missed it
 	for _, rs := range received {
 		seen := map[int64]bool{}
 		for _, r := range rs {
@@ -292,6 +293,14 @@ func Fanout(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 		}
 		delivered += len(seen)
 		missing += len(acks) - len(seen)
+		for rv := range acks {
+			if !seen[rv] {
+				missedBy[rv]++
+			}
+		}
+	}
+	if missing > 0 {
+		o.progress("%s: fan-out: %d acknowledged writes (of %d, from revision %d) missed by some watchers: %v\n", t.Name, len(missedBy), len(acks), startRV, missedBy)
 	}
 	out := []Result{
 		{t.Name, "fan-out writes/s", float64(writes.Load()) / o.Duration.Seconds(), "ops/s"},
@@ -391,7 +400,7 @@ func (g *watchGroup) stop() {
 func parallel(ctx context.Context, clients, n int, op func(i int) error) (latencies, time.Duration, error) {
 	lat := make([]latencies, clients)
 	var next atomic.Int64
-	var firstErr atomic.Value
+	var firstErr atomic.Pointer[error] // the first error; any type
 	var wg sync.WaitGroup
 	start := time.Now()
 	for c := range clients {
@@ -405,7 +414,7 @@ func parallel(ctx context.Context, clients, n int, op func(i int) error) (latenc
 				}
 				t0 := time.Now()
 				if err := op(i); err != nil {
-					firstErr.CompareAndSwap(nil, err)
+					firstErr.CompareAndSwap(nil, &err)
 					return
 				}
 				lat[c] = append(lat[c], time.Since(t0))
@@ -414,8 +423,8 @@ func parallel(ctx context.Context, clients, n int, op func(i int) error) (latenc
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	if err, ok := firstErr.Load().(error); ok {
-		return nil, elapsed, err
+	if err := firstErr.Load(); err != nil {
+		return nil, elapsed, *err
 	}
 	var all latencies
 	for _, l := range lat {

@@ -31,6 +31,9 @@ type Target struct {
 	// connection per request, as separate watching processes would.
 	Client *http.Client
 	Watch  *http.Client
+	// Kubeconfig is the file the target was loaded from, for scenarios
+	// that run client libraries (Informer).
+	Kubeconfig string
 }
 
 // LoadTarget reads a kubeconfig (its current context).
@@ -60,7 +63,7 @@ func LoadTarget(name, kubeconfig string) (*Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", name, err)
 	}
-	return &Target{Name: name, Host: strings.TrimSuffix(cfg.Host, "/"), Client: c, Watch: &http.Client{Transport: auth}}, nil
+	return &Target{Name: name, Host: strings.TrimSuffix(cfg.Host, "/"), Client: c, Watch: &http.Client{Transport: auth}, Kubeconfig: kubeconfig}, nil
 }
 
 // do sends a request and returns the body; non-2xx is an error.

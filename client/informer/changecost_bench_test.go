@@ -17,6 +17,7 @@ import (
 	"github.com/objwatch/objwatch/change"
 	"github.com/objwatch/objwatch/client"
 	"github.com/objwatch/objwatch/client/informer"
+	"github.com/objwatch/objwatch/internal/watchcut"
 )
 
 // BenchmarkChangeCost measures what change detection costs the informer:
@@ -68,7 +69,7 @@ var costSink atomic.Int64 // keeps the diffs from being optimized away
 type costVariant struct {
 	name    string
 	handler func(b *testing.B) informer.Handler[CM]
-	cut     *cutter
+	cut     *watchcut.Cutter
 	events  atomic.Int64
 	inf     *informer.SharedInformer[CM]
 	rates   []float64
@@ -125,9 +126,9 @@ func BenchmarkChangeCost(b *testing.B) {
 		}},
 	}
 	for _, v := range variants {
-		v.cut = newCutter()
+		v.cut = watchcut.New()
 		rcfg := *cfg
-		rcfg.WrapTransport = v.cut.wrap
+		rcfg.WrapTransport = v.cut.Wrap
 		rest, err := client.New(&rcfg)
 		if err != nil {
 			b.Fatal(err)
@@ -155,7 +156,7 @@ func BenchmarkChangeCost(b *testing.B) {
 	var written atomic.Int64 // updates written so far
 	round := func(r int, count bool) {
 		for _, v := range variants {
-			v.cut.pause()
+			v.cut.Pause()
 		}
 		if err := parallel(costUpdates, func(i int) error {
 			_, err := writer.Update(ctx, costConfigMap(i%costObjects, uint64(r)<<20|uint64(i), 7), metav1.UpdateOptions{})
@@ -172,7 +173,7 @@ func BenchmarkChangeCost(b *testing.B) {
 			runtime.GC()
 			before := v.events.Load()
 			t0 := time.Now()
-			v.cut.resume()
+			v.cut.Resume()
 			for v.events.Load() < want && time.Since(t0) < time.Minute {
 				time.Sleep(100 * time.Microsecond)
 			}

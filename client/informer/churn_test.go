@@ -33,7 +33,7 @@ func clientGoInformer(t *testing.T, e *env) (cache.SharedIndexInformer, *recorde
 	var inner []http.RoundTripper
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 		inner = append(inner, rt)
-		return e.cut.wrap(rt)
+		return e.cut.Wrap(rt)
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -151,7 +151,7 @@ func churn(t *testing.T, streaming, compact bool) {
 			case <-time.After(300 * time.Millisecond):
 			}
 			hold := []time.Duration{0, 0, 500 * time.Millisecond, time.Second}[rnd.IntN(4)]
-			e.cut.cut(hold)
+			e.cut.Cut(hold)
 		}
 	})
 	var late *recorder
@@ -177,7 +177,7 @@ func churn(t *testing.T, streaming, compact bool) {
 		}
 	}
 	wg.Wait()
-	e.cut.cut(0)
+	e.cut.Cut(0)
 
 	views := map[string]func() map[informer.Key]string{
 		"cache":             func() map[informer.Key]string { return listerRVs(inf.Lister()) },
@@ -212,7 +212,7 @@ func churn(t *testing.T, streaming, compact bool) {
 		t.Logf("slow handler never coalesced")
 	}
 	t.Logf("%d writes, %d cuts, %d watch requests (both informers), %v lists; fast: %d adds %d updates %d deletes (%d unknown); slow: %d updates, %v coalesced; client-go: %d adds %d updates (%d no-op) %d deletes (%d unknown)",
-		w.writes, e.cut.cuts.Load(), e.cut.watches.Load(), lists,
+		w.writes, e.cut.Cuts.Load(), e.cut.Watches.Load(), lists,
 		fast.adds, fast.updates, fast.deletes, fast.unknown,
 		slow.updates, gauge(t, reg, "objwatch_informer_handler_coalesced_total", "slow"),
 		cgRec.adds, cgRec.updates, cgRec.noops, cgRec.deletes, cgRec.unknown)

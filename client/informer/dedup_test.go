@@ -93,7 +93,7 @@ func TestDedupScenario(t *testing.T) {
 		return out, err
 	})
 	step("relist", 3, func() (CM, error) {
-		e.cut.cut(1500 * time.Millisecond)
+		e.cut.Cut(1500 * time.Millisecond)
 		if _, err := e.writer.Patch(ctx, "default", "x", types.MergePatchType, []byte(`{"data":{"b":"3"}}`), metav1.PatchOptions{}, ""); err != nil {
 			return nil, err
 		}

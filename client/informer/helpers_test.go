@@ -3,14 +3,10 @@ package informer_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"math/rand/v2"
-	"net/http"
 	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +16,7 @@ import (
 
 	"github.com/objwatch/objwatch/client"
 	"github.com/objwatch/objwatch/client/informer"
+	"github.com/objwatch/objwatch/internal/watchcut"
 	"github.com/objwatch/objwatch/testenv"
 )
 
@@ -27,132 +24,12 @@ var configMaps = client.Resource{GVR: corev1.SchemeGroupVersion.WithResource("co
 
 type CM = *corev1.ConfigMap
 
-// cutter is an http.RoundTripper wrapper that can cut every open watch
-// connection on demand, hold new watches back for a while (so that
-// compaction overtakes them and they get 410 Gone), and reject streaming
-// lists like a server that does not support them.
-type cutter struct {
-	mu        sync.Mutex
-	open      map[*cutBody]struct{}
-	holdUntil time.Time
-	gate      chan struct{} // non-nil while reads of watches are paused
-
-	rejectStreaming atomic.Bool
-	watches         atomic.Int64 // watch requests seen
-	streaming       atomic.Int64 // of which streaming lists
-	cuts            atomic.Int64
-}
-
-func newCutter() *cutter { return &cutter{open: map[*cutBody]struct{}{}} }
-
-// wrap is a Config.WrapTransport (ours and client-go's).
-func (c *cutter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) { return c.roundTrip(rt, req) })
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-func (c *cutter) roundTrip(next http.RoundTripper, req *http.Request) (*http.Response, error) {
-	q := req.URL.Query()
-	watch := q.Get("watch") == "true" || q.Get("watch") == "1"
-	if !watch {
-		return next.RoundTrip(req)
-	}
-	c.watches.Add(1)
-	if q.Get("sendInitialEvents") == "true" {
-		c.streaming.Add(1)
-		if c.rejectStreaming.Load() {
-			body := `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"BadRequest","code":400,` +
-				`"message":"resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"}`
-			return &http.Response{StatusCode: 400, Status: "400 Bad Request", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-				Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
-		}
-	}
-	c.mu.Lock()
-	hold := time.Until(c.holdUntil)
-	c.mu.Unlock()
-	if hold > 0 {
-		t := time.NewTimer(hold)
-		select {
-		case <-t.C:
-		case <-req.Context().Done():
-			t.Stop()
-			return nil, req.Context().Err()
-		}
-	}
-	resp, err := next.RoundTrip(req)
-	if err != nil {
-		return resp, err
-	}
-	b := &cutBody{ReadCloser: resp.Body, c: c}
-	c.mu.Lock()
-	c.open[b] = struct{}{}
-	c.mu.Unlock()
-	resp.Body = b
-	return resp, nil
-}
-
-// cut closes every open watch and holds new ones back for hold.
-func (c *cutter) cut(hold time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.holdUntil = time.Now().Add(hold)
-	for b := range c.open {
-		b.ReadCloser.Close()
-	}
-	clear(c.open)
-	c.cuts.Add(1)
-}
-
-type cutBody struct {
-	io.ReadCloser
-	c *cutter
-}
-
-// pause stops the reading of open watches (the connection stays up, the
-// server's sends back up) until resume.
-func (c *cutter) pause() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.gate == nil {
-		c.gate = make(chan struct{})
-	}
-}
-
-func (c *cutter) resume() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.gate != nil {
-		close(c.gate)
-		c.gate = nil
-	}
-}
-
-func (b *cutBody) Read(p []byte) (int, error) {
-	b.c.mu.Lock()
-	g := b.c.gate
-	b.c.mu.Unlock()
-	if g != nil {
-		<-g
-	}
-	return b.ReadCloser.Read(p)
-}
-
-func (b *cutBody) Close() error {
-	b.c.mu.Lock()
-	delete(b.c.open, b)
-	b.c.mu.Unlock()
-	return b.ReadCloser.Close()
-}
-
 // env is a test server with a writer client and a cuttable reader client.
 type env struct {
 	*testenv.Env
 	writer *client.Client[CM] // never cut
 	reader *client.REST       // through the cutter
-	cut    *cutter
+	cut    *watchcut.Cutter
 }
 
 // compacting makes the server forget history fast: etcd compacts every
@@ -165,7 +42,7 @@ func compacting(interval time.Duration) []testenv.Option {
 func startEnv(t *testing.T, opts ...testenv.Option) *env {
 	opts = append([]testenv.Option{testenv.WithBookmarkInterval(300 * time.Millisecond)}, opts...)
 	t.Helper()
-	e := &env{Env: testenv.Start(t, opts...), cut: newCutter()}
+	e := &env{Env: testenv.Start(t, opts...), cut: watchcut.New()}
 	cfg, err := client.FromKubeconfig(e.Kubeconfig, "")
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +54,7 @@ func startEnv(t *testing.T, opts ...testenv.Option) *env {
 	t.Cleanup(wr.CloseIdleConnections)
 	e.writer = client.For[CM](wr, configMaps)
 	rcfg := *cfg
-	rcfg.WrapTransport = e.cut.wrap
+	rcfg.WrapTransport = e.cut.Wrap
 	if e.reader, err = client.New(&rcfg); err != nil {
 		t.Fatal(err)
 	}

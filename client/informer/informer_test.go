@@ -70,10 +70,10 @@ func testInformerSeesEveryChange(t *testing.T, compact bool) {
 				"recorder": rec.rvs,
 			})
 			rec.check(t, "recorder", hist, true)
-			if got := e.cut.streaming.Load(); (got > 0) != streaming {
+			if got := e.cut.Streaming.Load(); (got > 0) != streaming {
 				t.Errorf("streaming list requests = %d, want them iff streaming", got)
 			}
-			if got := e.cut.watches.Load(); got < 2 {
+			if got := e.cut.Watches.Load(); got < 2 {
 				t.Errorf("watch requests = %d, want the watch renewed after its timeout", got)
 			}
 			if inf.LastResourceVersion() == "" {
@@ -87,7 +87,7 @@ func testInformerSeesEveryChange(t *testing.T, compact bool) {
 			if n := bookmarks(t, reg); n == 0 {
 				t.Errorf("bookmarks received = 0, want some")
 			}
-			t.Logf("%d writes, %d watches, %d adds, %d updates, %d deletes", w.writes, e.cut.watches.Load(), rec.adds, rec.updates, rec.deletes)
+			t.Logf("%d writes, %d watches, %d adds, %d updates, %d deletes", w.writes, e.cut.Watches.Load(), rec.adds, rec.updates, rec.deletes)
 		})
 	}
 }
@@ -95,7 +95,7 @@ func testInformerSeesEveryChange(t *testing.T, compact bool) {
 func TestStreamingListFallback(t *testing.T) {
 	e := startEnv(t)
 	ctx := testContext(t, 30*time.Second)
-	e.cut.rejectStreaming.Store(true)
+	e.cut.RejectStreaming.Store(true)
 	for i := range 5 {
 		if _, err := e.writer.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprint("cm", i)}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -112,7 +112,7 @@ func TestStreamingListFallback(t *testing.T) {
 	if n := inf.Lister().Len(); n != 5 {
 		t.Errorf("Len() = %d, want 5", n)
 	}
-	if got := e.cut.streaming.Load(); got != 1 {
+	if got := e.cut.Streaming.Load(); got != 1 {
 		t.Errorf("streaming list attempts = %d, want 1 then fallback", got)
 	}
 }
@@ -156,7 +156,7 @@ func testRelistAppliesOnlyDifferences(t *testing.T, compact bool) {
 			rec.adds, rec.updates, rec.deletes, rec.unknown = 0, 0, 0, 0
 			rec.mu.Unlock()
 
-			e.cut.cut(1500 * time.Millisecond)
+			e.cut.Cut(1500 * time.Millisecond)
 			for _, n := range []string{"cm1", "cm2", "cm3"} {
 				cm := live[n].DeepCopy()
 				cm.Data["v"] = "1"

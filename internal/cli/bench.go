@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -29,16 +30,32 @@ func newBenchCommand() *cobra.Command {
 		Long: `bench runs the same load against every target, one after another, and prints a
 table with ratios against the first target. Targets are any Kubernetes-compatible
 API servers reached through a kubeconfig. Use a fresh server per run for the
-memory figure.`,
+memory figure.
+
+The informer scenario (not run by default: it takes minutes) compares client
+libraries instead: objwatch's informer and client-go's SharedIndexInformer cache
+--objects ConfigMaps of ~1 KiB from each target in turn, in this process, and
+get a table of their own. Its relist waits until the server has compacted the
+history (objwatch serve --compaction-interval).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			o.Progress = func(s string) { fmt.Fprintf(os.Stderr, "\r\033[K%s", s) }
-			var results []bench.Result
+			var (
+				results   []bench.Result
+				informers []*bench.InformerReport
+			)
 			want := map[string]bool{}
 			for _, s := range scenarios {
-				want[s] = true
+				switch s {
+				case "writes", "memory", "list", "fanout", "idle", "informer":
+					want[s] = true
+				default:
+					return fmt.Errorf("--scenarios: unknown scenario %q", s)
+				}
 			}
+			// Every scenario but informer uses the benchmark CRD.
+			crd := want["writes"] || want["memory"] || want["list"] || want["fanout"] || want["idle"]
 			for _, spec := range targets {
 				name, path, ok := strings.Cut(spec, "=")
 				if !ok {
@@ -48,12 +65,14 @@ memory figure.`,
 				if err != nil {
 					return err
 				}
-				if err := bench.Setup(ctx, t, &o); err != nil {
-					return err
-				}
-				mem0, err := bench.SampleMemory(ctx, t)
-				if err != nil {
-					return err
+				var mem0 bench.MemorySample
+				if crd {
+					if err := bench.Setup(ctx, t, &o); err != nil {
+						return err
+					}
+					if mem0, err = bench.SampleMemory(ctx, t); err != nil {
+						return err
+					}
 				}
 				run := func(s string, f func() ([]bench.Result, error)) error {
 					if !want[s] {
@@ -82,7 +101,19 @@ memory figure.`,
 						return err
 					}
 				}
-				bench.Cleanup(ctx, t)
+				if crd {
+					bench.Cleanup(ctx, t)
+				}
+				if want["informer"] {
+					rep, err := bench.Informer(ctx, t, &o)
+					if errors.Is(err, bench.ErrNotServed) {
+						fmt.Fprintf(os.Stderr, "\r\033[Kskipped: %v\n", err)
+					} else if err != nil {
+						return err
+					} else {
+						informers = append(informers, rep)
+					}
+				}
 			}
 			if etcdURL != "" {
 				r, err := bench.EtcdPuts(ctx, etcdURL, &o)
@@ -92,7 +123,17 @@ memory figure.`,
 				results = append(results, r...)
 			}
 			fmt.Fprint(os.Stderr, "\r\033[K")
-			printResults(cmd.OutOrStdout(), results)
+			w := cmd.OutOrStdout()
+			if len(results) > 0 {
+				printResults(w, results)
+			}
+			for _, rep := range informers {
+				fmt.Fprintln(w)
+				if err := rep.WriteTable(w); err != nil {
+					return err
+				}
+				results = append(results, rep.Results()...)
+			}
 			if jsonOut != "" {
 				b, _ := json.MarshalIndent(results, "", "  ")
 				return os.WriteFile(jsonOut, b, 0o644)
@@ -104,9 +145,9 @@ memory figure.`,
 	f.StringArrayVar(&targets, "target", nil, "NAME=KUBECONFIG of a server to measure (repeatable; the first is the baseline of ratios)")
 	f.StringVar(&etcdURL, "etcd", "", "etcd client URL to measure raw puts against")
 	f.StringVar(&jsonOut, "json", "", "write results as JSON to this file")
-	f.StringSliceVar(&scenarios, "scenarios", []string{"writes", "memory", "list", "fanout", "idle"}, "scenarios to run (writes, memory, list, fanout, idle)")
+	f.StringSliceVar(&scenarios, "scenarios", []string{"writes", "memory", "list", "fanout", "idle"}, "scenarios to run (writes, memory, list, fanout, idle; informer, not by default)")
 	f.StringVar(&o.Namespace, "namespace", "default", "namespace for benchmark objects")
-	f.IntVar(&o.Objects, "objects", 10000, "objects to create")
+	f.IntVar(&o.Objects, "objects", 10000, "objects to create (ConfigMaps for informer)")
 	f.IntVar(&o.Clients, "clients", 64, "concurrent writers")
 	f.IntVar(&o.ObjectSize, "object-size", 1024, "approximate object size in bytes")
 	f.IntVar(&o.Watchers, "watchers", 1000, "fan-out watchers")
