@@ -390,8 +390,16 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, res *registry.Re
 // validates the result and writes it conditionally on the read revision.
 // A conflict is retried when the new object does not pin a
 // resourceVersion; otherwise it is a 409.
+//
+// Updates of one object through this server take turns (see keyLocks), so
+// that they do not conflict with each other.
 func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, res *registry.Resource, info requestInfo, opts writeOptions, mutate mutation) (*unstructured.Unstructured, int, error) {
 	gr := s.gr(res)
+	unlock, err := s.keyLocks.lock(ctx, res.Key(info.namespace, info.name))
+	if err != nil {
+		return nil, 0, apierrors.NewTimeoutError("the update did not get its turn before the request ended", 0)
+	}
+	defer unlock()
 	for attempt := 0; ; attempt++ {
 		cur, kv, err := s.getCurrent(ctx, res, info.namespace, info.name)
 		if err != nil {

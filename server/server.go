@@ -152,6 +152,7 @@ type Server struct {
 
 	readSem, writeSem chan struct{}
 	caches            caches
+	keyLocks          *keyLocks // see guaranteedUpdate
 
 	// stopping ends when Run returns; watches end with it.
 	stopping context.Context
@@ -178,6 +179,7 @@ func New(cfg Config) (*Server, error) {
 		metrics:  m,
 		readSem:  make(chan struct{}, cfg.MaxReadInFlight),
 		writeSem: make(chan struct{}, cfg.MaxMutatingInFlight),
+		keyLocks: newKeyLocks(),
 	}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.routes()
