@@ -36,6 +36,13 @@ type Config struct {
 	Username        string // basic authentication
 	Password        string
 
+	// Exec, if set, runs a credential plugin for a token or client
+	// certificate. As in client-go it is used only when the config has no
+	// other credentials: no BearerToken or BearerTokenFile, no Username,
+	// and no client certificate and key. Its certificates need the
+	// transport New builds; with Transport set only its tokens are used.
+	Exec *ExecConfig
+
 	// Namespace is the default namespace of the kubeconfig context or the
 	// pod's namespace in-cluster; informational, the client never applies
 	// it implicitly.
@@ -132,6 +139,14 @@ func kubeconfigPaths() []string {
 		}
 	}
 	return out
+}
+
+// hasStaticAuth reports whether c has credentials that make Exec unused,
+// by client-go's rules.
+func (c *Config) hasStaticAuth() bool {
+	cert := len(c.CertData) > 0 || c.CertFile != ""
+	key := len(c.KeyData) > 0 || c.KeyFile != ""
+	return c.BearerToken != "" || c.BearerTokenFile != "" || c.Username != "" || cert && key
 }
 
 // baseURL parses Host.

@@ -27,6 +27,15 @@
 //   - Raw[T]: an object read but not decoded (ListRaw, Watcher.NextRaw), so
 //     a cache can skip decoding states it already has.
 //
+// # Exec credential plugins
+//
+// A kubeconfig user with an exec section (EKS, GKE, AKS, kubelogin) becomes
+// Config.Exec: the plugin runs without a terminal and its token or client
+// certificate is cached until it expires or the server answers 401, which
+// drops it and retries the request once. Concurrent requests share one
+// plugin run. As in client-go, a token, username or client certificate in
+// the same user takes precedence and the plugin is not run.
+//
 // # Errors
 //
 // Failures the server reports are *StatusError values carrying its

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -35,19 +36,33 @@ type kcCluster struct {
 	CertificateAuthority     string `json:"certificate-authority"`
 	CertificateAuthorityData []byte `json:"certificate-authority-data"`
 	ProxyURL                 string `json:"proxy-url"`
+	Extensions               []struct {
+		Name      string          `json:"name"`
+		Extension json.RawMessage `json:"extension"`
+	} `json:"extensions"`
 }
 
 type kcUser struct {
-	ClientCertificate     string `json:"client-certificate"`
-	ClientCertificateData []byte `json:"client-certificate-data"`
-	ClientKey             string `json:"client-key"`
-	ClientKeyData         []byte `json:"client-key-data"`
-	Token                 string `json:"token"`
-	TokenFile             string `json:"tokenFile"`
-	Username              string `json:"username"`
-	Password              string `json:"password"`
-	Exec                  any    `json:"exec"`
-	AuthProvider          any    `json:"auth-provider"`
+	ClientCertificate     string  `json:"client-certificate"`
+	ClientCertificateData []byte  `json:"client-certificate-data"`
+	ClientKey             string  `json:"client-key"`
+	ClientKeyData         []byte  `json:"client-key-data"`
+	Token                 string  `json:"token"`
+	TokenFile             string  `json:"tokenFile"`
+	Username              string  `json:"username"`
+	Password              string  `json:"password"`
+	Exec                  *kcExec `json:"exec"`
+	AuthProvider          any     `json:"auth-provider"`
+}
+
+type kcExec struct {
+	Command            string       `json:"command"`
+	Args               []string     `json:"args"`
+	Env                []ExecEnvVar `json:"env"`
+	APIVersion         string       `json:"apiVersion"`
+	InstallHint        string       `json:"installHint"`
+	ProvideClusterInfo bool         `json:"provideClusterInfo"`
+	InteractiveMode    string       `json:"interactiveMode"`
 }
 
 type kcContext struct {
@@ -89,6 +104,11 @@ func loadKubeconfigs(paths []string) (*merged, error) {
 				u.User.ClientCertificate = resolvePath(dir, u.User.ClientCertificate)
 				u.User.ClientKey = resolvePath(dir, u.User.ClientKey)
 				u.User.TokenFile = resolvePath(dir, u.User.TokenFile)
+				// As kubectl: a command with a separator is a path
+				// relative to the file; otherwise looked up in PATH.
+				if e := u.User.Exec; e != nil && strings.ContainsRune(e.Command, filepath.Separator) {
+					e.Command = resolvePath(dir, e.Command)
+				}
 				m.users[u.Name] = u.User
 			}
 		}
@@ -120,8 +140,10 @@ func resolvePath(dir, p string) string {
 // by the OS list separator (as KUBECONFIG does); "" means KUBECONFIG, else
 // ~/.kube/config. context "" means the current context.
 //
-// Exec credential plugins and auth providers are not supported; a context
-// whose user needs one is an error.
+// An exec credential plugin of the user becomes Config.Exec (checked as
+// kubectl checks it: command and apiVersion required, interactiveMode too
+// for v1). Auth providers are not supported; a context whose user needs
+// one is an error.
 func FromKubeconfig(path, context string) (*Config, error) {
 	var paths []string
 	if path == "" {
@@ -167,8 +189,15 @@ func FromKubeconfig(path, context string) (*Config, error) {
 		if !ok {
 			return nil, fmt.Errorf("kubeconfig: context %q: user %q not found", context, kctx.User)
 		}
-		if u.Exec != nil || u.AuthProvider != nil {
-			return nil, fmt.Errorf("kubeconfig: user %q: exec credential plugins and auth providers are not supported", kctx.User)
+		if u.AuthProvider != nil {
+			return nil, fmt.Errorf("kubeconfig: user %q: auth providers are not supported", kctx.User)
+		}
+		if u.Exec != nil {
+			e, err := execFromKubeconfig(u.Exec, cl)
+			if err != nil {
+				return nil, fmt.Errorf("kubeconfig: user %q: %w", kctx.User, err)
+			}
+			cfg.Exec = e
 		}
 		cfg.CertData, cfg.CertFile = u.ClientCertificateData, u.ClientCertificate
 		cfg.KeyData, cfg.KeyFile = u.ClientKeyData, u.ClientKey
@@ -176,4 +205,36 @@ func FromKubeconfig(path, context string) (*Config, error) {
 		cfg.Username, cfg.Password = u.Username, u.Password
 	}
 	return cfg, nil
+}
+
+// execFromKubeconfig converts and checks a user's exec section the way
+// clientcmd does, cl giving the plugin's cluster config.
+func execFromKubeconfig(ke *kcExec, cl kcCluster) (*ExecConfig, error) {
+	mode := ke.InteractiveMode
+	switch {
+	case ke.APIVersion == "":
+		return nil, errors.New("exec: apiVersion must be specified")
+	case mode == "" && ke.APIVersion == execAPIv1beta1:
+		mode = "IfAvailable" // clientcmd's default for v1beta1
+	case mode == "":
+		return nil, errors.New("exec: interactiveMode must be specified")
+	}
+	e := &ExecConfig{
+		Command:            ke.Command,
+		Args:               ke.Args,
+		Env:                ke.Env,
+		APIVersion:         ke.APIVersion,
+		InstallHint:        ke.InstallHint,
+		ProvideClusterInfo: ke.ProvideClusterInfo,
+		InteractiveMode:    mode,
+	}
+	for _, x := range cl.Extensions {
+		if x.Name == execClusterExtension {
+			e.ClusterConfig = x.Extension
+		}
+	}
+	if err := e.validate(); err != nil {
+		return nil, err
+	}
+	return e, nil
 }

@@ -38,7 +38,11 @@ func New(cfg *Config) (*REST, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt, err := newTransport(cfg)
+	creds, err := newCredentials(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rt, err := newTransport(cfg, creds.exec)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +56,7 @@ func New(cfg *Config) (*REST, error) {
 	return &REST{
 		base:      base,
 		http:      &http.Client{Transport: rt},
-		creds:     newCredentials(cfg),
+		creds:     creds,
 		userAgent: ua,
 		timeout:   cfg.Timeout,
 		discovery: map[schema.GroupVersion][]apiResource{},
@@ -78,6 +82,10 @@ const maxRetries = 5
 
 // do sends req and returns the response for a 2xx status; any other status
 // is returned as a *StatusError. The caller closes the body.
+//
+// A 401 to an exec plugin's credential drops that credential and, once,
+// sends req again with a new one: the server refused it before processing
+// it, and the body is in memory, so any verb may be retried.
 func (r *REST) do(ctx context.Context, req request) (*http.Response, error) {
 	u := *r.base
 	u.Path = r.base.Path + req.path
@@ -85,6 +93,7 @@ func (r *REST) do(ctx context.Context, req request) (*http.Response, error) {
 	if len(req.query) > 0 {
 		u.RawQuery = req.query.Encode()
 	}
+	reauthed := false
 	for attempt := 0; ; attempt++ {
 		var body io.Reader
 		if req.body != nil {
@@ -99,7 +108,8 @@ func (r *REST) do(ctx context.Context, req request) (*http.Response, error) {
 		if req.contentType != "" {
 			hr.Header.Set("Content-Type", req.contentType)
 		}
-		if err := r.creds.apply(hr.Header); err != nil {
+		cred, err := r.creds.apply(ctx, hr.Header)
+		if err != nil {
 			return nil, err
 		}
 		resp, err := r.http.Do(hr)
@@ -108,6 +118,15 @@ func (r *REST) do(ctx context.Context, req request) (*http.Response, error) {
 		}
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 			return resp, nil
+		}
+		if resp.StatusCode == http.StatusUnauthorized && cred != nil {
+			r.creds.exec.refused(cred)
+			if !reauthed {
+				reauthed = true
+				io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+				resp.Body.Close()
+				continue
+			}
 		}
 		wait, retry := retryAfter(resp)
 		if !retry || attempt >= maxRetries {

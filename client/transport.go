@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -37,8 +38,9 @@ const (
 
 // newTransport builds the HTTP transport for cfg: TLS from the config,
 // HTTP/2 with health-check pings, connection reuse (keep-alive pool), TCP
-// keepalives.
-func newTransport(cfg *Config) (http.RoundTripper, error) {
+// keepalives. ea, if not nil, supplies the client certificate and tracks
+// connections so that a new certificate closes them.
+func newTransport(cfg *Config, ea *execAuth) (http.RoundTripper, error) {
 	if cfg.Transport != nil {
 		return cfg.Transport, nil
 	}
@@ -60,12 +62,17 @@ func newTransport(cfg *Config) (http.RoundTripper, error) {
 			Enable: true, Idle: keepAliveIdle, Interval: keepAliveEvery, Count: keepAliveProbes,
 		},
 	}
+	dial := d.DialContext
+	if ea != nil {
+		tc.GetClientCertificate = ea.clientCertificate
+		dial = ea.dialer(dial)
+	}
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetHTTP2(true)
 	return &http.Transport{
 		Proxy:               proxy,
-		DialContext:         d.DialContext,
+		DialContext:         dial,
 		TLSClientConfig:     tc,
 		TLSHandshakeTimeout: 10 * time.Second,
 		ForceAttemptHTTP2:   true,
@@ -134,22 +141,43 @@ func tlsConfig(cfg *Config) (*tls.Config, error) {
 type credentials struct {
 	token, file        string
 	username, password string
+	exec               *execAuth // if set, the only credential used
 
 	mu     sync.Mutex
 	cached string
 	readAt time.Time
 }
 
-func newCredentials(cfg *Config) *credentials {
-	return &credentials{token: cfg.BearerToken, file: cfg.BearerTokenFile, username: cfg.Username, password: cfg.Password}
+func newCredentials(cfg *Config) (*credentials, error) {
+	c := &credentials{token: cfg.BearerToken, file: cfg.BearerTokenFile, username: cfg.Username, password: cfg.Password}
+	if cfg.Exec != nil && !cfg.hasStaticAuth() {
+		ea, err := newExecAuth(cfg)
+		if err != nil {
+			return nil, err
+		}
+		c.exec = ea
+	}
+	return c, nil
 }
 
-func (c *credentials) apply(h http.Header) error {
+// apply sets h's Authorization header. With an exec plugin it may run the
+// plugin, and returns the credential used so that a 401 can refuse it.
+func (c *credentials) apply(ctx context.Context, h http.Header) (*execCred, error) {
+	if c.exec != nil {
+		cred, err := c.exec.get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if cred.token != "" {
+			h.Set("Authorization", "Bearer "+cred.token)
+		}
+		return cred, nil
+	}
 	tok := c.token
 	if c.file != "" {
 		t, err := c.fileToken()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		tok = t
 	}
@@ -160,7 +188,7 @@ func (c *credentials) apply(h http.Header) error {
 		r := http.Request{Header: h}
 		r.SetBasicAuth(c.username, c.password)
 	}
-	return nil
+	return nil, nil
 }
 
 // fileToken returns the token file's content, re-read at most every
