@@ -254,7 +254,11 @@ func Fanout(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 		go func() {
 			defer writers.Done()
 			defer func() { <-slots }()
-			b, err := t.do(ctx, "PATCH", o.objectsPath()+"/"+name, "application/merge-patch+json", []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)))
+			// A value no earlier state had (the run's start revision and
+			// the write's number), so that no patch is a no-op: a no-op
+			// is acknowledged with the old revision and makes no event.
+			patch := fmt.Sprintf(`{"spec":{"fanoutWrite":"%d-%d"}}`, startRV, n)
+			b, err := t.do(ctx, "PATCH", o.objectsPath()+"/"+name, "application/merge-patch+json", []byte(patch))
 			if err != nil {
 				writeErr.CompareAndSwap(nil, err)
 				return
