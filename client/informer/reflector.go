@@ -128,11 +128,10 @@ func (r *reflector[T]) setResumeRV(rv string) {
 
 // relist is the state of one list (paginated or streaming).
 type relist struct {
-	// unseen holds, by namespace and name, the keys the store had at the
-	// start and the list has not had yet: at the end, the objects gone.
-	// It reuses the store's key strings, so it costs only its map. nil
+	// unseen holds the keys the store had at the start, struck out as the
+	// list has them: at the end, the ones left are the objects gone. nil
 	// when the store was empty at the start: nothing to compare or delete.
-	unseen map[string]map[string]struct{}
+	unseen keySet
 }
 
 func (r *reflector[T]) startList(ctx context.Context) (*relist, error) {
@@ -158,9 +157,7 @@ func (r *reflector[T]) listItem(ctx context.Context, rl *relist, raw client.Raw[
 		if err != nil {
 			return err
 		}
-		if names := rl.unseen[string(m.Namespace)]; names != nil {
-			delete(names, string(m.Name))
-		}
+		rl.unseen.strike(m.Namespace, m.Name)
 		if cur, ok := r.store.identityBytes(m.Namespace, m.Name); ok &&
 			cur.rv == string(m.ResourceVersion) && string(cur.uid) == string(m.UID) {
 			return nil
@@ -190,12 +187,13 @@ func (r *reflector[T]) decode(raw client.Raw[T]) (T, error) {
 func (r *reflector[T]) finishList(ctx context.Context, rl *relist, rv string) error {
 	if rl.unseen != nil {
 		st := r.received()
-		for ns, names := range rl.unseen {
-			for name := range names {
-				if err := r.out.push(ctx, entry[T]{op: opDelete, key: Key{Namespace: ns, Name: name}, unknown: true, stamp: st}); err != nil {
-					return err
-				}
-			}
+		var err error
+		rl.unseen.unstruck(func(k Key) bool {
+			err = r.out.push(ctx, entry[T]{op: opDelete, key: k, unknown: true, stamp: st})
+			return err == nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	r.setResumeRV(rv)

@@ -390,10 +390,9 @@ func (s *Store[T]) Range(fn func(T) bool) {
 	}
 }
 
-// keySet returns the store's keys as namespace → set of names, built from
-// the store's own strings in maps sized once: it decodes nothing and
-// allocates only the maps.
-func (s *Store[T]) keySet() map[string]map[string]struct{} {
+// keySet returns the store's keys for a relist to strike out, built from
+// the store's own strings: it decodes nothing and allocates only slices.
+func (s *Store[T]) keySet() keySet {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.codec == nil {
@@ -402,14 +401,15 @@ func (s *Store[T]) keySet() map[string]map[string]struct{} {
 	return keySetOf(s.compact)
 }
 
-func keySetOf[E any](t table[E]) map[string]map[string]struct{} {
-	out := make(map[string]map[string]struct{}, len(t))
-	for ns, byName := range t {
-		names := make(map[string]struct{}, len(byName))
+func keySetOf[E any](t table[E]) keySet {
+	out := make(keySet, len(t))
+	for namespace, byName := range t {
+		ns := &nameSet{names: make([]string, 0, len(byName)), struck: make([]bool, len(byName))}
 		for name := range byName {
-			names[name] = struct{}{}
+			ns.names = append(ns.names, name)
 		}
-		out[ns] = names
+		slices.Sort(ns.names)
+		out[namespace] = ns
 	}
 	return out
 }
