@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,8 +26,16 @@ import (
 // caches holds one watch cache per served resource version, created on
 // first use and stopped when the resource stops being served.
 type caches struct {
-	mu sync.Mutex
-	m  map[*registry.Resource]*watchcache.Cache
+	mu    sync.Mutex
+	m     map[*registry.Resource]*watchcache.Cache
+	hints map[*registry.Resource]*writeHints
+}
+
+// hintsFor returns the write hints of res's cache, nil when it has none.
+func (s *Server) hintsFor(res *registry.Resource) *writeHints {
+	s.caches.mu.Lock()
+	defer s.caches.mu.Unlock()
+	return s.caches.hints[res]
 }
 
 // cacheFor returns res's watch cache, or nil when caching is off.
@@ -47,14 +58,17 @@ func (s *Server) cacheFor(res *registry.Resource) *watchcache.Cache {
 	}
 	if s.caches.m == nil {
 		s.caches.m = map[*registry.Resource]*watchcache.Cache{}
+		s.caches.hints = map[*registry.Resource]*writeHints{}
 	}
+	hints := &writeHints{m: map[string]writeHint{}}
 	c := watchcache.New(watchcache.Config{
-		Store: s.store, Prefix: res.StoragePrefix, Decode: cacheDecoder(res),
+		Store: s.store, Prefix: res.StoragePrefix, Decode: cacheDecoder(res, hints),
 		Window: s.cfg.WatchCacheWindow, Buffer: s.cfg.WatchBufferEvents,
 		FreshTimeout: s.cfg.FutureRVWait, Log: s.cfg.Log,
 	})
 	c.Start()
 	s.caches.m[res] = c
+	s.caches.hints[res] = hints
 	return c
 }
 
@@ -67,6 +81,7 @@ func (s *Server) pruneCaches(all bool) {
 		if cur, ok := s.registry.Get(res.GVR()); all || !ok || cur != res {
 			stop = append(stop, c)
 			delete(s.caches.m, res)
+			delete(s.caches.hints, res)
 		}
 	}
 	s.caches.mu.Unlock()
@@ -76,8 +91,36 @@ func (s *Server) pruneCaches(all bool) {
 }
 
 // cacheDecoder decodes stored values of res once for the cache: metadata
-// for filtering, JSON for the wire.
-func cacheDecoder(res *registry.Resource) watchcache.Decoder {
+// for filtering, JSON for the wire. Values this server wrote come from
+// hints without decoding.
+func cacheDecoder(res *registry.Resource, hints *writeHints) watchcache.Decoder {
+	decode := decodeForCache(res)
+	return func(kv storage.KeyValue) (*watchcache.Object, error) {
+		o, ok := hints.take(kv)
+		if !ok {
+			return decode(kv)
+		}
+		hintsUsed.Add(1)
+		if verifyHints.Load() {
+			want, err := decode(kv)
+			if err != nil || !bytes.Equal(want.JSON, o.JSON) || !maps.Equal(want.Labels, o.Labels) || !maps.Equal(want.Fields, o.Fields) ||
+				want.Namespace != o.Namespace || want.Name != o.Name {
+				panic(fmt.Sprintf("write hint for %s differs from decoding it (%v):\nhint   %s %v %v\ndecode %s %v %v", kv.Key, err, o.JSON, o.Labels, o.Fields, want.JSON, want.Labels, want.Fields))
+			}
+		}
+		return o, nil
+	}
+}
+
+// verifyHints makes cacheDecoder check every hint against decoding (tests);
+// hintsUsed counts the events built from hints.
+var (
+	verifyHints atomic.Bool
+	hintsUsed   atomic.Int64
+)
+
+// decodeForCache decodes a stored value of res for the cache.
+func decodeForCache(res *registry.Resource) watchcache.Decoder {
 	return func(kv storage.KeyValue) (*watchcache.Object, error) {
 		obj, err := fromStorage(res, kv)
 		if err != nil {

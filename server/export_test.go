@@ -15,3 +15,7 @@ func WatchCache(s *Server, gvr schema.GroupVersionResource) *watchcache.Cache {
 	}
 	return s.cacheFor(res)
 }
+
+// WriteHintsUsed is how many watch-cache events this process built from
+// write hints (all servers).
+func WriteHintsUsed() int64 { return hintsUsed.Load() }

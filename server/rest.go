@@ -256,11 +256,24 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, res *registry.Re
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
-	kv, err := s.store.Create(r.Context(), res.Key(obj.GetNamespace(), obj.GetName()), b)
+	key := res.Key(obj.GetNamespace(), obj.GetName())
+	hints := s.hintsFor(res)
+	hints.add(res, key, b, obj)
+	kv, err := s.store.Create(r.Context(), key, b)
 	if err != nil {
+		hints.drop(key, b)
 		return storageError(err, s.gr(res), obj.GetName())
 	}
 	obj.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
+	if _, table := wantsTable(r); !table {
+		// The stored bytes with the resourceVersion are the response.
+		if out := withResourceVersion(b, kv.ModRevision); out != nil {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			w.Write(out)
+			return nil
+		}
+	}
 	return s.respond(w, r, res, http.StatusCreated, obj)
 }
 
@@ -450,7 +463,12 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 			obj.SetResourceVersion(cur.GetResourceVersion())
 			return obj, http.StatusOK, nil
 		}
+		hints := s.hintsFor(res)
+		hints.add(res, kv.Key, b, obj)
 		nkv, err := s.store.Update(ctx, kv.Key, b, kv.ModRevision)
+		if err != nil {
+			hints.drop(kv.Key, b)
+		}
 		if errors.Is(err, storage.ErrConflict) && !pinned && attempt < 100 {
 			continue
 		}
