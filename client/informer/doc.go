@@ -86,10 +86,12 @@
 // (3 labels, 8 data keys of 100 random characters) about 2.0 KB per
 // object, 0.96 times client-go's heap (BenchmarkInformer, 10,000 objects).
 // A compact cache (Options.Compact) keeps per object its protobuf (JSON
-// for types without protobuf methods), zstd-compressed, plus its
-// resourceVersion, UID and labels for the comparisons and label selectors
-// that must not decode: about 1.0 KB for the same ConfigMap, 0.47 times
-// client-go's heap. Real objects, less random, compress better.
+// for types without protobuf methods), zstd-compressed with a dictionary
+// trained on the informer's first 64 objects, plus its resourceVersion,
+// UID and labels for the comparisons and label selectors that must not
+// decode: about 1.0 KB for the same ConfigMap, 0.47 times client-go's heap
+// (~0.8 MB of compressor state per informer included). Real objects, less
+// random, compress better.
 //
 // The price is CPU: Lister.Get takes about 9 µs for that ConfigMap
 // instead of 40 ns, a List decodes every object it returns, and an update

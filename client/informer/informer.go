@@ -40,7 +40,8 @@ type Options[T client.Object] struct {
 	Transform func(T) (T, error)
 
 	// Compact keeps cached objects encoded and compressed (protobuf for
-	// k8s.io/api types, else JSON; then zstd) instead of decoded, with
+	// k8s.io/api types, else JSON; then zstd with a dictionary trained on
+	// the first objects) instead of decoded, with
 	// just their resourceVersion, UID and labels beside them: less than
 	// half the memory (ConfigMaps of 1 KiB: about 1.0 KB each instead of
 	// 2.0 KB). The cost: every read decodes. Lister.Get, List and ByIndex
