@@ -82,9 +82,13 @@ const (
 
 // notification is one queued call of a handler method.
 type notification[T client.Object] struct {
-	kind    kind
-	old     T // kindUpdate
-	obj     T // the new state; for kindDelete the final one
+	kind kind
+	old  T // kindUpdate
+	obj  T // the new state; for kindDelete the final one
+	// blob, from a compact cache, is obj still encoded (and old, for a
+	// resync): replays and resyncs are decoded by the handler's goroutine
+	// when delivered, not by the processor while it holds the informer.
+	blob    []byte
 	key     Key
 	initial bool // kindAdd
 	unknown bool // kindDelete: final state unknown
@@ -108,10 +112,11 @@ type queue[T client.Object] struct {
 	live      int            // entries not dead
 	peak      int            // the most live entries since last was made
 	bound     int
-	wake      chan struct{} // cap 1: something was pushed
-	delivered uint64        // every notification below this was handled
-	syncAt    uint64        // the handler is synced once delivered reaches it...
-	synced    bool          // ...and the informer marked the sync point
+	decode    func([]byte) T // a compact cache's decoder, for merging blobs
+	wake      chan struct{}  // cap 1: something was pushed
+	delivered uint64         // every notification below this was handled
+	syncAt    uint64         // the handler is synced once delivered reaches it...
+	synced    bool           // ...and the informer marked the sync point
 	coalesced uint64
 	total     uint64 // notifications delivered
 }
@@ -155,9 +160,22 @@ func (q *queue[T]) push(n notification[T]) {
 	}
 }
 
+// materialize decodes a notification's blob, if it has one.
+func (n *notification[T]) materialize(decode func([]byte) T) {
+	if n.blob == nil {
+		return
+	}
+	n.obj = decode(n.blob)
+	if n.kind == kindUpdate { // a resync: the same state twice
+		n.old = n.obj
+	}
+	n.blob = nil
+}
+
 // merge folds n into p, the newest pending notification for the same key,
 // if the result tells the handler the same story with fewer steps.
 func (q *queue[T]) merge(p *notification[T], n notification[T]) bool {
+	p.materialize(q.decode)
 	switch {
 	case p.kind == kindAdd && n.kind == kindUpdate,
 		p.kind == kindUpdate && n.kind == kindUpdate:

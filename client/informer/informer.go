@@ -270,6 +270,7 @@ func (i *SharedInformer[T]) startHandler(r *Registration[T]) {
 				r.q.drop()
 				return
 			}
+			n.materialize(i.store.decode)
 			if hm == nil {
 				deliver(r.h, n)
 			} else {
@@ -301,8 +302,9 @@ func (i *SharedInformer[T]) AddHandler(h Handler[T], opts HandlerOptions) (*Regi
 		name: name, h: h, q: newQueue[T](opts.Bound), resync: opts.Resync, inf: i,
 		removed: make(chan struct{}), done: make(chan struct{}),
 	}
-	i.store.Range(func(obj T) bool {
-		r.q.push(notification[T]{kind: kindAdd, obj: obj, key: KeyOf(obj), initial: true})
+	r.q.decode = i.store.decode
+	i.store.rangeEntries(func(k Key, obj T, blob []byte) bool {
+		r.q.push(notification[T]{kind: kindAdd, obj: obj, blob: blob, key: k, initial: true})
 		return true
 	})
 	if i.synced.Load() {
@@ -473,8 +475,8 @@ func (i *SharedInformer[T]) resync(now time.Time) {
 	if len(due) == 0 {
 		return
 	}
-	i.store.Range(func(obj T) bool {
-		n := notification[T]{kind: kindUpdate, old: obj, obj: obj, key: KeyOf(obj), resync: true}
+	i.store.rangeEntries(func(k Key, obj T, blob []byte) bool {
+		n := notification[T]{kind: kindUpdate, old: obj, obj: obj, blob: blob, key: k, resync: true}
 		for _, r := range due {
 			r.q.push(n)
 		}

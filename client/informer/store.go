@@ -390,6 +390,29 @@ func (s *Store[T]) Range(fn func(T) bool) {
 	}
 }
 
+// rangeEntries calls fn for each object until fn returns false, holding
+// the read lock: fn must be quick and must not write to the store. A
+// decoded store passes the object, a compact one its blob (decode it with
+// decode, after releasing the lock).
+func (s *Store[T]) rangeEntries(fn func(k Key, obj T, blob []byte) bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var zero T
+	if s.codec == nil {
+		for k, obj := range s.objects.all {
+			if !fn(k, obj, nil) {
+				return
+			}
+		}
+		return
+	}
+	for k, c := range s.compact.all {
+		if !fn(k, zero, c.blob) {
+			return
+		}
+	}
+}
+
 // keySet returns the store's keys for a relist to strike out, built from
 // the store's own strings: it decodes nothing and allocates only slices.
 func (s *Store[T]) keySet() keySet {
