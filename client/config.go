@@ -20,6 +20,12 @@ type Config struct {
 	Host string
 
 	// TLS. Data fields take precedence over the matching file fields.
+	// CertFile and KeyFile are re-read every minute, as cert-manager and
+	// the kubelet rotate them in place: a new pair that parses is used for
+	// new connections, and the connections made with the old one are
+	// closed (running watches end with an error and are resumed by their
+	// informers); a pair that does not parse, as in a rotation half
+	// written, keeps the old one.
 	CAData     []byte // PEM bundle the server's certificate must chain to
 	CAFile     string
 	CertData   []byte // client certificate, PEM
@@ -57,6 +63,25 @@ type Config struct {
 
 	// Timeout bounds each request except watches (0: none).
 	Timeout time.Duration
+
+	// QPS and Burst limit the requests of a REST, as client-go's do: a
+	// token bucket refilled with QPS tokens a second that holds at most
+	// Burst (0: max(1, int(QPS))). Every request sent takes a token: gets,
+	// lists, writes, the start of a watch (its events do not), and each
+	// retry after a 429, 503 or 401. A request waits for its token until
+	// its context ends; it then fails with the context's error wrapped
+	// (context.DeadlineExceeded at once if the token would come after the
+	// deadline).
+	//
+	// QPS 0 (the default) or negative means no limit. Unlike client-go
+	// (5 QPS, burst 10) there is none by default: the server protects
+	// itself with priority and fairness, and requests it refuses with 429
+	// or 503 and a Retry-After are retried after the delay it asks for, so
+	// a client-side limit would only slow down relists and bursts the
+	// server can take. Set one to be a polite client of a server without
+	// such protection.
+	QPS   float32
+	Burst int
 
 	// Transport, if set, replaces the transport New builds (the TLS fields
 	// above are then ignored).

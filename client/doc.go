@@ -36,6 +36,18 @@
 // plugin run. As in client-go, a token, username or client certificate in
 // the same user takes precedence and the plugin is not run.
 //
+// # Rate limiting and certificate rotation
+//
+// Config.QPS and Burst give a REST a client-side token bucket, as in
+// client-go; every request sent takes a token (a watch once, when it
+// starts). There is none by default: the server's priority and fairness
+// answers an overloaded client with 429 and a Retry-After, which the client
+// honours.
+//
+// Client certificates from CertFile and KeyFile are re-read every minute;
+// a renewed pair is used from then on, and connections made with the old
+// one are closed so that requests reconnect with it.
+//
 // # Errors
 //
 // Failures the server reports are *StatusError values carrying its

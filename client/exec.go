@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -138,8 +137,8 @@ type execRun struct {
 
 // execAuth runs cfg.Exec's plugin and caches its credential. It is safe
 // for concurrent use and runs the plugin in the caller's goroutine, once at
-// a time. It also tracks the connections it was asked to dial, so that a
-// new client certificate closes them and is used from then on.
+// a time. Its certs give handshakes the plugin's client certificate and
+// close the connections made with an older one.
 type execAuth struct {
 	cfg ExecConfig
 	env []string // added to os.Environ(), with KUBERNETES_EXEC_INFO
@@ -150,8 +149,7 @@ type execAuth struct {
 	run      *execRun  // nil: no run in progress
 	lastCert []byte    // DER of the last client certificate, to see it change
 
-	connMu sync.Mutex // never held with mu
-	conns  map[*execConn]struct{}
+	certs *certSource
 }
 
 func newExecAuth(cfg *Config) (*execAuth, error) {
@@ -185,7 +183,8 @@ func newExecAuth(cfg *Config) (*execAuth, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: exec: %w", err)
 	}
-	a := &execAuth{cfg: *e, now: time.Now, conns: map[*execConn]struct{}{}}
+	a := &execAuth{cfg: *e, now: time.Now}
+	a.certs = newCertSource(a.clientCertificate)
 	for _, v := range e.Env {
 		a.env = append(a.env, v.Name+"="+v.Value)
 	}
@@ -243,7 +242,7 @@ func (a *execAuth) runPlugin(ctx context.Context, run *execRun) (*execCred, erro
 	if certChanged {
 		// Connections keep the certificate of their handshake; close them
 		// so that requests reconnect with the new one (as client-go does).
-		a.closeConns()
+		a.certs.closeConns()
 	}
 	return cred, err
 }
@@ -343,44 +342,6 @@ func (a *execAuth) clientCertificate(cri *tls.CertificateRequestInfo) (*tls.Cert
 		return &tls.Certificate{}, nil
 	}
 	return cred.cert, nil
-}
-
-// dialer wraps dial to track the connections it makes.
-func (a *execAuth) dialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		ec := &execConn{Conn: c, a: a}
-		a.connMu.Lock()
-		a.conns[ec] = struct{}{}
-		a.connMu.Unlock()
-		return ec, nil
-	}
-}
-
-func (a *execAuth) closeConns() {
-	a.connMu.Lock()
-	conns := a.conns
-	a.conns = map[*execConn]struct{}{}
-	a.connMu.Unlock()
-	for c := range conns {
-		c.Conn.Close()
-	}
-}
-
-// execConn is a connection execAuth tracks until it is closed.
-type execConn struct {
-	net.Conn
-	a *execAuth
-}
-
-func (c *execConn) Close() error {
-	c.a.connMu.Lock()
-	delete(c.a.conns, c)
-	c.a.connMu.Unlock()
-	return c.Conn.Close()
 }
 
 // tailWriter keeps the last execStderrTail bytes written to it.

@@ -17,3 +17,19 @@ func SetPingTimeouts(after, timeout time.Duration) func() {
 	pingAfter, pingTimeout = after, timeout
 	return func() { pingAfter, pingTimeout = a, t }
 }
+
+// SetCertFileRefresh changes how often client certificate files are
+// re-read for a test and returns a function restoring it.
+func SetCertFileRefresh(d time.Duration) func() {
+	old := certFileRefresh
+	certFileRefresh = d
+	return func() { certFileRefresh = old }
+}
+
+// RateLimit returns r's token bucket; ok is false without one.
+func RateLimit(r *REST) (qps float64, burst int, ok bool) {
+	if r.limiter == nil {
+		return 0, 0, false
+	}
+	return float64(r.limiter.Limit()), r.limiter.Burst(), true
+}

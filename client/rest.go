@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -21,10 +22,13 @@ import (
 //
 // A REST is safe for concurrent use. It starts no goroutines; call
 // CloseIdleConnections when done with it to release idle connections.
+// Its requests share the rate limit of Config.QPS and Burst.
 type REST struct {
 	base      *url.URL
 	http      *http.Client
 	creds     *credentials
+	certFiles *certFiles    // nil: no client certificate files
+	limiter   *rate.Limiter // nil: no limit
 	userAgent string
 	timeout   time.Duration
 
@@ -42,7 +46,19 @@ func New(cfg *Config) (*REST, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt, err := newTransport(cfg, creds.exec)
+	var certs *certSource
+	var files *certFiles
+	switch {
+	case cfg.Transport != nil:
+	case creds.exec != nil:
+		certs = creds.exec.certs
+	case cfg.certFromFiles():
+		if files, err = newCertFiles(cfg); err != nil {
+			return nil, err
+		}
+		certs = files.certs
+	}
+	rt, err := newTransport(cfg, certs)
 	if err != nil {
 		return nil, err
 	}
@@ -57,6 +73,8 @@ func New(cfg *Config) (*REST, error) {
 		base:      base,
 		http:      &http.Client{Transport: rt},
 		creds:     creds,
+		certFiles: files,
+		limiter:   newLimiter(cfg.QPS, cfg.Burst),
 		userAgent: ua,
 		timeout:   cfg.Timeout,
 		discovery: map[schema.GroupVersion][]apiResource{},
@@ -83,6 +101,9 @@ const maxRetries = 5
 // do sends req and returns the response for a 2xx status; any other status
 // is returned as a *StatusError. The caller closes the body.
 //
+// Each attempt first waits for a token of the rate limit, and re-reads
+// rotated client certificate files when due.
+//
 // A 401 to an exec plugin's credential drops that credential and, once,
 // sends req again with a new one: the server refused it before processing
 // it, and the body is in memory, so any verb may be retried.
@@ -95,6 +116,12 @@ func (r *REST) do(ctx context.Context, req request) (*http.Response, error) {
 	}
 	reauthed := false
 	for attempt := 0; ; attempt++ {
+		if err := r.wait(ctx); err != nil {
+			return nil, err
+		}
+		if r.certFiles != nil {
+			r.certFiles.refresh()
+		}
 		var body io.Reader
 		if req.body != nil {
 			body = bytes.NewReader(req.body)
@@ -144,6 +171,33 @@ func (r *REST) do(ctx context.Context, req request) (*http.Response, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// newLimiter returns the token bucket of Config.QPS and Burst, or nil for
+// no limit.
+func newLimiter(qps float32, burst int) *rate.Limiter {
+	if !(qps > 0) { // also NaN
+		return nil
+	}
+	if burst <= 0 {
+		burst = max(1, int(qps))
+	}
+	return rate.NewLimiter(rate.Limit(qps), burst)
+}
+
+// wait takes a token from the rate limiter, waiting for one until ctx ends.
+func (r *REST) wait(ctx context.Context) error {
+	if r.limiter == nil {
+		return nil
+	}
+	if err := r.limiter.Wait(ctx); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("client rate limit: %w", ctx.Err())
+		}
+		// Wait refuses at once to wait past ctx's deadline.
+		return fmt.Errorf("client rate limit: token not available before the deadline: %w", context.DeadlineExceeded)
+	}
+	return nil
 }
 
 // retryAfter reports whether resp asks to be retried (429 or 503 with

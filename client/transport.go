@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -24,6 +25,10 @@ var (
 	pingTimeout = 15 * time.Second
 )
 
+// certFileRefresh is how often Config.CertFile and KeyFile are re-read, as
+// cert-manager and the kubelet rotate them in place. A variable for tests.
+var certFileRefresh = time.Minute
+
 const (
 	keepAliveIdle    = 15 * time.Second
 	keepAliveEvery   = 5 * time.Second
@@ -38,9 +43,9 @@ const (
 
 // newTransport builds the HTTP transport for cfg: TLS from the config,
 // HTTP/2 with health-check pings, connection reuse (keep-alive pool), TCP
-// keepalives. ea, if not nil, supplies the client certificate and tracks
-// connections so that a new certificate closes them.
-func newTransport(cfg *Config, ea *execAuth) (http.RoundTripper, error) {
+// keepalives. certs, if not nil, supplies the client certificate of each
+// handshake and tracks connections so that a new certificate closes them.
+func newTransport(cfg *Config, certs *certSource) (http.RoundTripper, error) {
 	if cfg.Transport != nil {
 		return cfg.Transport, nil
 	}
@@ -63,9 +68,9 @@ func newTransport(cfg *Config, ea *execAuth) (http.RoundTripper, error) {
 		},
 	}
 	dial := d.DialContext
-	if ea != nil {
-		tc.GetClientCertificate = ea.clientCertificate
-		dial = ea.dialer(dial)
+	if certs != nil {
+		tc.GetClientCertificate = certs.cert
+		dial = certs.dialer(dial)
 	}
 	var protos http.Protocols
 	protos.SetHTTP1(true)
@@ -109,32 +114,182 @@ func tlsConfig(cfg *Config) (*tls.Config, error) {
 		}
 		tc.RootCAs = pool
 	}
-	cert, key := cfg.CertData, cfg.KeyData
-	if len(cert) == 0 && cfg.CertFile != "" {
-		b, err := os.ReadFile(cfg.CertFile)
-		if err != nil {
-			return nil, fmt.Errorf("config: client certificate: %w", err)
-		}
-		cert = b
-	}
-	if len(key) == 0 && cfg.KeyFile != "" {
-		b, err := os.ReadFile(cfg.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("config: client key: %w", err)
-		}
-		key = b
-	}
+	hasCert := len(cfg.CertData) > 0 || cfg.CertFile != ""
+	hasKey := len(cfg.KeyData) > 0 || cfg.KeyFile != ""
 	switch {
-	case len(cert) > 0 && len(key) > 0:
-		pair, err := tls.X509KeyPair(cert, key)
+	case hasCert != hasKey:
+		return nil, errCertWithoutKey
+	case cfg.certFromFiles():
+		// certFiles reads them, and again when they change.
+	case hasCert:
+		pair, err := tls.X509KeyPair(cfg.CertData, cfg.KeyData)
 		if err != nil {
 			return nil, fmt.Errorf("config: client certificate: %w", err)
 		}
 		tc.Certificates = []tls.Certificate{pair}
-	case len(cert) > 0 || len(key) > 0:
-		return nil, errors.New("config: client certificate and key must be given together")
 	}
 	return tc, nil
+}
+
+var errCertWithoutKey = errors.New("config: client certificate and key must be given together")
+
+// certSource gives TLS handshakes a client certificate that can change (an
+// exec plugin's, or rotated files) and tracks the connections the transport
+// dials: a connection keeps the certificate of its handshake, and HTTP/2
+// sends every request over one connection, so when the certificate changes
+// closeConns closes them all (including those of running requests and
+// watches, as client-go does) and requests reconnect with the new one.
+// It is safe for concurrent use.
+type certSource struct {
+	cert func(*tls.CertificateRequestInfo) (*tls.Certificate, error) // tls.Config.GetClientCertificate
+
+	mu    sync.Mutex // never held while calling cert
+	conns map[*trackedConn]struct{}
+}
+
+func newCertSource(cert func(*tls.CertificateRequestInfo) (*tls.Certificate, error)) *certSource {
+	return &certSource{cert: cert, conns: map[*trackedConn]struct{}{}}
+}
+
+// dialer wraps dial to track the connections it makes.
+func (s *certSource) dialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		tc := &trackedConn{Conn: c, s: s}
+		s.mu.Lock()
+		s.conns[tc] = struct{}{}
+		s.mu.Unlock()
+		return tc, nil
+	}
+}
+
+// closeConns closes the connections dialed so far.
+func (s *certSource) closeConns() {
+	s.mu.Lock()
+	conns := s.conns
+	s.conns = map[*trackedConn]struct{}{}
+	s.mu.Unlock()
+	for c := range conns {
+		c.Conn.Close()
+	}
+}
+
+// trackedConn is a connection certSource tracks until it is closed.
+type trackedConn struct {
+	net.Conn
+	s *certSource
+}
+
+func (c *trackedConn) Close() error {
+	c.s.mu.Lock()
+	delete(c.s.conns, c)
+	c.s.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// certFiles is the client certificate of Config.CertFile and KeyFile (a
+// Data field replaces the file of its part). refresh re-reads the files at
+// most every certFileRefresh and, if they hold a new pair that parses,
+// uses it for new handshakes and closes the connections made with the old
+// one. It compares contents rather than modification times and sizes:
+// reading two small files a minute costs no more than stat, and a renewed
+// certificate often has the old one's size and, on coarse file systems,
+// mtime. A pair that does not parse (a rotation half written) keeps the old
+// certificate until the next check. It is safe for concurrent use.
+type certFiles struct {
+	certFile, keyFile string // "" when that part is data
+	certData, keyData []byte
+	certs             *certSource
+
+	mu        sync.Mutex // guards the fields below; held while reading the files
+	cert      *tls.Certificate
+	read      [2][]byte // the cert and key the current pair was read from
+	checkedAt time.Time
+}
+
+// certFromFiles reports whether part of the client certificate comes from
+// a file, which certFiles reloads.
+func (c *Config) certFromFiles() bool {
+	return len(c.CertData) == 0 && c.CertFile != "" || len(c.KeyData) == 0 && c.KeyFile != ""
+}
+
+// newCertFiles reads cfg's client certificate files; cfg.certFromFiles()
+// must be true.
+func newCertFiles(cfg *Config) (*certFiles, error) {
+	f := &certFiles{certData: cfg.CertData, keyData: cfg.KeyData}
+	if len(f.certData) == 0 {
+		f.certFile = cfg.CertFile
+	}
+	if len(f.keyData) == 0 {
+		f.keyFile = cfg.KeyFile
+	}
+	if f.certFile == "" && len(f.certData) == 0 || f.keyFile == "" && len(f.keyData) == 0 {
+		return nil, errCertWithoutKey
+	}
+	cert, key, err := f.readFiles()
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	pair, err := tls.X509KeyPair(cert, key)
+	if err != nil {
+		return nil, fmt.Errorf("config: client certificate: %w", err)
+	}
+	f.cert, f.read, f.checkedAt = &pair, [2][]byte{cert, key}, time.Now()
+	f.certs = newCertSource(f.clientCertificate)
+	return f, nil
+}
+
+func (f *certFiles) readFiles() (cert, key []byte, err error) {
+	cert, key = f.certData, f.keyData
+	if f.certFile != "" {
+		if cert, err = os.ReadFile(f.certFile); err != nil {
+			return nil, nil, fmt.Errorf("client certificate: %w", err)
+		}
+	}
+	if f.keyFile != "" {
+		if key, err = os.ReadFile(f.keyFile); err != nil {
+			return nil, nil, fmt.Errorf("client key: %w", err)
+		}
+	}
+	return cert, key, nil
+}
+
+// refresh re-reads the files if certFileRefresh has passed since the last
+// check. Requests call it before they are sent, so that the first request
+// after a rotation reconnects: a handshake cannot close the connections
+// itself, as its own is among them.
+func (f *certFiles) refresh() {
+	f.mu.Lock()
+	if now := time.Now(); now.Sub(f.checkedAt) >= certFileRefresh {
+		f.checkedAt = now
+	} else {
+		f.mu.Unlock()
+		return
+	}
+	cert, key, err := f.readFiles()
+	changed := err == nil && (!bytes.Equal(cert, f.read[0]) || !bytes.Equal(key, f.read[1]))
+	if changed {
+		pair, err := tls.X509KeyPair(cert, key)
+		if err == nil {
+			f.cert, f.read = &pair, [2][]byte{cert, key}
+		} else {
+			changed = false // keep the old pair, try again next time
+		}
+	}
+	f.mu.Unlock()
+	if changed {
+		f.certs.closeConns()
+	}
+}
+
+// clientCertificate is tls.Config.GetClientCertificate.
+func (f *certFiles) clientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.cert, nil
 }
 
 // credentials sets the Authorization header of requests.
