@@ -40,7 +40,7 @@ func filler(seed int64) *randfill.Filler {
 			r.Raw = []byte(`{"k":"v"}`)
 		},
 		func(f *metav1.FieldsV1, c randfill.Continue) {
-			f.Raw = []byte(`{"f:spec":{}}`)
+			f.SetRawString(`{"f:spec":{}}`)
 		},
 		func(s *string, c randfill.Continue) {
 			*s = []string{"", "a", "b", "web", "x.y/z"}[c.Intn(5)]

@@ -84,7 +84,7 @@ func TestDedupScenario(t *testing.T) {
 			Namespace: "default", Name: "x", ResourceVersion: cur.ResourceVersion,
 			ManagedFields: []metav1.ManagedFieldsEntry{{
 				Manager: "other-writer", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1",
-				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:data":{"f:a":{},"f:b":{}}}`)},
+				FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:data":{"f:a":{},"f:b":{}}}`),
 			}},
 		}, Data: map[string]string{"b": "2", "a": "1"}}, metav1.UpdateOptions{})
 		if err == nil && out.ResourceVersion == cur.ResourceVersion {
