@@ -112,8 +112,10 @@ func cacheDecoder(res *registry.Resource, hints *writeHints) watchcache.Decoder 
 	}
 }
 
-// verifyHints makes cacheDecoder check every hint against decoding (tests);
-// hintsUsed counts the events built from hints.
+// verifyHints makes cacheDecoder check every hint against decoding, and
+// panic on a difference: for tests, set by the server's own tests and by
+// OBJWATCH_VERIFY_WRITE_HINTS=true. hintsUsed counts the events built from
+// hints.
 var (
 	verifyHints atomic.Bool
 	hintsUsed   atomic.Int64

@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -168,6 +169,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: no storage")
 	}
 	cfg.setDefaults()
+	if os.Getenv("OBJWATCH_VERIFY_WRITE_HINTS") == "true" {
+		verifyHints.Store(true) // see cacheDecoder
+	}
 	m, err := newMetrics(cfg.Metrics)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
