@@ -332,11 +332,20 @@ func (a *execAuth) parse(out []byte) (*execCred, error) {
 }
 
 // clientCertificate is tls.Config.GetClientCertificate: the plugin's
-// current certificate, or none if it returns a token.
+// current certificate, or none if it returns a token. It uses the cached
+// credential even if it just expired: requests refresh it before they
+// dial (credentials.apply), and a refresh inside a handshake would close
+// the very connection being made when the certificate changes. Only a
+// handshake before any credential runs the plugin.
 func (a *execAuth) clientCertificate(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
-	cred, err := a.get(cri.Context())
-	if err != nil {
-		return nil, err
+	a.mu.Lock()
+	cred := a.cred
+	a.mu.Unlock()
+	if cred == nil {
+		var err error
+		if cred, err = a.get(cri.Context()); err != nil {
+			return nil, err
+		}
 	}
 	if cred.cert == nil {
 		return &tls.Certificate{}, nil
