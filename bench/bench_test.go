@@ -1,12 +1,9 @@
 package bench_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -89,7 +86,7 @@ func BenchmarkIdleWatches(b *testing.B) {
 func BenchmarkInformer(b *testing.B) {
 	kubeconfig := os.Getenv("OBJWATCH_BENCH_KUBECONFIG")
 	if kubeconfig == "" {
-		kubeconfig = benchServer(b)
+		kubeconfig = testenv.StartProcess(b, "TestBenchServer")
 	}
 	t, err := bench.LoadTarget("objwatch", kubeconfig)
 	if err != nil {
@@ -121,43 +118,4 @@ const benchHistory = 10 * time.Second
 
 // TestBenchServer is BenchmarkInformer's server process; it does nothing in
 // a normal test run.
-func TestBenchServer(t *testing.T) {
-	if os.Getenv("OBJWATCH_BENCH_SERVER") != "1" {
-		t.Skip("BenchmarkInformer's server process")
-	}
-	e := testenv.Start(t, testenv.WithHistory(benchHistory))
-	fmt.Printf("KUBECONFIG=%s\n", e.Kubeconfig)
-	io.Copy(io.Discard, os.Stdin) // until the parent closes it
-}
-
-// benchServer starts TestBenchServer in a child process, stopped when the
-// benchmark ends, and returns its kubeconfig.
-func benchServer(b *testing.B) string {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchServer$", "-test.v")
-	cmd.Env = append(os.Environ(), "OBJWATCH_BENCH_SERVER=1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		stdin.Close()
-		cmd.Wait()
-	})
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		if kc, ok := strings.CutPrefix(sc.Text(), "KUBECONFIG="); ok {
-			go io.Copy(io.Discard, stdout) // the child's remaining output; ends with it
-			return kc
-		}
-	}
-	b.Fatalf("server process ended: %v", sc.Err())
-	return ""
-}
+func TestBenchServer(t *testing.T) { testenv.ServeProcess(t, testenv.WithHistory(benchHistory)) }

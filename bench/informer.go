@@ -24,6 +24,7 @@ import (
 
 	"github.com/objwatch/objwatch/client"
 	"github.com/objwatch/objwatch/client/informer"
+	"github.com/objwatch/objwatch/internal/testobj"
 	"github.com/objwatch/objwatch/internal/watchcut"
 )
 
@@ -232,7 +233,7 @@ func Informer(ctx context.Context, t *Target, o *Options) (*InformerReport, erro
 		if i%1000 == 0 {
 			o.progress("%s: informer: create %d/%d", t.Name, i, o.Objects)
 		}
-		_, err := writer.Create(ctx, benchConfigMap(ns, i, rand.New(rand.NewPCG(uint64(i), 0))), metav1.CreateOptions{})
+		_, err := writer.Create(ctx, testobj.ConfigMap(ns, i, rand.New(rand.NewPCG(uint64(i), 0))), metav1.CreateOptions{})
 		if err == nil || errors.Is(err, client.ErrAlreadyExists) {
 			return nil
 		}
@@ -275,25 +276,6 @@ func createNamespace(ctx context.Context, c *client.Client[*corev1.Namespace], n
 	}
 }
 
-// benchConfigMap is object i, about 1 KiB: 3 labels and 8 data values of
-// 100 characters drawn from rnd.
-func benchConfigMap(ns string, i int, rnd *rand.Rand) *corev1.ConfigMap {
-	const letters = "abcdefghijklmnopqrstuvwxyz0123456789"
-	data := make(map[string]string, 8)
-	for k := range 8 {
-		v := make([]byte, 100)
-		for j := range v {
-			v[j] = letters[rnd.IntN(len(letters))]
-		}
-		data[fmt.Sprint("key-", k)] = string(v)
-	}
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("cm-%05d", i),
-			Labels: map[string]string{"app": "bench", "shard": fmt.Sprint(i % 16), "index": fmt.Sprint(i)}},
-		Data: data,
-	}
-}
-
 // informerRun is what the sides of one Informer call share.
 type informerRun struct {
 	t      *Target
@@ -311,7 +293,7 @@ func (m *informerRun) update(ctx context.Context, d time.Duration, n int, seed u
 	defer cancel()
 	var writes atomic.Int64
 	_, _, err := parallel(stop, informerWriters, n, func(i int) error {
-		cm := benchConfigMap(m.ns, rand.IntN(m.o.Objects), rand.New(rand.NewPCG(uint64(i), seed)))
+		cm := testobj.ConfigMap(m.ns, rand.IntN(m.o.Objects), rand.New(rand.NewPCG(uint64(i), seed)))
 		if _, err := m.writer.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("update %s: %w", cm.Name, err)
 		}
@@ -399,7 +381,7 @@ func (m *informerRun) measure(ctx context.Context, round int, side informerSide)
 	}
 	before = inf.events()
 	if _, _, err := parallel(ctx, informerWriters, relistChanges, func(i int) error {
-		cm := benchConfigMap(m.ns, i*97%m.o.Objects, rand.New(rand.NewPCG(uint64(i), 10*uint64(round)+3)))
+		cm := testobj.ConfigMap(m.ns, i*97%m.o.Objects, rand.New(rand.NewPCG(uint64(i), 10*uint64(round)+3)))
 		if _, err := m.writer.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("update %s: %w", cm.Name, err)
 		}

@@ -1,21 +1,16 @@
 package informer_test
 
 import (
-	"bufio"
-	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/objwatch/objwatch/internal/testobj"
 	"github.com/objwatch/objwatch/testenv"
 )
 
@@ -29,67 +24,22 @@ const (
 	benchWindow    = 10 * time.Second // server history kept (compaction, watch cache)
 )
 
-// TestBenchServer is the benchmark's server process; it does nothing in a
+// TestBenchServer is the benchmarks' server process; it does nothing in a
 // normal test run.
-func TestBenchServer(t *testing.T) {
-	if os.Getenv("OBJWATCH_BENCH_SERVER") != "1" {
-		t.Skip("the informer benchmark's server process")
-	}
-	e := testenv.Start(t, testenv.WithHistory(benchWindow))
-	fmt.Printf("KUBECONFIG=%s\n", e.Kubeconfig)
-	io.Copy(io.Discard, os.Stdin) // until the parent closes it
-}
+func TestBenchServer(t *testing.T) { testenv.ServeProcess(t, testenv.WithHistory(benchWindow)) }
 
-// benchServer starts the server process and returns its kubeconfig.
+// benchServer returns the kubeconfig of $OBJWATCH_BENCH_KUBECONFIG, or of
+// TestBenchServer started in a child process.
 func benchServer(b *testing.B) string {
 	if kc := os.Getenv("OBJWATCH_BENCH_KUBECONFIG"); kc != "" {
 		return kc
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestBenchServer$", "-test.v")
-	cmd.Env = append(os.Environ(), "OBJWATCH_BENCH_SERVER=1")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		stdin.Close()
-		cmd.Wait()
-	})
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
-		if kc, ok := strings.CutPrefix(sc.Text(), "KUBECONFIG="); ok {
-			go io.Copy(io.Discard, stdout)
-			return kc
-		}
-	}
-	b.Fatalf("server process ended: %v", sc.Err())
-	return ""
+	return testenv.StartProcess(b, "TestBenchServer")
 }
 
 // benchConfigMap is one ~1 KiB object.
 func benchConfigMap(i int, rnd *rand.Rand) *corev1.ConfigMap {
-	const letters = "abcdefghijklmnopqrstuvwxyz0123456789"
-	data := map[string]string{}
-	for k := range 8 {
-		v := make([]byte, 100)
-		for j := range v {
-			v[j] = letters[rnd.IntN(len(letters))]
-		}
-		data[fmt.Sprint("key-", k)] = string(v)
-	}
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: benchNamespace, Name: fmt.Sprintf("cm-%05d", i),
-			Labels: map[string]string{"app": "bench", "shard": fmt.Sprint(i % 16), "index": fmt.Sprint(i)}},
-		Data: data,
-	}
+	return testobj.ConfigMap(benchNamespace, i, rnd)
 }
 
 // parallel runs fn(i) for i in [0, n) on 32 goroutines.

@@ -10,30 +10,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/objwatch/objwatch/internal/testobj"
 )
 
 const storeBenchObjects = 10000
 
-// storeBenchConfigMap is one ConfigMap like BenchmarkInformer's (~1 KiB:
-// 3 labels, 8 data keys of 100 random characters), as a server returns it.
+// storeBenchConfigMap is BenchmarkInformer's ConfigMap i as a server
+// returns it (kind, UID, resourceVersion, creation time set).
 func storeBenchConfigMap(i int, rnd *rand.Rand) *corev1.ConfigMap {
-	const letters = "abcdefghijklmnopqrstuvwxyz0123456789"
-	data := map[string]string{}
-	for k := range 8 {
-		v := make([]byte, 100)
-		for j := range v {
-			v[j] = letters[rnd.IntN(len(letters))]
-		}
-		data[fmt.Sprint("key-", k)] = string(v)
-	}
-	return &corev1.ConfigMap{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: fmt.Sprintf("cm-%05d", i),
-			UID: types.UID(fmt.Sprintf("8f2b6c1e-0d4a-4b7e-9c3f-%012d", i)), ResourceVersion: fmt.Sprint(100000 + i),
-			CreationTimestamp: metav1.Unix(1700000000, 0),
-			Labels:            map[string]string{"app": "bench", "shard": fmt.Sprint(i % 16), "index": fmt.Sprint(i)}},
-		Data: data,
-	}
+	cm := testobj.ConfigMap("bench", i, rnd)
+	cm.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}
+	cm.UID = types.UID(fmt.Sprintf("8f2b6c1e-0d4a-4b7e-9c3f-%012d", i))
+	cm.ResourceVersion = fmt.Sprint(100000 + i)
+	cm.CreationTimestamp = metav1.Unix(1700000000, 0)
+	return cm
 }
 
 func benchStore(compact bool) *Store[*corev1.ConfigMap] {
