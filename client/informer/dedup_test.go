@@ -131,26 +131,3 @@ func TestDedupScenario(t *testing.T) {
 		t.Errorf(`objwatch_change_events_total{category="other"} = %v, want 0`, got)
 	}
 }
-
-// counterWith sums the series of a metric that have label = value.
-func counterWith(t *testing.T, g prometheus.Gatherer, name, label, want string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label && l.GetValue() == want {
-					sum += value(m)
-				}
-			}
-		}
-	}
-	return sum
-}

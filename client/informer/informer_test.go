@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -84,7 +85,7 @@ func testInformerSeesEveryChange(t *testing.T, compact bool) {
 			if n := counter(t, reg, "objwatch_informer_watch_events_total"); n == 0 {
 				t.Errorf("no watch events counted")
 			}
-			if n := bookmarks(t, reg); n == 0 {
+			if n := counterWith(t, reg, "objwatch_informer_watch_events_total", "type", "BOOKMARK"); n == 0 {
 				t.Errorf("bookmarks received = 0, want some")
 			}
 			t.Logf("%d writes, %d watches, %d adds, %d updates, %d deletes", w.writes, e.cut.Watches.Load(), rec.adds, rec.updates, rec.deletes)
@@ -194,23 +195,52 @@ func testRelistAppliesOnlyDifferences(t *testing.T, compact bool) {
 	}
 }
 
-// counter reads a metric's value (the sum over its series).
-func counter(t *testing.T, g prometheus.Gatherer, name string) float64 {
+// metric sums the series of the named metric (with label = want, when
+// label is set) and reports whether there were any.
+func metric(t *testing.T, g prometheus.Gatherer, name, label, want string) (float64, bool) {
 	t.Helper()
 	mfs, err := g.Gather()
 	if err != nil {
 		t.Fatalf("Gather: %v", err)
 	}
 	var sum float64
+	found := false
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			sum += value(m)
+			if label == "" || slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == label && l.GetValue() == want }) {
+				sum += value(m)
+				found = true
+			}
 		}
 	}
-	return sum
+	return sum, found
+}
+
+// counter reads a metric's value (the sum over its series).
+func counter(t *testing.T, g prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	v, _ := metric(t, g, name, "", "")
+	return v
+}
+
+// counterWith sums the series of a metric that have label = want.
+func counterWith(t *testing.T, g prometheus.Gatherer, name, label, want string) float64 {
+	t.Helper()
+	v, _ := metric(t, g, name, label, want)
+	return v
+}
+
+// gauge reads one handler's series of a metric, which must exist.
+func gauge(t *testing.T, g prometheus.Gatherer, name, handler string) float64 {
+	t.Helper()
+	v, ok := metric(t, g, name, "handler", handler)
+	if !ok {
+		t.Fatalf("no %s for handler %s", name, handler)
+	}
+	return v
 }
 
 func value(m *dto.Metric) float64 {
@@ -220,46 +250,6 @@ func value(m *dto.Metric) float64 {
 	case m.Gauge != nil:
 		return m.Gauge.GetValue()
 	}
-	return 0
-}
-
-func bookmarks(t *testing.T, g prometheus.Gatherer) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if mf.GetName() == "objwatch_informer_watch_events_total" && l.GetName() == "type" && l.GetValue() == "BOOKMARK" {
-					return value(m)
-				}
-			}
-		}
-	}
-	return 0
-}
-
-func gauge(t *testing.T, g prometheus.Gatherer, name, handler string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "handler" && l.GetValue() == handler {
-					return value(m)
-				}
-			}
-		}
-	}
-	t.Fatalf("no %s for handler %s", name, handler)
 	return 0
 }
 
