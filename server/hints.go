@@ -72,11 +72,12 @@ func (h *writeHints) drop(key string, value []byte) {
 func (h *writeHints) take(kv storage.KeyValue) (*watchcache.Object, bool) {
 	h.mu.Lock()
 	cur, ok := h.m[kv.Key]
-	if ok && bytes.Equal(cur.value, kv.Value) {
+	ok = ok && bytes.Equal(cur.value, kv.Value)
+	if ok {
 		delete(h.m, kv.Key)
 	}
 	h.mu.Unlock()
-	if !ok || !bytes.Equal(cur.value, kv.Value) {
+	if !ok {
 		return nil, false
 	}
 	b := withResourceVersion(kv.Value, kv.ModRevision)
