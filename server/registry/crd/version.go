@@ -40,6 +40,7 @@ type Version struct {
 
 	structural *structuralschema.Structural
 	strategy   strategy
+	fast       fastValidator  // the strategy's Validate and ValidateUpdate for common objects
 	status     statusStrategy // nil without a status subresource
 	table      rest.TableConvertor
 
@@ -124,6 +125,7 @@ func newVersion(d *Definition, crd *apiextensionsv1.CustomResourceDefinition, cv
 	// The typer is used only by the generic registry, which objwatch does not use.
 	st := customresource.NewStrategy(nil, d.namespaced, kind, validator, statusValidator, s, statusSpec, scaleSpec, cv.SelectableFields)
 	v.strategy = st
+	v.fast = newFastValidator(d.namespaced, d.group, cv.Name, d.names.Kind, validator, s, scaleSpec != nil)
 	if statusSpec != nil {
 		v.status = customresource.NewStatusStrategy(st)
 	}
@@ -223,6 +225,9 @@ func (v *Version) PrepareForStatusUpdate(obj, old map[string]interface{}) {
 // x-kubernetes-validations CEL rules. obj must have been through Decode and
 // PrepareForCreate, and have its name and namespace set.
 func (v *Version) Validate(ctx context.Context, obj map[string]interface{}) field.ErrorList {
+	if errs, ok := v.fast.validate(ctx, obj); ok {
+		return errs
+	}
 	return v.strategy.Validate(ctx, &unstructured.Unstructured{Object: obj})
 }
 
@@ -231,6 +236,9 @@ func (v *Version) Validate(ctx context.Context, obj map[string]interface{}) fiel
 // ratcheting: schema and CEL errors in fields that did not change are not
 // reported.
 func (v *Version) ValidateUpdate(ctx context.Context, obj, old map[string]interface{}) field.ErrorList {
+	if errs, ok := v.fast.validateUpdate(ctx, obj, old); ok {
+		return errs
+	}
 	return v.strategy.ValidateUpdate(ctx, &unstructured.Unstructured{Object: obj}, &unstructured.Unstructured{Object: old})
 }
 
