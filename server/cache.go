@@ -337,10 +337,11 @@ func (s *Server) watchFromCache(ctx context.Context, ww *watchWriter, res *regis
 		dirty     bool
 		timer     *time.Timer
 	)
-	flushEvery := s.cfg.WatchFlushInterval
+	flushEvery := s.pacer.window()
 	flush := func() {
 		ww.Flush()
 		lastFlush, dirty = time.Now(), false
+		flushEvery = s.pacer.window()
 	}
 	for {
 		it, ok := cw.TryNext()

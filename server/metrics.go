@@ -16,7 +16,9 @@ type metrics struct {
 	events   *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// newMetrics registers the server's metrics with reg (none when nil);
+// window reports the current watch flush window.
+func newMetrics(reg prometheus.Registerer, window func() time.Duration) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objwatch_apiserver_requests_total",
@@ -36,8 +38,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Watch events sent, by group, resource and type.",
 		}, []string{"group", "resource", "type"}),
 	}
+	flushWindow := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "objwatch_apiserver_watch_flush_window_seconds",
+		Help: "How long a busy watch's output currently waits to be batched (grows while goroutines queue for a CPU).",
+	}, func() float64 { return window().Seconds() })
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.latency, m.watches, m.events} {
+		for _, c := range []prometheus.Collector{m.requests, m.latency, m.watches, m.events, flushWindow} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

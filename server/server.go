@@ -67,6 +67,10 @@ type Config struct {
 	// batched with later events when a watch receives events faster than
 	// this (default 10 ms); a quiet watch's first event is sent at once.
 	WatchFlushInterval time.Duration
+	// WatchFlushIntervalMax is the longest the flush window grows to while
+	// this process's goroutines queue for a CPU (default 50 ms; at most
+	// WatchFlushInterval: fixed). See flushPacer.
+	WatchFlushIntervalMax time.Duration
 	// WatchBufferEvents bounds the events queued for one watch served from
 	// the watch cache (default 10,000). A watch that falls further behind
 	// is ended: its queue is dropped, and after the events already taken
@@ -122,6 +126,9 @@ func (c *Config) setDefaults() {
 	if c.WatchFlushInterval == 0 {
 		c.WatchFlushInterval = 10 * time.Millisecond
 	}
+	if c.WatchFlushIntervalMax == 0 {
+		c.WatchFlushIntervalMax = 50 * time.Millisecond
+	}
 	if c.WatchBufferEvents == 0 {
 		c.WatchBufferEvents = 10000
 	}
@@ -154,6 +161,7 @@ type Server struct {
 	readSem, writeSem chan struct{}
 	caches            caches
 	keyLocks          *keyLocks // see guaranteedUpdate
+	pacer             *flushPacer
 
 	// stopping ends when Run returns; watches end with it.
 	stopping context.Context
@@ -172,7 +180,8 @@ func New(cfg Config) (*Server, error) {
 	if os.Getenv("OBJWATCH_VERIFY_WRITE_HINTS") == "true" {
 		verifyHints.Store(true) // see cacheDecoder
 	}
-	m, err := newMetrics(cfg.Metrics)
+	pacer := newFlushPacer(cfg.WatchFlushInterval, cfg.WatchFlushIntervalMax)
+	m, err := newMetrics(cfg.Metrics, pacer.Window)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -184,6 +193,7 @@ func New(cfg Config) (*Server, error) {
 		readSem:  make(chan struct{}, cfg.MaxReadInFlight),
 		writeSem: make(chan struct{}, cfg.MaxMutatingInFlight),
 		keyLocks: newKeyLocks(),
+		pacer:    pacer,
 	}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.routes()
@@ -199,6 +209,10 @@ func (s *Server) Registry() *registry.Registry { return s.registry }
 func (s *Server) Run(ctx context.Context) error {
 	defer s.pruneCaches(true)
 	defer s.stop()
+	pacerCtx, stopPacer := context.WithCancel(ctx)
+	pacerDone := make(chan struct{})
+	go func() { defer close(pacerDone); s.pacer.run(pacerCtx) }()
+	defer func() { stopPacer(); <-pacerDone }()
 	if err := s.bootstrap(ctx); err != nil {
 		return fmt.Errorf("server: bootstrap: %w", err)
 	}
