@@ -30,12 +30,17 @@ import (
 func BenchmarkDeliveryFloor(b *testing.B) {
 	for _, batch := range []int{1, 2, 4, 10} {
 		b.Run(fmt.Sprintf("watchers=1000/batch=%d", batch), func(b *testing.B) {
-			deliveryFloor(b, 1000, batch)
+			deliveryFloor(b, 1000, batch, false)
+		})
+	}
+	for _, batch := range []int{1, 4, 10} {
+		b.Run(fmt.Sprintf("watchers=1000/batch=%d/one-write", batch), func(b *testing.B) {
+			deliveryFloor(b, 1000, batch, true)
 		})
 	}
 }
 
-func deliveryFloor(b *testing.B, watchers, batch int) {
+func deliveryFloor(b *testing.B, watchers, batch int, oneWrite bool) {
 	frame := append(bytes.Repeat([]byte("x"), 1200), '\n')
 	wake := make([]chan int, watchers)
 	for i := range wake {
@@ -44,6 +49,10 @@ func deliveryFloor(b *testing.B, watchers, batch int) {
 	var next atomic.Int64
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ch := wake[next.Add(1)-1]
+		if oneWrite {
+			hijacked(w, r, ch, frame)
+			return
+		}
 		f := w.(http.Flusher)
 		w.WriteHeader(http.StatusOK)
 		f.Flush()
@@ -114,4 +123,31 @@ func processCPU(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// hijacked serves the stream on the bare connection, each batch as one
+// chunk in one write.
+func hijacked(w http.ResponseWriter, r *http.Request, ch chan int, frame []byte) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	defer conn.Close()
+	conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"))
+	var buf []byte
+	for {
+		select {
+		case n := <-ch:
+			buf = fmt.Appendf(buf[:0], "%x\r\n", n*len(frame))
+			for range n {
+				buf = append(buf, frame...)
+			}
+			buf = append(buf, "\r\n"...)
+			if _, err := conn.Write(buf); err != nil {
+				return
+			}
+		case <-r.Context().Done():
+			return
+		}
+	}
 }

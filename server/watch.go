@@ -110,7 +110,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *registry.Res
 	defer cancel()
 	// A stopping server ends its watches (without a goroutine per watch).
 	defer context.AfterFunc(s.stopping, cancel)()
-	ww := newWatchWriter(w, flusher, s.cfg.WatchWriteTimeout)
+	ww := newWatchWriter(w, r, flusher, s.cfg.WatchWriteTimeout, cancel)
 	defer ww.stop()
 
 	gr := s.gr(res)
@@ -253,11 +253,23 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res *registry.Res
 	}
 }
 
-// startStream sends the headers of a watch response.
+// startStream sends the headers of a watch response. An HTTP/1.1 watch
+// then takes its connection from net/http (see rawStream).
 func startStream(ww *watchWriter) {
-	ww.w.Header().Set("Content-Type", "application/json")
-	ww.w.Header().Set("Cache-Control", "no-cache, private")
+	h := ww.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-cache, private")
+	takeover := ww.cancel != nil && ww.r != nil && ww.r.ProtoMajor == 1 && ww.r.ProtoMinor >= 1
+	if takeover {
+		h.Set("Connection", "close")
+	}
 	ww.w.WriteHeader(http.StatusOK)
+	if takeover {
+		if ww.raw = takeConn(ww.rc, ww.cancel); ww.raw != nil {
+			ww.armed = time.Time{} // the deadline was cleared
+			return
+		}
+	}
 	ww.Flush()
 }
 
@@ -270,12 +282,18 @@ func startStream(ww *watchWriter) {
 // HTTP/1.1 the connection is broken and closed, on HTTP/2 the stream is
 // reset; either way the request's context ends, which ends the watch.
 //
+// An HTTP/1.1 watch writes to its connection itself once the headers are
+// out (see rawStream); Write then buffers and Flush writes one chunk.
+//
 // A watchWriter belongs to the goroutine serving the watch, which must call
 // stop when done.
 type watchWriter struct {
-	w  http.ResponseWriter
-	f  http.Flusher
-	rc *http.ResponseController
+	w      http.ResponseWriter
+	f      http.Flusher
+	rc     *http.ResponseController
+	r      *http.Request      // nil: never take the connection
+	cancel context.CancelFunc // ends the watch; nil: never take the connection
+	raw    *rawStream         // the taken connection, or nil
 
 	timeout, step time.Duration // timeout 0: no deadline
 	armed         time.Time     // the deadline is armed+timeout
@@ -283,8 +301,11 @@ type watchWriter struct {
 	idleFor       time.Time // the armed idleT was set for
 }
 
-func newWatchWriter(w http.ResponseWriter, f http.Flusher, timeout time.Duration) *watchWriter {
-	ww := &watchWriter{w: w, f: f, rc: http.NewResponseController(w)}
+// newWatchWriter returns the writer of a watch response to r. cancel ends
+// the watch; it is called when the client closes a taken connection. With
+// a nil r or cancel the connection stays with net/http.
+func newWatchWriter(w http.ResponseWriter, r *http.Request, f http.Flusher, timeout time.Duration, cancel context.CancelFunc) *watchWriter {
+	ww := &watchWriter{w: w, f: f, rc: http.NewResponseController(w), r: r, cancel: cancel}
 	if timeout > 0 {
 		ww.timeout, ww.step = timeout, min(time.Second, timeout/4)
 	}
@@ -301,7 +322,11 @@ func (ww *watchWriter) extend() {
 	if now.Sub(ww.armed) < ww.step {
 		return
 	}
-	if err := ww.rc.SetWriteDeadline(now.Add(ww.timeout)); err != nil {
+	setDeadline := ww.rc.SetWriteDeadline
+	if ww.raw != nil {
+		setDeadline = ww.raw.conn.SetWriteDeadline
+	}
+	if err := setDeadline(now.Add(ww.timeout)); err != nil {
 		ww.timeout = 0 // not a network connection (handler tests)
 		return
 	}
@@ -309,12 +334,19 @@ func (ww *watchWriter) extend() {
 }
 
 func (ww *watchWriter) Write(p []byte) (int, error) {
+	if ww.raw != nil {
+		return ww.raw.Write(p) // buffered: the deadline is moved at the flush
+	}
 	ww.extend()
 	return ww.w.Write(p)
 }
 
 func (ww *watchWriter) Flush() {
 	ww.extend()
+	if ww.raw != nil {
+		ww.raw.flush()
+		return
+	}
 	ww.f.Flush()
 }
 
@@ -324,6 +356,9 @@ func (ww *watchWriter) Flush() {
 // deadline passes even when nothing is being written, so an idle watch
 // must keep its deadline ahead. It returns nil when there is no deadline.
 func (ww *watchWriter) idle() <-chan time.Time {
+	if ww.raw != nil {
+		return nil // a connection's deadline only bounds writes
+	}
 	ww.extend()
 	if ww.timeout == 0 {
 		return nil
@@ -347,6 +382,9 @@ func (ww *watchWriter) stop() {
 		ww.idleT.Stop()
 	}
 	ww.extend()
+	if ww.raw != nil {
+		ww.raw.close()
+	}
 }
 
 func (s *Server) sendError(enc *json.Encoder, f http.Flusher, err error) {

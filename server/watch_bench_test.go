@@ -26,7 +26,7 @@ func BenchmarkWatchWriter(b *testing.B) {
 		} {
 			b.Run(proto+"/"+mode.name, func(b *testing.B) {
 				srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					ww := newWatchWriter(w, w.(http.Flusher), mode.timeout)
+					ww := newWatchWriter(w, nil, w.(http.Flusher), mode.timeout, nil)
 					ww.step = mode.step
 					defer ww.stop()
 					startStream(ww)

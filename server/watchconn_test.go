@@ -1,0 +1,117 @@
+package server_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/testenv"
+)
+
+// An HTTP/1.1 watch writes its connection itself (rawStream): events of
+// any size arrive whole and in order, batched or not, the response says
+// the connection closes, and at the watch's timeout the body ends cleanly
+// (the last chunk), on the cache and the etcd paths.
+func TestHTTP1WatchStream(t *testing.T) {
+	for _, cached := range []bool{true, false} {
+		t.Run(fmt.Sprintf("cache=%v", cached), func(t *testing.T) {
+			env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.DisableWatchCache = !cached }))
+			a := newAPI(t, env)
+			start := rvOf(t, a.json("GET", cms, ""))
+			resp, err := client(t, env, false).Get(env.Config.Host + cms + "?watch=true&timeoutSeconds=3&resourceVersion=" + start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 1 || !resp.Close {
+				t.Fatalf("watch: %s %s, Connection: close %v; want 200, HTTP/1.1, true", resp.Proto, resp.Status, resp.Close)
+			}
+			if te := resp.TransferEncoding; len(te) != 1 || te[0] != "chunked" {
+				t.Fatalf("Transfer-Encoding %v, want chunked", te)
+			}
+			// Small objects in quick succession (batched into one chunk)
+			// and big ones (several chunks each).
+			var want []string
+			for i := range 30 {
+				data := "small"
+				if i%10 == 9 {
+					data = bigPayload
+				}
+				r := a.json("POST", cms, fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c%d"},"data":{"k":%q}}`, i, data))
+				if r.code != http.StatusCreated {
+					t.Fatalf("create: %d %s", r.code, r.body)
+				}
+				want = append(want, rvOf(t, r))
+			}
+			evs := newEvents(resp.Body)
+			for i, rv := range want {
+				ev, err := evs.next()
+				if err != nil {
+					t.Fatalf("event %d: %v", i, err)
+				}
+				if ev.Type != "ADDED" || ev.RV != rv {
+					t.Fatalf("event %d: %s %s, want ADDED %s", i, ev.Type, ev.RV, rv)
+				}
+				if i%10 == 9 && !strings.Contains(string(ev.line), bigPayload) {
+					t.Fatalf("event %d: the big object did not arrive whole (%d bytes)", i, len(ev.line))
+				}
+			}
+			// Nothing else happens: the watch times out and the body
+			// ends with the last chunk, not a broken connection.
+			if ev, err := evs.next(); err != io.EOF {
+				t.Fatalf("after the timeout: %s %v, want io.EOF", ev.Type, err)
+			}
+		})
+	}
+}
+
+// A client that closes an HTTP/1.1 watch ends it on the server at once,
+// though net/http no longer reads that connection, on both paths.
+func TestHTTP1WatchEndsWhenClientCloses(t *testing.T) {
+	for _, cached := range []bool{true, false} {
+		t.Run(fmt.Sprintf("cache=%v", cached), func(t *testing.T) {
+			env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.DisableWatchCache = !cached }))
+			a := newAPI(t, env)
+			base := openWatches(a)
+			c := client(t, env, false)
+			var bodies []io.Closer
+			for range 3 {
+				resp, err := c.Get(env.Config.Host + cms + "?watch=true")
+				if err != nil {
+					t.Fatal(err)
+				}
+				bodies = append(bodies, resp.Body)
+			}
+			if err := waitOpenWatches(a, base+3); err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range bodies {
+				b.Close() // before the end of the body: the connection closes
+			}
+			if err := waitOpenWatches(a, base); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// waitOpenWatches waits up to 10 s for the server's open-watch gauge of
+// ConfigMaps to read n.
+func waitOpenWatches(a *api, n int) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := openWatches(a)
+		if got == n {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("open watches: " + fmt.Sprint(got) + ", want " + fmt.Sprint(n))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
