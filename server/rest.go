@@ -399,8 +399,9 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, res *registry.Re
 	return s.respond(w, r, res, code, out)
 }
 
-// guaranteedUpdate reads the current object, applies mutate, prepares and
-// validates the result and writes it conditionally on the read revision.
+// guaranteedUpdate reads the current object (first from the watch cache,
+// see updatecache.go), applies mutate, prepares and validates the result
+// and writes it conditionally on the read revision.
 // A conflict is retried when the new object does not pin a
 // resourceVersion; otherwise it is a 409.
 //
@@ -413,29 +414,48 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 		return nil, 0, apierrors.NewTimeoutError("the update did not get its turn before the request ended", 0)
 	}
 	defer unlock()
+	// g is set while an attempt starts from the watch cache's copy instead
+	// of etcd's: whatever such an attempt would answer without a successful
+	// write, it redoes from etcd instead (g.retry, see updatecache.go).
+	var g *updateGuess
 	for attempt := 0; ; attempt++ {
-		cur, kv, err := s.getCurrent(ctx, res, info.namespace, info.name)
+		cur, kv, err := s.updateState(ctx, w, res, info, opts, attempt, &g)
 		if err != nil {
 			return nil, 0, err
 		}
 		obj, err := mutate(cur.DeepCopy())
 		if err != nil {
+			if g.retry() {
+				continue
+			}
 			return nil, 0, err
 		}
 		pinned := obj.GetResourceVersion() != ""
 		if pinned && obj.GetResourceVersion() != cur.GetResourceVersion() {
+			if g.retry() {
+				continue
+			}
 			return nil, 0, apierrors.NewConflict(gr, info.name, errors.New(conflictMessage))
 		}
 		if obj.GetName() != info.name {
+			if g.retry() {
+				continue
+			}
 			return nil, 0, badRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), info.name)
 		}
 		// The write is conditional on the revision read above.
 		obj.SetResourceVersion(cur.GetResourceVersion())
 		prepareUpdate(obj, cur, res, info.subresource)
 		if err := s.normalize(w, res, obj, cur, opts); err != nil {
+			if g.retry() {
+				continue
+			}
 			return nil, 0, err
 		}
 		if errs := res.Strategy.Validate(obj.Object, cur.Object); len(errs) > 0 {
+			if g.retry() {
+				continue
+			}
 			return nil, 0, invalid(res.GVK().GroupKind(), info.name, errs)
 		}
 		if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 {
@@ -444,18 +464,24 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 				return obj, http.StatusOK, nil
 			}
 			deleted, err := s.store.Delete(ctx, kv.Key, kv.ModRevision)
-			if errors.Is(err, storage.ErrConflict) && !pinned && attempt < 100 {
+			if errors.Is(err, storage.ErrConflict) && (g.conflicted() || !pinned && attempt < 100) {
 				continue
 			}
 			if err != nil {
 				return nil, 0, storageError(err, gr, info.name)
 			}
+			s.updateWritten(kv.Key, deleted.ModRevision)
 			obj.SetResourceVersion(strconv.FormatInt(deleted.ModRevision, 10))
 			return obj, http.StatusOK, nil
 		}
 		b, err := toStorage(obj)
 		if err != nil {
 			return nil, 0, apierrors.NewInternalError(err)
+		}
+		// A guess has no stored bytes (kv.Value): whether anything changed
+		// is decided on etcd's.
+		if g.unchanged(b) && g.retry() {
+			continue
 		}
 		if string(b) == string(kv.Value) || opts.dryRun {
 			// Nothing changed: like Kubernetes, skip the write; the
@@ -469,12 +495,13 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 		if err != nil {
 			hints.drop(kv.Key, b)
 		}
-		if errors.Is(err, storage.ErrConflict) && !pinned && attempt < 100 {
+		if errors.Is(err, storage.ErrConflict) && (g.conflicted() || !pinned && attempt < 100) {
 			continue
 		}
 		if err != nil {
 			return nil, 0, storageError(err, gr, info.name)
 		}
+		s.updateWritten(kv.Key, nkv.ModRevision)
 		obj.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
 		return obj, http.StatusOK, nil
 	}

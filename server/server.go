@@ -160,7 +160,8 @@ type Server struct {
 
 	readSem, writeSem chan struct{}
 	caches            caches
-	keyLocks          *keyLocks // see guaranteedUpdate
+	keyLocks          *keyLocks    // see guaranteedUpdate
+	guessKeys         *guessKeyMap // see updatecache.go
 	pacer             *flushPacer
 
 	// stopping ends when Run returns; watches end with it.
@@ -186,14 +187,15 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s := &Server{
-		cfg:      cfg,
-		store:    cfg.Storage,
-		registry: registry.New(),
-		metrics:  m,
-		readSem:  make(chan struct{}, cfg.MaxReadInFlight),
-		writeSem: make(chan struct{}, cfg.MaxMutatingInFlight),
-		keyLocks: newKeyLocks(),
-		pacer:    pacer,
+		cfg:       cfg,
+		store:     cfg.Storage,
+		registry:  registry.New(),
+		metrics:   m,
+		readSem:   make(chan struct{}, cfg.MaxReadInFlight),
+		writeSem:  make(chan struct{}, cfg.MaxMutatingInFlight),
+		keyLocks:  newKeyLocks(),
+		guessKeys: newGuessKeyMap(),
+		pacer:     pacer,
 	}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.routes()

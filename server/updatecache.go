@@ -1,0 +1,318 @@
+package server
+
+// Optimistic updates from the watch cache.
+//
+// An update (or patch) reads the object, applies its change and writes the
+// result conditionally on the revision it read. Like kube-apiserver's
+// GuaranteedUpdate, the first attempt takes the object from the resource's
+// watch cache instead of reading it from etcd: a guess, which saves a round
+// trip whenever it is right. The write stays conditional on the guess's
+// revision, so a wrong guess cannot be written over: it fails with a
+// conflict and the update starts again from a quorum read.
+//
+// Everything an update would answer without a successful write is decided
+// on etcd's state, never on a guess (kube-apiserver's origStateIsCurrent):
+// an error from the mutation (a resourceVersion or UID precondition, a
+// failed JSON patch test, a malformed patch result), from defaulting or
+// validation, and "nothing changed" (no write) are re-checked by starting
+// again from a quorum read. An object missing from the cache is read from
+// etcd. Dry runs never guess.
+//
+// The guess is exact: the cache decodes each stored value with
+// fromStorage for the same *registry.Resource, as getCurrent does, and
+// keeps it encoded (decodeForCache, or a write hint that tests check
+// against it); decoding that JSON gives back getCurrent's object. Custom
+// resources stored in another version are no exception: the cache of the
+// requested version converts them exactly as getCurrent does.
+//
+// A guess is only taken from a cache that exists (none is started for it)
+// and has finished its initial list. After this server wrote a key, its
+// next guess for the key waits (briefly) for the cache to have that write:
+// sequential updates of one object through one server then guess right
+// instead of conflicting. A key whose guess turned out stale, or whose
+// cache did not catch up in time, is read from etcd for a while: another
+// writer is ahead of the cache there.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/storage"
+	"github.com/objwatch/objwatch/storage/watchcache"
+)
+
+const (
+	// guessWait bounds how long a guess waits for the cache to have this
+	// server's last write of the key.
+	guessWait = 50 * time.Millisecond
+	// guessPause is how long a key is read from etcd after a stale guess
+	// or a cache that did not catch up.
+	guessPause = time.Second
+	// maxGuessKeys bounds the keys remembered (see guessKeyMap); forgetting
+	// one only costs a stale guess or an etcd read.
+	maxGuessKeys = 4096
+)
+
+var (
+	// updateGuessesOff makes every update read etcd (benchmarks compare).
+	updateGuessesOff atomic.Bool
+	// verifyGuesses makes every guess be compared with a quorum read of the
+	// same revision, and every write decided on a guess with the stored
+	// value; a difference panics. For tests.
+	verifyGuesses atomic.Bool
+	// guessesUsed counts the updates that started from the cache;
+	// guessesStale those whose guess was older than etcd (found by the
+	// conditional write, or by a re-check); guessesRechecked those whose
+	// answer without a write had to be re-checked against etcd.
+	guessesUsed, guessesStale, guessesRechecked atomic.Int64
+	// guessOverride, set by tests, replaces what the cache returned for a
+	// key (to hold a guess stale).
+	guessOverride atomic.Pointer[func(key string, o *watchcache.Object, ok bool) (*watchcache.Object, bool)]
+)
+
+// updateGuess is an update attempt's starting point taken from the watch
+// cache, not confirmed by etcd.
+type updateGuess struct {
+	s   *Server
+	obj *watchcache.Object
+	// w and warnings: the response's Warning headers before the attempt,
+	// restored when the attempt is abandoned, so that they are not doubled.
+	w        http.ResponseWriter
+	warnings []string
+	// recheck: the attempt was abandoned to be redone from etcd.
+	recheck bool
+}
+
+// updateState returns the state an update attempt starts from: on the
+// first attempt the watch cache's copy when it may stand in for etcd's (g
+// is then set), otherwise a quorum read. g is the previous attempt's guess
+// on entry.
+func (s *Server) updateState(ctx context.Context, w http.ResponseWriter, res *registry.Resource, info requestInfo, opts writeOptions, attempt int, g **updateGuess) (*unstructured.Unstructured, storage.KeyValue, error) {
+	prev := *g
+	*g = nil
+	if attempt == 0 && !opts.dryRun {
+		if ng, cur := s.guessCurrent(ctx, w, res, res.Key(info.namespace, info.name)); ng != nil {
+			*g = ng
+			return cur, storage.KeyValue{Key: ng.obj.Key, ModRevision: ng.obj.Rev}, nil
+		}
+	}
+	cur, kv, err := s.getCurrent(ctx, res, info.namespace, info.name)
+	if prev != nil && prev.recheck && (err != nil || kv.ModRevision != prev.obj.Rev) {
+		guessesStale.Add(1)
+	}
+	return cur, kv, err
+}
+
+// guessCurrent returns the cache's copy of key, decoded, if there is one to
+// guess from.
+func (s *Server) guessCurrent(ctx context.Context, w http.ResponseWriter, res *registry.Resource, key string) (*updateGuess, *unstructured.Unstructured) {
+	if updateGuessesOff.Load() {
+		return nil, nil
+	}
+	c := s.existingCache(res)
+	if c == nil || c.WaitFor(doneContext, 0) != nil { // none, or not filled yet
+		return nil, nil
+	}
+	written, paused := s.guessKeys.get(c, key)
+	if paused {
+		return nil, nil
+	}
+	if written > 0 && c.Revision() < written {
+		wctx, cancel := context.WithTimeout(ctx, guessWait)
+		err := c.WaitFor(wctx, written)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.guessKeys.pause(key)
+			}
+			return nil, nil
+		}
+	}
+	o, _, ok := c.Get(key)
+	if f := guessOverride.Load(); f != nil {
+		o, ok = (*f)(key, o, ok)
+	}
+	if !ok {
+		return nil, nil
+	}
+	cur, err := decodeObject(o.JSON)
+	if err != nil {
+		return nil, nil
+	}
+	if verifyGuesses.Load() {
+		s.verifyGuess(ctx, res, o, cur)
+	}
+	guessesUsed.Add(1)
+	return &updateGuess{s: s, obj: o, w: w, warnings: slices.Clone(w.Header().Values("Warning"))}, cur
+}
+
+// retry abandons a guessed attempt whose answer would not be a successful
+// write, to redo it from etcd. It is false when the attempt did not guess:
+// its answer stands.
+func (g *updateGuess) retry() bool {
+	if g == nil {
+		return false
+	}
+	guessesRechecked.Add(1)
+	g.recheck = true
+	g.restoreWarnings()
+	return true
+}
+
+// conflicted abandons a guessed attempt whose conditional write found a
+// newer revision in etcd, to redo it from etcd whatever its preconditions.
+func (g *updateGuess) conflicted() bool {
+	if g == nil {
+		return false
+	}
+	guessesStale.Add(1)
+	g.s.guessKeys.pause(g.obj.Key)
+	g.restoreWarnings()
+	return true
+}
+
+func (g *updateGuess) restoreWarnings() {
+	h := g.w.Header()
+	if len(g.warnings) == 0 {
+		h.Del("Warning")
+	} else {
+		h["Warning"] = slices.Clone(g.warnings)
+	}
+}
+
+// unchanged reports whether b, the encoding of an update's result, may be
+// what is stored: then the update would answer without writing, which
+// only etcd's value can decide. The cache holds the stored object with its
+// resourceVersion, encoded as toStorage encodes b with one.
+func (g *updateGuess) unchanged(b []byte) bool {
+	if g == nil {
+		return false
+	}
+	withRV := withResourceVersion(b, g.obj.Rev)
+	if withRV == nil || bytes.Equal(withRV, g.obj.JSON) {
+		return true
+	}
+	if verifyGuesses.Load() {
+		kv, err := g.s.store.Get(context.Background(), g.obj.Key)
+		if err == nil && kv.ModRevision == g.obj.Rev && bytes.Equal(kv.Value, b) {
+			panic(fmt.Sprintf("update guess: %s at %d is stored unchanged but its guess differs:\nstored %s\nguess  %s", g.obj.Key, kv.ModRevision, kv.Value, g.obj.JSON))
+		}
+	}
+	return false
+}
+
+// verifyGuess panics if the guess cur for o differs from getCurrent's
+// object at the same revision.
+func (s *Server) verifyGuess(ctx context.Context, res *registry.Resource, o *watchcache.Object, cur *unstructured.Unstructured) {
+	kv, err := s.store.Get(ctx, o.Key)
+	if err != nil || kv.ModRevision != o.Rev {
+		return
+	}
+	want, err := fromStorage(res, kv)
+	if err != nil || !reflect.DeepEqual(want.Object, cur.Object) {
+		panic(fmt.Sprintf("update guess: %s at %d differs from decoding it (%v):\nstored %s\nguess  %s", o.Key, o.Rev, err, kv.Value, o.JSON))
+	}
+}
+
+// updateWritten records that this server wrote key at rev (an update, or
+// the deletion completing one), for the key's next guess, through any
+// version's cache, to wait for.
+func (s *Server) updateWritten(key string, rev int64) {
+	if !s.cfg.DisableWatchCache && !updateGuessesOff.Load() {
+		s.guessKeys.wrote(key, rev)
+	}
+}
+
+// existingCache returns res's watch cache if it has one; unlike cacheFor,
+// it starts none.
+func (s *Server) existingCache(res *registry.Resource) *watchcache.Cache {
+	if s.cfg.DisableWatchCache {
+		return nil
+	}
+	s.caches.mu.Lock()
+	defer s.caches.mu.Unlock()
+	return s.caches.m[res]
+}
+
+// doneContext is cancelled: WaitFor with it only checks.
+var doneContext = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// guessKeyMap remembers, per storage key, the server's last write of the
+// key and pauses of its guesses (Server.guessKeys). It is safe for
+// concurrent use.
+type guessKeyMap struct {
+	mu sync.Mutex
+	m  map[string]guessKeyState
+}
+
+func newGuessKeyMap() *guessKeyMap { return &guessKeyMap{m: map[string]guessKeyState{}} }
+
+type guessKeyState struct {
+	written int64     // revision of the server's last write of the key
+	at      time.Time // when it was recorded
+	paused  time.Time // no guesses until then
+}
+
+// get returns the revision c must reach before a guess of key (0 for
+// none), and whether guesses of key are paused.
+func (m *guessKeyMap) get(c *watchcache.Cache, k string) (written int64, paused bool) {
+	rev := c.Revision()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st, ok := m.m[k]
+	switch {
+	case !ok:
+		return 0, false
+	case time.Now().Before(st.paused):
+		return 0, true
+	case st.written <= rev:
+		delete(m.m, k) // nothing left to wait for
+		return 0, false
+	}
+	return st.written, false
+}
+
+func (m *guessKeyMap) wrote(key string, rev int64) {
+	m.update(key, func(st *guessKeyState, now time.Time) {
+		st.written, st.at = max(st.written, rev), now
+	})
+}
+
+func (m *guessKeyMap) pause(key string) {
+	m.update(key, func(st *guessKeyState, now time.Time) { st.paused = now.Add(guessPause) })
+}
+
+func (m *guessKeyMap) update(k string, f func(*guessKeyState, time.Time)) {
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.m) >= maxGuessKeys {
+		// Forget what no longer matters: writes a healthy cache has long
+		// had (a cache lagging more would pause the key) and ended pauses.
+		for k, st := range m.m {
+			if now.Sub(st.at) > guessPause && now.After(st.paused) {
+				delete(m.m, k)
+			}
+		}
+		if len(m.m) >= maxGuessKeys/2 {
+			clear(m.m)
+		}
+	}
+	st := m.m[k]
+	f(&st, now)
+	m.m[k] = st
+}
