@@ -328,10 +328,11 @@ func (s *Server) watchFromCache(ctx context.Context, ww *watchWriter, res *regis
 		}
 		c.Inc()
 	}
-	// Output is flushed at once when the watch has been quiet for
-	// WatchFlushInterval, and otherwise at most once per interval: a
-	// watcher receiving many events gets them in few writes (fewer
-	// syscalls and TLS records) at a bounded extra latency.
+	// Output is flushed when the watch has no more events waiting: at once
+	// when the last flush is a window (the flush pacer's) ago, otherwise at
+	// the end of that window. A watch receiving many events gets them in few
+	// writes (fewer system calls and TLS records) at a bounded extra
+	// latency; a quiet watch's event goes out at once.
 	var (
 		lastFlush time.Time
 		dirty     bool
@@ -343,29 +344,39 @@ func (s *Server) watchFromCache(ctx context.Context, ww *watchWriter, res *regis
 		lastFlush, dirty = time.Now(), false
 		flushEvery = s.pacer.window()
 	}
+	// sleep waits for d or the end of ctx.
+	sleep := func(d time.Duration) error {
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		it, ok := cw.TryNext()
 		if !ok {
+			since := time.Since(lastFlush)
+			if dirty && since >= flushEvery {
+				flush()
+				continue
+			}
 			var err error
-			if dirty {
-				wait := flushEvery - time.Since(lastFlush)
-				if wait <= 0 {
-					flush()
-					continue
-				}
-				if timer == nil {
-					timer = time.NewTimer(wait)
-					defer timer.Stop()
-				} else {
-					timer.Reset(wait)
-				}
-				// Sleep through the window instead of waking per event;
-				// whatever arrived meanwhile goes out in one write.
-				select {
-				case <-timer.C:
-				case <-ctx.Done():
-					err = ctx.Err()
-				}
+			if since < flushEvery {
+				// Whatever arrives before the window ends waits for its
+				// end anyway: sleep through it instead of waking per
+				// event, then send all that came in one write.
+				err = sleep(flushEvery - since)
 			} else {
 				err = cw.Wait(ctx, ww.idle())
 			}
@@ -405,8 +416,5 @@ func (s *Server) watchFromCache(ctx context.Context, ww *watchWriter, res *regis
 		}
 		count(it.Type)
 		dirty = true
-		if time.Since(lastFlush) >= flushEvery {
-			flush()
-		}
 	}
 }

@@ -68,7 +68,7 @@ type Config struct {
 	// this (default 10 ms); a quiet watch's first event is sent at once.
 	WatchFlushInterval time.Duration
 	// WatchFlushIntervalMax is the longest the flush window grows to while
-	// this process's goroutines queue for a CPU (default 50 ms; at most
+	// this process's goroutines queue for a CPU (default 80 ms; at most
 	// WatchFlushInterval: fixed). See flushPacer.
 	WatchFlushIntervalMax time.Duration
 	// WatchBufferEvents bounds the events queued for one watch served from
@@ -127,7 +127,7 @@ func (c *Config) setDefaults() {
 		c.WatchFlushInterval = 10 * time.Millisecond
 	}
 	if c.WatchFlushIntervalMax == 0 {
-		c.WatchFlushIntervalMax = 50 * time.Millisecond
+		c.WatchFlushIntervalMax = 80 * time.Millisecond
 	}
 	if c.WatchBufferEvents == 0 {
 		c.WatchBufferEvents = 10000

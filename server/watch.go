@@ -334,10 +334,10 @@ func (ww *watchWriter) extend() {
 }
 
 func (ww *watchWriter) Write(p []byte) (int, error) {
+	ww.extend() // a write may send a full buffer
 	if ww.raw != nil {
-		return ww.raw.Write(p) // buffered: the deadline is moved at the flush
+		return ww.raw.Write(p)
 	}
-	ww.extend()
 	return ww.w.Write(p)
 }
 
