@@ -40,7 +40,7 @@ func newMetrics(reg prometheus.Registerer, window func() time.Duration) (*metric
 	}
 	flushWindow := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "objwatch_apiserver_watch_flush_window_seconds",
-		Help: "How long a busy watch's output currently waits to be batched (grows while goroutines queue for a CPU).",
+		Help: "How long a busy watch's output currently waits to be batched (grows while the machine's CPUs are saturated).",
 	}, func() float64 { return window().Seconds() })
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.requests, m.latency, m.watches, m.events, flushWindow} {

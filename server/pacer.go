@@ -1,51 +1,58 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"math/rand/v2"
-	rtmetrics "runtime/metrics"
+	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 )
 
 // flushPacer chooses how long busy watches batch their output before a
-// flush (the flush window), from how long this process's goroutines wait
-// for a CPU.
+// flush (the flush window), from how busy the machine's CPUs are.
 //
 // Each flush of a watch costs a write system call, a TLS record and, over
-// loopback, the receiver's share of the TCP work: about 12 µs in Go's
-// net/http (BenchmarkDeliveryFloor), more than the event itself. When the
-// CPUs have room, output goes out at once (within the base window) for the
-// least latency. When goroutines queue for a CPU, delivering each event in
-// its own write makes the queue longer — every watch and every write
-// request waits — so batching more events per flush then lowers the
-// latency as well as the CPU per event. The pacer doubles the window
-// (up to max) after each period in which the 90th percentile of the
-// scheduling delay was at least busyDelay, and shrinks it by a quarter
-// (down to base) after each period at most idleDelay.
+// loopback, the receiver's share of the TCP work: with one event per flush
+// Go's net/http and a light reader spend ~20 µs per event, with ten ~3.5 µs
+// (BenchmarkDeliveryFloor). While the CPUs have room, output goes out
+// within the base window for the least latency. Once they are saturated,
+// every watch and every write request queues for a CPU, and delivering
+// each event in its own write makes that queue longer: batching more
+// events per flush then lowers the latency as well as the CPU per event.
 //
-// Window may be called from any goroutine; run belongs to the server's
-// Run and ends with its context.
+// Every pacerPeriod the pacer reads the share of the machine's CPU time
+// that was busy (Linux /proc/stat: everything but idle and iowait, steal
+// counting as busy). At busyShare or more it doubles the window (up to
+// max); at idleShare or less it shrinks it by an eighth (down to base);
+// between, it holds. So under a sustained overload it settles near the
+// shortest window that keeps the machine just below saturation. Where the
+// machine's CPU time cannot be read (not Linux) the window stays at base.
+// The share is the whole machine's on purpose: a co-located etcd or
+// another process saturating the CPUs makes every delivery wait too. (In a
+// container with a CPU quota below the host's CPUs the host's share is
+// what is read.)
+//
+// Window and window may be called from any goroutine; run belongs to the
+// server's Run and ends with its context.
 type flushPacer struct {
 	base, max time.Duration
-	cur       atomic.Int64 // the window, nanoseconds
-	delay     atomic.Int64 // the last period's p90 scheduling delay, ns
-
-	sample []rtmetrics.Sample
-	prev   []uint64 // cumulative bucket counts at the last sample
+	cur       atomic.Int64  // the window, nanoseconds
+	busy      atomic.Uint64 // the last period's busy share, in millionths
+	read      func() (cpuTimes, error)
 }
 
 const (
 	pacerPeriod = 100 * time.Millisecond
-	busyDelay   = time.Millisecond
-	idleDelay   = 250 * time.Microsecond
-	schedMetric = "/sched/latencies:seconds"
+	busyShare   = 0.90
+	idleShare   = 0.75
 )
 
 func newFlushPacer(base, most time.Duration) *flushPacer {
-	p := &flushPacer{base: base, max: max(base, most)}
+	p := &flushPacer{base: base, max: max(base, most), read: readCPUTimes}
 	p.cur.Store(int64(base))
-	p.sample = []rtmetrics.Sample{{Name: schedMetric}}
 	return p
 }
 
@@ -61,13 +68,16 @@ func (p *flushPacer) window() time.Duration {
 	return w - rand.N(w/2+1)
 }
 
-// run adjusts the window every pacerPeriod until ctx ends. It does nothing
-// when the window cannot vary.
+// run adjusts the window every pacerPeriod until ctx ends. It returns at
+// once when the window cannot vary or the CPU times cannot be read.
 func (p *flushPacer) run(ctx context.Context) {
 	if p.max <= p.base {
 		return
 	}
-	p.schedDelay() // the baseline
+	prev, err := p.read()
+	if err != nil {
+		return
+	}
 	t := time.NewTicker(pacerPeriod)
 	defer t.Stop()
 	for {
@@ -76,67 +86,72 @@ func (p *flushPacer) run(ctx context.Context) {
 			p.cur.Store(int64(p.base))
 			return
 		case <-t.C:
-			d, ok := p.schedDelay()
+			now, err := p.read()
+			if err != nil {
+				continue
+			}
+			share, ok := now.busySince(prev)
+			prev = now
 			if !ok {
 				continue
 			}
-			p.delay.Store(int64(d))
-			p.cur.Store(int64(nextWindow(p.Window(), p.base, p.max, d)))
+			p.busy.Store(uint64(share * 1e6))
+			p.cur.Store(int64(nextWindow(p.Window(), p.base, p.max, share)))
 		}
 	}
 }
 
-// nextWindow is the window after a period whose p90 scheduling delay was d.
-func nextWindow(cur, base, most time.Duration, d time.Duration) time.Duration {
+// nextWindow is the window after a period in which share of the CPU time
+// was busy.
+func nextWindow(cur, base, most time.Duration, share float64) time.Duration {
 	switch {
-	case d >= busyDelay:
+	case share >= busyShare:
 		return min(most, 2*cur)
-	case d <= idleDelay:
-		return max(base, cur-cur/4)
+	case share <= idleShare:
+		return max(base, cur-cur/8)
 	}
 	return cur
 }
 
-// schedDelay returns the 90th percentile of the scheduling delays since
-// the previous call; ok is false when there were none.
-func (p *flushPacer) schedDelay() (time.Duration, bool) {
-	rtmetrics.Read(p.sample)
-	if p.sample[0].Value.Kind() != rtmetrics.KindFloat64Histogram {
+// cpuTimes are cumulative CPU times of the machine, in clock ticks.
+type cpuTimes struct{ busy, total uint64 }
+
+// busySince returns the busy share of the CPU time between prev and c; ok
+// is false when no time passed.
+func (c cpuTimes) busySince(prev cpuTimes) (share float64, ok bool) {
+	if c.total <= prev.total || c.busy < prev.busy {
 		return 0, false
 	}
-	h := p.sample[0].Value.Float64Histogram()
-	if len(p.prev) != len(h.Counts) {
-		p.prev = append([]uint64(nil), h.Counts...)
-		return 0, false
-	}
-	var total uint64
-	delta := make([]uint64, len(h.Counts))
-	for i, c := range h.Counts {
-		delta[i] = c - p.prev[i]
-		total += delta[i]
-	}
-	copy(p.prev, h.Counts)
-	return percentile(delta, h.Buckets, total, 0.9)
+	return float64(c.busy-prev.busy) / float64(c.total-prev.total), true
 }
 
-// percentile returns the upper bound of the bucket holding quantile q of a
-// histogram with the given bucket counts (bucket i is [bounds[i],
-// bounds[i+1])) and total.
-func percentile(counts []uint64, bounds []float64, total uint64, q float64) (time.Duration, bool) {
-	if total == 0 {
-		return 0, false
+// readCPUTimes reads the machine's CPU times from /proc/stat.
+func readCPUTimes() (cpuTimes, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}, err
 	}
-	want := uint64(q*float64(total)) + 1
-	var seen uint64
-	for i, c := range counts {
-		seen += c
-		if seen >= want {
-			upper := bounds[i+1]
-			if upper > 1e9 { // +Inf
-				upper = bounds[i]
-			}
-			return time.Duration(upper * float64(time.Second)), true
+	return parseCPUTimes(b)
+}
+
+// parseCPUTimes parses the aggregate "cpu" line of /proc/stat: user nice
+// system idle iowait irq softirq steal (guest times are part of user).
+func parseCPUTimes(stat []byte) (cpuTimes, error) {
+	line, _, _ := bytes.Cut(stat, []byte("\n"))
+	fields := bytes.Fields(line)
+	if len(fields) < 5 || string(fields[0]) != "cpu" {
+		return cpuTimes{}, errors.New("/proc/stat: no cpu line")
+	}
+	var c cpuTimes
+	for i, f := range fields[1:min(len(fields), 9)] {
+		n, err := strconv.ParseUint(string(f), 10, 64)
+		if err != nil {
+			return cpuTimes{}, errors.New("/proc/stat: " + err.Error())
+		}
+		c.total += n
+		if i != 3 && i != 4 { // idle, iowait
+			c.busy += n
 		}
 	}
-	return time.Duration(bounds[len(bounds)-1] * float64(time.Second)), true
+	return c, nil
 }

@@ -2,80 +2,105 @@ package server
 
 import (
 	"context"
+	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
 func TestNextWindow(t *testing.T) {
-	const base, most = 10 * time.Millisecond, 50 * time.Millisecond
-	for _, c := range []struct {
-		cur, delay, want time.Duration
-	}{
-		{base, 0, base},             // idle stays at base
-		{base, busyDelay, 2 * base}, // busy doubles
-		{40 * time.Millisecond, 30 * time.Millisecond, most}, // up to most
-		{most, 5 * time.Millisecond, most},
-		{most, idleDelay, most - most/4},                                       // idle shrinks by a quarter
-		{12 * time.Millisecond, 0, base},                                       // down to base
-		{20 * time.Millisecond, 500 * time.Microsecond, 20 * time.Millisecond}, // between: holds
-	} {
-		if got := nextWindow(c.cur, base, most, c.delay); got != c.want {
-			t.Errorf("nextWindow(%v, delay %v) = %v, want %v", c.cur, c.delay, got, c.want)
-		}
-	}
-}
-
-func TestPercentile(t *testing.T) {
-	bounds := []float64{0, 1e-6, 1e-3, 1e-2, 1e300}
-	for _, c := range []struct {
-		counts []uint64
-		q      float64
-		want   time.Duration
-		ok     bool
-	}{
-		{[]uint64{0, 0, 0, 0}, 0.9, 0, false},
-		{[]uint64{10, 0, 0, 0}, 0.9, time.Microsecond, true},
-		{[]uint64{90, 10, 0, 0}, 0.9, time.Millisecond, true}, // the 91st of 100 is in bucket 1
-		{[]uint64{91, 9, 0, 0}, 0.9, time.Microsecond, true},
-		{[]uint64{0, 0, 0, 5}, 0.9, 10 * time.Millisecond, true}, // +Inf bucket: its lower bound
-	} {
-		var total uint64
-		for _, n := range c.counts {
-			total += n
-		}
-		got, ok := percentile(c.counts, bounds, total, c.q)
-		if got != c.want || ok != c.ok {
-			t.Errorf("percentile(%v) = %v, %v; want %v, %v", c.counts, got, ok, c.want, c.ok)
-		}
-	}
-}
-
-// TestPacerFollowsCPUPressure keeps more goroutines runnable than there
-// are CPUs for Go to run them on: the window must grow to its maximum,
-// and return to the base once they stop.
-func TestPacerFollowsCPUPressure(t *testing.T) {
 	const base, most = 10 * time.Millisecond, 80 * time.Millisecond
-	p := newFlushPacer(base, most)
+	for _, c := range []struct {
+		cur   time.Duration
+		share float64
+		want  time.Duration
+	}{
+		{base, 0.2, base},                   // idle stays at base
+		{base, 0.9, 2 * base},               // saturated doubles
+		{base, 1.0, 2 * base},               //
+		{60 * time.Millisecond, 0.95, most}, // up to most
+		{most, 0.99, most},
+		{most, 0.75, most - most/8},                         // room: shrinks by an eighth
+		{11 * time.Millisecond, 0, base},                    // down to base
+		{40 * time.Millisecond, 0.8, 40 * time.Millisecond}, // between: holds
+	} {
+		if got := nextWindow(c.cur, base, most, c.share); got != c.want {
+			t.Errorf("nextWindow(%v, busy %.2f) = %v, want %v", c.cur, c.share, got, c.want)
+		}
+	}
+}
+
+func TestParseCPUTimes(t *testing.T) {
+	stat := "cpu  100 5 50 800 40 1 4 10 7 0\ncpu0 50 2 25 400 20 0 2 5 3 0\nintr 1\n"
+	c, err := parseCPUTimes([]byte(stat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// busy: user nice system irq softirq steal; guest is part of user.
+	if want := (cpuTimes{busy: 100 + 5 + 50 + 1 + 4 + 10, total: 1010}); c != want {
+		t.Fatalf("parse = %+v, want %+v", c, want)
+	}
+	next := cpuTimes{busy: c.busy + 90, total: c.total + 100}
+	if share, ok := next.busySince(c); !ok || share != 0.9 {
+		t.Fatalf("busySince = %v, %v; want 0.9, true", share, ok)
+	}
+	if _, ok := c.busySince(c); ok {
+		t.Fatal("busySince over no time: ok")
+	}
+	for _, bad := range []string{"", "intr 1\n", "cpu 1 2 x 4 5\n", "cpu 1 2\n"} {
+		if _, err := parseCPUTimes([]byte(bad)); err == nil {
+			t.Errorf("parseCPUTimes(%q): no error", bad)
+		}
+	}
+}
+
+// The pacer follows the machine's busy share as read: a saturated machine
+// grows the window to its maximum within a few periods, one with room
+// brings it back to the base.
+func TestPacerFollowsBusyShare(t *testing.T) {
+	p := newFlushPacer(10*time.Millisecond, 80*time.Millisecond)
+	var busy atomic.Uint64 // per mille of each period's ticks
+	var clock cpuTimes
+	var mu sync.Mutex
+	p.read = func() (cpuTimes, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		clock.total += 1000
+		clock.busy += busy.Load()
+		return clock, nil
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); p.run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: window %v, last p90 scheduling delay %v", what, p.Window(), time.Duration(p.delay.Load()))
-			}
-			time.Sleep(20 * time.Millisecond)
+	busy.Store(950)
+	waitWindow(t, p, 80*time.Millisecond)
+	for range 20 {
+		if w := p.window(); w < 40*time.Millisecond || w > 80*time.Millisecond {
+			t.Fatalf("jittered window %v outside [40ms, 80ms]", w)
 		}
+	}
+	busy.Store(800) // between the thresholds: holds
+	time.Sleep(3 * pacerPeriod)
+	if w := p.Window(); w != 80*time.Millisecond {
+		t.Fatalf("window %v at 80%% busy, want it held at 80ms", w)
+	}
+	busy.Store(300)
+	waitWindow(t, p, 10*time.Millisecond)
+}
+
+// On Linux the pacer reads real CPU times: with more goroutines spinning
+// than there are CPUs, the busy share it reads is over busyShare.
+func TestPacerReadsMachineCPU(t *testing.T) {
+	if _, err := os.Stat("/proc/stat"); err != nil {
+		t.Skip("no /proc/stat: the pacer keeps the base window here")
 	}
 	stop := make(chan struct{})
 	var spin sync.WaitGroup
-	for range 8 * runtime.GOMAXPROCS(0) {
+	for range 4 * runtime.NumCPU() {
 		spin.Go(func() {
 			for {
 				select {
@@ -89,22 +114,38 @@ func TestPacerFollowsCPUPressure(t *testing.T) {
 			}
 		})
 	}
-	waitFor("under CPU pressure", func() bool { return p.Window() == most })
-	for range 20 {
-		if w := p.window(); w < most/2 || w > most {
-			t.Fatalf("jittered window %v outside [%v, %v]", w, most/2, most)
-		}
+	defer func() { close(stop); spin.Wait() }()
+	if runtime.GOMAXPROCS(0) < runtime.NumCPU() {
+		t.Skip("GOMAXPROCS below the CPU count: spinning cannot saturate the machine")
 	}
-	close(stop)
-	spin.Wait()
-	waitFor("after the pressure", func() bool { return p.Window() == base })
+	prev, err := readCPUTimes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	now, err := readCPUTimes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if share, ok := now.busySince(prev); !ok || share < busyShare {
+		t.Fatalf("busy share while spinning on every CPU: %.2f (ok %v), want ≥ %.2f", share, ok, busyShare)
+	}
+}
+
+func waitWindow(t *testing.T, p *flushPacer, want time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Window() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("window %v, want %v (last busy share %.3f)", p.Window(), want, float64(p.busy.Load())/1e6)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func TestPacerFixedWindow(t *testing.T) {
 	p := newFlushPacer(10*time.Millisecond, time.Millisecond) // max below base: fixed
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	p.run(ctx) // returns at once
+	p.run(context.Background())                               // returns at once
 	if p.Window() != 10*time.Millisecond {
 		t.Fatalf("window %v", p.Window())
 	}

@@ -68,8 +68,8 @@ type Config struct {
 	// this (default 10 ms); a quiet watch's first event is sent at once.
 	WatchFlushInterval time.Duration
 	// WatchFlushIntervalMax is the longest the flush window grows to while
-	// this process's goroutines queue for a CPU (default 80 ms; at most
-	// WatchFlushInterval: fixed). See flushPacer.
+	// the machine's CPUs are saturated (default 80 ms; at most
+	// WatchFlushInterval: fixed; only on Linux). See flushPacer.
 	WatchFlushIntervalMax time.Duration
 	// WatchBufferEvents bounds the events queued for one watch served from
 	// the watch cache (default 10,000). A watch that falls further behind
