@@ -65,7 +65,7 @@ spec:
                     port: {type: integer}
 `
 
-func crdFromYAML(t *testing.T, s string) *apiextensionsv1.CustomResourceDefinition {
+func crdFromYAML(t testing.TB, s string) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
 	crd := &apiextensionsv1.CustomResourceDefinition{}
 	if err := yaml.UnmarshalStrict([]byte(s), crd); err != nil {
@@ -75,7 +75,7 @@ func crdFromYAML(t *testing.T, s string) *apiextensionsv1.CustomResourceDefiniti
 	return crd
 }
 
-func newDefinition(t *testing.T, crd *apiextensionsv1.CustomResourceDefinition) *Definition {
+func newDefinition(t testing.TB, crd *apiextensionsv1.CustomResourceDefinition) *Definition {
 	t.Helper()
 	d, err := New(crd)
 	if err != nil {
