@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/objwatch/objwatch/storage"
 )
 
 func TestKeyLocks(t *testing.T) {
@@ -18,7 +20,7 @@ func TestKeyLocks(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 16 {
 			wg.Go(func() {
-				unlock, err := k.lock(ctx, "a")
+				turn, err := k.lock(ctx, "a")
 				if err != nil {
 					t.Error(err)
 					return
@@ -28,7 +30,7 @@ func TestKeyLocks(t *testing.T) {
 				}
 				time.Sleep(time.Millisecond)
 				inside.Add(-1)
-				unlock()
+				turn.unlock()
 			})
 		}
 		wg.Wait()
@@ -38,22 +40,22 @@ func TestKeyLocks(t *testing.T) {
 	})
 
 	t.Run("other keys do not wait", func(t *testing.T) {
-		unlockA, err := k.lock(ctx, "a")
+		turnA, err := k.lock(ctx, "a")
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer unlockA()
+		defer turnA.unlock()
 		wctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		unlockB, err := k.lock(wctx, "b")
+		turnB, err := k.lock(wctx, "b")
 		if err != nil {
 			t.Fatalf("lock of another key while %q is held: %v", "a", err)
 		}
-		unlockB()
+		turnB.unlock()
 	})
 
 	t.Run("a waiter gives up with its context", func(t *testing.T) {
-		unlock, err := k.lock(ctx, "a")
+		turn, err := k.lock(ctx, "a")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,12 +64,54 @@ func TestKeyLocks(t *testing.T) {
 		if _, err := k.lock(wctx, "a"); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("lock of a held key until the deadline: %v, want DeadlineExceeded", err)
 		}
-		unlock()
-		unlock2, err := k.lock(ctx, "a")
+		turn.unlock()
+		turn2, err := k.lock(ctx, "a")
 		if err != nil {
 			t.Fatalf("lock after the waiter gave up: %v", err)
 		}
-		unlock2()
+		turn2.unlock()
+	})
+
+	t.Run("the last write passes to the next turn while turns queue", func(t *testing.T) {
+		first, err := k.lock(ctx, "m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := first.takeLast(); ok {
+			t.Fatal("a first turn has a last write")
+		}
+		next := make(chan *keyTurn)
+		go func() {
+			turn, err := k.lock(ctx, "m")
+			if err != nil {
+				t.Error(err)
+			}
+			next <- turn
+		}()
+		for {
+			k.mu.Lock()
+			queued := k.locks["m"].refs == 2
+			k.mu.Unlock()
+			if queued {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		first.wrote(storage.KeyValue{Key: "m", Value: []byte("v"), ModRevision: 7})
+		first.unlock()
+		second := <-next
+		if kv, ok := second.takeLast(); !ok || kv.ModRevision != 7 || string(kv.Value) != "v" {
+			t.Fatalf("queued turn's last write = %+v, %v; want revision 7", kv, ok)
+		}
+		second.unlock() // wrote nothing
+		third, err := k.lock(ctx, "m")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer third.unlock()
+		if kv, ok := third.takeLast(); ok {
+			t.Fatalf("a turn after one that wrote nothing (and no queue) has a last write: %+v", kv)
+		}
 	})
 
 	k.mu.Lock()

@@ -409,17 +409,18 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, res *registry.Re
 // that they do not conflict with each other.
 func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, res *registry.Resource, info requestInfo, opts writeOptions, mutate mutation) (*unstructured.Unstructured, int, error) {
 	gr := s.gr(res)
-	unlock, err := s.keyLocks.lock(ctx, res.Key(info.namespace, info.name))
+	turn, err := s.keyLocks.lock(ctx, res.Key(info.namespace, info.name))
 	if err != nil {
 		return nil, 0, apierrors.NewTimeoutError("the update did not get its turn before the request ended", 0)
 	}
-	defer unlock()
+	defer turn.unlock()
+	last, _ := turn.takeLast()
 	// g is set while an attempt starts from the watch cache's copy instead
 	// of etcd's: whatever such an attempt would answer without a successful
 	// write, it redoes from etcd instead (g.retry, see updatecache.go).
 	var g *updateGuess
 	for attempt := 0; ; attempt++ {
-		cur, kv, err := s.updateState(ctx, w, res, info, opts, attempt, &g)
+		cur, kv, err := s.updateState(ctx, w, res, info, opts, attempt, last, &g)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -502,6 +503,7 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 			return nil, 0, storageError(err, gr, info.name)
 		}
 		s.updateWritten(kv.Key, nkv.ModRevision)
+		turn.wrote(storage.KeyValue{Key: kv.Key, Value: b, ModRevision: nkv.ModRevision})
 		obj.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
 		return obj, http.StatusOK, nil
 	}

@@ -75,6 +75,9 @@ var (
 	// conditional write, or by a re-check); guessesRechecked those whose
 	// answer without a write had to be re-checked against etcd.
 	guessesUsed, guessesStale, guessesRechecked atomic.Int64
+	// guessesFromLastWrite counts the guesses that were this server's
+	// previous write of the key (see keyTurn.takeLast), not the cache's.
+	guessesFromLastWrite atomic.Int64
 	// guessOverride, set by tests, replaces what the cache returned for a
 	// key (to hold a guess stale).
 	guessOverride atomic.Pointer[func(key string, o *watchcache.Object, ok bool) (*watchcache.Object, bool)]
@@ -84,7 +87,10 @@ var (
 // cache, not confirmed by etcd.
 type updateGuess struct {
 	s   *Server
-	obj *watchcache.Object
+	obj *watchcache.Object // the guessed state (JSON unset when stored is set)
+	// stored is the guessed state's stored value when the guess is this
+	// server's own last write of the key; nil for a cache guess.
+	stored []byte
 	// w and warnings: the response's Warning headers before the attempt,
 	// restored when the attempt is abandoned, so that they are not doubled.
 	w        http.ResponseWriter
@@ -97,11 +103,13 @@ type updateGuess struct {
 // first attempt the watch cache's copy when it may stand in for etcd's (g
 // is then set), otherwise a quorum read. g is the previous attempt's guess
 // on entry.
-func (s *Server) updateState(ctx context.Context, w http.ResponseWriter, res *registry.Resource, info requestInfo, opts writeOptions, attempt int, g **updateGuess) (*unstructured.Unstructured, storage.KeyValue, error) {
+// last is what this server's previous update of the key stored, if that
+// update came right before this one (see keyTurn.takeLast): the best guess.
+func (s *Server) updateState(ctx context.Context, w http.ResponseWriter, res *registry.Resource, info requestInfo, opts writeOptions, attempt int, last storage.KeyValue, g **updateGuess) (*unstructured.Unstructured, storage.KeyValue, error) {
 	prev := *g
 	*g = nil
 	if attempt == 0 && !opts.dryRun {
-		if ng, cur := s.guessCurrent(ctx, w, res, res.Key(info.namespace, info.name)); ng != nil {
+		if ng, cur := s.guessCurrent(ctx, w, res, res.Key(info.namespace, info.name), last); ng != nil {
 			*g = ng
 			return cur, storage.KeyValue{Key: ng.obj.Key, ModRevision: ng.obj.Rev}, nil
 		}
@@ -113,11 +121,25 @@ func (s *Server) updateState(ctx context.Context, w http.ResponseWriter, res *re
 	return cur, kv, err
 }
 
-// guessCurrent returns the cache's copy of key, decoded, if there is one to
-// guess from.
-func (s *Server) guessCurrent(ctx context.Context, w http.ResponseWriter, res *registry.Resource, key string) (*updateGuess, *unstructured.Unstructured) {
+// guessCurrent returns a guess of key's current state, decoded: what the
+// previous update through this server stored (last, when set), else the
+// cache's copy, if there is one to guess from.
+func (s *Server) guessCurrent(ctx context.Context, w http.ResponseWriter, res *registry.Resource, key string, last storage.KeyValue) (*updateGuess, *unstructured.Unstructured) {
 	if updateGuessesOff.Load() {
 		return nil, nil
+	}
+	if last.ModRevision > 0 {
+		// Exactly what getCurrent would return had nobody written since:
+		// the stored value itself, decoded the same way. No waiting for
+		// the cache to have it.
+		if cur, err := fromStorage(res, last); err == nil {
+			if verifyGuesses.Load() {
+				s.verifyGuess(ctx, res, &watchcache.Object{Key: key, Rev: last.ModRevision}, cur)
+			}
+			guessesUsed.Add(1)
+			guessesFromLastWrite.Add(1)
+			return s.newGuess(w, &watchcache.Object{Key: key, Rev: last.ModRevision}, last.Value), cur
+		}
 	}
 	c := s.existingCache(res)
 	if c == nil || c.WaitFor(doneContext, 0) != nil { // none, or not filled yet
@@ -153,7 +175,13 @@ func (s *Server) guessCurrent(ctx context.Context, w http.ResponseWriter, res *r
 		s.verifyGuess(ctx, res, o, cur)
 	}
 	guessesUsed.Add(1)
-	return &updateGuess{s: s, obj: o, w: w, warnings: slices.Clone(w.Header().Values("Warning"))}, cur
+	return s.newGuess(w, o, nil), cur
+}
+
+// newGuess returns the guess that o (and, when known, its stored bytes) is
+// current, remembering the response's Warning headers.
+func (s *Server) newGuess(w http.ResponseWriter, o *watchcache.Object, stored []byte) *updateGuess {
+	return &updateGuess{s: s, obj: o, stored: stored, w: w, warnings: slices.Clone(w.Header().Values("Warning"))}
 }
 
 // retry abandons a guessed attempt whose answer would not be a successful
@@ -197,6 +225,9 @@ func (g *updateGuess) restoreWarnings() {
 func (g *updateGuess) unchanged(b []byte) bool {
 	if g == nil {
 		return false
+	}
+	if g.stored != nil {
+		return bytes.Equal(b, g.stored)
 	}
 	withRV := withResourceVersion(b, g.obj.Rev)
 	if withRV == nil || bytes.Equal(withRV, g.obj.JSON) {

@@ -1,8 +1,11 @@
 package server
 
 import (
+	"context"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/objwatch/objwatch/storage"
 	"github.com/objwatch/objwatch/storage/watchcache"
 )
 
@@ -60,4 +63,30 @@ func FreezeUpdateGuess(s *Server, gvr schema.GroupVersionResource, namespace, na
 	}
 	guessOverride.Store(&f)
 	return func() { guessOverride.Store(nil) }
+}
+
+// UpdateGuessesFromLastWrite returns how many update guesses were this
+// server's previous write of the key rather than the cache's copy.
+func UpdateGuessesFromLastWrite() int64 { return guessesFromLastWrite.Load() }
+
+// HoldUpdateTurn takes an object's update turn as an update of it would,
+// as if that update had stored stored; updates of the object queue behind
+// it until release. waiters is the number of updates queued.
+func HoldUpdateTurn(s *Server, gvr schema.GroupVersionResource, namespace, name string, stored storage.KeyValue) (waiters func() int, release func()) {
+	res, ok := s.registry.Get(gvr)
+	if !ok {
+		panic("HoldUpdateTurn: not served: " + gvr.String())
+	}
+	key := res.Key(namespace, name)
+	turn, err := s.keyLocks.lock(context.Background(), key)
+	if err != nil {
+		panic(err)
+	}
+	turn.wrote(stored)
+	waiters = func() int {
+		s.keyLocks.mu.Lock()
+		defer s.keyLocks.mu.Unlock()
+		return turn.l.refs - 1
+	}
+	return waiters, turn.unlock
 }
