@@ -238,6 +238,7 @@ func Fanout(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 	var (
 		ackMu    sync.Mutex
 		acks     = map[int64]time.Duration{} // since base
+		writeLat latencies                   // under ackMu
 		writeErr atomic.Value
 		writers  sync.WaitGroup
 		writes   atomic.Int64
@@ -261,6 +262,7 @@ func Fanout(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 			// the write's number), so that no patch is a no-op: a no-op
 			// is acknowledged with the old revision and makes no event.
 			patch := fmt.Sprintf(`{"spec":{"fanoutWrite":"%d-%d"}}`, startRV, n)
+			sent := time.Now()
 			b, err := t.do(ctx, "PATCH", o.objectsPath()+"/"+name, "application/merge-patch+json", []byte(patch))
 			if err != nil {
 				writeErr.CompareAndSwap(nil, err)
@@ -268,6 +270,7 @@ func Fanout(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 			}
 			ackMu.Lock()
 			acks[rvIn(b)] = time.Since(base)
+			writeLat = append(writeLat, time.Since(sent))
 			ackMu.Unlock()
 			if w := writes.Add(1); w%100 == 0 {
 				o.progress("%s: fan-out %d writes", t.Name, w)
@@ -311,6 +314,7 @@ func Fanout(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 	}
 	out := []Result{
 		{t.Name, "fan-out writes/s", float64(writes.Load()) / o.Duration.Seconds(), "ops/s"},
+		{t.Name, "fan-out write p99", ms(writeLat.pct(0.99)), "ms"},
 		{t.Name, "fan-out delivery p50", ms(lat.pct(0.5)), "ms"},
 		{t.Name, "fan-out delivery p99", ms(lat.pct(0.99)), "ms"},
 		{t.Name, "fan-out events missing", float64(missing), "events"},
