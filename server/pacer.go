@@ -26,9 +26,11 @@ import (
 // Every pacerPeriod the pacer reads the share of the machine's CPU time
 // that was busy (Linux /proc/stat: everything but idle and iowait, steal
 // counting as busy). At busyShare or more it doubles the window (up to
-// max); at idleShare or less it shrinks it by an eighth (down to base);
-// between, it holds. So under a sustained overload it settles near the
-// shortest window that keeps the machine just below saturation. Where the
+// max); at idleShare or less it halves it (down to base); between, it
+// holds. So under a sustained overload it settles on a window that keeps
+// the machine just below saturation, and after a burst of CPU use (say,
+// a thousand watches starting) latency is back to the base window within
+// a few periods. Where the
 // machine's CPU time cannot be read (not Linux) the window stays at base.
 // The share is the whole machine's on purpose: a co-located etcd or
 // another process saturating the CPUs makes every delivery wait too. (In a
@@ -108,7 +110,7 @@ func nextWindow(cur, base, most time.Duration, share float64) time.Duration {
 	case share >= busyShare:
 		return min(most, 2*cur)
 	case share <= idleShare:
-		return max(base, cur-cur/8)
+		return max(base, cur/2)
 	}
 	return cur
 }
