@@ -22,8 +22,8 @@ func TestNextWindow(t *testing.T) {
 		{base, 1.0, 2 * base},               //
 		{60 * time.Millisecond, 0.95, most}, // up to most
 		{most, 0.99, most},
-		{most, 0.75, most - most/8},                         // room: shrinks by an eighth
-		{11 * time.Millisecond, 0, base},                    // down to base
+		{most, 0.75, most / 2},                              // room: halves
+		{15 * time.Millisecond, 0, base},                    // down to base
 		{40 * time.Millisecond, 0.8, 40 * time.Millisecond}, // between: holds
 	} {
 		if got := nextWindow(c.cur, base, most, c.share); got != c.want {
