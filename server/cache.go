@@ -319,15 +319,35 @@ func (s *Server) watchFromCache(ctx context.Context, ww *watchWriter, res *regis
 		}
 		return map[string]any{"kind": res.Kind, "apiVersion": res.APIVersion(), "metadata": md}
 	}
-	counters := map[string]prometheus.Counter{}
+	// Events sent are counted here and added to the shared counters at
+	// each flush: a thousand watches adding one by one to the same
+	// counter would contend for its cache line.
+	types := [...]string{watchcache.Added, watchcache.Modified, watchcache.Deleted, watchcache.Bookmark}
+	var (
+		counters [len(types)]prometheus.Counter
+		pending  [len(types)]int
+	)
 	count := func(typ string) {
-		c, ok := counters[typ]
-		if !ok {
-			c = s.metrics.events.WithLabelValues(res.Group, res.Plural, typ)
-			counters[typ] = c
+		for i, t := range types {
+			if t == typ {
+				pending[i]++
+				return
+			}
 		}
-		c.Inc()
 	}
+	addCounts := func() {
+		for i, n := range pending {
+			if n == 0 {
+				continue
+			}
+			if counters[i] == nil {
+				counters[i] = s.metrics.events.WithLabelValues(res.Group, res.Plural, types[i])
+			}
+			counters[i].Add(float64(n))
+			pending[i] = 0
+		}
+	}
+	defer addCounts()
 	// Output is flushed when the watch has no more events waiting: at once
 	// when the last flush is a window (the flush pacer's) ago, otherwise at
 	// the end of that window. A watch receiving many events gets them in few
@@ -341,6 +361,7 @@ func (s *Server) watchFromCache(ctx context.Context, ww *watchWriter, res *regis
 	flushEvery := s.pacer.window()
 	flush := func() {
 		ww.Flush()
+		addCounts()
 		lastFlush, dirty = time.Now(), false
 		flushEvery = s.pacer.window()
 	}

@@ -163,18 +163,7 @@ func (w *writer) write() {
 // a watch stops counting when its handler returns.
 func openWatches(a *api) int {
 	a.t.Helper()
-	r := a.do("GET", "/metrics", "", nil)
-	const series = `objwatch_apiserver_open_watches{group="",resource="configmaps"} `
-	for line := range strings.Lines(string(r.body)) {
-		if v, ok := strings.CutPrefix(line, series); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil {
-				a.t.Fatalf("metric %s%s: %v", series, v, err)
-			}
-			return n
-		}
-	}
-	return 0
+	return metricValue(a, `objwatch_apiserver_open_watches{group="",resource="configmaps"} `)
 }
 
 // A watch whose client stops reading falls behind; once more than

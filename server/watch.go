@@ -334,10 +334,13 @@ func (ww *watchWriter) extend() {
 }
 
 func (ww *watchWriter) Write(p []byte) (int, error) {
-	ww.extend() // a write may send a full buffer
 	if ww.raw != nil {
+		if ww.raw.fills(len(p)) {
+			ww.extend() // the write sends the pending chunk
+		}
 		return ww.raw.Write(p)
 	}
+	ww.extend()
 	return ww.w.Write(p)
 }
 

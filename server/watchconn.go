@@ -82,6 +82,15 @@ func (rs *rawStream) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// fills reports whether writing n more bytes sends the pending chunk.
+func (rs *rawStream) fills(n int) bool {
+	pending := 0
+	if rs.buf != nil {
+		pending = len(*rs.buf) - chunkRoom
+	}
+	return pending+n >= rawChunkLimit
+}
+
 // flush writes what is pending as one chunk.
 func (rs *rawStream) flush() error {
 	if rs.buf == nil || rs.err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,15 @@ func TestHTTP1WatchStream(t *testing.T) {
 					t.Fatalf("event %d: the big object did not arrive whole (%d bytes)", i, len(ev.line))
 				}
 			}
+			// The server counted what it sent.
+			const sent = `objwatch_apiserver_watch_events_total{group="",resource="configmaps",type="ADDED"} `
+			deadline := time.Now().Add(5 * time.Second)
+			for n := metricValue(a, sent); n < len(want); n = metricValue(a, sent) {
+				if time.Now().After(deadline) {
+					t.Fatalf("ADDED events counted: %d, want at least %d", n, len(want))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 			// Nothing else happens: the watch times out and the body
 			// ends with the last chunk, not a broken connection.
 			if ev, err := evs.next(); err != io.EOF {
@@ -114,4 +124,20 @@ func waitOpenWatches(a *api, n int) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// metricValue reads one series of the server's metrics (0 when absent).
+func metricValue(a *api, series string) int {
+	a.t.Helper()
+	r := a.do("GET", "/metrics", "", nil)
+	for line := range strings.Lines(string(r.body)) {
+		if v, ok := strings.CutPrefix(line, series); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				a.t.Fatalf("metric %s%s: %v", series, v, err)
+			}
+			return int(n)
+		}
+	}
+	return 0
 }
