@@ -83,6 +83,12 @@ func WithServerConfig(f func(*server.Config)) Option {
 	return func(o *instance.Options) { f(&o.Server) }
 }
 
+// WithHTTP2WriteByteTimeout closes an HTTP/2 connection whose client
+// accepts no bytes for d (default 2 min).
+func WithHTTP2WriteByteTimeout(d time.Duration) Option {
+	return func(o *instance.Options) { o.HTTP2WriteByteTimeout = d }
+}
+
 // WithLogger sends server logs to l (default: discarded).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *instance.Options) { o.Log = l }

@@ -4,6 +4,7 @@
 package instance
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -42,6 +43,10 @@ type Options struct {
 	CompactionInterval time.Duration
 	// Hosts are extra names and IPs for the serving certificate.
 	Hosts []string
+	// HTTP2WriteByteTimeout closes an HTTP/2 connection whose client has
+	// accepted no bytes for this long (default 2 min): it blocks every
+	// stream's writes, which the per-watch write timeout cannot end.
+	HTTP2WriteByteTimeout time.Duration
 	// Server tunes the API server; Storage, Authenticator and metrics are
 	// filled in.
 	Server server.Config
@@ -136,7 +141,7 @@ func Start(ctx context.Context, o Options) (_ *Instance, err error) {
 		// every stream's writes, which the per-watch write timeout cannot
 		// end (its stream reset cannot be written either): close such a
 		// connection after two minutes without progress.
-		HTTP2: &http.HTTP2Config{WriteByteTimeout: 2 * time.Minute},
+		HTTP2: &http.HTTP2Config{WriteByteTimeout: cmp.Or(o.HTTP2WriteByteTimeout, 2*time.Minute)},
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	in.cancel = cancel
