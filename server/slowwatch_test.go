@@ -37,18 +37,12 @@ var bigPayload = strings.Repeat("x", 200<<10)
 // it does not read stalls the server after little data.
 func client(t *testing.T, env *testenv.Env, http2 bool) *http.Client {
 	t.Helper()
-	cert, err := tls.X509KeyPair(env.Config.CertData, env.Config.KeyData)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(env.Config.CAData)
 	var protos http.Protocols
 	protos.SetHTTP1(!http2)
 	protos.SetHTTP2(http2)
 	var d net.Dialer
 	tr := &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}},
+		TLSClientConfig: adminTLS(t, env),
 		Protocols:       &protos,
 		HTTP2:           &http.HTTP2Config{MaxReceiveBufferPerStream: 64 << 10},
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -64,6 +58,19 @@ func client(t *testing.T, env *testenv.Env, http2 bool) *http.Client {
 	}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr}
+}
+
+// adminTLS is a TLS client configuration with the environment's admin
+// certificate, trusting its CA.
+func adminTLS(t *testing.T, env *testenv.Env) *tls.Config {
+	t.Helper()
+	cert, err := tls.X509KeyPair(env.Config.CertData, env.Config.KeyData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(env.Config.CAData)
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}
 }
 
 // openWatch starts a watch of the default namespace's ConfigMaps after rv.

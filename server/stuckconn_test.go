@@ -3,7 +3,6 @@ package server_test
 import (
 	"bytes"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -103,18 +102,14 @@ func TestHTTP2StuckConnectionClosed(t *testing.T) {
 // certificate and a small receive buffer.
 func dialHTTP2(t *testing.T, env *testenv.Env) *tls.Conn {
 	t.Helper()
-	cert, err := tls.X509KeyPair(env.Config.CertData, env.Config.KeyData)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(env.Config.CAData)
+	cfg := adminTLS(t, env)
+	cfg.NextProtos, cfg.ServerName = []string{"h2"}, "127.0.0.1"
 	raw, err := net.Dial("tcp", strings.TrimPrefix(env.Config.Host, "https://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	raw.(*net.TCPConn).SetReadBuffer(128 << 10)
-	conn := tls.Client(raw, &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"}, ServerName: "127.0.0.1"})
+	conn := tls.Client(raw, cfg)
 	if err := conn.Handshake(); err != nil {
 		raw.Close()
 		t.Fatal(err)
