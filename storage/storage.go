@@ -25,6 +25,8 @@ var (
 	ErrExists = errors.New("already exists")
 	// ErrConflict: the key's modification revision differs from the one the
 	// caller expected (optimistic concurrency failure), or it was deleted.
+	// Conditional writes report it as a *ConflictError with the current
+	// value where the store has it.
 	ErrConflict = errors.New("modification revision mismatch")
 	// ErrCompacted: the requested revision is older than the store's history.
 	ErrCompacted = errors.New("required revision has been compacted")
@@ -44,6 +46,22 @@ func (e *CompactedError) Error() string {
 
 // Is makes errors.Is(err, ErrCompacted) true.
 func (e *CompactedError) Is(target error) bool { return target == ErrCompacted }
+
+// ConflictError reports a conditional write that found another revision,
+// with the key's current state read in the same transaction, so that the
+// caller can retry without reading it again. It matches ErrConflict with
+// errors.Is.
+type ConflictError struct {
+	Op      string // "update" or "delete"
+	Current KeyValue
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%s %s: %v (current revision %d)", e.Op, e.Current.Key, ErrConflict, e.Current.ModRevision)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
 // KeyValue is one stored value and its revisions.
 type KeyValue struct {

@@ -175,10 +175,11 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, expectedRe
 		return storage.KeyValue{}, fmt.Errorf("update %s: %w", key, err)
 	}
 	if !resp.Succeeded {
-		if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
 			return storage.KeyValue{}, fmt.Errorf("update %s: %w", key, storage.ErrNotFound)
 		}
-		return storage.KeyValue{}, fmt.Errorf("update %s: %w", key, storage.ErrConflict)
+		return storage.KeyValue{}, &storage.ConflictError{Op: "update", Current: kv(kvs[0])}
 	}
 	rev := resp.Header.Revision
 	create := rev
@@ -204,10 +205,11 @@ func (s *Store) Delete(ctx context.Context, key string, expectedRevision int64) 
 		return storage.KeyValue{}, fmt.Errorf("delete %s: %w", key, err)
 	}
 	if !resp.Succeeded {
-		if len(resp.Responses[0].GetResponseRange().Kvs) == 0 {
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
 			return storage.KeyValue{}, fmt.Errorf("delete %s: %w", key, storage.ErrNotFound)
 		}
-		return storage.KeyValue{}, fmt.Errorf("delete %s: %w", key, storage.ErrConflict)
+		return storage.KeyValue{}, &storage.ConflictError{Op: "delete", Current: kv(kvs[0])}
 	}
 	prev := resp.Responses[0].GetResponseDeleteRange().PrevKvs
 	if len(prev) == 0 {

@@ -109,14 +109,28 @@ func testCRUD(t *testing.T, s storage.Interface, p string) {
 	wantErr(t, "Update(deleted)", err, storage.ErrNotFound)
 }
 
+// wantCurrent checks that a conflict carries the key's current state.
+func wantCurrent(t *testing.T, what string, err error, want storage.KeyValue) {
+	t.Helper()
+	var ce *storage.ConflictError
+	if !errors.As(err, &ce) {
+		t.Fatalf("%s: %v is not a *storage.ConflictError", what, err)
+	}
+	if got := ce.Current; got.Key != want.Key || string(got.Value) != string(want.Value) || got.ModRevision != want.ModRevision || got.CreateRevision != want.CreateRevision {
+		t.Fatalf("%s: current %q@%d (created %d), want %q@%d (created %d)", what, got.Value, got.ModRevision, got.CreateRevision, want.Value, want.ModRevision, want.CreateRevision)
+	}
+}
+
 func testConflicts(t *testing.T, s storage.Interface, p string) {
 	c := ctx(t)
 	v1 := must(s.Create(c, p+"a", []byte("1")))
 	v2 := must(s.Update(c, p+"a", []byte("2"), v1.ModRevision))
 	_, err := s.Update(c, p+"a", []byte("stale"), v1.ModRevision)
 	wantErr(t, "Update(stale)", err, storage.ErrConflict)
+	wantCurrent(t, "Update(stale)", err, v2)
 	_, err = s.Delete(c, p+"a", v1.ModRevision)
 	wantErr(t, "Delete(stale)", err, storage.ErrConflict)
+	wantCurrent(t, "Delete(stale)", err, v2)
 	if got := must(s.Get(c, p+"a")); string(got.Value) != "2" || got.ModRevision != v2.ModRevision {
 		t.Fatalf("after failed writes Get = %q@%d, want %q@%d", got.Value, got.ModRevision, "2", v2.ModRevision)
 	}
