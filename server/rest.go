@@ -419,8 +419,12 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 	// of etcd's: whatever such an attempt would answer without a successful
 	// write, it redoes from etcd instead (g.retry, see updatecache.go).
 	var g *updateGuess
+	// known is etcd's state as a failed conditional write found it: the
+	// next attempt starts from it instead of reading again.
+	var known *storage.KeyValue
 	for attempt := 0; ; attempt++ {
-		cur, kv, err := s.updateState(ctx, w, res, info, opts, attempt, last, &g)
+		cur, kv, err := s.updateState(ctx, w, res, info, opts, attempt, last, known, &g)
+		known = nil
 		if err != nil {
 			return nil, 0, err
 		}
@@ -466,6 +470,7 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 			}
 			deleted, err := s.store.Delete(ctx, kv.Key, kv.ModRevision)
 			if errors.Is(err, storage.ErrConflict) && (g.conflicted() || !pinned && attempt < 100) {
+				known = conflictCurrent(err)
 				continue
 			}
 			if err != nil {
@@ -497,6 +502,7 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 			hints.drop(kv.Key, b)
 		}
 		if errors.Is(err, storage.ErrConflict) && (g.conflicted() || !pinned && attempt < 100) {
+			known = conflictCurrent(err)
 			continue
 		}
 		if err != nil {
@@ -507,6 +513,15 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 		obj.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
 		return obj, http.StatusOK, nil
 	}
+}
+
+// conflictCurrent returns the key's state a conflict error carries, or nil.
+func conflictCurrent(err error) *storage.KeyValue {
+	var ce *storage.ConflictError
+	if errors.As(err, &ce) {
+		return &ce.Current
+	}
+	return nil
 }
 
 // prepareUpdate keeps what clients cannot change and applies the

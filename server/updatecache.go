@@ -44,6 +44,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/objwatch/objwatch/server/registry"
@@ -75,6 +76,9 @@ var (
 	// conditional write, or by a re-check); guessesRechecked those whose
 	// answer without a write had to be re-checked against etcd.
 	guessesUsed, guessesStale, guessesRechecked atomic.Int64
+	// conflictReads counts update attempts that started from the state a
+	// conflicting write returned instead of reading etcd again.
+	conflictReads atomic.Int64
 	// guessesFromLastWrite counts the guesses that were this server's
 	// previous write of the key (see keyTurn.takeLast), not the cache's.
 	guessesFromLastWrite atomic.Int64
@@ -105,9 +109,19 @@ type updateGuess struct {
 // on entry.
 // last is what this server's previous update of the key stored, if that
 // update came right before this one (see keyTurn.takeLast): the best guess.
-func (s *Server) updateState(ctx context.Context, w http.ResponseWriter, res *registry.Resource, info requestInfo, opts writeOptions, attempt int, last storage.KeyValue, g **updateGuess) (*unstructured.Unstructured, storage.KeyValue, error) {
+// known, when set, is etcd's current state as a failed conditional write
+// read it in its transaction: as good as a quorum read.
+func (s *Server) updateState(ctx context.Context, w http.ResponseWriter, res *registry.Resource, info requestInfo, opts writeOptions, attempt int, last storage.KeyValue, known *storage.KeyValue, g **updateGuess) (*unstructured.Unstructured, storage.KeyValue, error) {
 	prev := *g
 	*g = nil
+	if known != nil {
+		cur, err := fromStorage(res, *known)
+		if err != nil {
+			return nil, *known, apierrors.NewInternalError(err)
+		}
+		conflictReads.Add(1)
+		return cur, *known, nil
+	}
 	if attempt == 0 && !opts.dryRun {
 		if ng, cur := s.guessCurrent(ctx, w, res, res.Key(info.namespace, info.name), last); ng != nil {
 			*g = ng

@@ -90,3 +90,7 @@ func HoldUpdateTurn(s *Server, gvr schema.GroupVersionResource, namespace, name 
 	}
 	return waiters, turn.unlock
 }
+
+// UpdateConflictReads returns how many update attempts started from the
+// state a conflicting write returned.
+func UpdateConflictReads() int64 { return conflictReads.Load() }

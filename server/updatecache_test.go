@@ -439,7 +439,7 @@ func TestUpdateGuessConcurrentPatches(t *testing.T) {
 	}
 	defer resp.Body.Close()
 
-	before := guesses()
+	before, conflictReads := guesses(), server.UpdateConflictReads()
 	const goroutines, patches = 16, 20
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines*patches)
@@ -506,6 +506,11 @@ func TestUpdateGuessConcurrentPatches(t *testing.T) {
 		t.Errorf("last event at %d, object at %s", prev, rvOf(t, final))
 	}
 	t.Logf("guesses: %+v", guesses().since(before))
+	// The two servers' patches conflict in etcd; a retry starts from the
+	// state the failed write found, not from another read.
+	if stale, reads := guesses().since(before).stale, server.UpdateConflictReads()-conflictReads; stale > 0 && reads == 0 {
+		t.Errorf("%d stale guesses and no retry from the conflicting write's state", stale)
+	}
 }
 
 // versionsCRD stores v1; v2 is served too, with a default v1 lacks.
