@@ -137,6 +137,11 @@ func (s *Server) getCurrent(ctx context.Context, res *registry.Resource, ns, nam
 	if err != nil {
 		return nil, kv, storageError(err, s.gr(res), name)
 	}
+	return decodeCurrent(res, kv)
+}
+
+// decodeCurrent decodes a stored value read from etcd for an update.
+func decodeCurrent(res *registry.Resource, kv storage.KeyValue) (*unstructured.Unstructured, storage.KeyValue, error) {
 	obj, err := fromStorage(res, kv)
 	if err != nil {
 		return nil, kv, apierrors.NewInternalError(err)
@@ -428,40 +433,12 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 		if err != nil {
 			return nil, 0, err
 		}
-		obj, err := mutate(cur.DeepCopy())
+		obj, pinned, err := s.updated(w, res, info, opts, mutate, cur)
 		if err != nil {
 			if g.retry() {
 				continue
 			}
 			return nil, 0, err
-		}
-		pinned := obj.GetResourceVersion() != ""
-		if pinned && obj.GetResourceVersion() != cur.GetResourceVersion() {
-			if g.retry() {
-				continue
-			}
-			return nil, 0, apierrors.NewConflict(gr, info.name, errors.New(conflictMessage))
-		}
-		if obj.GetName() != info.name {
-			if g.retry() {
-				continue
-			}
-			return nil, 0, badRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), info.name)
-		}
-		// The write is conditional on the revision read above.
-		obj.SetResourceVersion(cur.GetResourceVersion())
-		prepareUpdate(obj, cur, res, info.subresource)
-		if err := s.normalize(w, res, obj, cur, opts); err != nil {
-			if g.retry() {
-				continue
-			}
-			return nil, 0, err
-		}
-		if errs := res.Strategy.Validate(obj.Object, cur.Object); len(errs) > 0 {
-			if g.retry() {
-				continue
-			}
-			return nil, 0, invalid(res.GVK().GroupKind(), info.name, errs)
 		}
 		if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 {
 			// The last finalizer is gone: the deletion completes.
@@ -513,6 +490,33 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 		obj.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
 		return obj, http.StatusOK, nil
 	}
+}
+
+// updated applies mutate to a copy of cur and returns the object an update
+// would write (its resourceVersion cur's), whether the request pinned a
+// resourceVersion, or why the update fails: a mutation, precondition, name,
+// defaulting or validation error.
+func (s *Server) updated(w http.ResponseWriter, res *registry.Resource, info requestInfo, opts writeOptions, mutate mutation, cur *unstructured.Unstructured) (obj *unstructured.Unstructured, pinned bool, err error) {
+	if obj, err = mutate(cur.DeepCopy()); err != nil {
+		return nil, false, err
+	}
+	pinned = obj.GetResourceVersion() != ""
+	if pinned && obj.GetResourceVersion() != cur.GetResourceVersion() {
+		return nil, true, apierrors.NewConflict(s.gr(res), info.name, errors.New(conflictMessage))
+	}
+	if obj.GetName() != info.name {
+		return nil, pinned, badRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), info.name)
+	}
+	// The write is conditional on the revision read.
+	obj.SetResourceVersion(cur.GetResourceVersion())
+	prepareUpdate(obj, cur, res, info.subresource)
+	if err := s.normalize(w, res, obj, cur, opts); err != nil {
+		return nil, pinned, err
+	}
+	if errs := res.Strategy.Validate(obj.Object, cur.Object); len(errs) > 0 {
+		return nil, pinned, invalid(res.GVK().GroupKind(), info.name, errs)
+	}
+	return obj, pinned, nil
 }
 
 // conflictCurrent returns the key's state a conflict error carries, or nil.

@@ -44,7 +44,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/objwatch/objwatch/server/registry"
@@ -115,12 +114,8 @@ func (s *Server) updateState(ctx context.Context, w http.ResponseWriter, res *re
 	prev := *g
 	*g = nil
 	if known != nil {
-		cur, err := fromStorage(res, *known)
-		if err != nil {
-			return nil, *known, apierrors.NewInternalError(err)
-		}
 		conflictReads.Add(1)
-		return cur, *known, nil
+		return decodeCurrent(res, *known)
 	}
 	if attempt == 0 && !opts.dryRun {
 		if ng, cur := s.guessCurrent(ctx, w, res, res.Key(info.namespace, info.name), last); ng != nil {
