@@ -38,6 +38,17 @@ func (s *Server) hintsFor(res *registry.Resource) *writeHints {
 	return s.caches.hints[res]
 }
 
+// existingCache returns res's watch cache if it has one; unlike cacheFor,
+// it starts none.
+func (s *Server) existingCache(res *registry.Resource) *watchcache.Cache {
+	if s.cfg.DisableWatchCache {
+		return nil
+	}
+	s.caches.mu.Lock()
+	defer s.caches.mu.Unlock()
+	return s.caches.m[res]
+}
+
 // cacheFor returns res's watch cache, or nil when caching is off.
 func (s *Server) cacheFor(res *registry.Resource) *watchcache.Cache {
 	if s.cfg.DisableWatchCache {

@@ -151,7 +151,7 @@ func (s *Server) guessCurrent(ctx context.Context, w http.ResponseWriter, res *r
 		}
 	}
 	c := s.existingCache(res)
-	if c == nil || c.WaitFor(doneContext, 0) != nil { // none, or not filled yet
+	if c == nil || !c.Ready() {
 		return nil, nil
 	}
 	written, paused := s.guessKeys.get(c, key)
@@ -272,24 +272,6 @@ func (s *Server) updateWritten(key string, rev int64) {
 		s.guessKeys.wrote(key, rev)
 	}
 }
-
-// existingCache returns res's watch cache if it has one; unlike cacheFor,
-// it starts none.
-func (s *Server) existingCache(res *registry.Resource) *watchcache.Cache {
-	if s.cfg.DisableWatchCache {
-		return nil
-	}
-	s.caches.mu.Lock()
-	defer s.caches.mu.Unlock()
-	return s.caches.m[res]
-}
-
-// doneContext is cancelled: WaitFor with it only checks.
-var doneContext = func() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
-}()
 
 // guessKeyMap remembers, per storage key, the server's last write of the
 // key and pauses of its guesses (Server.guessKeys). It is safe for

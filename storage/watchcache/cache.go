@@ -320,6 +320,13 @@ func (c *Cache) Revision() int64 {
 	return c.rev
 }
 
+// Ready reports whether the cache has loaded its initial list.
+func (c *Cache) Ready() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.ready
+}
+
 // WaitFor waits until the cache is ready and at revision rev or later.
 func (c *Cache) WaitFor(ctx context.Context, rev int64) error {
 	for {

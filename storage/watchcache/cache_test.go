@@ -298,3 +298,22 @@ func TestHistoryWindow(t *testing.T) {
 		t.Fatalf("resumed at %d, want %d", it.Rev, last-1)
 	}
 }
+
+// Ready is false until the cache has loaded its initial list.
+func TestReady(t *testing.T) {
+	e := setup(t)
+	e.put("a", "one", "1", nil)
+	cfg := watchcache.Config{Store: e.store, Prefix: prefix, Decode: decode, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	c := watchcache.New(cfg)
+	if c.Ready() {
+		t.Fatal("Ready before Start")
+	}
+	c.Start()
+	t.Cleanup(c.Stop)
+	if err := c.WaitFor(e.ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Ready() {
+		t.Fatal("not Ready after the initial list")
+	}
+}
