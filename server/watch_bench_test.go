@@ -25,7 +25,7 @@ func BenchmarkWatchWriter(b *testing.B) {
 			{"per-write", time.Minute, 0},
 		} {
 			b.Run(proto+"/"+mode.name, func(b *testing.B) {
-				srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				resp := serveOnce(b, proto, func(w http.ResponseWriter, r *http.Request) {
 					ww := newWatchWriter(w, nil, w.(http.Flusher), mode.timeout, nil)
 					ww.step = mode.step
 					defer ww.stop()
@@ -39,18 +39,8 @@ func BenchmarkWatchWriter(b *testing.B) {
 							ww.Flush()
 						}
 					}
-				}))
-				srv.EnableHTTP2 = proto == "HTTP/2"
-				srv.StartTLS()
-				defer srv.Close()
-				resp, err := srv.Client().Get(srv.URL)
-				if err != nil {
-					b.Fatal(err)
-				}
+				})
 				defer resp.Body.Close()
-				if want := map[string]int{"HTTP/1.1": 1, "HTTP/2": 2}[proto]; resp.ProtoMajor != want {
-					b.Fatalf("protocol %s, want %s", resp.Proto, proto)
-				}
 				b.SetBytes(int64(len(frame)))
 				io.Copy(io.Discard, resp.Body)
 			})
@@ -63,7 +53,7 @@ func BenchmarkWatchWriter(b *testing.B) {
 func BenchmarkSetWriteDeadline(b *testing.B) {
 	for _, proto := range []string{"HTTP/1.1", "HTTP/2"} {
 		b.Run(proto, func(b *testing.B) {
-			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			resp := serveOnce(b, proto, func(w http.ResponseWriter, r *http.Request) {
 				rc := http.NewResponseController(w)
 				for b.Loop() {
 					if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
@@ -71,15 +61,27 @@ func BenchmarkSetWriteDeadline(b *testing.B) {
 						return
 					}
 				}
-			}))
-			srv.EnableHTTP2 = proto == "HTTP/2"
-			srv.StartTLS()
-			defer srv.Close()
-			resp, err := srv.Client().Get(srv.URL)
-			if err != nil {
-				b.Fatal(err)
-			}
+			})
 			resp.Body.Close()
 		})
 	}
+}
+
+// serveOnce serves handler over TLS with proto ("HTTP/1.1" or "HTTP/2")
+// until the benchmark ends and returns the response to one GET; the
+// caller closes its body.
+func serveOnce(b *testing.B, proto string, handler http.HandlerFunc) *http.Response {
+	srv := httptest.NewUnstartedServer(handler)
+	srv.EnableHTTP2 = proto == "HTTP/2"
+	srv.StartTLS()
+	b.Cleanup(srv.Close)
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if want := map[string]int{"HTTP/1.1": 1, "HTTP/2": 2}[proto]; resp.ProtoMajor != want {
+		resp.Body.Close()
+		b.Fatalf("protocol %s, want %s", resp.Proto, proto)
+	}
+	return resp
 }
