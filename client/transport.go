@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -75,7 +76,7 @@ func newTransport(cfg *Config, certs *certSource) (http.RoundTripper, error) {
 	var protos http.Protocols
 	protos.SetHTTP1(true)
 	protos.SetHTTP2(true)
-	return &http.Transport{
+	t := &http.Transport{
 		Proxy:               proxy,
 		DialContext:         dial,
 		TLSClientConfig:     tc,
@@ -87,7 +88,12 @@ func newTransport(cfg *Config, certs *certSource) (http.RoundTripper, error) {
 		},
 		MaxIdleConnsPerHost: 25,
 		IdleConnTimeout:     90 * time.Second,
-	}, nil
+	}
+	if certs != nil {
+		certs.current.Store(t)
+		return certs, nil
+	}
+	return t, nil
 }
 
 func tlsConfig(cfg *Config) (*tls.Config, error) {
@@ -134,18 +140,30 @@ func tlsConfig(cfg *Config) (*tls.Config, error) {
 var errCertWithoutKey = errors.New("config: client certificate and key must be given together")
 
 // certSource gives TLS handshakes a client certificate that can change (an
-// exec plugin's, or rotated files) and tracks the connections the transport
-// dials: a connection keeps the certificate of its handshake, and HTTP/2
-// sends every request over one connection, so when the certificate changes
-// closeConns closes them all (including those of running requests and
-// watches, as client-go does) and requests reconnect with the new one.
-// It is safe for concurrent use.
+// exec plugin's, or rotated files) and is the transport's RoundTripper. A
+// connection keeps the certificate of its handshake, and HTTP/2 sends every
+// request over one connection, so when the certificate changes closeConns
+// moves requests to a fresh transport, whose pool is empty, and closes every
+// connection the old one dialed (including those of running requests and
+// watches, as client-go does). Closing the connections alone would race:
+// until a closed HTTP/2 connection's reader notices, the pool still hands
+// it to new requests, which then fail to write. It is safe for concurrent
+// use.
 type certSource struct {
-	cert func(*tls.CertificateRequestInfo) (*tls.Certificate, error) // tls.Config.GetClientCertificate
+	cert    func(*tls.CertificateRequestInfo) (*tls.Certificate, error) // tls.Config.GetClientCertificate
+	current atomic.Pointer[http.Transport]
 
 	mu    sync.Mutex // never held while calling cert
 	conns map[*trackedConn]struct{}
 }
+
+// RoundTrip sends req over the current transport.
+func (s *certSource) RoundTrip(req *http.Request) (*http.Response, error) {
+	return s.current.Load().RoundTrip(req)
+}
+
+// CloseIdleConnections closes the current transport's idle connections.
+func (s *certSource) CloseIdleConnections() { s.current.Load().CloseIdleConnections() }
 
 func newCertSource(cert func(*tls.CertificateRequestInfo) (*tls.Certificate, error)) *certSource {
 	return &certSource{cert: cert, conns: map[*trackedConn]struct{}{}}
@@ -166,8 +184,12 @@ func (s *certSource) dialer(dial func(ctx context.Context, network, addr string)
 	}
 }
 
-// closeConns closes the connections dialed so far.
+// closeConns moves new requests to a fresh transport and closes the
+// connections dialed so far.
 func (s *certSource) closeConns() {
+	if old := s.current.Load(); old != nil && s.current.CompareAndSwap(old, old.Clone()) {
+		old.CloseIdleConnections()
+	}
 	s.mu.Lock()
 	conns := s.conns
 	s.conns = map[*trackedConn]struct{}{}
