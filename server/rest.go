@@ -658,8 +658,20 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, res *registry.Re
 func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, name string, opts *metav1.DeleteOptions) (*unstructured.Unstructured, int, error) {
 	gr := s.gr(res)
 	dryRun := len(opts.DryRun) > 0
+	// known is etcd's state as a failed conditional write found it: a
+	// retry starts from it instead of reading again.
+	var known *storage.KeyValue
 	for attempt := 0; ; attempt++ {
-		cur, kv, err := s.getCurrent(ctx, res, ns, name)
+		var cur *unstructured.Unstructured
+		var kv storage.KeyValue
+		var err error
+		if known != nil {
+			conflictReads.Add(1)
+			cur, kv, err = decodeCurrent(res, *known)
+		} else {
+			cur, kv, err = s.getCurrent(ctx, res, ns, name)
+		}
+		known = nil
 		if err != nil {
 			return nil, 0, err
 		}
@@ -696,6 +708,7 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 			}
 			nkv, err := s.store.Update(ctx, kv.Key, b, kv.ModRevision)
 			if errors.Is(err, storage.ErrConflict) && attempt < 100 {
+				known = conflictCurrent(err)
 				continue
 			}
 			if err != nil {
@@ -717,6 +730,7 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 		}
 		deleted, err := s.store.Delete(ctx, kv.Key, kv.ModRevision)
 		if errors.Is(err, storage.ErrConflict) && attempt < 100 {
+			known = conflictCurrent(err)
 			continue
 		}
 		if err != nil {

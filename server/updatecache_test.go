@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -796,4 +797,71 @@ func TestUpdateGuessFromLastWrite(t *testing.T) {
 			t.Fatal("no patch started from the one queued before it")
 		}
 	})
+}
+
+// A delete that conflicts with concurrent patches retries from the state
+// its failed write found, and still deletes. Patches go through the same
+// server, which queues them on the key lock, so the conflicts counted here
+// are the delete's: a patch that loses to the delete gets 404, not a
+// conflict.
+func TestDeleteRetryFromConflict(t *testing.T) {
+	env := testenv.Start(t)
+	a := newAPI(t, env)
+	c := env.HTTPClient()
+	for round := range 30 {
+		name := fmt.Sprintf("del-%d", round)
+		created := a.json("POST", cms, cm(name, ""))
+		mustCode(t, "create", created, http.StatusCreated)
+		before := server.UpdateConflictReads()
+		stop := make(chan struct{})
+		var patched atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for g := range 4 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					req, _ := http.NewRequest("PATCH", env.Config.Host+cms+"/"+name, strings.NewReader(fmt.Sprintf(`{"data":{"g%d":"%d"}}`, g, i)))
+					req.Header.Set("Content-Type", "application/merge-patch+json")
+					resp, err := c.Do(req)
+					if err != nil {
+						errs <- err
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					switch resp.StatusCode {
+					case http.StatusOK:
+						patched.Add(1)
+					case http.StatusNotFound:
+						return
+					default:
+						errs <- fmt.Errorf("patch = %d %s", resp.StatusCode, b)
+						return
+					}
+				}
+			})
+		}
+		for patched.Load() < 5 {
+			time.Sleep(time.Millisecond)
+		}
+		del := a.json("DELETE", cms+"/"+name, "")
+		close(stop)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		mustCode(t, "delete", del, http.StatusOK)
+		mustCode(t, "get after delete", a.json("GET", cms+"/"+name, ""), http.StatusNotFound)
+		if server.UpdateConflictReads() > before {
+			t.Logf("the delete of round %d conflicted and retried from the conflict's state", round)
+			return
+		}
+	}
+	t.Fatal("in 30 rounds no delete retried from a conflict's state")
 }
