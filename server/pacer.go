@@ -1,12 +1,8 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -23,19 +19,17 @@ import (
 // each event in its own write makes that queue longer: batching more
 // events per flush then lowers the latency as well as the CPU per event.
 //
-// Every pacerPeriod the pacer reads the share of the machine's CPU time
-// that was busy (Linux /proc/stat: everything but idle and iowait, steal
-// counting as busy). At busyShare or more it doubles the window (up to
+// Every pacerPeriod the pacer reads the share of the CPU time available to
+// the server that was busy (see cpuReader: the machine's CPUs the process
+// may run on, and a cgroup CPU quota if one is lower). At busyShare or more it doubles the window (up to
 // max); at idleShare or less it halves it (down to base); between, it
 // holds. So under a sustained overload it settles on a window that keeps
 // the machine just below saturation, and after a burst of CPU use (say,
 // a thousand watches starting) latency is back to the base window within
-// a few periods. Where the
-// machine's CPU time cannot be read (not Linux) the window stays at base.
-// The share is the whole machine's on purpose: a co-located etcd or
-// another process saturating the CPUs makes every delivery wait too. (In a
-// container with a CPU quota below the host's CPUs the host's share is
-// what is read.)
+// a few periods. Where the CPU time cannot be read (not Linux) the window
+// stays at base. The share counts every process on those CPUs on purpose:
+// a co-located etcd or another process saturating them makes every
+// delivery wait too.
 //
 // Window and window may be called from any goroutine; run belongs to the
 // server's Run and ends with its context.
@@ -53,7 +47,7 @@ const (
 )
 
 func newFlushPacer(base, most time.Duration) *flushPacer {
-	p := &flushPacer{base: base, max: max(base, most), read: readCPUTimes}
+	p := &flushPacer{base: base, max: max(base, most), read: newCPUReader(procFS{}).read}
 	p.cur.Store(int64(base))
 	return p
 }
@@ -113,47 +107,4 @@ func nextWindow(cur, base, most time.Duration, share float64) time.Duration {
 		return max(base, cur/2)
 	}
 	return cur
-}
-
-// cpuTimes are cumulative CPU times of the machine, in clock ticks.
-type cpuTimes struct{ busy, total uint64 }
-
-// busySince returns the busy share of the CPU time between prev and c; ok
-// is false when no time passed.
-func (c cpuTimes) busySince(prev cpuTimes) (share float64, ok bool) {
-	if c.total <= prev.total || c.busy < prev.busy {
-		return 0, false
-	}
-	return float64(c.busy-prev.busy) / float64(c.total-prev.total), true
-}
-
-// readCPUTimes reads the machine's CPU times from /proc/stat.
-func readCPUTimes() (cpuTimes, error) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return cpuTimes{}, err
-	}
-	return parseCPUTimes(b)
-}
-
-// parseCPUTimes parses the aggregate "cpu" line of /proc/stat: user nice
-// system idle iowait irq softirq steal (guest times are part of user).
-func parseCPUTimes(stat []byte) (cpuTimes, error) {
-	line, _, _ := bytes.Cut(stat, []byte("\n"))
-	fields := bytes.Fields(line)
-	if len(fields) < 5 || string(fields[0]) != "cpu" {
-		return cpuTimes{}, errors.New("/proc/stat: no cpu line")
-	}
-	var c cpuTimes
-	for i, f := range fields[1:min(len(fields), 9)] {
-		n, err := strconv.ParseUint(string(f), 10, 64)
-		if err != nil {
-			return cpuTimes{}, errors.New("/proc/stat: " + err.Error())
-		}
-		c.total += n
-		if i != 3 && i != 4 { // idle, iowait
-			c.busy += n
-		}
-	}
-	return c, nil
 }

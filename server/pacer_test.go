@@ -32,30 +32,6 @@ func TestNextWindow(t *testing.T) {
 	}
 }
 
-func TestParseCPUTimes(t *testing.T) {
-	stat := "cpu  100 5 50 800 40 1 4 10 7 0\ncpu0 50 2 25 400 20 0 2 5 3 0\nintr 1\n"
-	c, err := parseCPUTimes([]byte(stat))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// busy: user nice system irq softirq steal; guest is part of user.
-	if want := (cpuTimes{busy: 100 + 5 + 50 + 1 + 4 + 10, total: 1010}); c != want {
-		t.Fatalf("parse = %+v, want %+v", c, want)
-	}
-	next := cpuTimes{busy: c.busy + 90, total: c.total + 100}
-	if share, ok := next.busySince(c); !ok || share != 0.9 {
-		t.Fatalf("busySince = %v, %v; want 0.9, true", share, ok)
-	}
-	if _, ok := c.busySince(c); ok {
-		t.Fatal("busySince over no time: ok")
-	}
-	for _, bad := range []string{"", "intr 1\n", "cpu 1 2 x 4 5\n", "cpu 1 2\n"} {
-		if _, err := parseCPUTimes([]byte(bad)); err == nil {
-			t.Errorf("parseCPUTimes(%q): no error", bad)
-		}
-	}
-}
-
 // The pacer follows the machine's busy share as read: a saturated machine
 // grows the window to its maximum within a few periods, one with room
 // brings it back to the base.
@@ -118,12 +94,13 @@ func TestPacerReadsMachineCPU(t *testing.T) {
 	if runtime.GOMAXPROCS(0) < runtime.NumCPU() {
 		t.Skip("GOMAXPROCS below the CPU count: spinning cannot saturate the machine")
 	}
-	prev, err := readCPUTimes()
+	r := newCPUReader(procFS{})
+	prev, err := r.read()
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(300 * time.Millisecond)
-	now, err := readCPUTimes()
+	now, err := r.read()
 	if err != nil {
 		t.Fatal(err)
 	}
