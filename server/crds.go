@@ -134,6 +134,7 @@ func (s *Server) serveCRD(ctx context.Context, obj *unstructured.Unstructured, k
 		for _, r := range resources {
 			s.cacheFor(r)
 		}
+		s.gc.KindsChanged()
 	}
 	if err != nil {
 		s.cfg.Log.Error("custom resource definition: serve", "name", def.Name, "err", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -445,6 +446,12 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 			if opts.dryRun {
 				return obj, http.StatusOK, nil
 			}
+			if isNamespaceResource(res) {
+				if g.retry() {
+					continue // decide on etcd's state, not a guess
+				}
+				return s.finishNamespace(ctx, res, obj)
+			}
 			deleted, err := s.store.Delete(ctx, kv.Key, kv.ModRevision)
 			if errors.Is(err, storage.ErrConflict) && (g.conflicted() || !pinned && attempt < 100) {
 				known = conflictCurrent(err)
@@ -618,6 +625,10 @@ func (s *Server) deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
 	if len(q["dryRun"]) > 0 {
 		opts.DryRun = q["dryRun"]
 	}
+	//lint:ignore SA1019 a server honours the deprecated field, as Kubernetes does
+	if opts.PropagationPolicy != nil && opts.OrphanDependents != nil {
+		return nil, invalid(schema.GroupKind{Kind: "DeleteOptions"}, "", field.ErrorList{field.Invalid(field.NewPath("propagationPolicy"), *opts.PropagationPolicy, "orphanDependents and propagationPolicy cannot be both set")})
+	}
 	if p := opts.PropagationPolicy; p != nil {
 		switch *p {
 		case metav1.DeletePropagationOrphan, metav1.DeletePropagationBackground, metav1.DeletePropagationForeground:
@@ -683,24 +694,29 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 				return nil, 0, apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))
 			}
 		}
-		isNamespace := res.Plural == "namespaces" && res.Group == ""
-		if len(cur.GetFinalizers()) > 0 || isNamespace {
-			if dryRun {
-				return cur, http.StatusOK, nil
-			}
-			if cur.GetDeletionTimestamp() != nil {
-				if isNamespace && len(cur.GetFinalizers()) == 0 {
+		isNamespace := isNamespaceResource(res)
+		finalizers := deletionFinalizers(cur.GetFinalizers(), opts)
+		if len(finalizers) > 0 || isNamespace {
+			deleting := cur.GetDeletionTimestamp() != nil
+			if deleting && slices.Equal(finalizers, cur.GetFinalizers()) {
+				if isNamespace && len(finalizers) == 0 && !dryRun {
 					// An interrupted namespace deletion: finish it.
 					return s.finishNamespace(ctx, res, cur)
 				}
 				return cur, http.StatusOK, nil
 			}
-			now := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
-			cur.SetDeletionTimestamp(&now)
-			var zero int64
-			cur.SetDeletionGracePeriodSeconds(&zero)
-			if isNamespace {
-				unstructured.SetNestedField(cur.Object, "Terminating", "status", "phase")
+			if !deleting {
+				now := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+				cur.SetDeletionTimestamp(&now)
+				var zero int64
+				cur.SetDeletionGracePeriodSeconds(&zero)
+				if isNamespace {
+					unstructured.SetNestedField(cur.Object, "Terminating", "status", "phase")
+				}
+			}
+			cur.SetFinalizers(finalizers)
+			if dryRun {
+				return cur, http.StatusOK, nil
 			}
 			b, err := toStorage(cur)
 			if err != nil {
@@ -739,6 +755,44 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 		cur.SetResourceVersion(strconv.FormatInt(deleted.ModRevision, 10))
 		return cur, http.StatusOK, nil
 	}
+}
+
+func isNamespaceResource(res *registry.Resource) bool {
+	return res.Plural == "namespaces" && res.Group == ""
+}
+
+// deletionFinalizers returns the finalizers an object has once its
+// deletion with opts starts: propagationPolicy (or the deprecated
+// orphanDependents) Orphan adds the orphan finalizer, Foreground the
+// foregroundDeletion one, each removing the other, and Background removes
+// both, as in Kubernetes; the garbage collector (package gc) carries them
+// out. Without a policy the finalizers stay as they are.
+func deletionFinalizers(fs []string, opts *metav1.DeleteOptions) []string {
+	var policy metav1.DeletionPropagation
+	orphan := opts.OrphanDependents //lint:ignore SA1019 a server honours the deprecated field, as Kubernetes does
+	switch {
+	case opts.PropagationPolicy != nil:
+		policy = *opts.PropagationPolicy
+	case orphan != nil && *orphan:
+		policy = metav1.DeletePropagationOrphan
+	case orphan != nil:
+		policy = metav1.DeletePropagationBackground
+	default:
+		return fs
+	}
+	out := slices.DeleteFunc(slices.Clone(fs), func(f string) bool {
+		return f == metav1.FinalizerOrphanDependents || f == metav1.FinalizerDeleteDependents
+	})
+	switch policy {
+	case metav1.DeletePropagationOrphan:
+		out = append(out, metav1.FinalizerOrphanDependents)
+	case metav1.DeletePropagationForeground:
+		out = append(out, metav1.FinalizerDeleteDependents)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 func (s *Server) deleteCollection(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) error {

@@ -35,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/objwatch/objwatch/server/auth"
+	"github.com/objwatch/objwatch/server/gc"
 	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/storage"
 )
@@ -102,6 +103,9 @@ type Config struct {
 	// WatchCacheWindow is the minimum history a watch cache keeps for
 	// watches to resume from (default 75 s, as Kubernetes).
 	WatchCacheWindow time.Duration
+	// GCWorkers is how many objects the garbage collector processes at
+	// once (default 4; see package gc).
+	GCWorkers int
 }
 
 func (c *Config) setDefaults() {
@@ -163,6 +167,7 @@ type Server struct {
 	keyLocks          *keyLocks    // see guaranteedUpdate
 	guessKeys         *guessKeyMap // see updatecache.go
 	pacer             *flushPacer
+	gc                *gc.Collector
 
 	// stopping ends when Run returns; watches end with it.
 	stopping context.Context
@@ -197,6 +202,14 @@ func New(cfg Config) (*Server, error) {
 		guessKeys: newGuessKeyMap(),
 		pacer:     pacer,
 	}
+	s.gc = gc.New(gc.Config{Store: s.store, Backend: gcBackend{s}, Prefix: registry.Root, Workers: cfg.GCWorkers, Log: cfg.Log})
+	if cfg.Metrics != nil {
+		for _, c := range gcMetrics(s.gc) {
+			if err := cfg.Metrics.Register(c); err != nil {
+				return nil, fmt.Errorf("server: %w", err)
+			}
+		}
+	}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.routes()
 	return s, nil
@@ -215,6 +228,10 @@ func (s *Server) Run(ctx context.Context) error {
 	pacerDone := make(chan struct{})
 	go func() { defer close(pacerDone); s.pacer.run(pacerCtx) }()
 	defer func() { stopPacer(); <-pacerDone }()
+	gcCtx, stopGC := context.WithCancel(ctx)
+	gcDone := make(chan struct{})
+	go func() { defer close(gcDone); s.gc.Run(gcCtx) }()
+	defer func() { stopGC(); <-gcDone }()
 	if err := s.bootstrap(ctx); err != nil {
 		return fmt.Errorf("server: bootstrap: %w", err)
 	}

@@ -73,6 +73,7 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&o.Server.WatchFlushIntervalMax, "watch-flush-interval-max", 80*time.Millisecond, "longest the watch flush window grows to while the CPUs (affinity, cgroup v2 quota) are saturated (at most --watch-flush-interval: fixed)")
 	f.IntVar(&o.Server.WatchBufferEvents, "watch-buffer-events", 10000, "events queued for one watch before it is ended with 410 Expired")
 	f.DurationVar(&o.Server.WatchWriteTimeout, "watch-write-timeout", time.Minute, "longest a write of watch output may block before the watch is ended (negative: no limit)")
+	f.IntVar(&o.Server.GCWorkers, "gc-workers", 4, "objects the garbage collector processes at once")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
 	return cmd
 }

@@ -11,6 +11,7 @@ package registry
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -127,12 +128,15 @@ func (r *Resource) Verbs() []string {
 	return []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
 }
 
+// Root is the key prefix of every stored object.
+const Root = "/registry/"
+
 // StoragePrefix returns the key prefix for a group and resource.
 func StoragePrefix(group, plural string) string {
 	if group == "" {
 		group = "core"
 	}
-	return "/registry/" + group + "/" + plural + "/"
+	return Root + group + "/" + plural + "/"
 }
 
 // Registry is the set of served resources. It is safe for concurrent use;
@@ -205,6 +209,46 @@ func (r *Registry) Resources() []*Resource {
 		return a.Plural < b.Plural
 	})
 	return out
+}
+
+// ForKind returns a served resource of group and kind, preferring version
+// (any version of a resource shares its storage): what an owner
+// reference's apiVersion and kind name.
+func (r *Registry) ForKind(group, version, kind string) (*Resource, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var found *Resource
+	for _, res := range r.byGVR {
+		if res.Group != group || res.Kind != kind {
+			continue
+		}
+		if res.Version == version {
+			return res, true
+		}
+		found = res
+	}
+	return found, found != nil
+}
+
+// ForKey returns a served resource whose objects are stored under key, and
+// the namespace and name the key stands for.
+func (r *Registry) ForKey(key string) (res *Resource, namespace, name string, ok bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, cand := range r.byGVR {
+		rest, found := strings.CutPrefix(key, cand.StoragePrefix)
+		if !found || rest == "" {
+			continue
+		}
+		ns, n, nested := strings.Cut(rest, "/")
+		switch {
+		case cand.Namespaced && nested && n != "" && !strings.Contains(n, "/"):
+			return cand, ns, n, true
+		case !cand.Namespaced && !nested:
+			return cand, "", rest, true
+		}
+	}
+	return nil, "", "", false
 }
 
 // Groups returns every group with its versions, preferred version first.

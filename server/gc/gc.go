@@ -1,0 +1,626 @@
+// Package gc is objwatch's garbage collector: it deletes objects whose
+// owners are gone and carries out Orphan and Foreground deletions, with
+// the rules of Kubernetes' garbage collector (KUBERNETES-FACTS.md, object
+// lifecycle):
+//
+//   - A dependent none of whose owner references names an existing owner
+//     (the same name and uid) is deleted, in the background (or as its
+//     own orphan or foregroundDeletion finalizer asks). If some owners
+//     exist, the references to the absent ones are removed instead.
+//   - An owner being deleted with the "orphan" finalizer (propagationPolicy
+//     Orphan) has its reference removed from every dependent; then the
+//     finalizer is removed.
+//   - An owner being deleted with the "foregroundDeletion" finalizer
+//     (propagationPolicy Foreground) has its dependents deleted (those
+//     with dependents of their own in the foreground too); once no
+//     dependent with blockOwnerDeletion remains, the finalizer is removed.
+//
+// The collector follows every stored object with one etcd watch of the
+// whole registry, in revision order, and keeps an index of the objects
+// that have owner references, by owner key. It decodes only the writes
+// that may matter (see interesting): an object without owner references
+// or deletion costs two byte searches. Every decision is made on fresh
+// quorum reads of the object and its owners, never on the index alone,
+// and every action is conditional on the object's uid, through the
+// server's own delete and update paths (Backend), so that running a
+// collector in each of several servers on one etcd is safe: one of them
+// acts, the others find nothing to do.
+//
+// Collector.Run owns its goroutines (the feed and the workers) and
+// returns when its context ends and they have stopped.
+package gc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/objwatch/objwatch/storage"
+)
+
+// The finalizers of Orphan and Foreground deletion, as in Kubernetes.
+const (
+	FinalizerOrphan           = metav1.FinalizerOrphanDependents
+	FinalizerDeleteDependents = metav1.FinalizerDeleteDependents
+	defaultWorkers            = 4
+	listPage                  = 500
+	feedRetry                 = time.Second
+	// anyUID makes Backend.Update change whichever object has the key.
+	anyUID types.UID = ""
+)
+
+// Backend is the server the collector reads and acts through. Its methods
+// are safe for concurrent use.
+type Backend interface {
+	// OwnerKey returns the storage key of the object ref names, for a
+	// dependent in namespace ns. ok is false when no served resource has
+	// the reference's group and kind (the owner cannot be judged), or the
+	// owner's resource is namespaced and ns is empty.
+	OwnerKey(ref metav1.OwnerReference, ns string) (key string, ok bool)
+	// Delete deletes the object at key if its uid is uid, with policy. An
+	// absent object or another uid is not an error.
+	Delete(ctx context.Context, key string, uid types.UID, policy metav1.DeletionPropagation) error
+	// Update changes the object at key if its uid is uid (any uid for
+	// anyUID), through the server's update path: change edits obj and
+	// reports whether it changed anything. An absent object or another uid
+	// is not an error.
+	Update(ctx context.Context, key string, uid types.UID, change func(obj *unstructured.Unstructured) bool) error
+}
+
+// Config configures a Collector.
+type Config struct {
+	Store   storage.Interface
+	Backend Backend
+	// Prefix is the key prefix of every object (the registry's root).
+	Prefix string
+	// Workers process keys concurrently (default 4); a key is never
+	// processed by two at once.
+	Workers int
+	Log     *slog.Logger
+}
+
+// Collector is a running garbage collector.
+type Collector struct {
+	cfg   Config
+	queue *queue
+
+	mu  sync.Mutex
+	idx *index
+	// synced: idx holds every stored object's references as of the
+	// feed's position. False while (re)listing: workers wait for it, so
+	// that an Orphan or Foreground deletion never acts on part of its
+	// dependents.
+	synced bool
+
+	stats Stats
+}
+
+// index holds the owner references of every stored object that has any.
+// Its maps are guarded by Collector.mu.
+type index struct {
+	// owners maps a dependent's key to the keys of its owners, as resolved
+	// at the dependent's last write; dependents is the reverse.
+	owners     map[string][]string
+	dependents map[string]map[string]bool
+	// unresolved holds the dependents with a reference no served resource
+	// resolves (a custom kind not served yet): KindsChanged re-reads them.
+	unresolved map[string]bool
+}
+
+func newIndex() *index {
+	return &index{owners: map[string][]string{}, dependents: map[string]map[string]bool{}, unresolved: map[string]bool{}}
+}
+
+// errNotSynced makes a worker retry a key until the feed has listed.
+var errNotSynced = errors.New("the collector is listing the store")
+
+// Stats counts what the collector did.
+type Stats struct {
+	Deleted, Orphaned, Released, Errors int64
+}
+
+// New returns a collector; Run starts it.
+func New(cfg Config) *Collector {
+	if cfg.Workers <= 0 {
+		cfg.Workers = defaultWorkers
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	return &Collector{cfg: cfg, queue: newQueue(), idx: newIndex()}
+}
+
+// KindsChanged tells the collector that the served resources changed (a
+// custom resource definition came or went): references it could not
+// resolve are resolved again.
+func (c *Collector) KindsChanged() {
+	c.mu.Lock()
+	keys := make([]string, 0, len(c.idx.unresolved))
+	for k := range c.idx.unresolved {
+		keys = append(keys, k)
+	}
+	c.mu.Unlock()
+	for _, k := range keys {
+		c.queue.add(k)
+	}
+}
+
+// Stats returns what the collector did so far.
+func (c *Collector) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stats
+}
+
+// Synced reports whether the collector has read every stored object once.
+func (c *Collector) Synced() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.synced
+}
+
+// Pending is the number of keys waiting to be processed.
+func (c *Collector) Pending() int { return c.queue.len() }
+
+// Run follows the store and processes what it finds until ctx ends.
+func (c *Collector) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range c.cfg.Workers {
+		wg.Go(func() {
+			for {
+				key, ok := c.queue.get()
+				if !ok {
+					return
+				}
+				err := c.process(ctx, key)
+				if err != nil && ctx.Err() == nil && err != errNotSynced {
+					c.count(func(s *Stats) { s.Errors++ })
+					c.cfg.Log.Warn("garbage collector: will retry", "key", key, "err", err)
+				}
+				c.queue.done(key, err != nil)
+			}
+		})
+	}
+	c.feed(ctx)
+	c.queue.close()
+	wg.Wait()
+}
+
+func (c *Collector) count(f func(*Stats)) {
+	c.mu.Lock()
+	f(&c.stats)
+	c.mu.Unlock()
+}
+
+// feed lists every object, then watches from the list's revision; after a
+// compaction or an error it lists again.
+func (c *Collector) feed(ctx context.Context) {
+	for ctx.Err() == nil {
+		rev, err := c.list(ctx)
+		if err == nil {
+			err = c.watch(ctx, rev+1)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		c.cfg.Log.Warn("garbage collector: relisting", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(feedRetry):
+		}
+	}
+}
+
+// list reads every object at one revision and rebuilds the index from it.
+// Dependents are queued when an owner is missing from that snapshot or
+// being deleted in the foreground, and owners when an Orphan or Foreground
+// deletion is under way.
+func (c *Collector) list(ctx context.Context) (int64, error) {
+	c.mu.Lock()
+	c.synced = false
+	c.mu.Unlock()
+	var (
+		rev   int64
+		start string
+		uids  = map[string]types.UID{}
+		metas = map[string]Meta{}
+		fg    = map[string]bool{} // keys of owners deleting in the foreground
+	)
+	for {
+		page, err := c.cfg.Store.List(ctx, c.cfg.Prefix, storage.ListOptions{Revision: rev, Limit: listPage, StartKey: start})
+		if err != nil {
+			return 0, err
+		}
+		rev = page.Revision
+		for _, kv := range page.KVs {
+			if !interesting(kv.Value) {
+				uids[kv.Key] = uidOf(kv.Value)
+				continue
+			}
+			m, err := DecodeMeta(kv.Value)
+			if err != nil {
+				continue // not an object the collector can judge
+			}
+			uids[kv.Key] = m.UID
+			metas[kv.Key] = m
+			if m.Deleting() && m.HasFinalizer(FinalizerDeleteDependents) {
+				fg[kv.Key] = true
+			}
+		}
+		if !page.More || len(page.KVs) == 0 {
+			break
+		}
+		start = page.KVs[len(page.KVs)-1].Key + "\x00"
+	}
+	idx := newIndex()
+	var queue []string
+	for key, m := range metas {
+		c.track(idx, key, m)
+		if pendingOwnerWork(m) {
+			queue = append(queue, key)
+		}
+		for _, ref := range m.OwnerReferences {
+			ok := false
+			if okey, resolved := c.cfg.Backend.OwnerKey(ref, m.Namespace); resolved {
+				ok = uids[okey] == ref.UID && !fg[okey]
+			}
+			if !ok {
+				queue = append(queue, key)
+				break
+			}
+		}
+	}
+	c.mu.Lock()
+	c.idx, c.synced = idx, true
+	c.mu.Unlock()
+	for _, key := range queue {
+		c.queue.add(key)
+	}
+	return rev, nil
+}
+
+// uidOf finds the uid of an object that is not interesting: such an
+// object's metadata has no owner references, so the first "uid" key is
+// its own. An undecodable value has none.
+func uidOf(value []byte) types.UID {
+	m, err := DecodeMeta(value)
+	if err != nil {
+		return ""
+	}
+	return m.UID
+}
+
+// watch follows changes from rev until an error or ctx ends.
+func (c *Collector) watch(ctx context.Context, rev int64) error {
+	w, err := c.cfg.Store.Watch(ctx, c.cfg.Prefix, rev)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for ev := range w.Events() {
+		switch ev.Type {
+		case storage.Put:
+			c.put(ev.KV)
+		case storage.Delete:
+			c.deleted(ev.KV.Key)
+		case storage.Error:
+			return ev.Err
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return errors.New("watch ended")
+}
+
+// put handles a write of key.
+func (c *Collector) put(kv storage.KeyValue) {
+	c.mu.Lock()
+	_, tracked := c.idx.owners[kv.Key]
+	c.mu.Unlock()
+	if !tracked && !interesting(kv.Value) {
+		return
+	}
+	m, err := DecodeMeta(kv.Value)
+	if err != nil {
+		return
+	}
+	changed, dropped := c.track(c.idx, kv.Key, m)
+	if changed || pendingOwnerWork(m) {
+		c.queue.add(kv.Key)
+	}
+	// An owner the dependent no longer refers to may have been waiting for
+	// it in a Foreground deletion.
+	for _, o := range dropped {
+		c.queue.add(o)
+	}
+}
+
+// deleted handles the deletion of key: its dependents may have lost their
+// last owner, and its owners one dependent that blocked their deletion.
+func (c *Collector) deleted(key string) {
+	c.mu.Lock()
+	deps := make([]string, 0, len(c.idx.dependents[key]))
+	for d := range c.idx.dependents[key] {
+		deps = append(deps, d)
+	}
+	c.mu.Unlock()
+	_, owners := c.track(c.idx, key, Meta{})
+	for _, d := range deps {
+		c.queue.add(d)
+	}
+	for _, o := range owners {
+		c.queue.add(o)
+	}
+}
+
+// track records in idx key's owners from m. changed reports whether they
+// changed (a new dependent, or new references, needs a check), dropped
+// the owner keys it no longer refers to.
+func (c *Collector) track(idx *index, key string, m Meta) (changed bool, dropped []string) {
+	var keys []string
+	for _, ref := range m.OwnerReferences {
+		if okey, ok := c.cfg.Backend.OwnerKey(ref, m.Namespace); ok && !slices.Contains(keys, okey) {
+			keys = append(keys, okey)
+		}
+	}
+	unresolved := len(keys) < len(m.OwnerReferences)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old, had := idx.owners[key]
+	for _, o := range old {
+		if !slices.Contains(keys, o) {
+			dropped = append(dropped, o)
+		}
+		if set := idx.dependents[o]; set != nil {
+			delete(set, key)
+			if len(set) == 0 {
+				delete(idx.dependents, o)
+			}
+		}
+	}
+	delete(idx.unresolved, key)
+	if len(m.OwnerReferences) == 0 {
+		delete(idx.owners, key)
+		return false, dropped
+	}
+	if unresolved {
+		idx.unresolved[key] = true
+	}
+	idx.owners[key] = keys
+	for _, o := range keys {
+		set := idx.dependents[o]
+		if set == nil {
+			set = map[string]bool{}
+			idx.dependents[o] = set
+		}
+		set[key] = true
+	}
+	return !had || !slices.Equal(old, keys) || unresolved, dropped
+}
+
+// pendingOwnerWork reports whether m is an owner whose Orphan or
+// Foreground deletion waits on the collector.
+func pendingOwnerWork(m Meta) bool {
+	return m.Deleting() && (m.HasFinalizer(FinalizerOrphan) || m.HasFinalizer(FinalizerDeleteDependents))
+}
+
+// dependentsOf returns the keys indexed as dependents of key.
+func (c *Collector) dependentsOf(key string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.idx.dependents[key]))
+	for d := range c.idx.dependents[key] {
+		out = append(out, d)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// get reads key with a quorum read; found is false if it is absent.
+func (c *Collector) get(ctx context.Context, key string) (Meta, bool, error) {
+	kv, err := c.cfg.Store.Get(ctx, key)
+	if errors.Is(err, storage.ErrNotFound) {
+		return Meta{}, false, nil
+	}
+	if err != nil {
+		return Meta{}, false, err
+	}
+	m, err := DecodeMeta(kv.Value)
+	return m, err == nil, err
+}
+
+// process does what key's object needs: its Orphan or Foreground deletion
+// as an owner, then its collection as a dependent.
+func (c *Collector) process(ctx context.Context, key string) error {
+	c.mu.Lock()
+	synced, unresolved := c.synced, c.idx.unresolved[key]
+	idx := c.idx
+	c.mu.Unlock()
+	if !synced {
+		return errNotSynced
+	}
+	m, found, err := c.get(ctx, key)
+	if err != nil || !found {
+		return err
+	}
+	if unresolved {
+		c.track(idx, key, m) // the kinds may be served now
+	}
+	if m.Deleting() {
+		switch {
+		case m.HasFinalizer(FinalizerOrphan):
+			return c.orphan(ctx, key, m)
+		case m.HasFinalizer(FinalizerDeleteDependents):
+			return c.deleteDependents(ctx, key, m)
+		}
+		return nil // its deletion is under way; nothing to collect
+	}
+	if len(m.OwnerReferences) == 0 {
+		return nil
+	}
+	return c.collect(ctx, key, m)
+}
+
+// ownerState is how one owner reference resolves.
+type ownerState int
+
+const (
+	solid    ownerState = iota // exists and is not being deleted in the foreground (or cannot be judged)
+	dangling                   // absent, or another object of that name
+	waiting                    // being deleted in the foreground, waiting for its dependents
+)
+
+// classify reads each owner of m.
+func (c *Collector) classify(ctx context.Context, m Meta) ([]ownerState, error) {
+	states := make([]ownerState, len(m.OwnerReferences))
+	for i, ref := range m.OwnerReferences {
+		okey, ok := c.cfg.Backend.OwnerKey(ref, m.Namespace)
+		if !ok {
+			states[i] = solid // an unknown kind: never collect on a guess
+			continue
+		}
+		om, found, err := c.get(ctx, okey)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case !found || om.UID != ref.UID:
+			states[i] = dangling
+		case om.Deleting() && om.HasFinalizer(FinalizerDeleteDependents):
+			states[i] = waiting
+		}
+	}
+	return states, nil
+}
+
+// collect deletes the dependent at key if it has no solid owner left, or
+// removes its references to absent and waiting owners if it has.
+func (c *Collector) collect(ctx context.Context, key string, m Meta) error {
+	states, err := c.classify(ctx, m)
+	if err != nil {
+		return err
+	}
+	var drop []types.UID
+	nSolid, nWaiting := 0, 0
+	for i, s := range states {
+		switch s {
+		case solid:
+			nSolid++
+		case waiting:
+			nWaiting++
+			drop = append(drop, m.OwnerReferences[i].UID)
+		case dangling:
+			drop = append(drop, m.OwnerReferences[i].UID)
+		}
+	}
+	switch {
+	case nSolid > 0:
+		if len(drop) == 0 {
+			return nil
+		}
+		err := c.cfg.Backend.Update(ctx, key, m.UID, func(obj *unstructured.Unstructured) bool {
+			return removeOwners(obj, drop)
+		})
+		if err == nil {
+			c.count(func(s *Stats) { s.Released++ })
+		}
+		return err
+	case nWaiting > 0 && len(c.dependentsOf(key)) > 0:
+		// Its own dependents must go first: delete it in the foreground.
+		return c.delete(ctx, key, m.UID, metav1.DeletePropagationForeground)
+	}
+	policy := metav1.DeletePropagationBackground
+	switch {
+	case m.HasFinalizer(FinalizerOrphan):
+		policy = metav1.DeletePropagationOrphan
+	case m.HasFinalizer(FinalizerDeleteDependents):
+		policy = metav1.DeletePropagationForeground
+	}
+	return c.delete(ctx, key, m.UID, policy)
+}
+
+func (c *Collector) delete(ctx context.Context, key string, uid types.UID, policy metav1.DeletionPropagation) error {
+	if err := c.cfg.Backend.Delete(ctx, key, uid, policy); err != nil {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	c.count(func(s *Stats) { s.Deleted++ })
+	return nil
+}
+
+// orphan removes the owner's references from its dependents, then its
+// orphan finalizer.
+func (c *Collector) orphan(ctx context.Context, key string, m Meta) error {
+	for _, d := range c.dependentsOf(key) {
+		err := c.cfg.Backend.Update(ctx, d, anyUID, func(obj *unstructured.Unstructured) bool {
+			return removeOwners(obj, []types.UID{m.UID})
+		})
+		if err != nil {
+			return fmt.Errorf("orphan %s: %w", d, err)
+		}
+		c.count(func(s *Stats) { s.Orphaned++ })
+	}
+	return c.cfg.Backend.Update(ctx, key, m.UID, func(obj *unstructured.Unstructured) bool {
+		return removeFinalizer(obj, FinalizerOrphan)
+	})
+}
+
+// deleteDependents deletes the owner's dependents; once none that blocks
+// its deletion remains, it removes the foregroundDeletion finalizer.
+func (c *Collector) deleteDependents(ctx context.Context, key string, m Meta) error {
+	blocked := false
+	for _, d := range c.dependentsOf(key) {
+		dm, found, err := c.get(ctx, d)
+		if err != nil {
+			return err
+		}
+		i := slices.IndexFunc(dm.OwnerReferences, func(r metav1.OwnerReference) bool { return r.UID == m.UID })
+		if !found || i < 0 {
+			continue // gone, or no longer its dependent
+		}
+		if b := dm.OwnerReferences[i].BlockOwnerDeletion; b != nil && *b {
+			blocked = true
+		}
+		if !dm.Deleting() {
+			if err := c.collect(ctx, d, dm); err != nil {
+				return err
+			}
+		}
+	}
+	if blocked {
+		return nil // queued again as each blocking dependent goes (deleted)
+	}
+	return c.cfg.Backend.Update(ctx, key, m.UID, func(obj *unstructured.Unstructured) bool {
+		return removeFinalizer(obj, FinalizerDeleteDependents)
+	})
+}
+
+// removeOwners drops the owner references to uids from obj.
+func removeOwners(obj *unstructured.Unstructured, uids []types.UID) bool {
+	refs := obj.GetOwnerReferences()
+	kept := slices.DeleteFunc(slices.Clone(refs), func(r metav1.OwnerReference) bool { return slices.Contains(uids, r.UID) })
+	if len(kept) == len(refs) {
+		return false
+	}
+	obj.SetOwnerReferences(kept)
+	return true
+}
+
+// removeFinalizer drops f from obj's finalizers.
+func removeFinalizer(obj *unstructured.Unstructured, f string) bool {
+	fs := obj.GetFinalizers()
+	kept := slices.DeleteFunc(slices.Clone(fs), func(s string) bool { return s == f })
+	if len(kept) == len(fs) {
+		return false
+	}
+	obj.SetFinalizers(kept)
+	return true
+}

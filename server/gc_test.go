@@ -1,0 +1,292 @@
+package server_test
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/objwatch/objwatch/testenv"
+)
+
+// gcAPI is a server for garbage collection tests, with helpers to make
+// owners and dependents.
+type gcAPI struct {
+	*api
+	t *testing.T
+}
+
+func startGC(t *testing.T, opts ...testenv.Option) *gcAPI {
+	env := testenv.Start(t, opts...)
+	a := newAPI(t, env)
+	t.Cleanup(a.c.CloseIdleConnections)
+	return &gcAPI{api: a, t: t}
+}
+
+// ownerRef is an owner reference to the object r answered with.
+func ownerRef(t *testing.T, r response, block bool) string {
+	t.Helper()
+	o := r.object()
+	md := o["metadata"].(map[string]any)
+	return fmt.Sprintf(`{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q,"blockOwnerDeletion":%v}`, o["apiVersion"], o["kind"], md["name"], md["uid"], block)
+}
+
+// create makes a ConfigMap with owner references and finalizers.
+func (g *gcAPI) cm(name string, finalizers []string, owners ...string) response {
+	g.t.Helper()
+	extra := ""
+	if len(owners) > 0 {
+		extra += `,"ownerReferences":[` + strings.Join(owners, ",") + `]`
+	}
+	if len(finalizers) > 0 {
+		extra += `,"finalizers":["` + strings.Join(finalizers, `","`) + `"]`
+	}
+	r := g.json("POST", cms, cm(name, extra))
+	mustCode(g.t, "create "+name, r, http.StatusCreated)
+	return r
+}
+
+// gone waits until GET path is 404.
+func (g *gcAPI) gone(path string) {
+	g.t.Helper()
+	g.eventually(path+" deleted", func() (bool, string) {
+		r := g.json("GET", path, "")
+		return r.code == http.StatusNotFound, fmt.Sprintf("%d %s", r.code, truncate(r.body))
+	})
+}
+
+// eventually waits up to 20 s for cond.
+func (g *gcAPI) eventually(what string, cond func() (bool, string)) {
+	g.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("%s: not within 20 s; last: %s", what, state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stays checks that path still exists after the collector had time to act.
+func (g *gcAPI) stays(path string) response {
+	g.t.Helper()
+	time.Sleep(500 * time.Millisecond)
+	r := g.json("GET", path, "")
+	mustCode(g.t, "get "+path, r, http.StatusOK)
+	return r
+}
+
+func metaOf(r response) map[string]any {
+	md, _ := r.object()["metadata"].(map[string]any)
+	return md
+}
+
+func ownerNames(r response) []string {
+	var out []string
+	refs, _ := metaOf(r)["ownerReferences"].([]any)
+	for _, ref := range refs {
+		out = append(out, ref.(map[string]any)["name"].(string))
+	}
+	return out
+}
+
+func finalizersOf(r response) []string {
+	var out []string
+	fs, _ := metaOf(r)["finalizers"].([]any)
+	for _, f := range fs {
+		out = append(out, f.(string))
+	}
+	return out
+}
+
+// Background deletion (the default): the owner goes at once, then the
+// collector deletes its dependents, and a dependent with another owner
+// left only loses the reference.
+func TestGCBackground(t *testing.T) {
+	g := startGC(t)
+	a := g.cm("owner-a", nil)
+	b := g.cm("owner-b", nil)
+	g.cm("dep-1", nil, ownerRef(t, a, false))
+	g.cm("dep-2", nil, ownerRef(t, a, true))
+	g.cm("dep-both", nil, ownerRef(t, a, false), ownerRef(t, b, false))
+	g.cm("unrelated", nil)
+
+	mustCode(t, "delete owner", g.json("DELETE", cms+"/owner-a", ""), http.StatusOK)
+	g.gone(cms + "/owner-a")
+	g.gone(cms + "/dep-1")
+	g.gone(cms + "/dep-2")
+	g.eventually("dep-both loses its reference to owner-a", func() (bool, string) {
+		r := g.json("GET", cms+"/dep-both", "")
+		return r.code == http.StatusOK && slices.Equal(ownerNames(r), []string{"owner-b"}), fmt.Sprintf("%d %v", r.code, ownerNames(r))
+	})
+	g.stays(cms + "/unrelated")
+	g.stays(cms + "/owner-b")
+	if n := metricValue(g.api, "objwatch_gc_deletions_total "); n < 2 {
+		t.Errorf("objwatch_gc_deletions_total = %d, want ≥ 2", n)
+	}
+	if n := metricValue(g.api, "objwatch_gc_released_total "); n < 1 {
+		t.Errorf("objwatch_gc_released_total = %d, want ≥ 1", n)
+	}
+}
+
+// A dependent whose owner is absent, or is another object of that name
+// (another uid), is collected; one whose owner exists is not.
+func TestGCDanglingOwner(t *testing.T) {
+	g := startGC(t)
+	owner := g.cm("owner", nil)
+	ref := ownerRef(t, owner, false)
+	g.cm("dep-absent", nil, `{"apiVersion":"v1","kind":"ConfigMap","name":"never","uid":"8e8f2d9c-0000-4000-8000-000000000001"}`)
+	g.cm("dep-wrong-uid", nil, `{"apiVersion":"v1","kind":"ConfigMap","name":"owner","uid":"8e8f2d9c-0000-4000-8000-000000000002"}`)
+	g.cm("dep-ok", nil, ref)
+	// A kind no server serves: never collected on a guess.
+	g.cm("dep-unknown-kind", nil, `{"apiVersion":"example.com/v1","kind":"Nothing","name":"x","uid":"8e8f2d9c-0000-4000-8000-000000000003"}`)
+	g.gone(cms + "/dep-absent")
+	g.gone(cms + "/dep-wrong-uid")
+	g.stays(cms + "/dep-ok")
+	g.stays(cms + "/dep-unknown-kind")
+}
+
+// Orphan: the owner gets the orphan finalizer, the collector removes the
+// owner's references from its dependents, then the finalizer, and the
+// owner is deleted; the dependents stay.
+func TestGCOrphan(t *testing.T) {
+	g := startGC(t)
+	owner := g.cm("owner", nil)
+	other := g.cm("other", nil)
+	g.cm("dep-1", nil, ownerRef(t, owner, true))
+	g.cm("dep-2", nil, ownerRef(t, owner, false), ownerRef(t, other, false))
+
+	r := g.json("DELETE", cms+"/owner", `{"propagationPolicy":"Orphan"}`)
+	mustCode(t, "delete Orphan", r, http.StatusOK)
+	if fs := finalizersOf(r); !slices.Equal(fs, []string{"orphan"}) || metaOf(r)["deletionTimestamp"] == nil {
+		t.Fatalf("delete answered finalizers %v, deletionTimestamp %v; want [orphan] and one", fs, metaOf(r)["deletionTimestamp"])
+	}
+	g.gone(cms + "/owner")
+	if names := ownerNames(g.stays(cms + "/dep-1")); len(names) != 0 {
+		t.Errorf("dep-1 owners %v, want none", names)
+	}
+	if names := ownerNames(g.stays(cms + "/dep-2")); !slices.Equal(names, []string{"other"}) {
+		t.Errorf("dep-2 owners %v, want [other]", names)
+	}
+}
+
+// The deprecated orphanDependents=true is Orphan.
+func TestGCOrphanDependents(t *testing.T) {
+	g := startGC(t)
+	owner := g.cm("owner", nil)
+	g.cm("dep", nil, ownerRef(t, owner, false))
+	mustCode(t, "delete", g.json("DELETE", cms+"/owner", `{"orphanDependents":true}`), http.StatusOK)
+	g.gone(cms + "/owner")
+	if names := ownerNames(g.stays(cms + "/dep")); len(names) != 0 {
+		t.Errorf("dep owners %v, want none", names)
+	}
+	r := g.json("DELETE", cms+"/dep", `{"orphanDependents":true,"propagationPolicy":"Orphan"}`)
+	mustCode(t, "delete with both", r, http.StatusUnprocessableEntity)
+}
+
+// Foreground: the owner gets the foregroundDeletion finalizer and stays
+// while a dependent with blockOwnerDeletion exists; dependents are
+// deleted (one held by its own finalizer stays until that is removed);
+// then the owner goes.
+func TestGCForeground(t *testing.T) {
+	g := startGC(t)
+	owner := g.cm("owner", nil)
+	g.cm("dep-free", nil, ownerRef(t, owner, false))
+	g.cm("dep-held", []string{"example.com/hold"}, ownerRef(t, owner, true))
+	mid := g.cm("dep-mid", nil, ownerRef(t, owner, true))
+	g.cm("grandchild", nil, ownerRef(t, mid, true))
+
+	r := g.json("DELETE", cms+"/owner", `{"propagationPolicy":"Foreground"}`)
+	mustCode(t, "delete Foreground", r, http.StatusOK)
+	if fs := finalizersOf(r); !slices.Equal(fs, []string{"foregroundDeletion"}) {
+		t.Fatalf("delete answered finalizers %v, want [foregroundDeletion]", fs)
+	}
+	g.gone(cms + "/dep-free")
+	g.gone(cms + "/grandchild") // dep-mid is deleted in the foreground too
+	g.gone(cms + "/dep-mid")
+	held := g.stays(cms + "/dep-held")
+	if metaOf(held)["deletionTimestamp"] == nil {
+		t.Fatalf("dep-held is not being deleted: %s", held.body)
+	}
+	if fs := finalizersOf(g.stays(cms + "/owner")); !slices.Equal(fs, []string{"foregroundDeletion"}) {
+		t.Fatalf("owner finalizers %v while dep-held blocks, want [foregroundDeletion]", fs)
+	}
+	// Releasing the held dependent lets everything go.
+	p := g.do("PATCH", cms+"/dep-held", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))
+	mustCode(t, "release dep-held", p, http.StatusOK)
+	g.gone(cms + "/dep-held")
+	g.gone(cms + "/owner")
+}
+
+// A Foreground owner whose dependents do not block (and one that has no
+// dependents) is deleted once they are; a dependent with another owner
+// loses the reference instead of being deleted.
+func TestGCForegroundNonBlocking(t *testing.T) {
+	g := startGC(t)
+	owner := g.cm("owner", nil)
+	keep := g.cm("keeper", nil)
+	g.cm("dep-shared", nil, ownerRef(t, owner, true), ownerRef(t, keep, false))
+	g.cm("lone", nil)
+	mustCode(t, "delete owner", g.json("DELETE", cms+"/owner", `{"propagationPolicy":"Foreground"}`), http.StatusOK)
+	mustCode(t, "delete lone", g.json("DELETE", cms+"/lone", `{"propagationPolicy":"Foreground"}`), http.StatusOK)
+	g.gone(cms + "/owner")
+	g.gone(cms + "/lone")
+	if names := ownerNames(g.stays(cms + "/dep-shared")); !slices.Equal(names, []string{"keeper"}) {
+		t.Errorf("dep-shared owners %v, want [keeper]", names)
+	}
+}
+
+// Owners of other resources: a custom resource owning a ConfigMap, and a
+// cluster-scoped owner (a Namespace) of a dependent in another namespace.
+func TestGCAcrossResources(t *testing.T) {
+	a := startScale(t) // serves widgets (namespaced custom resources)
+	g := &gcAPI{api: a, t: t}
+	w := a.json("POST", widgets, widget("w", `"replicas":1`))
+	mustCode(t, "create widget", w, http.StatusCreated)
+	g.cm("dep-of-widget", nil, ownerRef(t, w, true))
+	ns := a.json("POST", "/api/v1/namespaces", `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"owner-ns"}}`)
+	mustCode(t, "create namespace", ns, http.StatusCreated)
+	g.cm("dep-of-namespace", nil, ownerRef(t, ns, false))
+
+	mustCode(t, "delete widget", a.json("DELETE", widgets+"/w", ""), http.StatusOK)
+	g.gone(cms + "/dep-of-widget")
+	mustCode(t, "delete namespace", a.json("DELETE", "/api/v1/namespaces/owner-ns", ""), http.StatusOK)
+	g.gone("/api/v1/namespaces/owner-ns")
+	g.gone(cms + "/dep-of-namespace")
+}
+
+// An owner deleted while no server ran (in etcd directly): the next
+// server's collector finds the dependent when it lists the store.
+func TestGCAtStart(t *testing.T) {
+	ep := testenv.StartEtcd(t)
+	first := testenv.Start(t, testenv.WithEtcd(ep))
+	a := newAPI(t, first)
+	g := &gcAPI{api: a, t: t}
+	owner := g.cm("owner", nil)
+	g.cm("dep", nil, ownerRef(t, owner, false))
+	first.Stop()
+	// Delete the owner in etcd directly, with no server running.
+	st := rawStore(t, first)
+	if _, err := st.Delete(t.Context(), "/registry/core/configmaps/default/owner", 0); err != nil {
+		t.Fatal(err)
+	}
+	second := testenv.Start(t, testenv.WithEtcd(ep))
+	g2 := &gcAPI{api: newAPI(t, second), t: t}
+	g2.gone(cms + "/dep")
+}
+
+// A dependent whose owner's kind is not served yet is left alone; once a
+// definition serves the kind, the reference is judged (here: dangling).
+func TestGCOwnerKindServedLater(t *testing.T) {
+	g := startGC(t)
+	g.cm("dep", nil, `{"apiVersion":"scale.objwatch.io/v1","kind":"Widget","name":"w","uid":"8e8f2d9c-0000-4000-8000-000000000004"}`)
+	g.stays(cms + "/dep")
+	mustCode(t, "create CRD", g.json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", scaleCRD), http.StatusCreated)
+	g.gone(cms + "/dep")
+}

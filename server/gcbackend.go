@@ -1,0 +1,106 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/objwatch/objwatch/server/gc"
+)
+
+// gcBackend is the server as the garbage collector (package gc) sees it:
+// it resolves owner references through the registry and deletes and
+// updates through the same paths as API requests (finalizers, namespace
+// rules, validation, the watch cache's update guesses).
+type gcBackend struct{ s *Server }
+
+var _ gc.Backend = gcBackend{}
+
+func (b gcBackend) OwnerKey(ref metav1.OwnerReference, ns string) (string, bool) {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || ref.Name == "" {
+		return "", false
+	}
+	res, ok := b.s.registry.ForKind(gv.Group, gv.Version, ref.Kind)
+	if !ok || res.Namespaced && ns == "" {
+		return "", false
+	}
+	if !res.Namespaced {
+		ns = ""
+	}
+	return res.Key(ns, ref.Name), true
+}
+
+func (b gcBackend) Delete(ctx context.Context, key string, uid types.UID, policy metav1.DeletionPropagation) error {
+	res, ns, name, ok := b.s.registry.ForKey(key)
+	if !ok {
+		return nil // its resource is gone, and its objects with it
+	}
+	opts := &metav1.DeleteOptions{PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &uid}}
+	_, _, err := b.s.deleteObject(ctx, res, ns, name, opts)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) && uidChanged(err) {
+		return nil
+	}
+	return err
+}
+
+func (b gcBackend) Update(ctx context.Context, key string, uid types.UID, change func(*unstructured.Unstructured) bool) error {
+	res, ns, name, ok := b.s.registry.ForKey(key)
+	if !ok {
+		return nil
+	}
+	info := requestInfo{gvr: res.GVR(), namespace: ns, name: name, verb: "update"}
+	_, _, err := b.s.guaranteedUpdate(headerSink(http.Header{}), ctx, res, info, writeOptions{}, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		if uid != "" && cur.GetUID() != uid {
+			return nil, errUIDChanged
+		}
+		change(cur)
+		cur.SetResourceVersion("") // not pinned: a conflict is retried
+		return cur, nil
+	})
+	if apierrors.IsNotFound(err) || errors.Is(err, errUIDChanged) {
+		return nil
+	}
+	return err
+}
+
+var errUIDChanged = errors.New("another object of that name")
+
+// uidChanged reports whether a delete's conflict is its uid precondition:
+// the object of that name is another one.
+func uidChanged(err error) bool {
+	return strings.Contains(err.Error(), "Precondition failed: UID")
+}
+
+// gcMetrics are the collector's metrics.
+func gcMetrics(c *gc.Collector) []prometheus.Collector {
+	counter := func(name, help string, v func(gc.Stats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "objwatch_gc_" + name, Help: help},
+			func() float64 { return float64(v(c.Stats())) })
+	}
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "objwatch_gc_pending", Help: "Objects waiting for the garbage collector."},
+			func() float64 { return float64(c.Pending()) }),
+		counter("deletions_total", "Objects the garbage collector deleted.", func(s gc.Stats) int64 { return s.Deleted }),
+		counter("orphaned_total", "Owner references removed from dependents by Orphan deletions.", func(s gc.Stats) int64 { return s.Orphaned }),
+		counter("released_total", "Dependents that lost references to absent or foreground-deleting owners but kept another.", func(s gc.Stats) int64 { return s.Released }),
+		counter("errors_total", "Garbage collector attempts that failed and were retried.", func(s gc.Stats) int64 { return s.Errors }),
+	}
+}
+
+// headerSink is the response writer of the collector's updates: it keeps
+// the Warning headers an update adds, and nothing else.
+type headerSink http.Header
+
+func (h headerSink) Header() http.Header       { return http.Header(h) }
+func (headerSink) Write(b []byte) (int, error) { return len(b), nil }
+func (headerSink) WriteHeader(int)             {}
