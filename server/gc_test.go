@@ -2,9 +2,12 @@ package server_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,8 +29,7 @@ func startGC(t *testing.T, opts ...testenv.Option) *gcAPI {
 }
 
 // ownerRef is an owner reference to the object r answered with.
-func ownerRef(t *testing.T, r response, block bool) string {
-	t.Helper()
+func ownerRef(t testing.TB, r response, block bool) string {
 	o := r.object()
 	md := o["metadata"].(map[string]any)
 	return fmt.Sprintf(`{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q,"blockOwnerDeletion":%v}`, o["apiVersion"], o["kind"], md["name"], md["uid"], block)
@@ -289,4 +291,62 @@ func TestGCOwnerKindServedLater(t *testing.T) {
 	g.stays(cms + "/dep")
 	mustCode(t, "create CRD", g.json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", scaleCRD), http.StatusCreated)
 	g.gone(cms + "/dep")
+}
+
+// BenchmarkGCCascade deletes an owner of 1,000 dependents and waits until
+// the collector has deleted them all: go test ./server -run '^$' -bench
+// GCCascade -benchtime 3x. It reports dependents collected per second.
+func BenchmarkGCCascade(b *testing.B) {
+	const n = 1000
+	env := testenv.Start(b)
+	c := env.HTTPClient()
+	post := func(path, body string) []byte {
+		resp, err := c.Post(env.Config.Host+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusCreated {
+			b.Fatalf("create = %d %s", resp.StatusCode, out)
+		}
+		return out
+	}
+	var total time.Duration
+	for i := range b.N {
+		b.StopTimer()
+		owner := response{code: http.StatusCreated, body: post(cms, cm(fmt.Sprintf("owner-%d", i), ""))}
+		ref := ownerRef(b, owner, false)
+		var wg sync.WaitGroup
+		for w := range 16 {
+			wg.Go(func() {
+				for j := w; j < n; j += 16 {
+					post(cms, cm(fmt.Sprintf("dep-%d-%d", i, j), `,"labels":{"round":"`+strconv.Itoa(i)+`"},"ownerReferences":[`+ref+`]`))
+				}
+			})
+		}
+		wg.Wait()
+		b.StartTimer()
+		start := time.Now()
+		req, _ := http.NewRequest("DELETE", env.Config.Host+cms+fmt.Sprintf("/owner-%d", i), nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		resp.Body.Close()
+		for {
+			resp, err := c.Get(env.Config.Host + cms + "?limit=1&labelSelector=round%3D" + strconv.Itoa(i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(string(body), `"name"`) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		total += time.Since(start)
+	}
+	b.ReportMetric(float64(n*b.N)/total.Seconds(), "dependents/s")
 }

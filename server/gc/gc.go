@@ -52,6 +52,7 @@ const (
 	FinalizerDeleteDependents = metav1.FinalizerDeleteDependents
 	defaultWorkers            = 4
 	listPage                  = 500
+	absentOwners              = 1024 // owner uids remembered as absent
 	feedRetry                 = time.Second
 	// anyUID makes Backend.Update change whichever object has the key.
 	anyUID types.UID = ""
@@ -101,6 +102,9 @@ type Collector struct {
 	synced bool
 
 	stats Stats
+	// absent remembers owner uids found absent: a uid is never reused,
+	// so the next dependent of the same owner needs no read of it.
+	absent *uidSet
 }
 
 // index holds the owner references of every stored object that has any.
@@ -135,7 +139,7 @@ func New(cfg Config) *Collector {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Collector{cfg: cfg, queue: newQueue(), idx: newIndex()}
+	return &Collector{cfg: cfg, queue: newQueue(), idx: newIndex(), absent: newUIDSet(absentOwners)}
 }
 
 // KindsChanged tells the collector that the served resources changed (a
@@ -488,6 +492,10 @@ func (c *Collector) classify(ctx context.Context, m Meta) ([]ownerState, error) 
 			states[i] = solid // an unknown kind: never collect on a guess
 			continue
 		}
+		if c.absent.has(ref.UID) {
+			states[i] = dangling
+			continue
+		}
 		om, found, err := c.get(ctx, okey)
 		if err != nil {
 			return nil, err
@@ -495,6 +503,7 @@ func (c *Collector) classify(ctx context.Context, m Meta) ([]ownerState, error) 
 		switch {
 		case !found || om.UID != ref.UID:
 			states[i] = dangling
+			c.absent.add(ref.UID)
 		case om.Deleting() && om.HasFinalizer(FinalizerDeleteDependents):
 			states[i] = waiting
 		}

@@ -3,6 +3,8 @@ package gc
 import (
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // queue holds the keys waiting to be processed, each at most once, and
@@ -110,4 +112,35 @@ func (q *queue) close() {
 		delete(q.timers, k)
 	}
 	q.cond.Broadcast()
+}
+
+// uidSet is a set of at most n uids that forgets the oldest first. It is
+// safe for concurrent use.
+type uidSet struct {
+	mu   sync.Mutex
+	set  map[types.UID]bool
+	ring []types.UID
+	next int
+}
+
+func newUIDSet(n int) *uidSet {
+	return &uidSet{set: make(map[types.UID]bool, n), ring: make([]types.UID, n)}
+}
+
+func (s *uidSet) has(uid types.UID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.set[uid]
+}
+
+func (s *uidSet) add(uid types.UID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.set[uid] {
+		return
+	}
+	delete(s.set, s.ring[s.next])
+	s.ring[s.next] = uid
+	s.set[uid] = true
+	s.next = (s.next + 1) % len(s.ring)
 }
