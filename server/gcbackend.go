@@ -73,6 +73,25 @@ func (b gcBackend) Update(ctx context.Context, key string, uid types.UID, change
 	return err
 }
 
+func (b gcBackend) NamespaceOf(key string) (string, bool) {
+	res, ns, name, ok := b.s.registry.ForKey(key)
+	switch {
+	case !ok:
+		return "", false
+	case isNamespaceResource(res):
+		return name, true
+	}
+	return ns, false
+}
+
+func (b gcBackend) DrainNamespace(ctx context.Context, ns string) (int64, error) {
+	return b.s.drainNamespace(ctx, ns)
+}
+
+func (b gcBackend) FinishNamespace(ctx context.Context, ns string, uid types.UID) error {
+	return b.s.finishNamespace(ctx, ns, uid)
+}
+
 var errUIDChanged = errors.New("another object of that name")
 
 // uidChanged reports whether a delete's conflict is its uid precondition:

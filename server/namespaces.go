@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
+	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/objwatch/objwatch/server/registry"
@@ -36,6 +39,7 @@ func (s *Server) bootstrap(ctx context.Context) error {
 		obj.SetUID(uuid.NewUUID())
 		obj.SetCreationTimestamp(metav1.NewTime(time.Now().UTC().Truncate(time.Second)))
 		obj.SetLabels(map[string]string{"kubernetes.io/metadata.name": name})
+		setNamespaceSpecFinalizers(obj, []string{namespaceFinalizer})
 		unstructured.SetNestedField(obj.Object, "Active", "status", "phase")
 		b, err := toStorage(obj)
 		if err != nil {
@@ -48,34 +52,101 @@ func (s *Server) bootstrap(ctx context.Context) error {
 	return nil
 }
 
-// finishNamespace deletes everything in a terminating namespace, then the
-// namespace itself. Full namespace lifecycle (a controller that resumes
-// interrupted deletions, finalizers on contents) comes with the object
-// lifecycle work; this handles the common synchronous case.
-func (s *Server) finishNamespace(ctx context.Context, res *registry.Resource, ns *unstructured.Unstructured) (*unstructured.Unstructured, int, error) {
+// namespaceFinalizer is the spec.finalizers entry of every namespace that
+// its content must be deleted before the namespace is, as in Kubernetes.
+const namespaceFinalizer = "kubernetes"
+
+// The life of a namespace, as in Kubernetes: a new one gets the
+// "kubernetes" spec finalizer; a DELETE makes it Terminating (a
+// deletionTimestamp); the garbage collector (package gc, through
+// gcBackend) then deletes its content through the API, so that the
+// content's own finalizers are waited for, and once it is empty removes
+// the "kubernetes" finalizer and deletes the namespace when no finalizer
+// is left. Only /finalize changes spec.finalizers. Unlike Kubernetes, a
+// namespace without the spec finalizer (one created before objwatch set
+// it) has its content deleted too.
+
+// namespaceSpecFinalizers returns a namespace's spec.finalizers.
+func namespaceSpecFinalizers(obj *unstructured.Unstructured) []string {
+	fs, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "finalizers")
+	return fs
+}
+
+func setNamespaceSpecFinalizers(obj *unstructured.Unstructured, fs []string) {
+	if len(fs) == 0 {
+		unstructured.RemoveNestedField(obj.Object, "spec", "finalizers")
+		if spec, ok := obj.Object["spec"].(map[string]any); ok && len(spec) == 0 {
+			delete(obj.Object, "spec")
+		}
+		return
+	}
+	unstructured.SetNestedStringSlice(obj.Object, fs, "spec", "finalizers")
+}
+
+// drainNamespace starts the deletion of every object in namespace ns that
+// is not being deleted yet (in the background, as Kubernetes' namespace
+// controller does) and returns how many objects are left in it.
+func (s *Server) drainNamespace(ctx context.Context, ns string) (int64, error) {
+	background := metav1.DeletePropagationBackground
+	var left int64
 	seen := map[string]bool{}
-	for _, r := range s.registry.Resources() {
-		if !r.Namespaced || seen[r.StoragePrefix] {
+	for _, res := range s.registry.Resources() {
+		if !res.Namespaced || seen[res.StoragePrefix] {
 			continue
 		}
-		seen[r.StoragePrefix] = true
-		if _, err := s.store.DeletePrefix(ctx, r.Prefix(ns.GetName())); err != nil {
-			return nil, 0, storageError(err, s.gr(r), "")
-		}
-	}
-	for attempt := 0; attempt < 10; attempt++ {
-		_, kv, err := s.getCurrent(ctx, res, "", ns.GetName())
-		if apierrors.IsNotFound(err) {
-			return ns, http.StatusOK, nil
-		}
+		seen[res.StoragePrefix] = true
+		items, _, err := s.listAll(ctx, res, ns, matchAll)
 		if err != nil {
-			return nil, 0, err
+			return 0, err
 		}
-		if _, err := s.store.Delete(ctx, kv.Key, kv.ModRevision); err == nil || errors.Is(err, storage.ErrNotFound) {
-			return ns, http.StatusOK, nil
-		} else if !errors.Is(err, storage.ErrConflict) {
-			return nil, 0, storageError(err, s.gr(res), ns.GetName())
+		for _, it := range items {
+			if it.GetDeletionTimestamp() != nil {
+				continue
+			}
+			uid := it.GetUID()
+			opts := &metav1.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &uid}}
+			if _, _, err := s.deleteObject(ctx, res, ns, it.GetName(), opts); err != nil && !apierrors.IsNotFound(err) && !uidChanged(err) {
+				return 0, err
+			}
 		}
+		n, err := s.store.Count(ctx, res.Prefix(ns))
+		if err != nil {
+			return 0, storageError(err, s.gr(res), "")
+		}
+		left += n
 	}
-	return nil, 0, apierrors.NewConflict(s.gr(res), ns.GetName(), errors.New(conflictMessage))
+	return left, nil
+}
+
+// finishNamespace removes the "kubernetes" finalizer of an empty
+// terminating namespace and deletes it once no finalizer is left.
+func (s *Server) finishNamespace(ctx context.Context, name string, uid types.UID) error {
+	res := s.namespaceResource()
+	info := requestInfo{gvr: res.GVR(), name: name, subresource: "finalize", verb: "update"}
+	obj, _, err := s.guaranteedUpdate(headerSink(http.Header{}), ctx, res, info, writeOptions{}, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		if cur.GetUID() != uid {
+			return nil, errUIDChanged
+		}
+		fs := slices.DeleteFunc(namespaceSpecFinalizers(cur), func(f string) bool { return f == namespaceFinalizer })
+		setNamespaceSpecFinalizers(cur, fs)
+		cur.SetResourceVersion("")
+		return cur, nil
+	})
+	if apierrors.IsNotFound(err) || errors.Is(err, errUIDChanged) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if len(obj.GetFinalizers()) > 0 || len(namespaceSpecFinalizers(obj)) > 0 {
+		return nil // deleted when the last one goes
+	}
+	rev, err := strconv.ParseInt(obj.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	if _, err := s.store.Delete(ctx, res.Key("", name), rev); err != nil && !errors.Is(err, storage.ErrNotFound) {
+		return storageError(err, s.gr(res), name) // a conflict: the collector retries
+	}
+	return nil
 }

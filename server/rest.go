@@ -42,8 +42,13 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		writeStatus(w, notFoundPath())
 		return
 	}
-	if info.subresource != "" && !(info.subresource == "status" && res.Status) && !(info.subresource == "scale" && res.Scale != nil) {
+	if info.subresource != "" && !(info.subresource == "status" && res.Status) && !(info.subresource == "scale" && res.Scale != nil) &&
+		!(info.subresource == "finalize" && isNamespaceResource(res)) {
 		writeStatus(w, notFoundPath())
+		return
+	}
+	if info.subresource == "finalize" && info.verb != "update" {
+		writeStatus(w, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "namespaces/finalize"}, info.verb))
 		return
 	}
 	if info.namespaceSet && info.namespace == "" {
@@ -344,8 +349,11 @@ func prepareCreate(obj *unstructured.Unstructured, res *registry.Resource) {
 	if res.Status && res.Custom {
 		delete(obj.Object, "status")
 	}
-	if res.Group == "" && res.Plural == "namespaces" {
+	if isNamespaceResource(res) {
 		unstructured.SetNestedField(obj.Object, "Active", "status", "phase")
+		if fs := namespaceSpecFinalizers(obj); !slices.Contains(fs, namespaceFinalizer) {
+			setNamespaceSpecFinalizers(obj, append(fs, namespaceFinalizer))
+		}
 	}
 }
 
@@ -441,16 +449,12 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 			}
 			return nil, 0, err
 		}
-		if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 {
-			// The last finalizer is gone: the deletion completes.
+		if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 && !isNamespaceResource(res) {
+			// The last finalizer is gone: the deletion completes. (A
+			// namespace's is completed by the collector, once it is
+			// empty: see finishNamespace.)
 			if opts.dryRun {
 				return obj, http.StatusOK, nil
-			}
-			if isNamespaceResource(res) {
-				if g.retry() {
-					continue // decide on etcd's state, not a guess
-				}
-				return s.finishNamespace(ctx, res, obj)
 			}
 			deleted, err := s.store.Delete(ctx, kv.Key, kv.ModRevision)
 			if errors.Is(err, storage.ErrConflict) && (g.conflicted() || !pinned && attempt < 100) {
@@ -539,6 +543,16 @@ func conflictCurrent(err error) *storage.KeyValue {
 // subresource rules: the main endpoint cannot change status (when the
 // resource has a status subresource) and /status changes nothing else.
 func prepareUpdate(obj, cur *unstructured.Unstructured, res *registry.Resource, subresource string) {
+	if isNamespaceResource(res) {
+		// Only /finalize changes spec.finalizers, and nothing else.
+		if subresource == "finalize" {
+			fresh := cur.DeepCopy()
+			setNamespaceSpecFinalizers(fresh, namespaceSpecFinalizers(obj))
+			*obj = *fresh
+			return
+		}
+		setNamespaceSpecFinalizers(obj, namespaceSpecFinalizers(cur))
+	}
 	if subresource == "status" {
 		status, ok := obj.Object["status"]
 		fresh := cur.DeepCopy()
@@ -699,10 +713,6 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 		if len(finalizers) > 0 || isNamespace {
 			deleting := cur.GetDeletionTimestamp() != nil
 			if deleting && slices.Equal(finalizers, cur.GetFinalizers()) {
-				if isNamespace && len(finalizers) == 0 && !dryRun {
-					// An interrupted namespace deletion: finish it.
-					return s.finishNamespace(ctx, res, cur)
-				}
 				return cur, http.StatusOK, nil
 			}
 			if !deleting {
@@ -731,9 +741,6 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 				return nil, 0, storageError(err, gr, name)
 			}
 			cur.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
-			if isNamespace && len(cur.GetFinalizers()) == 0 {
-				return s.finishNamespace(ctx, res, cur)
-			}
 			return cur, http.StatusOK, nil
 		}
 		if dryRun {

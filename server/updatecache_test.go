@@ -79,8 +79,14 @@ func rewrite(t *testing.T, st storage.Interface, name, value string) string {
 // and returns the new resourceVersion.
 func rewriteWith(t *testing.T, st storage.Interface, name string, f func(map[string]any)) string {
 	t.Helper()
+	return rewriteKey(t, st, "/registry/core/configmaps/default/"+name, f)
+}
+
+// rewriteKey changes the object stored at key with f behind the server's
+// back and returns the new resourceVersion.
+func rewriteKey(t *testing.T, st storage.Interface, key string, f func(map[string]any)) string {
+	t.Helper()
 	ctx := context.Background()
-	key := "/registry/core/configmaps/default/" + name
 	kv, err := st.Get(ctx, key)
 	if err != nil {
 		t.Fatal(err)

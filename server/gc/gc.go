@@ -14,6 +14,11 @@
 //     (propagationPolicy Foreground) has its dependents deleted (those
 //     with dependents of their own in the foreground too); once no
 //     dependent with blockOwnerDeletion remains, the finalizer is removed.
+//   - A terminating namespace has its content deleted, and is finished
+//     (Backend.FinishNamespace) once nothing is left in it, as Kubernetes'
+//     namespace controller does. Content held by finalizers is waited
+//     for: every deletion in the namespace, and a backoff of up to 30 s,
+//     look again.
 //
 // The collector follows every stored object with one etcd watch of the
 // whole registry, in revision order, and keeps an index of the objects
@@ -74,6 +79,17 @@ type Backend interface {
 	// reports whether it changed anything. An absent object or another uid
 	// is not an error.
 	Update(ctx context.Context, key string, uid types.UID, change func(obj *unstructured.Unstructured) bool) error
+	// NamespaceOf returns the namespace of the object at key ("" if it is
+	// cluster-scoped), or, when the key is a Namespace's own, its name and
+	// true.
+	NamespaceOf(key string) (ns string, isNamespace bool)
+	// DrainNamespace starts the deletion of every object in namespace ns
+	// not being deleted yet and returns how many objects are left in it.
+	DrainNamespace(ctx context.Context, ns string) (left int64, err error)
+	// FinishNamespace removes the content finalizer of the empty
+	// namespace ns if its uid is uid, and deletes it once it has no
+	// finalizer left.
+	FinishNamespace(ctx context.Context, ns string, uid types.UID) error
 }
 
 // Config configures a Collector.
@@ -105,6 +121,8 @@ type Collector struct {
 	// absent remembers owner uids found absent: a uid is never reused,
 	// so the next dependent of the same owner needs no read of it.
 	absent *uidSet
+	// terminating maps each namespace being deleted to its key.
+	terminating map[string]string
 }
 
 // index holds the owner references of every stored object that has any.
@@ -123,8 +141,12 @@ func newIndex() *index {
 	return &index{owners: map[string][]string{}, dependents: map[string]map[string]bool{}, unresolved: map[string]bool{}}
 }
 
-// errNotSynced makes a worker retry a key until the feed has listed.
-var errNotSynced = errors.New("the collector is listing the store")
+// errNotSynced makes a worker retry a key until the feed has listed;
+// errWaiting retries a namespace that still has content, after a backoff.
+var (
+	errNotSynced = errors.New("the collector is listing the store")
+	errWaiting   = errors.New("waiting")
+)
 
 // Stats counts what the collector did.
 type Stats struct {
@@ -139,7 +161,7 @@ func New(cfg Config) *Collector {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Collector{cfg: cfg, queue: newQueue(), idx: newIndex(), absent: newUIDSet(absentOwners)}
+	return &Collector{cfg: cfg, queue: newQueue(), idx: newIndex(), absent: newUIDSet(absentOwners), terminating: map[string]string{}}
 }
 
 // KindsChanged tells the collector that the served resources changed (a
@@ -185,7 +207,7 @@ func (c *Collector) Run(ctx context.Context) {
 					return
 				}
 				err := c.process(ctx, key)
-				if err != nil && ctx.Err() == nil && err != errNotSynced {
+				if err != nil && ctx.Err() == nil && err != errNotSynced && err != errWaiting {
 					c.count(func(s *Stats) { s.Errors++ })
 					c.cfg.Log.Warn("garbage collector: will retry", "key", key, "err", err)
 				}
@@ -237,6 +259,8 @@ func (c *Collector) list(ctx context.Context) (int64, error) {
 		uids  = map[string]types.UID{}
 		metas = map[string]Meta{}
 		fg    = map[string]bool{} // keys of owners deleting in the foreground
+		// terminating namespaces, by name: their keys are queued
+		terminating = map[string]string{}
 	)
 	for {
 		page, err := c.cfg.Store.List(ctx, c.cfg.Prefix, storage.ListOptions{Revision: rev, Limit: listPage, StartKey: start})
@@ -257,6 +281,9 @@ func (c *Collector) list(ctx context.Context) (int64, error) {
 			metas[kv.Key] = m
 			if m.Deleting() && m.HasFinalizer(FinalizerDeleteDependents) {
 				fg[kv.Key] = true
+			}
+			if ns, isNS := c.cfg.Backend.NamespaceOf(kv.Key); isNS && m.Deleting() {
+				terminating[ns] = kv.Key
 			}
 		}
 		if !page.More || len(page.KVs) == 0 {
@@ -282,8 +309,11 @@ func (c *Collector) list(ctx context.Context) (int64, error) {
 			}
 		}
 	}
+	for _, key := range terminating {
+		queue = append(queue, key)
+	}
 	c.mu.Lock()
-	c.idx, c.synced = idx, true
+	c.idx, c.synced, c.terminating = idx, true, terminating
 	c.mu.Unlock()
 	for _, key := range queue {
 		c.queue.add(key)
@@ -341,6 +371,14 @@ func (c *Collector) put(kv storage.KeyValue) {
 	if changed || pendingOwnerWork(m) {
 		c.queue.add(kv.Key)
 	}
+	if m.Deleting() {
+		if ns, isNS := c.cfg.Backend.NamespaceOf(kv.Key); isNS {
+			c.mu.Lock()
+			c.terminating[ns] = kv.Key
+			c.mu.Unlock()
+			c.queue.add(kv.Key)
+		}
+	}
 	// An owner the dependent no longer refers to may have been waiting for
 	// it in a Foreground deletion.
 	for _, o := range dropped {
@@ -356,6 +394,7 @@ func (c *Collector) deleted(key string) {
 	for d := range c.idx.dependents[key] {
 		deps = append(deps, d)
 	}
+	anyTerminating := len(c.terminating) > 0
 	c.mu.Unlock()
 	_, owners := c.track(c.idx, key, Meta{})
 	for _, d := range deps {
@@ -363,6 +402,19 @@ func (c *Collector) deleted(key string) {
 	}
 	for _, o := range owners {
 		c.queue.add(o)
+	}
+	if anyTerminating {
+		// One object less in a terminating namespace, or the namespace gone.
+		ns, isNS := c.cfg.Backend.NamespaceOf(key)
+		c.mu.Lock()
+		nsKey, ok := c.terminating[ns]
+		if isNS {
+			delete(c.terminating, ns)
+		}
+		c.mu.Unlock()
+		if ok && !isNS {
+			c.queue.add(nsKey)
+		}
 	}
 }
 
@@ -465,6 +517,9 @@ func (c *Collector) process(ctx context.Context, key string) error {
 			return c.orphan(ctx, key, m)
 		case m.HasFinalizer(FinalizerDeleteDependents):
 			return c.deleteDependents(ctx, key, m)
+		}
+		if ns, isNS := c.cfg.Backend.NamespaceOf(key); isNS {
+			return c.drainNamespace(ctx, ns, m)
 		}
 		return nil // its deletion is under way; nothing to collect
 	}
@@ -610,6 +665,19 @@ func (c *Collector) deleteDependents(ctx context.Context, key string, m Meta) er
 	return c.cfg.Backend.Update(ctx, key, m.UID, func(obj *unstructured.Unstructured) bool {
 		return removeFinalizer(obj, FinalizerDeleteDependents)
 	})
+}
+
+// drainNamespace deletes a terminating namespace's content, and finishes
+// the namespace once it is empty.
+func (c *Collector) drainNamespace(ctx context.Context, ns string, m Meta) error {
+	left, err := c.cfg.Backend.DrainNamespace(ctx, ns)
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", ns, err)
+	}
+	if left > 0 {
+		return errWaiting
+	}
+	return c.cfg.Backend.FinishNamespace(ctx, ns, m.UID)
 }
 
 // removeOwners drops the owner references to uids from obj.
