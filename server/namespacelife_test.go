@@ -46,6 +46,11 @@ func TestNamespaceLifecycle(t *testing.T) {
 	if fs := specFinalizers(put); !slices.Equal(fs, []string{"kubernetes"}) {
 		t.Fatalf("an update changed spec.finalizers to %v", fs)
 	}
+	for what, r := range map[string]response{"create": created, "update": put} {
+		if l, _ := metaOf(r)["labels"].(map[string]any); l["kubernetes.io/metadata.name"] != "life" {
+			t.Errorf("after %s: labels %v, want kubernetes.io/metadata.name=life", what, l)
+		}
+	}
 	mustCode(t, "GET finalize", g.json("GET", nsPath+"/life/finalize", ""), http.StatusMethodNotAllowed)
 
 	const cmsLife = "/api/v1/namespaces/life/configmaps"

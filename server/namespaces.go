@@ -38,7 +38,7 @@ func (s *Server) bootstrap(ctx context.Context) error {
 		obj.SetName(name)
 		obj.SetUID(uuid.NewUUID())
 		obj.SetCreationTimestamp(metav1.NewTime(time.Now().UTC().Truncate(time.Second)))
-		obj.SetLabels(map[string]string{"kubernetes.io/metadata.name": name})
+		obj.SetLabels(map[string]string{namespaceNameLabel: name})
 		setNamespaceSpecFinalizers(obj, []string{namespaceFinalizer})
 		unstructured.SetNestedField(obj.Object, "Active", "status", "phase")
 		b, err := toStorage(obj)
@@ -55,6 +55,9 @@ func (s *Server) bootstrap(ctx context.Context) error {
 // namespaceFinalizer is the spec.finalizers entry of every namespace that
 // its content must be deleted before the namespace is, as in Kubernetes.
 const namespaceFinalizer = "kubernetes"
+
+// namespaceNameLabel holds every namespace's name, for selectors.
+const namespaceNameLabel = "kubernetes.io/metadata.name"
 
 // The life of a namespace, as in Kubernetes: a new one gets the
 // "kubernetes" spec finalizer; a DELETE makes it Terminating (a

@@ -354,7 +354,22 @@ func prepareCreate(obj *unstructured.Unstructured, res *registry.Resource) {
 		if fs := namespaceSpecFinalizers(obj); !slices.Contains(fs, namespaceFinalizer) {
 			setNamespaceSpecFinalizers(obj, append(fs, namespaceFinalizer))
 		}
+		setNamespaceNameLabel(obj)
 	}
+}
+
+// setNamespaceNameLabel gives a namespace the kubernetes.io/metadata.name
+// label with its name, which Kubernetes keeps on every namespace.
+func setNamespaceNameLabel(obj *unstructured.Unstructured) {
+	labels := obj.GetLabels()
+	if labels[namespaceNameLabel] == obj.GetName() {
+		return
+	}
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[namespaceNameLabel] = obj.GetName()
+	obj.SetLabels(labels)
 }
 
 // checkNamespaceActive makes sure a namespaced object's namespace exists
@@ -552,6 +567,7 @@ func prepareUpdate(obj, cur *unstructured.Unstructured, res *registry.Resource, 
 			return
 		}
 		setNamespaceSpecFinalizers(obj, namespaceSpecFinalizers(cur))
+		setNamespaceNameLabel(obj)
 	}
 	if subresource == "status" {
 		status, ok := obj.Object["status"]
