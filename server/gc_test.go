@@ -350,3 +350,33 @@ func BenchmarkGCCascade(b *testing.B) {
 	}
 	b.ReportMetric(float64(n*b.N)/total.Seconds(), "dependents/s")
 }
+
+// Two servers on one etcd both run a collector: an Orphan deletion through
+// one of them orphans every dependent (none is collected by the other
+// server's collector as dangling), and a Foreground one deletes them all.
+func TestGCTwoServers(t *testing.T) {
+	ep := testenv.StartEtcd(t)
+	one := &gcAPI{api: newAPI(t, testenv.Start(t, testenv.WithEtcd(ep))), t: t}
+	two := &gcAPI{api: newAPI(t, testenv.Start(t, testenv.WithEtcd(ep))), t: t}
+	const n = 20
+	for _, policy := range []string{"Orphan", "Foreground"} {
+		p := strings.ToLower(policy)
+		owner := one.cm("owner-"+p, nil)
+		for i := range n {
+			one.cm(fmt.Sprintf("%s-%d", p, i), nil, ownerRef(t, owner, i%2 == 0))
+		}
+		mustCode(t, "delete "+policy, two.json("DELETE", cms+"/owner-"+p, `{"propagationPolicy":"`+policy+`"}`), http.StatusOK)
+		one.gone(cms + "/owner-" + p)
+		for i := range n {
+			path := fmt.Sprintf("%s/%s-%d", cms, p, i)
+			if policy == "Foreground" {
+				two.gone(path)
+				continue
+			}
+			r := two.json("GET", path, "")
+			if r.code != http.StatusOK || len(ownerNames(r)) != 0 {
+				t.Errorf("%s after Orphan: %d, owners %v; want it kept without owners", path, r.code, ownerNames(r))
+			}
+		}
+	}
+}
