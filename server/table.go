@@ -113,6 +113,9 @@ func shortDuration(d time.Duration) string {
 // columnValue evaluates a printer column's JSONPath against o. Like
 // Kubernetes, a missing value is nil and a date column shows an age.
 func columnValue(o *unstructured.Unstructured, c registry.Column) any {
+	if c.Value != nil {
+		return c.Value(o.Object)
+	}
 	jp := jsonpath.New(c.Name).AllowMissingKeys(true)
 	if err := jp.Parse("{" + c.JSONPath + "}"); err != nil {
 		return nil

@@ -26,11 +26,39 @@ const (
 // maxDataBytes is Kubernetes' limit on ConfigMap and Secret payloads.
 const maxDataBytes = 1 << 20
 
+// defaultSecret gives a secret without a type the Opaque type, as
+// Kubernetes' defaulting does.
+func defaultSecret(obj, _ *corev1.Secret) {
+	if obj.Type == "" {
+		obj.Type = corev1.SecretTypeOpaque
+	}
+}
+
+// ageColumn is the Age column that Kubernetes' built-in tables end with.
+var ageColumn = Column{Name: "Age", Type: "date", JSONPath: ".metadata.creationTimestamp",
+	Description: "CreationTimestamp is a timestamp representing the server time when this object was created."}
+
+// countKeys counts the keys of obj's top-level maps fields.
+func countKeys(fields ...string) func(obj map[string]any) any {
+	return func(obj map[string]any) any {
+		n := int64(0)
+		for _, f := range fields {
+			m, _ := obj[f].(map[string]any)
+			n += int64(len(m))
+		}
+		return n
+	}
+}
+
 func builtins() []*Resource {
 	rs := []*Resource{
 		{
 			Version: "v1", Plural: "namespaces", Singular: "namespace", Kind: "Namespace",
 			ShortNames: []string{"ns"}, Status: true,
+			Columns: []Column{
+				{Name: "Status", Type: "string", JSONPath: ".status.phase", Description: "The status of the namespace."},
+				ageColumn,
+			},
 			PatchSchema: &corev1.Namespace{},
 			Strategy:    typed[corev1.Namespace]{nameFn: metavalidation.ValidateNamespaceName},
 			FieldLabels: func(u *unstructured.Unstructured) fields.Set {
@@ -41,13 +69,22 @@ func builtins() []*Resource {
 		{
 			Version: "v1", Plural: "configmaps", Singular: "configmap", Kind: "ConfigMap",
 			ShortNames: []string{"cm"}, Namespaced: true,
+			Columns: []Column{
+				{Name: "Data", Type: "integer", Description: "Number of keys in data and binaryData.", Value: countKeys("data", "binaryData")},
+				ageColumn,
+			},
 			PatchSchema: &corev1.ConfigMap{},
 			Strategy:    typed[corev1.ConfigMap]{validate: validateConfigMap},
 		},
 		{
 			Version: "v1", Plural: "secrets", Singular: "secret", Kind: "Secret", Namespaced: true,
+			Columns: []Column{
+				{Name: "Type", Type: "string", JSONPath: ".type", Description: "The type of the secret."},
+				{Name: "Data", Type: "integer", Description: "Number of keys in data.", Value: countKeys("data")},
+				ageColumn,
+			},
 			PatchSchema: &corev1.Secret{},
-			Strategy:    typed[corev1.Secret]{validate: validateSecret},
+			Strategy:    typed[corev1.Secret]{validate: validateSecret, prepare: defaultSecret},
 			FieldLabels: func(u *unstructured.Unstructured) fields.Set {
 				t, _, _ := unstructured.NestedString(u.Object, "type")
 				return fields.Set{"type": t}
@@ -63,12 +100,22 @@ func builtins() []*Resource {
 		{
 			Group: CoordinationGroup, Version: "v1", Plural: "leases", Singular: "lease", Kind: "Lease",
 			Namespaced: true, PatchSchema: &coordinationv1.Lease{},
+			Columns: []Column{
+				{Name: "Holder", Type: "string", JSONPath: ".spec.holderIdentity", Description: "The holder of the lease."},
+				ageColumn,
+			},
 			Strategy: typed[coordinationv1.Lease]{validate: validateLease},
 		},
 		{
 			Group: APIExtensionsGroup, Version: "v1", Plural: "customresourcedefinitions",
 			Singular: "customresourcedefinition", Kind: "CustomResourceDefinition",
 			ShortNames: []string{"crd", "crds"}, Categories: []string{"api-extensions"},
+			Columns: []Column{
+				{Name: "Created At", Type: "date", Description: "When the definition was created.", Value: func(obj map[string]any) any {
+					ts, _, _ := unstructured.NestedString(obj, "metadata", "creationTimestamp")
+					return ts
+				}},
+			},
 			Status: true, Generation: true, PatchSchema: &apiextensionsv1.CustomResourceDefinition{},
 			Strategy: typed[apiextensionsv1.CustomResourceDefinition]{validate: validateCRD, prepare: prepareCRD},
 		},

@@ -89,6 +89,9 @@ type ScalePaths struct {
 type Column struct {
 	Name, Type, Format, Description, JSONPath string
 	Priority                                  int32
+	// Value, if set, computes the cell instead of JSONPath (built-in
+	// columns such as a ConfigMap's number of keys).
+	Value func(obj map[string]any) any
 }
 
 // GVR returns the resource's group, version and resource.
