@@ -104,7 +104,8 @@ type Config struct {
 	Log     *slog.Logger
 }
 
-// Collector is a running garbage collector.
+// Collector is a garbage collector. Its methods are safe for concurrent
+// use; Run is called once.
 type Collector struct {
 	cfg   Config
 	queue *queue
@@ -186,13 +187,6 @@ func (c *Collector) Stats() Stats {
 	return c.stats
 }
 
-// Synced reports whether the collector has read every stored object once.
-func (c *Collector) Synced() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.synced
-}
-
 // Pending is the number of keys waiting to be processed.
 func (c *Collector) Pending() int { return c.queue.len() }
 
@@ -269,15 +263,14 @@ func (c *Collector) list(ctx context.Context) (int64, error) {
 		}
 		rev = page.Revision
 		for _, kv := range page.KVs {
-			if !interesting(kv.Value) {
-				uids[kv.Key] = uidOf(kv.Value)
-				continue
-			}
 			m, err := DecodeMeta(kv.Value)
 			if err != nil {
 				continue // not an object the collector can judge
 			}
 			uids[kv.Key] = m.UID
+			if !interesting(kv.Value) {
+				continue
+			}
 			metas[kv.Key] = m
 			if m.Deleting() && m.HasFinalizer(FinalizerDeleteDependents) {
 				fg[kv.Key] = true
@@ -319,17 +312,6 @@ func (c *Collector) list(ctx context.Context) (int64, error) {
 		c.queue.add(key)
 	}
 	return rev, nil
-}
-
-// uidOf finds the uid of an object that is not interesting: such an
-// object's metadata has no owner references, so the first "uid" key is
-// its own. An undecodable value has none.
-func uidOf(value []byte) types.UID {
-	m, err := DecodeMeta(value)
-	if err != nil {
-		return ""
-	}
-	return m.UID
 }
 
 // watch follows changes from rev until an error or ctx ends.
