@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -377,6 +379,94 @@ func TestGCTwoServers(t *testing.T) {
 			if r.code != http.StatusOK || len(ownerNames(r)) != 0 {
 				t.Errorf("%s after Orphan: %d, owners %v; want it kept without owners", path, r.code, ownerNames(r))
 			}
+		}
+	}
+}
+
+// BenchmarkCreateDependents compares creating ConfigMaps that have an
+// owner reference with creating plain ones, in CPU time of the whole test
+// process (server, embedded etcd, clients) per create, after the
+// collector has processed them: go test ./server -run '^$' -bench
+// CreateDependents -benchtime 2000x.
+func BenchmarkCreateDependents(b *testing.B) {
+	env := testenv.Start(b)
+	c := env.HTTPClient()
+	post := func(body string) []byte {
+		resp, err := c.Post(env.Config.Host+cms, "application/json", strings.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusCreated {
+			b.Fatalf("create = %d %s", resp.StatusCode, out)
+		}
+		return out
+	}
+	ref := ownerRef(b, response{code: http.StatusCreated, body: post(cm("owner", ""))}, false)
+	for _, bc := range []struct{ name, extra string }{{"plain", ""}, {"dependent", `,"ownerReferences":[` + ref + `]`}} {
+		b.Run(bc.name, func(b *testing.B) {
+			cpu0 := processCPU(b)
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			var next atomic.Int64
+			for range 16 {
+				wg.Go(func() {
+					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+						post(cm(fmt.Sprintf("%s-%d-%d", bc.name, b.N, i), bc.extra))
+					}
+				})
+			}
+			wg.Wait()
+			time.Sleep(200 * time.Millisecond) // let the collector finish
+			b.StopTimer()
+			b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/create")
+		})
+	}
+}
+
+// processCPU is the user and system CPU time the process used so far.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// The collector skips checking a new dependent whose owners it knows to
+// exist; that knowledge must end with the owner: a dependent created after
+// its owner was deleted (at once, or after a finalizer held it), or after
+// its owner's Foreground deletion began, is still collected.
+func TestGCKnownOwnerForgotten(t *testing.T) {
+	g := startGC(t)
+	for _, c := range []struct {
+		name, policy string
+		hold         bool
+	}{{"direct", "Background", false}, {"held", "Background", true}, {"fg", "Foreground", true}} {
+		var fs []string
+		if c.hold {
+			fs = []string{"example.com/hold"}
+		}
+		owner := g.cm("owner-"+c.name, fs)
+		ref := ownerRef(t, owner, false)
+		for i := range 3 {
+			g.cm(fmt.Sprintf("%s-early-%d", c.name, i), nil, ref)
+		}
+		g.stays(cms + "/" + c.name + "-early-0") // checked: the owner is now known
+		mustCode(t, "delete owner", g.json("DELETE", cms+"/owner-"+c.name, `{"propagationPolicy":"`+c.policy+`"}`), http.StatusOK)
+		if c.name == "held" {
+			// The held owner stays (deleting): its dependents stay too.
+			g.stays(cms + "/" + c.name + "-early-1")
+			mustCode(t, "release owner", g.do("PATCH", cms+"/owner-"+c.name, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)), http.StatusOK)
+		}
+		if c.policy == "Background" {
+			g.gone(cms + "/owner-" + c.name)
+		}
+		g.cm(c.name+"-late", nil, ref)
+		g.gone(cms + "/" + c.name + "-late")
+		for i := range 3 {
+			g.gone(fmt.Sprintf("%s/%s-early-%d", cms, c.name, i))
 		}
 	}
 }

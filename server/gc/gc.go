@@ -136,10 +136,23 @@ type index struct {
 	// unresolved holds the dependents with a reference no served resource
 	// resolves (a custom kind not served yet): KindsChanged re-reads them.
 	unresolved map[string]bool
+	// present holds owners (keys with dependents) known to exist and not
+	// to be deleting, with the revision they were seen at, so that a new
+	// dependent of one needs no check. gone holds, for keys with
+	// dependents, the revision of the last deletion the feed saw: a read
+	// older than that cannot say the owner is present.
+	present map[string]presentOwner
+	gone    map[string]int64
+}
+
+type presentOwner struct {
+	uid types.UID
+	rev int64
 }
 
 func newIndex() *index {
-	return &index{owners: map[string][]string{}, dependents: map[string]map[string]bool{}, unresolved: map[string]bool{}}
+	return &index{owners: map[string][]string{}, dependents: map[string]map[string]bool{}, unresolved: map[string]bool{},
+		present: map[string]presentOwner{}, gone: map[string]int64{}}
 }
 
 // errNotSynced makes a worker retry a key until the feed has listed;
@@ -291,15 +304,18 @@ func (c *Collector) list(ctx context.Context) (int64, error) {
 		if pendingOwnerWork(m) {
 			queue = append(queue, key)
 		}
+		check := false
 		for _, ref := range m.OwnerReferences {
-			ok := false
-			if okey, resolved := c.cfg.Backend.OwnerKey(ref, m.Namespace); resolved {
-				ok = uids[okey] == ref.UID && !fg[okey]
+			okey, resolved := c.cfg.Backend.OwnerKey(ref, m.Namespace)
+			switch {
+			case !resolved || uids[okey] != ref.UID || fg[okey]:
+				check = true
+			case !metas[okey].Deleting():
+				idx.present[okey] = presentOwner{uid: ref.UID, rev: rev}
 			}
-			if !ok {
-				queue = append(queue, key)
-				break
-			}
+		}
+		if check {
+			queue = append(queue, key)
 		}
 	}
 	for _, key := range terminating {
@@ -326,7 +342,7 @@ func (c *Collector) watch(ctx context.Context, rev int64) error {
 		case storage.Put:
 			c.put(ev.KV)
 		case storage.Delete:
-			c.deleted(ev.KV.Key)
+			c.deleted(ev.KV.Key, ev.Revision)
 		case storage.Error:
 			return ev.Err
 		}
@@ -349,8 +365,13 @@ func (c *Collector) put(kv storage.KeyValue) {
 	if err != nil {
 		return
 	}
+	if m.Deleting() {
+		c.mu.Lock()
+		delete(c.idx.present, kv.Key)
+		c.mu.Unlock()
+	}
 	changed, dropped := c.track(c.idx, kv.Key, m)
-	if changed || pendingOwnerWork(m) {
+	if changed && !c.ownersPresent(m) || pendingOwnerWork(m) {
 		c.queue.add(kv.Key)
 	}
 	if m.Deleting() {
@@ -370,11 +391,15 @@ func (c *Collector) put(kv storage.KeyValue) {
 
 // deleted handles the deletion of key: its dependents may have lost their
 // last owner, and its owners one dependent that blocked their deletion.
-func (c *Collector) deleted(key string) {
+func (c *Collector) deleted(key string, rev int64) {
 	c.mu.Lock()
 	deps := make([]string, 0, len(c.idx.dependents[key]))
 	for d := range c.idx.dependents[key] {
 		deps = append(deps, d)
+	}
+	delete(c.idx.present, key)
+	if len(deps) > 0 {
+		c.idx.gone[key] = rev
 	}
 	anyTerminating := len(c.terminating) > 0
 	c.mu.Unlock()
@@ -422,6 +447,8 @@ func (c *Collector) track(idx *index, key string, m Meta) (changed bool, dropped
 			delete(set, key)
 			if len(set) == 0 {
 				delete(idx.dependents, o)
+				delete(idx.present, o)
+				delete(idx.gone, o)
 			}
 		}
 	}
@@ -445,6 +472,34 @@ func (c *Collector) track(idx *index, key string, m Meta) (changed bool, dropped
 	return !had || !slices.Equal(old, keys) || unresolved, dropped
 }
 
+// ownersPresent reports whether every owner m refers to is known to exist
+// with the referenced uid and not to be deleting: then m needs no check.
+func (c *Collector) ownersPresent(m Meta) bool {
+	for _, ref := range m.OwnerReferences {
+		okey, ok := c.cfg.Backend.OwnerKey(ref, m.Namespace)
+		if !ok {
+			return false
+		}
+		c.mu.Lock()
+		p, known := c.idx.present[okey]
+		c.mu.Unlock()
+		if !known || p.uid != ref.UID {
+			return false
+		}
+	}
+	return true
+}
+
+// notePresent records that a read at revision rev found the owner at key
+// with uid, not deleting: unless the feed has since seen the key deleted.
+func (c *Collector) notePresent(key string, uid types.UID, rev int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.idx.dependents[key]) > 0 && c.idx.gone[key] < rev {
+		c.idx.present[key] = presentOwner{uid: uid, rev: rev}
+	}
+}
+
 // pendingOwnerWork reports whether m is an owner whose Orphan or
 // Foreground deletion waits on the collector.
 func pendingOwnerWork(m Meta) bool {
@@ -465,15 +520,21 @@ func (c *Collector) dependentsOf(key string) []string {
 
 // get reads key with a quorum read; found is false if it is absent.
 func (c *Collector) get(ctx context.Context, key string) (Meta, bool, error) {
+	m, _, found, err := c.getRev(ctx, key)
+	return m, found, err
+}
+
+// getRev is get with the object's modification revision.
+func (c *Collector) getRev(ctx context.Context, key string) (Meta, int64, bool, error) {
 	kv, err := c.cfg.Store.Get(ctx, key)
 	if errors.Is(err, storage.ErrNotFound) {
-		return Meta{}, false, nil
+		return Meta{}, 0, false, nil
 	}
 	if err != nil {
-		return Meta{}, false, err
+		return Meta{}, 0, false, err
 	}
 	m, err := DecodeMeta(kv.Value)
-	return m, err == nil, err
+	return m, kv.ModRevision, err == nil, err
 }
 
 // process does what key's object needs: its Orphan or Foreground deletion
@@ -533,7 +594,7 @@ func (c *Collector) classify(ctx context.Context, m Meta) ([]ownerState, error) 
 			states[i] = dangling
 			continue
 		}
-		om, found, err := c.get(ctx, okey)
+		om, rev, found, err := c.getRev(ctx, okey)
 		if err != nil {
 			return nil, err
 		}
@@ -543,6 +604,8 @@ func (c *Collector) classify(ctx context.Context, m Meta) ([]ownerState, error) 
 			c.absent.add(ref.UID)
 		case om.Deleting() && om.HasFinalizer(FinalizerDeleteDependents):
 			states[i] = waiting
+		case !om.Deleting():
+			c.notePresent(okey, om.UID, rev)
 		}
 	}
 	return states, nil

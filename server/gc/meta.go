@@ -21,10 +21,10 @@ type Meta struct {
 }
 
 // Deleting reports whether the object's deletion has started.
-func (m *Meta) Deleting() bool { return m.DeletionTime != nil }
+func (m Meta) Deleting() bool { return m.DeletionTime != nil }
 
 // HasFinalizer reports whether f is among the object's finalizers.
-func (m *Meta) HasFinalizer(f string) bool { return slices.Contains(m.Finalizers, f) }
+func (m Meta) HasFinalizer(f string) bool { return slices.Contains(m.Finalizers, f) }
 
 // DecodeMeta reads the metadata of a stored object (JSON).
 func DecodeMeta(value []byte) (Meta, error) {
