@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -83,6 +86,7 @@ func (s *Server) followCRDs(ctx context.Context, res *registry.Resource, from in
 		}
 		if ev.Type == storage.Delete {
 			delete(known, obj.GetName())
+			s.crdTerminating.Delete(obj.GetName())
 			s.registry.SetCustom(obj.GetName(), "", nil)
 		} else {
 			s.serveCRD(ctx, obj, known)
@@ -110,6 +114,11 @@ func (s *Server) serveCRD(ctx context.Context, obj *unstructured.Unstructured, k
 		return
 	}
 	known[def.Name] = def
+	if def.DeletionTimestamp != nil {
+		s.crdTerminating.Store(def.Name, true)
+	} else {
+		s.crdTerminating.Delete(def.Name)
+	}
 	others := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(known))
 	for _, o := range known {
 		others = append(others, o)
@@ -248,15 +257,94 @@ func (c crStrategy) Validate(obj, old map[string]any) field.ErrorList {
 	return c.version.ValidateUpdate(context.Background(), obj, old)
 }
 
-// deleteCustomObjects removes every object of a CRD being deleted.
-func (s *Server) deleteCustomObjects(ctx context.Context, obj *unstructured.Unstructured) error {
-	group, _, _ := unstructured.NestedString(obj.Object, "spec", "group")
-	plural, _, _ := unstructured.NestedString(obj.Object, "spec", "names", "plural")
-	if group == "" || plural == "" {
+// crdCleanupFinalizer holds a deleted custom resource definition until
+// the collector has deleted its objects, as in Kubernetes.
+const crdCleanupFinalizer = apiextensionsv1.CustomResourceCleanupFinalizer
+
+func isCRDResource(res *registry.Resource) bool {
+	return res.Group == registry.APIExtensionsGroup && res.Plural == "customresourcedefinitions"
+}
+
+// customResourcePrefix is the key prefix of the objects of the custom
+// resource definition named name (plural.group).
+func customResourcePrefix(name string) (string, bool) {
+	plural, group, ok := strings.Cut(name, ".")
+	if !ok || plural == "" || group == "" {
+		return "", false
+	}
+	return registry.StoragePrefix(group, plural), true
+}
+
+// checkCRDActive refuses to create objects of a custom resource whose
+// definition is being deleted, as Kubernetes does.
+func (s *Server) checkCRDActive(res *registry.Resource) error {
+	if _, terminating := s.crdTerminating.Load(res.Plural + "." + res.Group); !terminating {
 		return nil
 	}
-	if _, err := s.store.DeletePrefix(ctx, registry.StoragePrefix(group, plural)); err != nil {
-		return storageError(err, s.gr(s.crdResource()), obj.GetName())
+	err := apierrors.NewMethodNotSupported(s.gr(res), "create")
+	err.ErrStatus.Message = "create not allowed while custom resource definition is terminating"
+	return err
+}
+
+// markCRDTerminating sets the Terminating condition a definition gets when
+// its deletion starts.
+func markCRDTerminating(obj *unstructured.Unstructured) {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	kept := conds[:0]
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); !ok || m["type"] != string(apiextensionsv1.Terminating) {
+			kept = append(kept, c)
+		}
 	}
-	return nil
+	kept = append(kept, map[string]any{
+		"type": string(apiextensionsv1.Terminating), "status": string(apiextensionsv1.ConditionTrue),
+		"reason": "InstanceDeletionPending", "message": "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
+		"lastTransitionTime": time.Now().UTC().Truncate(time.Second).Format(time.RFC3339),
+	})
+	unstructured.SetNestedSlice(obj.Object, kept, "status", "conditions")
+}
+
+// drainCustomResources starts the deletion of every object of the custom
+// resource definition named name (through its served resource, so that
+// the objects' finalizers are waited for) and returns how many are left.
+// A definition that is no longer served cannot have its objects' deletion
+// waited for: they are removed at once.
+func (s *Server) drainCustomResources(ctx context.Context, name string) (int64, error) {
+	prefix, ok := customResourcePrefix(name)
+	if !ok {
+		return 0, nil
+	}
+	var res *registry.Resource
+	for _, r := range s.registry.Resources() {
+		if r.StoragePrefix == prefix {
+			res = r
+			break
+		}
+	}
+	if res == nil {
+		if _, err := s.store.DeletePrefix(ctx, prefix); err != nil {
+			return 0, storageError(err, s.gr(s.crdResource()), name)
+		}
+		return 0, nil
+	}
+	items, _, err := s.listAll(ctx, res, "", matchAll)
+	if err != nil {
+		return 0, err
+	}
+	background := metav1.DeletePropagationBackground
+	for _, it := range items {
+		if it.GetDeletionTimestamp() != nil {
+			continue
+		}
+		uid := it.GetUID()
+		opts := &metav1.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &uid}}
+		if _, _, err := s.deleteObject(ctx, res, it.GetNamespace(), it.GetName(), opts); err != nil && !apierrors.IsNotFound(err) && !uidChanged(err) {
+			return 0, err
+		}
+	}
+	n, err := s.store.Count(ctx, prefix)
+	if err != nil {
+		return 0, storageError(err, s.gr(res), "")
+	}
+	return n, nil
 }

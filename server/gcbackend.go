@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/objwatch/objwatch/server/gc"
+	"github.com/objwatch/objwatch/server/registry"
 )
 
 // gcBackend is the server as the garbage collector (package gc) sees it:
@@ -73,23 +75,57 @@ func (b gcBackend) Update(ctx context.Context, key string, uid types.UID, change
 	return err
 }
 
-func (b gcBackend) NamespaceOf(key string) (string, bool) {
-	res, ns, name, ok := b.s.registry.ForKey(key)
+func (b gcBackend) Container(key string, m gc.Meta) (func(string) bool, bool) {
+	if !m.Deleting() {
+		return nil, false
+	}
+	res, _, name, ok := b.s.registry.ForKey(key)
 	switch {
 	case !ok:
-		return "", false
 	case isNamespaceResource(res):
-		return name, true
+		return func(k string) bool { return namespaceOfKey(k) == name }, true
+	case isCRDResource(res) && m.HasFinalizer(crdCleanupFinalizer):
+		prefix, ok := customResourcePrefix(name)
+		return func(k string) bool { return strings.HasPrefix(k, prefix) }, ok
 	}
-	return ns, false
+	return nil, false
 }
 
-func (b gcBackend) DrainNamespace(ctx context.Context, ns string) (int64, error) {
-	return b.s.drainNamespace(ctx, ns)
+func (b gcBackend) Drain(ctx context.Context, key string) (int64, error) {
+	res, _, name, ok := b.s.registry.ForKey(key)
+	switch {
+	case !ok:
+		return 0, nil
+	case isNamespaceResource(res):
+		return b.s.drainNamespace(ctx, name)
+	}
+	return b.s.drainCustomResources(ctx, name)
 }
 
-func (b gcBackend) FinishNamespace(ctx context.Context, ns string, uid types.UID) error {
-	return b.s.finishNamespace(ctx, ns, uid)
+func (b gcBackend) Finish(ctx context.Context, key string, uid types.UID) error {
+	res, _, name, ok := b.s.registry.ForKey(key)
+	switch {
+	case !ok:
+		return nil
+	case isNamespaceResource(res):
+		return b.s.finishNamespace(ctx, name, uid)
+	}
+	return b.Update(ctx, key, uid, func(obj *unstructured.Unstructured) bool {
+		fs := obj.GetFinalizers()
+		kept := slices.DeleteFunc(slices.Clone(fs), func(f string) bool { return f == crdCleanupFinalizer })
+		obj.SetFinalizers(kept)
+		return len(kept) != len(fs)
+	})
+}
+
+// namespaceOfKey returns the namespace of a namespaced object's key
+// (registry.Root + group/plural/namespace/name), "" for other keys.
+func namespaceOfKey(key string) string {
+	parts := strings.Split(strings.TrimPrefix(key, registry.Root), "/")
+	if len(parts) != 4 {
+		return ""
+	}
+	return parts[2]
 }
 
 var errUIDChanged = errors.New("another object of that name")

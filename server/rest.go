@@ -260,6 +260,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, res *registry.Re
 			return err
 		}
 	}
+	if res.Custom {
+		if err := s.checkCRDActive(res); err != nil {
+			return err
+		}
+	}
 	if opts.dryRun {
 		return s.respond(w, r, res, http.StatusCreated, obj)
 	}
@@ -726,6 +731,11 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 		}
 		isNamespace := isNamespaceResource(res)
 		finalizers := deletionFinalizers(cur.GetFinalizers(), opts)
+		isCRD := isCRDResource(res)
+		if isCRD && cur.GetDeletionTimestamp() == nil && !slices.Contains(finalizers, crdCleanupFinalizer) {
+			// The collector deletes its objects first (see drainCustomResources).
+			finalizers = append(finalizers, crdCleanupFinalizer)
+		}
 		if len(finalizers) > 0 || isNamespace {
 			deleting := cur.GetDeletionTimestamp() != nil
 			if deleting && slices.Equal(finalizers, cur.GetFinalizers()) {
@@ -738,6 +748,9 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 				cur.SetDeletionGracePeriodSeconds(&zero)
 				if isNamespace {
 					unstructured.SetNestedField(cur.Object, "Terminating", "status", "phase")
+				}
+				if isCRD {
+					markCRDTerminating(cur)
 				}
 			}
 			cur.SetFinalizers(finalizers)
@@ -761,11 +774,6 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 		}
 		if dryRun {
 			return cur, http.StatusOK, nil
-		}
-		if res.Group == registry.APIExtensionsGroup && res.Plural == "customresourcedefinitions" {
-			if err := s.deleteCustomObjects(ctx, cur); err != nil {
-				return nil, 0, err
-			}
 		}
 		deleted, err := s.store.Delete(ctx, kv.Key, kv.ModRevision)
 		if errors.Is(err, storage.ErrConflict) && attempt < 100 {

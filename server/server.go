@@ -26,6 +26,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -168,6 +169,9 @@ type Server struct {
 	guessKeys         *guessKeyMap // see updatecache.go
 	pacer             *flushPacer
 	gc                *gc.Collector
+	// crdTerminating holds the names of the custom resource definitions
+	// being deleted (see checkCRDActive).
+	crdTerminating sync.Map
 
 	// stopping ends when Run returns; watches end with it.
 	stopping context.Context

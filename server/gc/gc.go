@@ -14,10 +14,12 @@
 //     (propagationPolicy Foreground) has its dependents deleted (those
 //     with dependents of their own in the foreground too); once no
 //     dependent with blockOwnerDeletion remains, the finalizer is removed.
-//   - A terminating namespace has its content deleted, and is finished
-//     (Backend.FinishNamespace) once nothing is left in it, as Kubernetes'
-//     namespace controller does. Content held by finalizers is waited
-//     for: every deletion in the namespace, and a backoff of up to 30 s,
+//   - A container being deleted — a terminating namespace, or a custom
+//     resource definition with its cleanup finalizer (Backend.Container) —
+//     has its content deleted and is finished (Backend.Finish) once
+//     nothing is left in it, as Kubernetes' namespace controller and
+//     custom resource finalizer do. Content held by finalizers is waited
+//     for: every deletion in the container, and a backoff of up to 30 s,
 //     look again.
 //
 // The collector follows every stored object with one etcd watch of the
@@ -79,17 +81,16 @@ type Backend interface {
 	// reports whether it changed anything. An absent object or another uid
 	// is not an error.
 	Update(ctx context.Context, key string, uid types.UID, change func(obj *unstructured.Unstructured) bool) error
-	// NamespaceOf returns the namespace of the object at key ("" if it is
-	// cluster-scoped), or, when the key is a Namespace's own, its name and
-	// true.
-	NamespaceOf(key string) (ns string, isNamespace bool)
-	// DrainNamespace starts the deletion of every object in namespace ns
-	// not being deleted yet and returns how many objects are left in it.
-	DrainNamespace(ctx context.Context, ns string) (left int64, err error)
-	// FinishNamespace removes the content finalizer of the empty
-	// namespace ns if its uid is uid, and deletes it once it has no
-	// finalizer left.
-	FinishNamespace(ctx context.Context, ns string, uid types.UID) error
+	// Container reports whether the object at key, with metadata m, is a
+	// container whose deletion waits until its content is gone, and if so
+	// which keys are its content.
+	Container(key string, m Meta) (contains func(key string) bool, ok bool)
+	// Drain starts the deletion of the content of the container at key
+	// that is not being deleted yet and returns how many objects are left.
+	Drain(ctx context.Context, key string) (left int64, err error)
+	// Finish removes the content finalizer of the emptied container at
+	// key if its uid is uid, which then goes once no finalizer is left.
+	Finish(ctx context.Context, key string, uid types.UID) error
 }
 
 // Config configures a Collector.
@@ -122,8 +123,9 @@ type Collector struct {
 	// absent remembers owner uids found absent: a uid is never reused,
 	// so the next dependent of the same owner needs no read of it.
 	absent *uidSet
-	// terminating maps each namespace being deleted to its key.
-	terminating map[string]string
+	// draining maps the key of each container being deleted to the test
+	// of its content's keys.
+	draining map[string]func(string) bool
 }
 
 // index holds the owner references of every stored object that has any.
@@ -175,7 +177,7 @@ func New(cfg Config) *Collector {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Collector{cfg: cfg, queue: newQueue(), idx: newIndex(), absent: newUIDSet(absentOwners), terminating: map[string]string{}}
+	return &Collector{cfg: cfg, queue: newQueue(), idx: newIndex(), absent: newUIDSet(absentOwners), draining: map[string]func(string) bool{}}
 }
 
 // KindsChanged tells the collector that the served resources changed (a
@@ -261,13 +263,12 @@ func (c *Collector) list(ctx context.Context) (int64, error) {
 	c.synced = false
 	c.mu.Unlock()
 	var (
-		rev   int64
-		start string
-		uids  = map[string]types.UID{}
-		metas = map[string]Meta{}
-		fg    = map[string]bool{} // keys of owners deleting in the foreground
-		// terminating namespaces, by name: their keys are queued
-		terminating = map[string]string{}
+		rev      int64
+		start    string
+		uids     = map[string]types.UID{}
+		metas    = map[string]Meta{}
+		fg       = map[string]bool{}              // keys of owners deleting in the foreground
+		draining = map[string]func(string) bool{} // containers being deleted
 	)
 	for {
 		page, err := c.cfg.Store.List(ctx, c.cfg.Prefix, storage.ListOptions{Revision: rev, Limit: listPage, StartKey: start})
@@ -288,8 +289,8 @@ func (c *Collector) list(ctx context.Context) (int64, error) {
 			if m.Deleting() && m.HasFinalizer(FinalizerDeleteDependents) {
 				fg[kv.Key] = true
 			}
-			if ns, isNS := c.cfg.Backend.NamespaceOf(kv.Key); isNS && m.Deleting() {
-				terminating[ns] = kv.Key
+			if contains, ok := c.cfg.Backend.Container(kv.Key, m); ok {
+				draining[kv.Key] = contains
 			}
 		}
 		if !page.More || len(page.KVs) == 0 {
@@ -318,11 +319,11 @@ func (c *Collector) list(ctx context.Context) (int64, error) {
 			queue = append(queue, key)
 		}
 	}
-	for _, key := range terminating {
+	for key := range draining {
 		queue = append(queue, key)
 	}
 	c.mu.Lock()
-	c.idx, c.synced, c.terminating = idx, true, terminating
+	c.idx, c.synced, c.draining = idx, true, draining
 	c.mu.Unlock()
 	for _, key := range queue {
 		c.queue.add(key)
@@ -374,13 +375,11 @@ func (c *Collector) put(kv storage.KeyValue) {
 	if changed && !c.ownersPresent(m) || pendingOwnerWork(m) {
 		c.queue.add(kv.Key)
 	}
-	if m.Deleting() {
-		if ns, isNS := c.cfg.Backend.NamespaceOf(kv.Key); isNS {
-			c.mu.Lock()
-			c.terminating[ns] = kv.Key
-			c.mu.Unlock()
-			c.queue.add(kv.Key)
-		}
+	if contains, ok := c.cfg.Backend.Container(kv.Key, m); ok {
+		c.mu.Lock()
+		c.draining[kv.Key] = contains
+		c.mu.Unlock()
+		c.queue.add(kv.Key)
 	}
 	// An owner the dependent no longer refers to may have been waiting for
 	// it in a Foreground deletion.
@@ -401,7 +400,13 @@ func (c *Collector) deleted(key string, rev int64) {
 	if len(deps) > 0 {
 		c.idx.gone[key] = rev
 	}
-	anyTerminating := len(c.terminating) > 0
+	var containers []string
+	for ck, contains := range c.draining {
+		if ck != key && contains(key) {
+			containers = append(containers, ck) // one object less in it
+		}
+	}
+	delete(c.draining, key)
 	c.mu.Unlock()
 	_, owners := c.track(c.idx, key, Meta{})
 	for _, d := range deps {
@@ -410,18 +415,8 @@ func (c *Collector) deleted(key string, rev int64) {
 	for _, o := range owners {
 		c.queue.add(o)
 	}
-	if anyTerminating {
-		// One object less in a terminating namespace, or the namespace gone.
-		ns, isNS := c.cfg.Backend.NamespaceOf(key)
-		c.mu.Lock()
-		nsKey, ok := c.terminating[ns]
-		if isNS {
-			delete(c.terminating, ns)
-		}
-		c.mu.Unlock()
-		if ok && !isNS {
-			c.queue.add(nsKey)
-		}
+	for _, ck := range containers {
+		c.queue.add(ck)
 	}
 }
 
@@ -561,8 +556,8 @@ func (c *Collector) process(ctx context.Context, key string) error {
 		case m.HasFinalizer(FinalizerDeleteDependents):
 			return c.deleteDependents(ctx, key, m)
 		}
-		if ns, isNS := c.cfg.Backend.NamespaceOf(key); isNS {
-			return c.drainNamespace(ctx, ns, m)
+		if _, ok := c.cfg.Backend.Container(key, m); ok {
+			return c.drain(ctx, key, m)
 		}
 		return nil // its deletion is under way; nothing to collect
 	}
@@ -712,17 +707,17 @@ func (c *Collector) deleteDependents(ctx context.Context, key string, m Meta) er
 	})
 }
 
-// drainNamespace deletes a terminating namespace's content, and finishes
-// the namespace once it is empty.
-func (c *Collector) drainNamespace(ctx context.Context, ns string, m Meta) error {
-	left, err := c.cfg.Backend.DrainNamespace(ctx, ns)
+// drain deletes a container's content, and finishes the container once
+// it is empty.
+func (c *Collector) drain(ctx context.Context, key string, m Meta) error {
+	left, err := c.cfg.Backend.Drain(ctx, key)
 	if err != nil {
-		return fmt.Errorf("namespace %s: %w", ns, err)
+		return fmt.Errorf("drain %s: %w", key, err)
 	}
 	if left > 0 {
 		return errWaiting
 	}
-	return c.cfg.Backend.FinishNamespace(ctx, ns, m.UID)
+	return c.cfg.Backend.Finish(ctx, key, m.UID)
 }
 
 // removeOwners drops the owner references to uids from obj.

@@ -1,0 +1,50 @@
+package server_test
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// Deleting a custom resource definition: it gets the cleanup finalizer
+// and the Terminating condition, new objects are refused with 405, the
+// collector deletes its objects through the API (waiting for one held by
+// a finalizer), and then the definition and its endpoints go.
+func TestCRDDeletion(t *testing.T) {
+	a := startScale(t)
+	g := &gcAPI{api: a, t: t}
+	mustCode(t, "create plain", a.json("POST", widgets, widget("plain", `"replicas":1`)), http.StatusCreated)
+	held := strings.Replace(widget("held", `"replicas":1`), `"metadata":{"name":"held"}`, `"metadata":{"name":"held","finalizers":["example.com/hold"]}`, 1)
+	mustCode(t, "create held", a.json("POST", widgets, held), http.StatusCreated)
+
+	const crdPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.scale.objwatch.io"
+	del := a.json("DELETE", crdPath, "")
+	mustCode(t, "delete CRD", del, http.StatusOK)
+	if fs := finalizersOf(del); !slices.Contains(fs, "customresourcecleanup.apiextensions.k8s.io") || metaOf(del)["deletionTimestamp"] == nil {
+		t.Fatalf("delete answered finalizers %v, deletionTimestamp %v", fs, metaOf(del)["deletionTimestamp"])
+	}
+	if !strings.Contains(string(del.body), `"type":"Terminating","status":"True"`) && !strings.Contains(string(del.body), `"status":"True","type":"Terminating"`) {
+		t.Errorf("no Terminating condition in %s", truncate(del.body))
+	}
+	late := a.json("POST", widgets, widget("late", `"replicas":1`))
+	if late.code != http.StatusMethodNotAllowed || !strings.Contains(string(late.body), "terminating") {
+		t.Errorf("create while the definition is terminating = %d %s, want 405", late.code, truncate(late.body))
+	}
+	g.gone(widgets + "/plain")
+	if r := g.stays(widgets + "/held"); metaOf(r)["deletionTimestamp"] == nil {
+		t.Fatalf("held is not being deleted: %s", truncate(r.body))
+	}
+	g.stays(crdPath)
+	p := a.do("PATCH", widgets+"/held", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))
+	mustCode(t, "release held", p, http.StatusOK)
+	g.gone(crdPath)
+	g.gone(widgets) // no longer served
+	// The other definition is untouched, and widgets can be defined again, empty.
+	mustCode(t, "gizmos", a.json("GET", gizmos, ""), http.StatusOK)
+	mustCode(t, "create CRD again", a.json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", scaleCRD), http.StatusCreated)
+	g.eventually("widgets served again", func() (bool, string) {
+		r := a.json("GET", widgets, "")
+		return r.code == http.StatusOK && !strings.Contains(string(r.body), `"name":"held"`), truncate(r.body)
+	})
+}
