@@ -182,7 +182,10 @@ func TestResourceVersionRules(t *testing.T) {
 	a := newAPI(t, env)
 	first := rvOf(t, a.json("POST", cms, cm("a", "")))
 	a.json("PUT", cms+"/a", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v2"}}`)
-	a.json("POST", cms, cm("b", ""))
+	last := rvOf(t, a.json("POST", cms, cm("b", "")))
+	// NotOlderThan and resourceVersion=0 may answer from a cache that has
+	// not seen b yet (as in Kubernetes): wait until it has.
+	waitCache(t, env, cmGVR, last)
 
 	tests := []struct {
 		name   string

@@ -48,3 +48,43 @@ func TestCRDDeletion(t *testing.T) {
 		return r.code == http.StatusOK && !strings.Contains(string(r.body), `"name":"held"`), truncate(r.body)
 	})
 }
+
+// What a DELETE answers, as Kubernetes' own server answered the same
+// requests for a custom resource (the reference apiextensions-apiserver,
+// checked side by side): a Status when the object is deleted at once (also
+// with dryRun), the object when finalizers keep it, 202 for that with
+// orphanDependents=false, and the start of a deletion bumps a generation
+// once.
+func TestDeleteAnswers(t *testing.T) {
+	a := startScale(t)
+	held := func(name string) {
+		t.Helper()
+		body := strings.Replace(widget(name, `"replicas":1`), `"metadata":{"name":"`+name+`"}`, `"metadata":{"name":"`+name+`","finalizers":["example.com/x"]}`, 1)
+		mustCode(t, "create "+name, a.json("POST", widgets, body), http.StatusCreated)
+	}
+	kind := func(r response) any { return r.object()["kind"] }
+	generation := func(r response) any { return metaOf(r)["generation"] }
+
+	mustCode(t, "create plain", a.json("POST", widgets, widget("plain", `"replicas":1`)), http.StatusCreated)
+	if r := a.json("DELETE", widgets+"/plain?dryRun=All", ""); r.code != http.StatusOK || kind(r) != "Status" {
+		t.Errorf("dry-run delete = %d %v, want 200 Status", r.code, kind(r))
+	}
+	if r := a.json("DELETE", widgets+"/plain", ""); r.code != http.StatusOK || kind(r) != "Status" {
+		t.Errorf("delete = %d %v, want 200 Status", r.code, kind(r))
+	}
+
+	held("held")
+	r := a.json("DELETE", widgets+"/held", "")
+	if r.code != http.StatusOK || kind(r) != "Widget" || generation(r) != float64(2) {
+		t.Errorf("delete of a held object = %d %v generation %v, want 200 Widget generation 2", r.code, kind(r), generation(r))
+	}
+	r = a.json("DELETE", widgets+"/held", "")
+	if r.code != http.StatusOK || kind(r) != "Widget" || generation(r) != float64(2) {
+		t.Errorf("second delete = %d %v generation %v, want 200 Widget generation 2", r.code, kind(r), generation(r))
+	}
+
+	held("cascade")
+	if r := a.json("DELETE", widgets+"/cascade", `{"orphanDependents":false}`); r.code != http.StatusAccepted || kind(r) != "Widget" {
+		t.Errorf("delete with orphanDependents=false of a held object = %d %v, want 202 Widget", r.code, kind(r))
+	}
+}

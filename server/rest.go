@@ -684,11 +684,19 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, res *registry.Re
 	if err != nil {
 		return err
 	}
-	obj, code, err := s.deleteObject(r.Context(), res, info.namespace, info.name, opts)
+	obj, deleted, err := s.deleteObject(r.Context(), res, info.namespace, info.name, opts)
 	if err != nil {
 		return err
 	}
-	if code == http.StatusAccepted || res.Custom || obj.GetDeletionTimestamp() != nil {
+	if !deleted {
+		// Kept while finalizers run: the object, and 202 when the client
+		// asked for its dependents to be deleted (orphanDependents=false),
+		// as Kubernetes answers.
+		code := http.StatusOK
+		//lint:ignore SA1019 a server honours the deprecated field, as Kubernetes does
+		if o := opts.OrphanDependents; o != nil && !*o {
+			code = http.StatusAccepted
+		}
 		return s.respond(w, r, res, code, obj)
 	}
 	writeJSON(w, http.StatusOK, &metav1.Status{
@@ -700,8 +708,8 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, res *registry.Re
 }
 
 // deleteObject deletes one object, or marks it for deletion while it has
-// finalizers. The code is 200, or 202 when deletion waits on finalizers.
-func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, name string, opts *metav1.DeleteOptions) (*unstructured.Unstructured, int, error) {
+// finalizers (deleted is false then, and obj is the marked object).
+func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, name string, opts *metav1.DeleteOptions) (obj *unstructured.Unstructured, deleted bool, err error) {
 	gr := s.gr(res)
 	dryRun := len(opts.DryRun) > 0
 	// known is etcd's state as a failed conditional write found it: a
@@ -719,14 +727,14 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 		}
 		known = nil
 		if err != nil {
-			return nil, 0, err
+			return nil, false, err
 		}
 		if p := opts.Preconditions; p != nil {
 			if p.UID != nil && *p.UID != cur.GetUID() {
-				return nil, 0, apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cur.GetUID()))
+				return nil, false, apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cur.GetUID()))
 			}
 			if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
-				return nil, 0, apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))
+				return nil, false, apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))
 			}
 		}
 		isNamespace := isNamespaceResource(res)
@@ -739,13 +747,16 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 		if len(finalizers) > 0 || isNamespace {
 			deleting := cur.GetDeletionTimestamp() != nil
 			if deleting && slices.Equal(finalizers, cur.GetFinalizers()) {
-				return cur, http.StatusOK, nil
+				return cur, false, nil
 			}
 			if !deleting {
 				now := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
 				cur.SetDeletionTimestamp(&now)
 				var zero int64
 				cur.SetDeletionGracePeriodSeconds(&zero)
+				if g := cur.GetGeneration(); g > 0 {
+					cur.SetGeneration(g + 1) // as Kubernetes' BeforeDelete does
+				}
 				if isNamespace {
 					unstructured.SetNestedField(cur.Object, "Terminating", "status", "phase")
 				}
@@ -755,11 +766,11 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 			}
 			cur.SetFinalizers(finalizers)
 			if dryRun {
-				return cur, http.StatusOK, nil
+				return cur, false, nil
 			}
 			b, err := toStorage(cur)
 			if err != nil {
-				return nil, 0, apierrors.NewInternalError(err)
+				return nil, false, apierrors.NewInternalError(err)
 			}
 			nkv, err := s.store.Update(ctx, kv.Key, b, kv.ModRevision)
 			if errors.Is(err, storage.ErrConflict) && attempt < 100 {
@@ -767,24 +778,24 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 				continue
 			}
 			if err != nil {
-				return nil, 0, storageError(err, gr, name)
+				return nil, false, storageError(err, gr, name)
 			}
 			cur.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
-			return cur, http.StatusOK, nil
+			return cur, false, nil
 		}
 		if dryRun {
-			return cur, http.StatusOK, nil
+			return cur, true, nil
 		}
-		deleted, err := s.store.Delete(ctx, kv.Key, kv.ModRevision)
+		gone, err := s.store.Delete(ctx, kv.Key, kv.ModRevision)
 		if errors.Is(err, storage.ErrConflict) && attempt < 100 {
 			known = conflictCurrent(err)
 			continue
 		}
 		if err != nil {
-			return nil, 0, storageError(err, gr, name)
+			return nil, false, storageError(err, gr, name)
 		}
-		cur.SetResourceVersion(strconv.FormatInt(deleted.ModRevision, 10))
-		return cur, http.StatusOK, nil
+		cur.SetResourceVersion(strconv.FormatInt(gone.ModRevision, 10))
+		return cur, true, nil
 	}
 }
 
