@@ -65,11 +65,13 @@ func (b gcBackend) Update(ctx context.Context, key string, uid types.UID, change
 		if uid != "" && cur.GetUID() != uid {
 			return nil, errUIDChanged
 		}
-		change(cur)
+		if !change(cur) {
+			return nil, errUnchanged
+		}
 		cur.SetResourceVersion("") // not pinned: a conflict is retried
 		return cur, nil
 	})
-	if apierrors.IsNotFound(err) || errors.Is(err, errUIDChanged) {
+	if apierrors.IsNotFound(err) || errors.Is(err, errUIDChanged) || errors.Is(err, errUnchanged) {
 		return nil
 	}
 	return err
@@ -128,7 +130,12 @@ func namespaceOfKey(key string) string {
 	return parts[2]
 }
 
-var errUIDChanged = errors.New("another object of that name")
+// errUIDChanged ends an update whose object was replaced by another of the
+// same name; errUnchanged one that has nothing to change.
+var (
+	errUIDChanged = errors.New("another object of that name")
+	errUnchanged  = errors.New("nothing to change")
+)
 
 // uidChanged reports whether a delete's conflict is its uid precondition:
 // the object of that name is another one.
