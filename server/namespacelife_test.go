@@ -130,3 +130,27 @@ func TestNamespaceDeletionResumes(t *testing.T) {
 	g2.gone("/api/v1/namespaces/resume/configmaps/c")
 	g2.gone(nsPath + "/resume")
 }
+
+// Bad /finalize bodies get a clear error and change nothing.
+func TestNamespaceFinalizeBadInput(t *testing.T) {
+	g := startGC(t)
+	mustCode(t, "create", g.json("POST", nsPath, nsBody("x", "")), http.StatusCreated)
+	for _, c := range []struct {
+		spec string
+		code int
+	}{
+		{`"x"`, http.StatusBadRequest},
+		{`[1]`, http.StatusBadRequest},
+		{`["bad finalizer!"]`, http.StatusUnprocessableEntity},
+		{`["nodomain"]`, http.StatusUnprocessableEntity},
+	} {
+		r := g.json("PUT", nsPath+"/x/finalize", `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x"},"spec":{"finalizers":`+c.spec+`}}`)
+		if r.code != c.code || r.status().Message == "" {
+			t.Errorf("finalize with %s = %d %s, want %d with a message", c.spec, r.code, truncate(r.body), c.code)
+		}
+	}
+	mustCode(t, "finalize with a qualified name", g.json("PUT", nsPath+"/x/finalize", `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x"},"spec":{"finalizers":["kubernetes","example.com/ok"]}}`), http.StatusOK)
+	if fs := specFinalizers(g.json("GET", nsPath+"/x", "")); !slices.Equal(fs, []string{"kubernetes", "example.com/ok"}) {
+		t.Fatalf("spec.finalizers %v after the bad bodies and a good one", fs)
+	}
+}

@@ -566,8 +566,14 @@ func prepareUpdate(obj, cur *unstructured.Unstructured, res *registry.Resource, 
 	if isNamespaceResource(res) {
 		// Only /finalize changes spec.finalizers, and nothing else.
 		if subresource == "finalize" {
+			// The value is copied as sent, so that decoding rejects one of
+			// the wrong type rather than dropping it.
 			fresh := cur.DeepCopy()
-			setNamespaceSpecFinalizers(fresh, namespaceSpecFinalizers(obj))
+			if v, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "finalizers"); found {
+				unstructured.SetNestedField(fresh.Object, v, "spec", "finalizers")
+			} else {
+				setNamespaceSpecFinalizers(fresh, nil)
+			}
 			*obj = *fresh
 			return
 		}

@@ -60,7 +60,7 @@ func builtins() []*Resource {
 				ageColumn,
 			},
 			PatchSchema: &corev1.Namespace{},
-			Strategy:    typed[corev1.Namespace]{nameFn: metavalidation.ValidateNamespaceName},
+			Strategy:    typed[corev1.Namespace]{nameFn: metavalidation.ValidateNamespaceName, validate: validateNamespace},
 			FieldLabels: func(u *unstructured.Unstructured) fields.Set {
 				phase, _, _ := unstructured.NestedString(u.Object, "status", "phase")
 				return fields.Set{"status.phase": phase}
@@ -247,6 +247,26 @@ func validateDataKeys[V string | []byte](data map[string]V, path *field.Path, se
 		size += len(v)
 	}
 	return errs, size
+}
+
+// validateNamespace checks spec.finalizers as Kubernetes does: each is a
+// qualified name, and one without a domain must be a standard finalizer.
+func validateNamespace(ns, _ *corev1.Namespace) field.ErrorList {
+	var errs field.ErrorList
+	for i, f := range ns.Spec.Finalizers {
+		p := field.NewPath("spec", "finalizers").Index(i)
+		for _, msg := range validation.IsQualifiedName(string(f)) {
+			errs = append(errs, field.Invalid(p, f, msg))
+		}
+		switch string(f) {
+		case string(corev1.FinalizerKubernetes), "orphan", "foregroundDeletion":
+		default:
+			if !strings.Contains(string(f), "/") {
+				errs = append(errs, field.Invalid(p, f, "name is neither a standard finalizer name nor is it fully qualified"))
+			}
+		}
+	}
+	return errs
 }
 
 func validateConfigMap(cm, _ *corev1.ConfigMap) field.ErrorList {
