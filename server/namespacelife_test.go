@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"testing"
@@ -20,6 +21,18 @@ func specFinalizers(r response) []string {
 	fs, _ := spec["finalizers"].([]any)
 	for _, f := range fs {
 		out = append(out, f.(string))
+	}
+	return out
+}
+
+// conditions maps each status condition's type to "status: message".
+func conditions(r response) map[string]string {
+	out := map[string]string{}
+	st, _ := r.object()["status"].(map[string]any)
+	cs, _ := st["conditions"].([]any)
+	for _, c := range cs {
+		m, _ := c.(map[string]any)
+		out[fmt.Sprint(m["type"])] = fmt.Sprintf("%v: %v", m["status"], m["message"])
 	}
 	return out
 }
@@ -71,6 +84,14 @@ func TestNamespaceLifecycle(t *testing.T) {
 	if r := g.stays(nsPath + "/life"); phaseOf(r) != "Terminating" {
 		t.Fatalf("namespace phase %q while content is held, want Terminating", phaseOf(r))
 	}
+	// Its status says what is left, as Kubernetes' namespace controller
+	// reports it (kubectl describe shows these).
+	g.eventually("conditions naming what is left", func() (bool, string) {
+		r := g.json("GET", nsPath+"/life", "")
+		c := conditions(r)
+		return c["NamespaceContentRemaining"] == "True: Some resources are remaining: configmaps. has 1 resource instances" &&
+			c["NamespaceFinalizersRemaining"] == "True: Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances", fmt.Sprint(c)
+	})
 	p := g.do("PATCH", cmsLife+"/held", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))
 	mustCode(t, "release held", p, http.StatusOK)
 	g.gone(cmsLife + "/held")

@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -88,10 +90,15 @@ func setNamespaceSpecFinalizers(obj *unstructured.Unstructured, fs []string) {
 
 // drainNamespace starts the deletion of every object in namespace ns that
 // is not being deleted yet (in the background, as Kubernetes' namespace
-// controller does) and returns how many objects are left in it.
+// controller does) and returns how many objects are left in it. It reports
+// what is left in the namespace's status conditions, with Kubernetes'
+// types and messages (NamespaceContentRemaining, NamespaceFinalizersRemaining),
+// which is what kubectl describe shows of a namespace stuck terminating.
 func (s *Server) drainNamespace(ctx context.Context, ns string) (int64, error) {
 	background := metav1.DeletePropagationBackground
 	var left int64
+	var remaining []string         // "configmaps. has 2 resource instances"
+	finalizers := map[string]int{} // finalizer -> objects held by it
 	seen := map[string]bool{}
 	for _, res := range s.registry.Resources() {
 		if !res.Namespaced || seen[res.StoragePrefix] {
@@ -103,22 +110,94 @@ func (s *Server) drainNamespace(ctx context.Context, ns string) (int64, error) {
 			return 0, err
 		}
 		for _, it := range items {
-			if it.GetDeletionTimestamp() != nil {
-				continue
+			if it.GetDeletionTimestamp() == nil {
+				uid := it.GetUID()
+				opts := &metav1.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &uid}}
+				obj, deleted, err := s.deleteObject(ctx, res, ns, it.GetName(), opts)
+				if err != nil && !apierrors.IsNotFound(err) && !uidChanged(err) {
+					return 0, err
+				}
+				if err != nil || deleted {
+					continue
+				}
+				it = obj
 			}
-			uid := it.GetUID()
-			opts := &metav1.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &uid}}
-			if _, _, err := s.deleteObject(ctx, res, ns, it.GetName(), opts); err != nil && !apierrors.IsNotFound(err) && !uidChanged(err) {
-				return 0, err
+			for _, f := range it.GetFinalizers() {
+				finalizers[f]++
 			}
 		}
 		n, err := s.store.Count(ctx, res.Prefix(ns))
 		if err != nil {
 			return 0, storageError(err, s.gr(res), "")
 		}
+		if n > 0 {
+			remaining = append(remaining, fmt.Sprintf("%s.%s has %d resource instances", res.Plural, res.Group, n))
+		}
 		left += n
 	}
+	s.setNamespaceConditions(ctx, ns, remaining, finalizers)
 	return left, nil
+}
+
+// setNamespaceConditions records in a terminating namespace's status what
+// content and which finalizers are left. A failure only loses the report.
+func (s *Server) setNamespaceConditions(ctx context.Context, ns string, remaining []string, finalizers map[string]int) {
+	content := namespaceCondition("NamespaceContentRemaining", "ContentRemoved", "All content successfully removed")
+	if len(remaining) > 0 {
+		slices.Sort(remaining)
+		content = namespaceCondition("NamespaceContentRemaining", "SomeResourcesRemain", "Some resources are remaining: "+strings.Join(remaining, ", "))
+	}
+	held := namespaceCondition("NamespaceFinalizersRemaining", "ContentHasNoFinalizers", "All content-preserving finalizers finished")
+	if len(finalizers) > 0 {
+		var parts []string
+		for f, n := range finalizers {
+			parts = append(parts, fmt.Sprintf("%s in %d resource instances", f, n))
+		}
+		slices.Sort(parts)
+		held = namespaceCondition("NamespaceFinalizersRemaining", "SomeFinalizersRemain", "Some content in the namespace has finalizers remaining: "+strings.Join(parts, ", "))
+	}
+	res := s.namespaceResource()
+	info := requestInfo{gvr: res.GVR(), name: ns, subresource: "status", verb: "update"}
+	_, _, err := s.guaranteedUpdate(headerSink(http.Header{}), ctx, res, info, writeOptions{}, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		conds, _, _ := unstructured.NestedSlice(cur.Object, "status", "conditions")
+		for _, c := range []map[string]any{content, held} {
+			conds = setCondition(conds, c)
+		}
+		unstructured.SetNestedSlice(cur.Object, conds, "status", "conditions")
+		cur.SetResourceVersion("")
+		return cur, nil
+	})
+	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		s.cfg.Log.Warn("namespace: set status conditions", "namespace", ns, "err", err)
+	}
+}
+
+// namespaceCondition is a condition that is true while something is left
+// (reason and message say what) and false once nothing is.
+func namespaceCondition(typ, reason, message string) map[string]any {
+	status := "True"
+	if reason == "ContentRemoved" || reason == "ContentHasNoFinalizers" {
+		status = "False"
+	}
+	return map[string]any{"type": typ, "status": status, "reason": reason, "message": message}
+}
+
+// setCondition replaces the condition of c's type in conds, keeping its
+// lastTransitionTime when its status did not change.
+func setCondition(conds []any, c map[string]any) []any {
+	c["lastTransitionTime"] = time.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
+	for i, old := range conds {
+		o, ok := old.(map[string]any)
+		if !ok || o["type"] != c["type"] {
+			continue
+		}
+		if o["status"] == c["status"] && o["lastTransitionTime"] != nil {
+			c["lastTransitionTime"] = o["lastTransitionTime"]
+		}
+		conds[i] = c
+		return conds
+	}
+	return append(conds, c)
 }
 
 // finishNamespace removes the "kubernetes" finalizer of an empty
