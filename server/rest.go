@@ -787,6 +787,9 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 				return nil, false, storageError(err, gr, name)
 			}
 			cur.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
+			if !deleting {
+				s.deletionStarted(ctx, res, cur, nkv.ModRevision)
+			}
 			return cur, false, nil
 		}
 		if dryRun {
@@ -802,6 +805,25 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 		}
 		cur.SetResourceVersion(strconv.FormatInt(gone.ModRevision, 10))
 		return cur, true, nil
+	}
+}
+
+// deletionStarted makes this server refuse new content of a namespace or
+// custom resource definition whose deletion it just started, before the
+// DELETE is answered: creates check the namespaces' watch cache, so it
+// waits (up to a second) for the cache to see the mark, and it marks the
+// definition terminating at once. Other servers learn of it from their
+// watches, moments later, as in Kubernetes.
+func (s *Server) deletionStarted(ctx context.Context, res *registry.Resource, obj *unstructured.Unstructured, rev int64) {
+	switch {
+	case isNamespaceResource(res):
+		if c := s.cacheFor(res); c != nil {
+			wctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			_ = c.WaitFor(wctx, rev) // at worst a create slips in, and is drained
+		}
+	case isCRDResource(res):
+		s.crdTerminating.Store(obj.GetName(), true)
 	}
 }
 
