@@ -26,12 +26,15 @@
 // whole registry, in revision order, and keeps an index of the objects
 // that have owner references, by owner key. It decodes only the writes
 // that may matter (see interesting): an object without owner references
-// or deletion costs two byte searches. Every decision is made on fresh
-// quorum reads of the object and its owners, never on the index alone,
-// and every action is conditional on the object's uid, through the
-// server's own delete and update paths (Backend), so that running a
-// collector in each of several servers on one etcd is safe: one of them
-// acts, the others find nothing to do.
+// or deletion costs two byte searches. Every action is decided on fresh
+// quorum reads of the object and its owners, with two remembered facts:
+// an owner uid once found absent stays absent (uids are never reused),
+// and an owner a read found existing lets a new dependent of it skip its
+// check until the watch shows that owner deleting or deleted. Every action
+// is conditional on the object's uid, through the server's own delete and
+// update paths (Backend), so that running a collector in each of several
+// servers on one etcd is safe: one of them acts, the others find nothing
+// to do.
 //
 // Collector.Run owns its goroutines (the feed and the workers) and
 // returns when its context ends and they have stopped.
