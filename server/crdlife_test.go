@@ -36,7 +36,7 @@ func TestCRDDeletion(t *testing.T) {
 		t.Fatalf("held is not being deleted: %s", truncate(r.body))
 	}
 	g.stays(crdPath)
-	p := a.do("PATCH", widgets+"/held", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))
+	p := g.release(widgets + "/held")
 	mustCode(t, "release held", p, http.StatusOK)
 	g.gone(crdPath)
 	g.gone(widgets) // no longer served

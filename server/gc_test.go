@@ -77,6 +77,12 @@ func (g *gcAPI) eventually(what string, cond func() (bool, string)) {
 	}
 }
 
+// release removes every finalizer of the object at path.
+func (g *gcAPI) release(path string) response {
+	g.t.Helper()
+	return g.do("PATCH", path, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))
+}
+
 // stays checks that path still exists after the collector had time to act.
 func (g *gcAPI) stays(path string) response {
 	g.t.Helper()
@@ -222,7 +228,7 @@ func TestGCForeground(t *testing.T) {
 		t.Fatalf("owner finalizers %v while dep-held blocks, want [foregroundDeletion]", fs)
 	}
 	// Releasing the held dependent lets everything go.
-	p := g.do("PATCH", cms+"/dep-held", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))
+	p := g.release(cms + "/dep-held")
 	mustCode(t, "release dep-held", p, http.StatusOK)
 	g.gone(cms + "/dep-held")
 	g.gone(cms + "/owner")
@@ -458,7 +464,7 @@ func TestGCKnownOwnerForgotten(t *testing.T) {
 		if c.name == "held" {
 			// The held owner stays (deleting): its dependents stay too.
 			g.stays(cms + "/" + c.name + "-early-1")
-			mustCode(t, "release owner", g.do("PATCH", cms+"/owner-"+c.name, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)), http.StatusOK)
+			mustCode(t, "release owner", g.release(cms+"/owner-"+c.name), http.StatusOK)
 		}
 		if c.policy == "Background" {
 			g.gone(cms + "/owner-" + c.name)

@@ -92,7 +92,7 @@ func TestNamespaceLifecycle(t *testing.T) {
 		return c["NamespaceContentRemaining"] == "True: Some resources are remaining: configmaps. has 1 resource instances" &&
 			c["NamespaceFinalizersRemaining"] == "True: Some content in the namespace has finalizers remaining: example.com/hold in 1 resource instances", fmt.Sprint(c)
 	})
-	p := g.do("PATCH", cmsLife+"/held", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))
+	p := g.release(cmsLife + "/held")
 	mustCode(t, "release held", p, http.StatusOK)
 	g.gone(cmsLife + "/held")
 	g.gone(nsPath + "/life")
@@ -124,7 +124,7 @@ func TestNamespaceFinalizers(t *testing.T) {
 	if r := g.stays(nsPath + "/meta"); len(specFinalizers(r)) != 0 || !slices.Equal(finalizersOf(r), []string{"example.com/meta"}) {
 		t.Fatalf("meta: spec.finalizers %v, finalizers %v; want none and [example.com/meta]", specFinalizers(r), finalizersOf(r))
 	}
-	mustCode(t, "release meta", g.do("PATCH", nsPath+"/meta", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`)), http.StatusOK)
+	mustCode(t, "release meta", g.release(nsPath+"/meta"), http.StatusOK)
 	g.gone(nsPath + "/meta")
 	mustCode(t, "release spec", g.json("PUT", nsPath+"/spec/finalize", `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"spec"},"spec":{}}`), http.StatusOK)
 	g.gone(nsPath + "/spec")

@@ -455,18 +455,13 @@ func TestUpdateGuessConcurrentPatches(t *testing.T) {
 		wg.Go(func() {
 			env, c := envs[g%2], clients[g%2]
 			for i := range patches {
-				body := fmt.Sprintf(`{"data":{"g%d-%d":"x"}}`, g, i)
-				req, _ := http.NewRequest("PATCH", env.Config.Host+cms+"/conc", strings.NewReader(body))
-				req.Header.Set("Content-Type", "application/merge-patch+json")
-				resp, err := c.Do(req)
+				code, b, err := mergePatch(c, env.Config.Host+cms+"/conc", fmt.Sprintf(`{"data":{"g%d-%d":"x"}}`, g, i))
 				if err != nil {
 					errs <- err
 					return
 				}
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					errs <- fmt.Errorf("patch %d of %d = %d %s", i, g, resp.StatusCode, b)
+				if code != http.StatusOK {
+					errs <- fmt.Errorf("patch %d of %d = %d %s", i, g, code, b)
 					return
 				}
 				rvs <- resourceVersion(b)
@@ -518,6 +513,23 @@ func TestUpdateGuessConcurrentPatches(t *testing.T) {
 	if stale, reads := guesses().since(before).stale, server.UpdateConflictReads()-conflictReads; stale > 0 && reads == 0 {
 		t.Errorf("%d stale guesses and no retry from the conflicting write's state", stale)
 	}
+}
+
+// mergePatch sends a JSON merge patch from any goroutine (the api helper
+// fails the test, which only the test's goroutine may do).
+func mergePatch(c *http.Client, url, body string) (code int, out []byte, err error) {
+	req, err := http.NewRequest("PATCH", url, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/merge-patch+json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	out, err = io.ReadAll(resp.Body)
+	return resp.StatusCode, out, err
 }
 
 // versionsCRD stores v1; v2 is served too, with a default v1 lacks.
@@ -831,22 +843,18 @@ func TestDeleteRetryFromConflict(t *testing.T) {
 						return
 					default:
 					}
-					req, _ := http.NewRequest("PATCH", env.Config.Host+cms+"/"+name, strings.NewReader(fmt.Sprintf(`{"data":{"g%d":"%d"}}`, g, i)))
-					req.Header.Set("Content-Type", "application/merge-patch+json")
-					resp, err := c.Do(req)
+					code, b, err := mergePatch(c, env.Config.Host+cms+"/"+name, fmt.Sprintf(`{"data":{"g%d":"%d"}}`, g, i))
 					if err != nil {
 						errs <- err
 						return
 					}
-					b, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					switch resp.StatusCode {
+					switch code {
 					case http.StatusOK:
 						patched.Add(1)
 					case http.StatusNotFound:
 						return
 					default:
-						errs <- fmt.Errorf("patch = %d %s", resp.StatusCode, b)
+						errs <- fmt.Errorf("patch = %d %s", code, b)
 						return
 					}
 				}
