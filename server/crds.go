@@ -143,7 +143,7 @@ func (s *Server) serveCRD(ctx context.Context, obj *unstructured.Unstructured, k
 		for _, r := range resources {
 			s.cacheFor(r)
 		}
-		s.gc.KindsChanged()
+		s.gc.kindsChanged()
 	}
 	if err != nil {
 		s.cfg.Log.Error("custom resource definition: serve", "name", def.Name, "err", err)

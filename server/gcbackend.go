@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -143,15 +145,98 @@ func uidChanged(err error) bool {
 	return strings.Contains(err.Error(), "Precondition failed: UID")
 }
 
-// gcMetrics are the collector's metrics.
-func gcMetrics(c *gc.Collector) []prometheus.Collector {
+// gcRunner runs the server's garbage collector: while this server holds
+// the objwatch-garbage-collector lease (see elector), or always when
+// election is off. Each term runs a new gc.Collector; the counters add up
+// across terms. Its methods are safe for concurrent use.
+type gcRunner struct {
+	s       *Server
+	elector *elector // nil: no election
+	cur     atomic.Pointer[gc.Collector]
+
+	mu   sync.Mutex
+	past gc.Stats // of the terms that ended
+}
+
+func newGCRunner(s *Server) *gcRunner {
+	r := &gcRunner{s: s}
+	if s.cfg.GCLeaseDuration > 0 {
+		r.elector = newElector(s, "objwatch-garbage-collector", s.cfg.GCLeaseDuration)
+	}
+	return r
+}
+
+// run runs the collector until ctx ends.
+func (r *gcRunner) run(ctx context.Context) {
+	if r.elector == nil {
+		r.term(ctx)
+		return
+	}
+	r.elector.run(ctx, r.term)
+}
+
+func (r *gcRunner) term(ctx context.Context) {
+	c := gc.New(gc.Config{Store: r.s.store, Backend: gcBackend{r.s}, Prefix: registry.Root, Workers: r.s.cfg.GCWorkers, Log: r.s.cfg.Log})
+	r.cur.Store(c)
+	c.Run(ctx)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cur.Store(nil)
+	st := c.Stats()
+	r.past.Deleted += st.Deleted
+	r.past.Orphaned += st.Orphaned
+	r.past.Released += st.Released
+	r.past.Errors += st.Errors
+}
+
+// kindsChanged tells the running collector that the served kinds changed.
+func (r *gcRunner) kindsChanged() {
+	if c := r.cur.Load(); c != nil {
+		c.KindsChanged()
+	}
+}
+
+// leading reports whether this server runs the collector now.
+func (r *gcRunner) leading() bool { return r.cur.Load() != nil }
+
+func (r *gcRunner) stats() gc.Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.past
+	if c := r.cur.Load(); c != nil {
+		now := c.Stats()
+		st.Deleted += now.Deleted
+		st.Orphaned += now.Orphaned
+		st.Released += now.Released
+		st.Errors += now.Errors
+	}
+	return st
+}
+
+func (r *gcRunner) pending() int {
+	if c := r.cur.Load(); c != nil {
+		return c.Pending()
+	}
+	return 0
+}
+
+// metrics are the collector's metrics.
+func (r *gcRunner) metrics() []prometheus.Collector {
 	counter := func(name, help string, v func(gc.Stats) int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "objwatch_gc_" + name, Help: help},
-			func() float64 { return float64(v(c.Stats())) })
+			func() float64 { return float64(v(r.stats())) })
+	}
+	gauge := func(name, help string, v func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "objwatch_gc_" + name, Help: help}, v)
 	}
 	return []prometheus.Collector{
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "objwatch_gc_pending", Help: "Objects waiting for the garbage collector."},
-			func() float64 { return float64(c.Pending()) }),
+		gauge("pending", "Objects waiting for the garbage collector.", func() float64 { return float64(r.pending()) }),
+		gauge("leader", "1 while this server runs the garbage collector (holds its lease), else 0.", func() float64 {
+			if r.leading() {
+				return 1
+			}
+			return 0
+		}),
 		counter("deletions_total", "Objects the garbage collector deleted.", func(s gc.Stats) int64 { return s.Deleted }),
 		counter("orphaned_total", "Owner references removed from dependents by Orphan deletions.", func(s gc.Stats) int64 { return s.Orphaned }),
 		counter("released_total", "Dependents that lost references to absent or foreground-deleting owners but kept another.", func(s gc.Stats) int64 { return s.Released }),

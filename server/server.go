@@ -36,7 +36,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/objwatch/objwatch/server/auth"
-	"github.com/objwatch/objwatch/server/gc"
 	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/storage"
 )
@@ -107,6 +106,11 @@ type Config struct {
 	// GCWorkers is how many objects the garbage collector processes at
 	// once (default 4; see package gc).
 	GCWorkers int
+	// GCLeaseDuration is the duration of the lease that elects the one
+	// server, among those sharing an etcd, that runs the garbage collector
+	// (default 15 s, as kube-controller-manager's; negative: every server
+	// runs it). See elector.
+	GCLeaseDuration time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -149,6 +153,9 @@ func (c *Config) setDefaults() {
 	if c.ContinueTTL == 0 {
 		c.ContinueTTL = 5 * time.Minute
 	}
+	if c.GCLeaseDuration == 0 {
+		c.GCLeaseDuration = 15 * time.Second
+	}
 	if c.Version == "" {
 		c.Version = "v1.32.0-objwatch"
 	}
@@ -168,7 +175,7 @@ type Server struct {
 	keyLocks          *keyLocks    // see guaranteedUpdate
 	guessKeys         *guessKeyMap // see updatecache.go
 	pacer             *flushPacer
-	gc                *gc.Collector
+	gc                *gcRunner
 	// crdTerminating holds the names of the custom resource definitions
 	// being deleted (see checkCRDActive).
 	crdTerminating sync.Map
@@ -206,9 +213,9 @@ func New(cfg Config) (*Server, error) {
 		guessKeys: newGuessKeyMap(),
 		pacer:     pacer,
 	}
-	s.gc = gc.New(gc.Config{Store: s.store, Backend: gcBackend{s}, Prefix: registry.Root, Workers: cfg.GCWorkers, Log: cfg.Log})
+	s.gc = newGCRunner(s)
 	if cfg.Metrics != nil {
-		for _, c := range gcMetrics(s.gc) {
+		for _, c := range s.gc.metrics() {
 			if err := cfg.Metrics.Register(c); err != nil {
 				return nil, fmt.Errorf("server: %w", err)
 			}
@@ -234,7 +241,7 @@ func (s *Server) Run(ctx context.Context) error {
 	defer func() { stopPacer(); <-pacerDone }()
 	gcCtx, stopGC := context.WithCancel(ctx)
 	gcDone := make(chan struct{})
-	go func() { defer close(gcDone); s.gc.Run(gcCtx) }()
+	go func() { defer close(gcDone); s.gc.run(gcCtx) }()
 	defer func() { stopGC(); <-gcDone }()
 	if err := s.bootstrap(ctx); err != nil {
 		return fmt.Errorf("server: bootstrap: %w", err)

@@ -74,6 +74,7 @@ func newServeCommand() *cobra.Command {
 	f.IntVar(&o.Server.WatchBufferEvents, "watch-buffer-events", 10000, "events queued for one watch before it is ended with 410 Expired")
 	f.DurationVar(&o.Server.WatchWriteTimeout, "watch-write-timeout", time.Minute, "longest a write of watch output may block before the watch is ended (negative: no limit)")
 	f.IntVar(&o.Server.GCWorkers, "gc-workers", 4, "objects the garbage collector processes at once")
+	f.DurationVar(&o.Server.GCLeaseDuration, "gc-lease-duration", 15*time.Second, "lease that elects the one server (of those on an etcd) running the garbage collector (negative: every server runs it)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
 	return cmd
 }
