@@ -176,16 +176,34 @@ func TestUpdateGuessSequence(t *testing.T) {
 		last = r
 		want = append(want, r)
 	}
-	// A patch that changes nothing writes nothing (re-checked against etcd).
-	r := a.do("PATCH", cms+"/seq", "application/merge-patch+json", []byte(`{"data":{"k":"v39"}}`))
-	mustCode(t, "no-op patch", r, http.StatusOK)
-	if rvOf(t, r) != rvOf(t, last) {
-		t.Errorf("no-op patch: resourceVersion %s, want %s unchanged", rvOf(t, r), rvOf(t, last))
-	}
 	got := guesses().since(before)
 	t.Logf("guesses: %+v", got)
-	if got.used < n/2 || got.stale != 0 || got.rechecked != 1 {
-		t.Errorf("guesses over %d sequential writes and a no-op = %+v, want most used, none stale, one re-checked", n, got)
+	// Under load the cache may lag past guessWait, and guesses pause: some
+	// writes then read etcd. None may be stale, and on a quiet machine most
+	// are guesses.
+	if got.used == 0 || got.stale != 0 {
+		t.Errorf("guesses over %d sequential writes = %+v, want some used and none stale", n, got)
+	}
+	// A patch that changes nothing writes nothing; when it was answered
+	// from a guess, the answer is re-checked against etcd. (Repeated until
+	// a guess is used, as a paused or lagging cache makes it read etcd.)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		before := guesses()
+		r := a.do("PATCH", cms+"/seq", "application/merge-patch+json", []byte(`{"data":{"k":"v39"}}`))
+		mustCode(t, "no-op patch", r, http.StatusOK)
+		if rvOf(t, r) != rvOf(t, last) {
+			t.Fatalf("no-op patch: resourceVersion %s, want %s unchanged", rvOf(t, r), rvOf(t, last))
+		}
+		if g := guesses().since(before); g.used > 0 {
+			if g.rechecked != 1 || g.stale != 0 {
+				t.Errorf("a no-op patch from a guess: %+v, want one re-checked, none stale", g)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no no-op patch used a guess in 10 s")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if g := a.json("GET", cms+"/seq", ""); !bytes.Equal(g.body, last.body) {
 		t.Errorf("GET after the writes = %s\nwant the last answer %s", g.body, last.body)
