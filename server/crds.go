@@ -9,7 +9,6 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -331,16 +330,8 @@ func (s *Server) drainCustomResources(ctx context.Context, name string) (int64, 
 	if err != nil {
 		return 0, err
 	}
-	background := metav1.DeletePropagationBackground
-	for _, it := range items {
-		if it.GetDeletionTimestamp() != nil {
-			continue
-		}
-		uid := it.GetUID()
-		opts := &metav1.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &uid}}
-		if _, _, err := s.deleteObject(ctx, res, it.GetNamespace(), it.GetName(), opts); err != nil && !apierrors.IsNotFound(err) && !uidChanged(err) {
-			return 0, err
-		}
+	if _, err := s.deleteContent(ctx, res, items); err != nil {
+		return 0, err
 	}
 	n, err := s.store.Count(ctx, prefix)
 	if err != nil {

@@ -2,9 +2,13 @@ package server_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/objwatch/objwatch/testenv"
 )
@@ -174,4 +178,54 @@ func TestNamespaceFinalizeBadInput(t *testing.T) {
 	if fs := specFinalizers(g.json("GET", nsPath+"/x", "")); !slices.Equal(fs, []string{"kubernetes", "example.com/ok"}) {
 		t.Fatalf("spec.finalizers %v after the bad bodies and a good one", fs)
 	}
+}
+
+// BenchmarkNamespaceDeletion deletes a namespace holding 1,000 ConfigMaps
+// and waits until it is gone: go test ./server -run '^$' -bench
+// NamespaceDeletion -benchtime 3x. It reports objects removed per second.
+func BenchmarkNamespaceDeletion(b *testing.B) {
+	const n = 1000
+	env := testenv.Start(b)
+	c := env.HTTPClient()
+	do := func(method, path, body string) int {
+		req, _ := http.NewRequest(method, env.Config.Host+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	var total time.Duration
+	for i := range b.N {
+		b.StopTimer()
+		ns := fmt.Sprintf("bench-%d", i)
+		if code := do("POST", nsPath, nsBody(ns, "")); code != http.StatusCreated {
+			b.Fatalf("create namespace = %d", code)
+		}
+		var wg sync.WaitGroup
+		for w := range 16 {
+			wg.Go(func() {
+				for j := w; j < n; j += 16 {
+					if code := do("POST", "/api/v1/namespaces/"+ns+"/configmaps", cm(fmt.Sprint("c", j), "")); code != http.StatusCreated {
+						b.Errorf("create = %d", code)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		b.StartTimer()
+		start := time.Now()
+		if code := do("DELETE", nsPath+"/"+ns, ""); code != http.StatusOK {
+			b.Fatalf("delete namespace = %d", code)
+		}
+		for do("GET", nsPath+"/"+ns, "") != http.StatusNotFound {
+			time.Sleep(10 * time.Millisecond)
+		}
+		total += time.Since(start)
+	}
+	b.ReportMetric(float64(n*b.N)/total.Seconds(), "objects/s")
 }

@@ -8,7 +8,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -95,7 +98,6 @@ func setNamespaceSpecFinalizers(obj *unstructured.Unstructured, fs []string) {
 // types and messages (NamespaceContentRemaining, NamespaceFinalizersRemaining),
 // which is what kubectl describe shows of a namespace stuck terminating.
 func (s *Server) drainNamespace(ctx context.Context, ns string) (int64, error) {
-	background := metav1.DeletePropagationBackground
 	var left int64
 	var remaining []string         // "configmaps. has 2 resource instances"
 	finalizers := map[string]int{} // finalizer -> objects held by it
@@ -109,22 +111,12 @@ func (s *Server) drainNamespace(ctx context.Context, ns string) (int64, error) {
 		if err != nil {
 			return 0, err
 		}
-		for _, it := range items {
-			if it.GetDeletionTimestamp() == nil {
-				uid := it.GetUID()
-				opts := &metav1.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &uid}}
-				obj, deleted, err := s.deleteObject(ctx, res, ns, it.GetName(), opts)
-				if err != nil && !apierrors.IsNotFound(err) && !uidChanged(err) {
-					return 0, err
-				}
-				if err != nil || deleted {
-					continue
-				}
-				it = obj
-			}
-			for _, f := range it.GetFinalizers() {
-				finalizers[f]++
-			}
+		held, err := s.deleteContent(ctx, res, items)
+		if err != nil {
+			return 0, err
+		}
+		for f, n := range held {
+			finalizers[f] += n
 		}
 		n, err := s.store.Count(ctx, res.Prefix(ns))
 		if err != nil {
@@ -137,6 +129,47 @@ func (s *Server) drainNamespace(ctx context.Context, ns string) (int64, error) {
 	}
 	s.setNamespaceConditions(ctx, ns, remaining, finalizers)
 	return left, nil
+}
+
+// drainWorkers bounds the deletes one drain sends at once.
+const drainWorkers = 8
+
+// deleteContent starts the deletion (in the background, conditional on
+// each uid) of the items not being deleted yet, drainWorkers at a time,
+// and counts the finalizers holding those that remain.
+func (s *Server) deleteContent(ctx context.Context, res *registry.Resource, items []*unstructured.Unstructured) (map[string]int, error) {
+	background := metav1.DeletePropagationBackground
+	var mu sync.Mutex
+	held := map[string]int{}
+	hold := func(obj *unstructured.Unstructured) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, f := range obj.GetFinalizers() {
+			held[f]++
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(drainWorkers)
+	for _, it := range items {
+		if it.GetDeletionTimestamp() != nil {
+			hold(it)
+			continue
+		}
+		g.Go(func() error {
+			uid := it.GetUID()
+			opts := &metav1.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &uid}}
+			obj, deleted, err := s.deleteObject(gctx, res, it.GetNamespace(), it.GetName(), opts)
+			switch {
+			case apierrors.IsNotFound(err) || err != nil && uidChanged(err):
+			case err != nil:
+				return err
+			case !deleted:
+				hold(obj)
+			}
+			return nil
+		})
+	}
+	return held, g.Wait()
 }
 
 // setNamespaceConditions records in a terminating namespace's status what
