@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -35,15 +34,13 @@ import (
 // lease); the garbage collector does, as every action it takes is
 // conditional.
 //
-// run blocks until ctx ends and the task has returned; leading may be
-// called from any goroutine.
+// run blocks until ctx ends and the task has returned. An elector is used
+// by one goroutine.
 type elector struct {
 	s                              *Server
 	name                           string // the Lease's name in kube-system
 	identity                       string
 	duration, renewDeadline, retry time.Duration
-
-	leading atomic.Bool
 
 	// observed is the lease record last read, and when this server read
 	// it changed.
@@ -74,7 +71,6 @@ func (e *elector) run(ctx context.Context, task func(context.Context)) {
 			<-done
 			stop, done = nil, nil
 		}
-		e.leading.Store(false)
 	}
 	t := time.NewTicker(e.retry)
 	defer t.Stop()
@@ -88,7 +84,6 @@ func (e *elector) run(ctx context.Context, task func(context.Context)) {
 				var tctx context.Context
 				tctx, stop = context.WithCancel(ctx)
 				done = make(chan struct{})
-				e.leading.Store(true)
 				go func() { defer close(done); task(tctx) }()
 			}
 		case stop != nil && (err == nil || now.Sub(lastRenew) > e.renewDeadline):
