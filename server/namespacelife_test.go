@@ -229,3 +229,18 @@ func BenchmarkNamespaceDeletion(b *testing.B) {
 	}
 	b.ReportMetric(float64(n*b.N)/total.Seconds(), "objects/s")
 }
+
+// As in Kubernetes: default, kube-system and kube-public cannot be
+// deleted, and namespaces have no deletecollection.
+func TestNamespacesImmortalAndNoCollectionDelete(t *testing.T) {
+	g := startGC(t)
+	for _, ns := range []string{"default", "kube-system", "kube-public"} {
+		r := g.json("DELETE", nsPath+"/"+ns, "")
+		if r.code != http.StatusForbidden || r.status().Message != `namespaces "`+ns+`" is forbidden: this namespace may not be deleted` {
+			t.Errorf("DELETE namespace %s = %d %s", ns, r.code, truncate(r.body))
+		}
+	}
+	mustCode(t, "delete kube-node-lease", g.json("DELETE", nsPath+"/kube-node-lease", ""), http.StatusOK)
+	mustCode(t, "deletecollection", g.json("DELETE", nsPath, ""), http.StatusMethodNotAllowed)
+	mustCode(t, "default still there", g.json("GET", nsPath+"/default", ""), http.StatusOK)
+}

@@ -24,8 +24,13 @@ import (
 	"github.com/objwatch/objwatch/storage"
 )
 
-// defaultNamespaces exist on every server, as in Kubernetes.
-var defaultNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
+// defaultNamespaces exist on every server, as in Kubernetes;
+// immortalNamespaces cannot be deleted (Kubernetes' NamespaceLifecycle
+// admission).
+var (
+	defaultNamespaces  = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
+	immortalNamespaces = []string{"default", "kube-system", "kube-public"}
+)
 
 func (s *Server) namespaceResource() *registry.Resource {
 	res, _ := s.registry.Get(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"})

@@ -84,6 +84,8 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 			err = s.patch(w, r, res, info)
 		case info.verb == "delete":
 			err = s.delete(w, r, res, info)
+		case info.verb == "deletecollection" && isNamespaceResource(res):
+			err = apierrors.NewMethodNotSupported(s.gr(res), info.verb)
 		case info.verb == "deletecollection":
 			err = s.deleteCollection(w, r, res, info)
 		default:
@@ -689,6 +691,9 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, res *registry.Re
 	opts, err := s.deleteOptions(r)
 	if err != nil {
 		return err
+	}
+	if isNamespaceResource(res) && slices.Contains(immortalNamespaces, info.name) {
+		return apierrors.NewForbidden(s.gr(res), info.name, errors.New("this namespace may not be deleted"))
 	}
 	obj, deleted, err := s.deleteObject(r.Context(), res, info.namespace, info.name, opts)
 	if err != nil {

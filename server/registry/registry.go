@@ -128,6 +128,10 @@ func (r *Resource) Prefix(namespace string) string {
 
 // Verbs are the verbs the resource supports.
 func (r *Resource) Verbs() []string {
+	if r.Group == "" && r.Plural == "namespaces" {
+		// As in Kubernetes: namespaces are deleted one at a time.
+		return []string{"create", "delete", "get", "list", "patch", "update", "watch"}
+	}
 	return []string{"create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"}
 }
 
