@@ -35,7 +35,9 @@ func TestCRDDeletion(t *testing.T) {
 	if r := g.stays(widgets + "/held"); metaOf(r)["deletionTimestamp"] == nil {
 		t.Fatalf("held is not being deleted: %s", truncate(r.body))
 	}
-	g.stays(crdPath)
+	if c := conditions(g.stays(crdPath)); !strings.HasPrefix(c["Terminating"], "True") || !strings.HasPrefix(c["Established"], "True") {
+		t.Errorf("the terminating definition's conditions: %v", c)
+	}
 	p := g.release(widgets + "/held")
 	mustCode(t, "release held", p, http.StatusOK)
 	g.gone(crdPath)
