@@ -71,9 +71,11 @@
 //
 // Predicates are functions of (old, new) composed with And, Or and Not:
 // GenerationChanged, ResourceVersionChanged, LabelsChanged,
-// AnnotationsChanged, FieldsChanged(patterns...) and NeedsReconcile (a
+// AnnotationsChanged, FieldsChanged(patterns...), NeedsReconcile (a
 // fresh resourceVersion whose metadata.generation is not yet
-// status.observedGeneration).
+// status.observedGeneration), and for the object lifecycle DeletionStarted
+// (the moment a finalizer's clean-up is due), FinalizersChanged and
+// OwnerReferencesChanged (adopted, orphaned, or re-owned).
 //
 // # Fingerprints and deduplication
 //

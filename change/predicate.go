@@ -3,6 +3,7 @@ package change
 import (
 	"maps"
 	"reflect"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -116,6 +117,54 @@ func NeedsReconcile(old, new any) bool {
 	return generation(new) != int64At(new, "status", "observedGeneration")
 }
 
+// DeletionStarted: new is being deleted (metadata.deletionTimestamp is
+// set) and old was not, or there is no old: the moment a controller that
+// holds a finalizer on the object runs its clean-up.
+func DeletionStarted(old, new any) bool {
+	return deleting(new) && (isNil(old) || !deleting(old))
+}
+
+// FinalizersChanged: metadata.finalizers differ (their order too; none
+// and an empty list are the same).
+func FinalizersChanged(old, new any) bool {
+	if isNil(old) {
+		return true
+	}
+	if o, ok := old.(metav1.Object); ok {
+		if n, ok := new.(metav1.Object); ok {
+			return !slices.Equal(o.GetFinalizers(), n.GetFinalizers())
+		}
+	}
+	return metaMemberChanged(old, new, "finalizers")
+}
+
+// OwnerReferencesChanged: metadata.ownerReferences differ (none and an
+// empty list are the same): the object was adopted, orphaned (as an Orphan
+// deletion of its owner does) or given another owner.
+func OwnerReferencesChanged(old, new any) bool {
+	if isNil(old) {
+		return true
+	}
+	if o, ok := old.(metav1.Object); ok {
+		if n, ok := new.(metav1.Object); ok {
+			return !reflect.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) &&
+				(len(o.GetOwnerReferences()) > 0 || len(n.GetOwnerReferences()) > 0)
+		}
+	}
+	return metaMemberChanged(old, new, "ownerReferences")
+}
+
+func deleting(obj any) bool {
+	if isNil(obj) {
+		return false
+	}
+	if o, ok := obj.(metav1.Object); ok {
+		return o.GetDeletionTimestamp() != nil
+	}
+	n, ok := at(obj, "metadata", "deletionTimestamp")
+	return ok && n.k != kindNull
+}
+
 func isNil(obj any) bool {
 	if obj == nil {
 		return true
@@ -176,13 +225,16 @@ func int64At(obj any, path ...string) int64 {
 }
 
 // metaMemberChanged compares metadata.<name> of two objects, taking an
-// absent, null or empty object as the same.
+// absent, null, empty object or empty list as the same.
 func metaMemberChanged(old, new any, name string) bool {
 	a, aok := at(old, "metadata", name)
 	b, bok := at(new, "metadata", name)
 	empty := func(n node, ok bool) bool {
 		if !ok || n.k == kindNull {
 			return true
+		}
+		if n.k == kindArray {
+			return n.size() == 0
 		}
 		if n.k != kindObject {
 			return false

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -136,4 +137,51 @@ func ExamplePredicate() {
 	interesting := change.And(change.ResourceVersionChanged, change.Or(change.GenerationChanged, change.LabelsChanged))
 	fmt.Println(interesting(old, new), change.NeedsReconcile(old, new))
 	// Output: true true
+}
+
+// The lifecycle predicates, on typed, unstructured and map forms.
+func TestLifecyclePredicates(t *testing.T) {
+	now := metav1.Now()
+	edit := func(f func(d *appsv1.Deployment)) *appsv1.Deployment {
+		d := deployment()
+		f(d)
+		return d
+	}
+	ref := metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: "o", UID: "u"}
+	tests := []struct {
+		name     string
+		old, new *appsv1.Deployment
+		want     [3]bool // DeletionStarted, FinalizersChanged, OwnerReferencesChanged
+	}{
+		{"nothing", deployment(), deployment(), [3]bool{}},
+		{"deletion starts", deployment(), edit(func(d *appsv1.Deployment) { d.DeletionTimestamp = &now }), [3]bool{true, false, false}},
+		{"still deleting", edit(func(d *appsv1.Deployment) { d.DeletionTimestamp = &now }), edit(func(d *appsv1.Deployment) { d.DeletionTimestamp = &now; d.Finalizers = []string{"a"} }), [3]bool{false, true, false}},
+		{"finalizer removed", edit(func(d *appsv1.Deployment) { d.Finalizers = []string{"a", "b"} }), edit(func(d *appsv1.Deployment) { d.Finalizers = []string{"a"} }), [3]bool{false, true, false}},
+		{"finalizers reordered", edit(func(d *appsv1.Deployment) { d.Finalizers = []string{"a", "b"} }), edit(func(d *appsv1.Deployment) { d.Finalizers = []string{"b", "a"} }), [3]bool{false, true, false}},
+		{"empty finalizers are none", edit(func(d *appsv1.Deployment) { d.Finalizers = []string{} }), deployment(), [3]bool{}},
+		{"orphaned", edit(func(d *appsv1.Deployment) { d.OwnerReferences = []metav1.OwnerReference{ref} }), deployment(), [3]bool{false, false, true}},
+		{"empty owners are none", edit(func(d *appsv1.Deployment) { d.OwnerReferences = []metav1.OwnerReference{} }), deployment(), [3]bool{}},
+	}
+	preds := []change.Predicate{change.DeletionStarted, change.FinalizersChanged, change.OwnerReferencesChanged}
+	names := []string{"DeletionStarted", "FinalizersChanged", "OwnerReferencesChanged"}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			forms := map[string][2]any{
+				"typed":        {tt.old, tt.new},
+				"unstructured": {toUnstructured(t, tt.old), toUnstructured(t, tt.new)},
+				"map":          {toUnstructured(t, tt.old).Object, toUnstructured(t, tt.new).Object},
+			}
+			for form, pair := range forms {
+				for i, p := range preds {
+					if got := p(pair[0], pair[1]); got != tt.want[i] {
+						t.Errorf("%s(%s) = %v, want %v", names[i], form, got, tt.want[i])
+					}
+				}
+			}
+		})
+	}
+	// An add (no old) of an object already being deleted counts as its start.
+	if !change.DeletionStarted(nil, edit(func(d *appsv1.Deployment) { d.DeletionTimestamp = &now })) || change.DeletionStarted(nil, deployment()) {
+		t.Error("DeletionStarted on adds")
+	}
 }
