@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,14 +18,16 @@ import (
 //     per-CPU lines of /proc/stat for the CPUs in Cpus_allowed_list of
 //     /proc/self/status, so that a server pinned to 2 of a host's 64 CPUs
 //     sees its 2 saturate, not a thirty-second of the host;
-//   - under a cgroup v2 CPU quota lower than those CPUs (cpu.max of the
-//     process's cgroup or of an ancestor; the lowest counts), the
-//     cgroup's CPU use (cpu.stat usage_usec) against the CPU time the
-//     quota allows over the same wall time, so that a container limited
-//     to 1.5 CPUs is saturated at 1.5.
+//   - under a cgroup CPU quota lower than those CPUs (the lowest on the
+//     path from the process's cgroup up), that cgroup's CPU use against
+//     the CPU time the quota allows over the same wall time, so that a
+//     container limited to 1.5 CPUs is saturated at 1.5. cgroup v2: cpu.max
+//     and cpu.stat usage_usec. cgroup v1: cpu.cfs_quota_us and
+//     cpu.cfs_period_us, with cpuacct.usage in the same directory (cpu and
+//     cpuacct mounted together, as container runtimes do), the
+//     directory found through /proc/self/mountinfo.
 //
-// cpuTimes.busySince takes the higher of the two shares. cgroup v1 quotas
-// are not read: there only the CPUs' share counts.
+// cpuTimes.busySince takes the higher of the two shares.
 //
 // Where the process may run and its quota are read once, when the reader
 // is made. read is called from one goroutine at a time.
@@ -32,9 +35,10 @@ type cpuReader struct {
 	fs      procFS
 	allowed map[int]bool // CPUs the process may run on; nil: all (the aggregate line)
 	// quotaDir is the cgroup directory whose quota applies, "" for none;
-	// quota is the CPUs it allows.
+	// quota is the CPUs it allows; usage reads its CPU use (µs).
 	quotaDir string
 	quota    float64
+	usage    func(dir string) (uint64, bool)
 	start    time.Time
 	now      func() time.Time
 }
@@ -53,7 +57,11 @@ func newCPUReader(fs procFS) *cpuReader {
 		r.allowed = parseAllowedCPUs(b)
 	}
 	if b, err := fs.read("/proc/self/cgroup"); err == nil {
-		r.quotaDir, r.quota = cgroupQuota(fs, b)
+		r.quotaDir, r.quota, r.usage = cgroupQuota(fs, b)
+		if r.quotaDir == "" {
+			mounts, _ := fs.read("/proc/self/mountinfo")
+			r.quotaDir, r.quota, r.usage = cgroupV1Quota(fs, b, mounts)
+		}
 	}
 	if r.allowed != nil && r.quota >= float64(len(r.allowed)) {
 		r.quotaDir = "" // no lower than the CPUs: their share says it all
@@ -95,11 +103,9 @@ func (r *cpuReader) read() (cpuTimes, error) {
 	if err != nil || r.quotaDir == "" {
 		return c, err
 	}
-	if b, err := r.fs.read(r.quotaDir + "/cpu.stat"); err == nil {
-		if used, ok := statField(b, "usage_usec"); ok {
-			c.used, c.hasQuota = used, true
-			c.quota = uint64(float64(r.now().Sub(r.start).Microseconds()) * r.quota)
-		}
+	if used, ok := r.usage(r.quotaDir); ok {
+		c.used, c.hasQuota = used, true
+		c.quota = uint64(float64(r.now().Sub(r.start).Microseconds()) * r.quota)
 	}
 	return c, nil
 }
@@ -175,7 +181,7 @@ func parseAllowedCPUs(status []byte) map[int]bool {
 // cgroupQuota finds the lowest cgroup v2 CPU quota on the path of the
 // process's cgroup (the "0::" line of /proc/self/cgroup) up to the root,
 // and the directory that sets it; "" and 0 when there is none.
-func cgroupQuota(fs procFS, cgroup []byte) (dir string, cpus float64) {
+func cgroupQuota(fs procFS, cgroup []byte) (dir string, cpus float64, usage func(string) (uint64, bool)) {
 	var own string
 	for line := range bytes.Lines(cgroup) {
 		if p, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("0::")); ok {
@@ -183,7 +189,14 @@ func cgroupQuota(fs procFS, cgroup []byte) (dir string, cpus float64) {
 		}
 	}
 	if own == "" {
-		return "", 0
+		return "", 0, nil
+	}
+	usage = func(dir string) (uint64, bool) {
+		b, err := fs.read(dir + "/cpu.stat")
+		if err != nil {
+			return 0, false
+		}
+		return statField(b, "usage_usec")
 	}
 	for d := path.Join(cgroupRoot, own); ; d = path.Dir(d) {
 		if b, err := fs.read(d + "/cpu.max"); err == nil {
@@ -192,9 +205,79 @@ func cgroupQuota(fs procFS, cgroup []byte) (dir string, cpus float64) {
 			}
 		}
 		if d == cgroupRoot {
-			return dir, cpus
+			return dir, cpus, usage
 		}
 	}
+}
+
+// cgroupV1Quota finds the lowest cgroup v1 CFS quota on the path of the
+// process's cpu cgroup up to the root of its mount, and how to read that
+// cgroup's usage (cpuacct.usage of the same cgroup in the cpuacct
+// hierarchy, which may be mounted with cpu or apart). mountinfo maps the
+// path in /proc/self/cgroup to a directory: a container sees its own
+// cgroup as the mount's root. "" when there is none.
+func cgroupV1Quota(fs procFS, cgroup, mountinfo []byte) (dir string, cpus float64, usage func(string) (uint64, bool)) {
+	cpuDir, cpuMount, ok := v1Dir(cgroup, mountinfo, "cpu")
+	_, acctMount, ok2 := v1Dir(cgroup, mountinfo, "cpuacct")
+	if !ok || !ok2 {
+		return "", 0, nil
+	}
+	usage = func(d string) (uint64, bool) {
+		rel, _ := strings.CutPrefix(d, cpuMount)
+		b, err := fs.read(path.Join(acctMount, rel) + "/cpuacct.usage")
+		if err != nil {
+			return 0, false
+		}
+		ns, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		return ns / 1000, err == nil
+	}
+	for d := cpuDir; ; d = path.Dir(d) {
+		q, err1 := fs.read(d + "/cpu.cfs_quota_us")
+		p, err2 := fs.read(d + "/cpu.cfs_period_us")
+		if err1 == nil && err2 == nil {
+			if c, ok := parseCPUMax([]byte(strings.TrimSpace(string(q)) + " " + strings.TrimSpace(string(p)))); ok && (dir == "" || c < cpus) {
+				if _, ok := usage(d); ok {
+					dir, cpus = d, c
+				}
+			}
+		}
+		if d == cpuMount || d == "/" {
+			return dir, cpus, usage
+		}
+	}
+}
+
+// v1Dir returns the directory of the process's cgroup for a v1 controller,
+// and the mount point of that controller's hierarchy.
+func v1Dir(cgroup, mountinfo []byte, controller string) (dir, mount string, ok bool) {
+	var own string
+	for line := range bytes.Lines(cgroup) {
+		parts := strings.SplitN(strings.TrimSpace(string(line)), ":", 3)
+		if len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), controller) {
+			own = path.Clean("/" + parts[2])
+		}
+	}
+	if own == "" {
+		return "", "", false
+	}
+	var root string
+	for line := range bytes.Lines(mountinfo) {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS... - FSTYPE SOURCE SUPEROPTIONS
+		pre, post, found := strings.Cut(strings.TrimSpace(string(line)), " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !found || len(f) < 5 || len(g) < 3 || g[0] != "cgroup" || !slices.Contains(strings.Split(g[2], ","), controller) {
+			continue
+		}
+		root, mount = path.Clean(f[3]), path.Clean(f[4])
+	}
+	if mount == "" {
+		return "", "", false
+	}
+	rel, found := strings.CutPrefix(own, root)
+	if !found || root != "/" && rel != "" && !strings.HasPrefix(rel, "/") {
+		return "", "", false // the cgroup is outside what is mounted here
+	}
+	return path.Join(mount, rel), mount, true
 }
 
 // parseCPUMax parses cpu.max ("QUOTA PERIOD", QUOTA "max" for none) into

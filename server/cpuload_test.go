@@ -157,3 +157,76 @@ func TestCPUReaderNoQuota(t *testing.T) {
 		}
 	}
 }
+
+// cgroup v1: a container's cpu,cpuacct cgroup, seen as the root of its
+// mount (or, without a cgroup namespace, below the host's root), with a
+// CFS quota of half a CPU.
+func TestCPUReaderQuotaV1(t *testing.T) {
+	for name, c := range map[string]struct{ mountRoot, dir string }{
+		"container root": {"/docker/abc", "/sys/fs/cgroup/cpu,cpuacct"},
+		"host root":      {"/", "/sys/fs/cgroup/cpu,cpuacct/docker/abc"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fs := fakeProc(t, map[string]string{
+				"/proc/stat":                 "cpu  1 0 0 9 0 0 0 0\ncpu0 1 0 0 4 0 0 0 0\ncpu1 0 0 0 5 0 0 0 0\n",
+				"/proc/self/status":          "Cpus_allowed_list:\t0-1\n",
+				"/proc/self/cgroup":          "12:cpu,cpuacct:/docker/abc\n11:memory:/docker/abc\n0::/\n",
+				"/proc/self/mountinfo":       "25 1 0:22 / /sys/fs/cgroup ro - tmpfs tmpfs ro\n30 25 0:27 " + c.mountRoot + " /sys/fs/cgroup/cpu,cpuacct ro,nosuid - cgroup cgroup rw,cpu,cpuacct\n31 25 0:28 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n",
+				c.dir + "/cpu.cfs_quota_us":  "50000\n",
+				c.dir + "/cpu.cfs_period_us": "100000\n",
+				c.dir + "/cpuacct.usage":     "2000000000\n",
+			})
+			r := newCPUReader(fs)
+			if r.quotaDir != c.dir || r.quota != 0.5 {
+				t.Fatalf("quota %v in %q, want 0.5 in %q", r.quota, r.quotaDir, c.dir)
+			}
+			clock := r.start
+			r.now = func() time.Time { return clock }
+			prev, err := r.read()
+			if err != nil {
+				t.Fatal(err)
+			}
+			clock = clock.Add(100 * time.Millisecond)
+			// 45 ms of CPU in 100 ms: 90% of half a CPU.
+			if err := os.WriteFile(filepath.Join(fs.root, c.dir, "cpuacct.usage"), []byte("2045000000\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			now, err := r.read()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if share, ok := now.busySince(prev); !ok || share < 0.899 || share > 0.901 {
+				t.Fatalf("busy share %v (ok %v), want 0.9", share, ok)
+			}
+		})
+	}
+	// cpu and cpuacct mounted apart (as on this project's machines).
+	r := newCPUReader(fakeProc(t, map[string]string{
+		"/proc/stat":                               "cpu  1 0 0 9 0 0 0 0\n",
+		"/proc/self/cgroup":                        "2:cpuacct:/job\n1:cpu:/job\n",
+		"/proc/self/mountinfo":                     "32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n33 31 0:30 / /sys/fs/cgroup/cpuacct rw - cgroup cgroup rw,cpuacct\n",
+		"/sys/fs/cgroup/cpu/job/cpu.cfs_quota_us":  "150000\n",
+		"/sys/fs/cgroup/cpu/job/cpu.cfs_period_us": "100000\n",
+		"/sys/fs/cgroup/cpuacct/job/cpuacct.usage": "7000\n",
+	}))
+	if r.quotaDir != "/sys/fs/cgroup/cpu/job" || r.quota != 1.5 {
+		t.Fatalf("apart: quota %v in %q", r.quota, r.quotaDir)
+	}
+	if c, err := r.read(); err != nil || !c.hasQuota || c.used != 7 {
+		t.Fatalf("apart: read = %+v, %v; want 7 µs used", c, err)
+	}
+	// No quota (-1), a cgroup outside the mount's root, no cpuacct: none.
+	for name, files := range map[string]map[string]string{
+		"unlimited": {"/proc/self/cgroup": "4:cpu,cpuacct:/a\n", "/proc/self/mountinfo": "30 25 0:27 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu,cpuacct\n",
+			"/sys/fs/cgroup/cpu/a/cpu.cfs_quota_us": "-1\n", "/sys/fs/cgroup/cpu/a/cpu.cfs_period_us": "100000\n", "/sys/fs/cgroup/cpu/a/cpuacct.usage": "1\n"},
+		"outside the mount": {"/proc/self/cgroup": "4:cpu,cpuacct:/other\n", "/proc/self/mountinfo": "30 25 0:27 /docker/abc /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu,cpuacct\n",
+			"/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "50000\n", "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n", "/sys/fs/cgroup/cpu/cpuacct.usage": "1\n"},
+		"no cpuacct": {"/proc/self/cgroup": "4:cpu:/\n", "/proc/self/mountinfo": "30 25 0:27 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n",
+			"/sys/fs/cgroup/cpu/cpu.cfs_quota_us": "50000\n", "/sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n"},
+	} {
+		files["/proc/stat"] = "cpu  1 0 0 9 0 0 0 0\n"
+		if r := newCPUReader(fakeProc(t, files)); r.quotaDir != "" {
+			t.Errorf("%s: quota %v in %q, want none", name, r.quota, r.quotaDir)
+		}
+	}
+}

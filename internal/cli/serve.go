@@ -70,7 +70,7 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&o.CompactionInterval, "compaction-interval", 5*time.Minute, "interval between etcd history compactions (0 disables)")
 	f.DurationVar(&o.Server.BookmarkInterval, "bookmark-interval", time.Minute, "interval between watch bookmarks")
 	f.DurationVar(&o.Server.WatchFlushInterval, "watch-flush-interval", 10*time.Millisecond, "longest time watch output of a busy watch waits to be batched with later events while the CPUs have room")
-	f.DurationVar(&o.Server.WatchFlushIntervalMax, "watch-flush-interval-max", 80*time.Millisecond, "longest the watch flush window grows to while the CPUs (affinity, cgroup v2 quota) are saturated (at most --watch-flush-interval: fixed)")
+	f.DurationVar(&o.Server.WatchFlushIntervalMax, "watch-flush-interval-max", 80*time.Millisecond, "longest the watch flush window grows to while the CPUs (affinity, cgroup quota) are saturated (at most --watch-flush-interval: fixed)")
 	f.IntVar(&o.Server.WatchBufferEvents, "watch-buffer-events", 10000, "events queued for one watch before it is ended with 410 Expired")
 	f.DurationVar(&o.Server.WatchWriteTimeout, "watch-write-timeout", time.Minute, "longest a write of watch output may block before the watch is ended (negative: no limit)")
 	f.IntVar(&o.Server.GCWorkers, "gc-workers", 4, "objects the garbage collector processes at once")
