@@ -74,29 +74,13 @@ func ResourceVersionChanged(old, new any) bool {
 // LabelsChanged: metadata.labels differ (no labels and empty labels are
 // the same).
 func LabelsChanged(old, new any) bool {
-	if isNil(old) {
-		return true
-	}
-	if o, ok := old.(metav1.Object); ok {
-		if n, ok := new.(metav1.Object); ok {
-			return !maps.Equal(o.GetLabels(), n.GetLabels())
-		}
-	}
-	return metaMemberChanged(old, new, "labels")
+	return metaChanged(old, new, "labels", func(o, n metav1.Object) bool { return !maps.Equal(o.GetLabels(), n.GetLabels()) })
 }
 
 // AnnotationsChanged: metadata.annotations differ (no annotations and
 // empty annotations are the same).
 func AnnotationsChanged(old, new any) bool {
-	if isNil(old) {
-		return true
-	}
-	if o, ok := old.(metav1.Object); ok {
-		if n, ok := new.(metav1.Object); ok {
-			return !maps.Equal(o.GetAnnotations(), n.GetAnnotations())
-		}
-	}
-	return metaMemberChanged(old, new, "annotations")
+	return metaChanged(old, new, "annotations", func(o, n metav1.Object) bool { return !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) })
 }
 
 // FieldsChanged is true when a field the patterns name changed (see
@@ -127,31 +111,31 @@ func DeletionStarted(old, new any) bool {
 // FinalizersChanged: metadata.finalizers differ (their order too; none
 // and an empty list are the same).
 func FinalizersChanged(old, new any) bool {
-	if isNil(old) {
-		return true
-	}
-	if o, ok := old.(metav1.Object); ok {
-		if n, ok := new.(metav1.Object); ok {
-			return !slices.Equal(o.GetFinalizers(), n.GetFinalizers())
-		}
-	}
-	return metaMemberChanged(old, new, "finalizers")
+	return metaChanged(old, new, "finalizers", func(o, n metav1.Object) bool { return !slices.Equal(o.GetFinalizers(), n.GetFinalizers()) })
 }
 
 // OwnerReferencesChanged: metadata.ownerReferences differ (none and an
 // empty list are the same): the object was adopted, orphaned (as an Orphan
 // deletion of its owner does) or given another owner.
 func OwnerReferencesChanged(old, new any) bool {
+	return metaChanged(old, new, "ownerReferences", func(o, n metav1.Object) bool {
+		a, b := o.GetOwnerReferences(), n.GetOwnerReferences()
+		return (len(a) > 0 || len(b) > 0) && !reflect.DeepEqual(a, b)
+	})
+}
+
+// metaChanged is true for an add (no old); for typed objects it asks
+// typed, and otherwise compares metadata.<member> (see metaMemberChanged).
+func metaChanged(old, new any, member string, typed func(o, n metav1.Object) bool) bool {
 	if isNil(old) {
 		return true
 	}
 	if o, ok := old.(metav1.Object); ok {
 		if n, ok := new.(metav1.Object); ok {
-			return !reflect.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) &&
-				(len(o.GetOwnerReferences()) > 0 || len(n.GetOwnerReferences()) > 0)
+			return typed(o, n)
 		}
 	}
-	return metaMemberChanged(old, new, "ownerReferences")
+	return metaMemberChanged(old, new, member)
 }
 
 func deleting(obj any) bool {
