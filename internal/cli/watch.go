@@ -141,22 +141,7 @@ func (w *watchCmd) run(ctx context.Context, stdout, stderr io.Writer, args []str
 		}
 		r.filter = f
 	}
-	var (
-		cfg *client.Config
-		err error
-	)
-	if w.kubeconfig == "" && w.context == "" {
-		cfg, err = client.Default()
-	} else {
-		cfg, err = client.FromKubeconfig(w.kubeconfig, w.context)
-	}
-	if err != nil {
-		return err
-	}
-	if w.wrap != nil {
-		cfg.WrapTransport = w.wrap
-	}
-	rc, err := client.New(cfg)
+	rc, cfg, err := restClient(w.kubeconfig, w.context, w.wrap)
 	if err != nil {
 		return err
 	}
@@ -537,6 +522,31 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0 && os.Getenv("TERM") != "dumb"
 }
 
+// restClient connects to the server of a kubeconfig and context (the
+// defaults when both are empty); wrap, if set, wraps its transport.
+func restClient(kubeconfig, context string, wrap func(http.RoundTripper) http.RoundTripper) (*client.REST, *client.Config, error) {
+	var (
+		cfg *client.Config
+		err error
+	)
+	if kubeconfig == "" && context == "" {
+		cfg, err = client.Default()
+	} else {
+		cfg, err = client.FromKubeconfig(kubeconfig, context)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if wrap != nil {
+		cfg.WrapTransport = wrap
+	}
+	rc, err := client.New(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rc, cfg, nil
+}
+
 // resolveResource finds the resource a command-line name means, the way
 // kubectl does: a plural, singular or short name or a kind, case
 // insensitive, optionally followed by .group or .version.group; the core
@@ -571,19 +581,11 @@ func resolveResource(ctx context.Context, rc *client.REST, arg string) (client.R
 		}
 	}
 	for _, gv := range gvs {
-		path := "/apis/" + gv.String()
-		if gv.Group == "" {
-			path = "/api/" + gv.Version
-		}
-		b, err := rc.Raw(ctx, path)
+		ars, err := apiResources(ctx, rc, gv)
 		if err != nil {
-			return client.Resource{}, fmt.Errorf("discovery %s: %w", gv, err)
+			return client.Resource{}, err
 		}
-		var list metav1.APIResourceList
-		if err := json.Unmarshal(b, &list); err != nil {
-			return client.Resource{}, fmt.Errorf("discovery %s: %w", gv, err)
-		}
-		for _, ar := range list.APIResources {
+		for _, ar := range ars {
 			if strings.Contains(ar.Name, "/") || (len(ar.Verbs) > 0 && !slices.Contains(ar.Verbs, "watch")) {
 				continue
 			}

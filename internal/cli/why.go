@@ -1,0 +1,346 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/objwatch/objwatch/client"
+)
+
+// whyCmd is `objwatch why`: what keeps an object that is being deleted.
+type whyCmd struct {
+	kubeconfig, context, namespace string
+	now                            func() time.Time
+}
+
+func newWhyCommand() *cobra.Command {
+	w := &whyCmd{now: time.Now}
+	cmd := &cobra.Command{
+		Use:   "why RESOURCE NAME",
+		Short: "Explain what keeps an object that is being deleted",
+		Long: `why explains why an object is still there after a DELETE, on any
+Kubernetes-compatible server: which finalizers hold it, and for the finalizers
+whose work is known, what that work still waits for:
+  foregroundDeletion  the dependents that block it (ownerReferences with
+                      blockOwnerDeletion), and what holds each of them
+  orphan              the dependents whose reference to it is still to be removed
+  kubernetes          (a namespace) the objects left in it, and their finalizers
+  customresourcecleanup.apiextensions.k8s.io
+                      (a CustomResourceDefinition) its objects left
+Any other finalizer belongs to a controller, which removes it when its clean-up
+is done. Dependents are found by listing every resource the server serves, so
+this reads much more than kubectl get.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return w.run(cmd.Context(), cmd.OutOrStdout(), args[0], args[1])
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&w.kubeconfig, "kubeconfig", "", "kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)")
+	f.StringVar(&w.context, "context", "", "kubeconfig context (default: the current one)")
+	f.StringVarP(&w.namespace, "namespace", "n", "", "namespace (default: the context's, else default)")
+	return cmd
+}
+
+func (w *whyCmd) run(ctx context.Context, out io.Writer, resource, name string) error {
+	rc, cfg, err := restClient(w.kubeconfig, w.context, nil)
+	if err != nil {
+		return err
+	}
+	defer rc.CloseIdleConnections()
+	res, err := resolveResource(ctx, rc, resource)
+	if err != nil {
+		return err
+	}
+	ns := ""
+	if res.Namespaced {
+		ns = w.namespace
+		if ns == "" {
+			ns = cfg.Namespace
+		}
+		if ns == "" {
+			ns = "default"
+		}
+	}
+	obj, err := client.Unstructured(rc, res).Get(ctx, ns, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	what := strings.ToLower(res.Kind) + " " + keyOf(obj)
+	finalizers := obj.GetFinalizers()
+	specFinalizers, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "finalizers")
+	isNamespace := res.GVR.Group == "" && res.GVR.Resource == "namespaces"
+	if !isNamespace {
+		specFinalizers = nil
+	}
+	ts := obj.GetDeletionTimestamp()
+	if ts == nil {
+		fmt.Fprintf(out, "%s is not being deleted.\n", what)
+		if all := append(slices.Clone(finalizers), specFinalizers...); len(all) > 0 {
+			fmt.Fprintf(out, "Its deletion will wait for: %s.\n", strings.Join(all, ", "))
+		}
+		return nil
+	}
+	fmt.Fprintf(out, "%s is being deleted since %s (%s ago).\n", what, ts.UTC().Format(time.RFC3339), shortAge(w.now().Sub(ts.Time)))
+	if len(finalizers)+len(specFinalizers) == 0 {
+		fmt.Fprintln(out, "No finalizer is left: the server should remove it at once.")
+		return nil
+	}
+	fmt.Fprintln(out, "It waits for:")
+	x := &explainer{rc: rc, out: out, obj: obj}
+	for _, f := range finalizers {
+		if err := x.finalizer(ctx, f, res); err != nil {
+			return err
+		}
+	}
+	for _, f := range specFinalizers {
+		if err := x.finalizer(ctx, f, res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// explainer explains one object's finalizers.
+type explainer struct {
+	rc  *client.REST
+	out io.Writer
+	obj *unstructured.Unstructured
+	// deps caches the object's dependents once listed.
+	deps []*unstructured.Unstructured
+	res  map[*unstructured.Unstructured]client.Resource
+}
+
+func (x *explainer) finalizer(ctx context.Context, f string, res client.Resource) error {
+	switch f {
+	case metav1.FinalizerDeleteDependents:
+		deps, err := x.dependents(ctx)
+		if err != nil {
+			return err
+		}
+		var blocking []*unstructured.Unstructured
+		for _, d := range deps {
+			if blocks(d, x.obj.GetUID()) {
+				blocking = append(blocking, d)
+			}
+		}
+		fmt.Fprintf(x.out, "- %s: its dependents are deleted first; %s blocking it (blockOwnerDeletion)\n", f, count(len(blocking), "dependent"))
+		for _, d := range blocking {
+			fmt.Fprintf(x.out, "    %s%s\n", x.name(d), state(d))
+		}
+	case metav1.FinalizerOrphanDependents:
+		deps, err := x.dependents(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(x.out, "- %s: the garbage collector removes its reference from its dependents; %s left\n", f, count(len(deps), "dependent"))
+		for _, d := range deps {
+			fmt.Fprintf(x.out, "    %s\n", x.name(d))
+		}
+	case "kubernetes":
+		left, err := x.namespaceContent(ctx, x.obj.GetName())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(x.out, "- %s (spec): the namespace's content is deleted first; %s left\n", f, count(len(left), "object"))
+		for _, o := range left {
+			fmt.Fprintf(x.out, "    %s%s\n", o.name, state(o.obj))
+		}
+	case "customresourcecleanup.apiextensions.k8s.io":
+		group, _, _ := unstructured.NestedString(x.obj.Object, "spec", "group")
+		plural, _, _ := unstructured.NestedString(x.obj.Object, "spec", "names", "plural")
+		left, err := x.customObjects(ctx, group, plural)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(x.out, "- %s: its objects are deleted first; %s left\n", f, count(len(left), "object"))
+		for _, o := range left {
+			fmt.Fprintf(x.out, "    %s%s\n", o.name, state(o.obj))
+		}
+	default:
+		fmt.Fprintf(x.out, "- %s: held until the controller that owns this finalizer removes it\n", f)
+	}
+	return nil
+}
+
+// blocks reports whether d's reference to uid has blockOwnerDeletion.
+func blocks(d *unstructured.Unstructured, uid types.UID) bool {
+	for _, r := range d.GetOwnerReferences() {
+		if r.UID == uid && r.BlockOwnerDeletion != nil && *r.BlockOwnerDeletion {
+			return true
+		}
+	}
+	return false
+}
+
+// state says what holds an object: its deletion and finalizers.
+func state(o *unstructured.Unstructured) string {
+	var parts []string
+	if o.GetDeletionTimestamp() != nil {
+		parts = append(parts, "being deleted")
+	}
+	if fs := o.GetFinalizers(); len(fs) > 0 {
+		parts = append(parts, "finalizers "+strings.Join(fs, ", "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
+}
+
+func count(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func (x *explainer) name(o *unstructured.Unstructured) string {
+	return x.res[o].GVR.GroupResource().String() + "/" + keyOf(o)
+}
+
+// dependents lists the objects whose ownerReferences name the object: in
+// its namespace, or everywhere when it is cluster-scoped.
+func (x *explainer) dependents(ctx context.Context) ([]*unstructured.Unstructured, error) {
+	if x.deps != nil {
+		return x.deps, nil
+	}
+	x.deps = []*unstructured.Unstructured{}
+	uid := x.obj.GetUID()
+	err := eachObject(ctx, x.rc, x.obj.GetNamespace(), func(res client.Resource, o *unstructured.Unstructured) {
+		for _, r := range o.GetOwnerReferences() {
+			if r.UID == uid {
+				x.deps = append(x.deps, o)
+				x.record(o, res)
+				return
+			}
+		}
+	})
+	return x.deps, err
+}
+
+func (x *explainer) record(o *unstructured.Unstructured, res client.Resource) {
+	if x.res == nil {
+		x.res = map[*unstructured.Unstructured]client.Resource{}
+	}
+	x.res[o] = res
+}
+
+// content is an object left in a container, named for printing.
+type content struct {
+	name string
+	obj  *unstructured.Unstructured
+}
+
+// namespaceContent lists the objects left in namespace ns.
+func (x *explainer) namespaceContent(ctx context.Context, ns string) ([]content, error) {
+	var left []content
+	err := eachObject(ctx, x.rc, ns, func(res client.Resource, o *unstructured.Unstructured) {
+		if res.Namespaced {
+			left = append(left, content{name: res.GVR.GroupResource().String() + "/" + o.GetName(), obj: o})
+		}
+	})
+	return left, err
+}
+
+// customObjects lists the objects of a custom resource.
+func (x *explainer) customObjects(ctx context.Context, group, plural string) ([]content, error) {
+	res, err := resolveResource(ctx, x.rc, plural+"."+group)
+	if errors.Is(err, client.ErrNotFound) {
+		return nil, nil // no longer served
+	}
+	if err != nil {
+		return nil, err
+	}
+	l, err := client.Unstructured(x.rc, res).List(ctx, "", metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var left []content
+	for _, o := range l.Items {
+		left = append(left, content{name: res.GVR.GroupResource().String() + "/" + keyOf(o), obj: o})
+	}
+	return left, nil
+}
+
+// eachObject calls fn for every object of every listable resource the
+// server serves (at each group's preferred version), in namespace ns when
+// it is not empty (cluster-scoped resources are then skipped).
+func eachObject(ctx context.Context, rc *client.REST, ns string, fn func(client.Resource, *unstructured.Unstructured)) error {
+	gvs := []schema.GroupVersion{{Version: "v1"}}
+	b, err := rc.Raw(ctx, "/apis")
+	if err != nil {
+		return fmt.Errorf("discovery: %w", err)
+	}
+	var groups metav1.APIGroupList
+	if err := json.Unmarshal(b, &groups); err != nil {
+		return fmt.Errorf("discovery: %w", err)
+	}
+	for _, g := range groups.Groups {
+		gvs = append(gvs, schema.GroupVersion{Group: g.Name, Version: g.PreferredVersion.Version})
+	}
+	for _, gv := range gvs {
+		ars, err := apiResources(ctx, rc, gv)
+		if err != nil {
+			return err
+		}
+		for _, ar := range ars {
+			if strings.Contains(ar.Name, "/") || !slices.Contains(ar.Verbs, "list") || ns != "" && !ar.Namespaced {
+				continue
+			}
+			res := client.Resource{GVR: gv.WithResource(ar.Name), Namespaced: ar.Namespaced, Kind: ar.Kind}
+			l, err := client.Unstructured(rc, res).List(ctx, ns, metav1.ListOptions{})
+			if err != nil {
+				return fmt.Errorf("list %s: %w", res.GVR.GroupResource(), err)
+			}
+			for _, o := range l.Items {
+				fn(res, o)
+			}
+		}
+	}
+	return nil
+}
+
+// apiResources is the discovery document of one group version.
+func apiResources(ctx context.Context, rc *client.REST, gv schema.GroupVersion) ([]metav1.APIResource, error) {
+	path := "/apis/" + gv.String()
+	if gv.Group == "" {
+		path = "/api/" + gv.Version
+	}
+	b, err := rc.Raw(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("discovery %s: %w", gv, err)
+	}
+	var list metav1.APIResourceList
+	if err := json.Unmarshal(b, &list); err != nil {
+		return nil, fmt.Errorf("discovery %s: %w", gv, err)
+	}
+	return list.APIResources, nil
+}
+
+// shortAge renders a duration like kubectl's AGE column.
+func shortAge(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < 2*time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < 2*time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d/time.Hour))
+	}
+	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+}
