@@ -256,10 +256,6 @@ func (c crStrategy) Validate(obj, old map[string]any) field.ErrorList {
 	return c.version.ValidateUpdate(context.Background(), obj, old)
 }
 
-// crdCleanupFinalizer holds a deleted custom resource definition until
-// the collector has deleted its objects, as in Kubernetes.
-const crdCleanupFinalizer = apiextensionsv1.CustomResourceCleanupFinalizer
-
 func isCRDResource(res *registry.Resource) bool {
 	return res.Group == registry.APIExtensionsGroup && res.Plural == "customresourcedefinitions"
 }
@@ -285,23 +281,6 @@ func (s *Server) checkCRDActive(res *registry.Resource) error {
 	return err
 }
 
-// markCRDTerminating sets the Terminating condition a definition gets when
-// its deletion starts.
-func markCRDTerminating(obj *unstructured.Unstructured) {
-	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	kept := conds[:0]
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); !ok || m["type"] != string(apiextensionsv1.Terminating) {
-			kept = append(kept, c)
-		}
-	}
-	kept = append(kept, map[string]any{
-		"type": string(apiextensionsv1.Terminating), "status": string(apiextensionsv1.ConditionTrue),
-		"reason": "InstanceDeletionPending", "message": "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
-		"lastTransitionTime": time.Now().UTC().Truncate(time.Second).Format(time.RFC3339),
-	})
-	unstructured.SetNestedSlice(obj.Object, kept, "status", "conditions")
-}
 
 // drainCustomResources starts the deletion of every object of the custom
 // resource definition named name (through its served resource, so that

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,15 +44,23 @@ func (b gcBackend) OwnerKey(ref metav1.OwnerReference, ns string) (string, bool)
 	return res.Key(ns, ref.Name), true
 }
 
-func (b gcBackend) Delete(ctx context.Context, key string, uid types.UID, policy metav1.DeletionPropagation) error {
+func (b gcBackend) Delete(ctx context.Context, key string, uid types.UID, rev int64, policy metav1.DeletionPropagation) error {
 	res, ns, name, ok := b.s.registry.ForKey(key)
 	if !ok {
 		return nil // its resource is gone, and its objects with it
 	}
-	opts := &metav1.DeleteOptions{PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &uid}}
-	_, _, err := b.s.deleteObject(ctx, res, ns, name, opts)
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) && uidChanged(err) {
+	p := &metav1.Preconditions{UID: &uid}
+	if rev > 0 {
+		v := strconv.FormatInt(rev, 10)
+		p.ResourceVersion = &v
+	}
+	_, _, err := b.s.deleteObject(ctx, res, ns, name, &metav1.DeleteOptions{PropagationPolicy: &policy, Preconditions: p})
+	var pf *preconditionFailed
+	switch {
+	case apierrors.IsNotFound(err) || uidChanged(err):
 		return nil
+	case errors.As(err, &pf):
+		return gc.ErrChanged
 	}
 	return err
 }
@@ -88,7 +96,7 @@ func (b gcBackend) Container(key string, m gc.Meta) (func(string) bool, bool) {
 	case !ok:
 	case isNamespaceResource(res):
 		return func(k string) bool { return namespaceOfKey(k) == name }, true
-	case isCRDResource(res) && m.HasFinalizer(crdCleanupFinalizer):
+	case isCRDResource(res) && m.HasFinalizer(registry.CRDCleanupFinalizer):
 		prefix, ok := customResourcePrefix(name)
 		return func(k string) bool { return strings.HasPrefix(k, prefix) }, ok
 	}
@@ -115,10 +123,7 @@ func (b gcBackend) Finish(ctx context.Context, key string, uid types.UID) error 
 		return b.s.finishNamespace(ctx, name, uid)
 	}
 	return b.Update(ctx, key, uid, func(obj *unstructured.Unstructured) bool {
-		fs := obj.GetFinalizers()
-		kept := slices.DeleteFunc(slices.Clone(fs), func(f string) bool { return f == crdCleanupFinalizer })
-		obj.SetFinalizers(kept)
-		return len(kept) != len(fs)
+		return gc.RemoveFinalizer(obj, registry.CRDCleanupFinalizer)
 	})
 }
 
@@ -139,11 +144,6 @@ var (
 	errUnchanged  = errors.New("nothing to change")
 )
 
-// uidChanged reports whether a delete's conflict is its uid precondition:
-// the object of that name is another one.
-func uidChanged(err error) bool {
-	return strings.Contains(err.Error(), "Precondition failed: UID")
-}
 
 // gcRunner runs the server's garbage collector: while this server holds
 // the objwatch-garbage-collector lease (see elector), or always when

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -49,7 +48,7 @@ func (s *Server) bootstrap(ctx context.Context) error {
 		obj.SetUID(uuid.NewUUID())
 		obj.SetCreationTimestamp(metav1.NewTime(time.Now().UTC().Truncate(time.Second)))
 		obj.SetLabels(map[string]string{namespaceNameLabel: name})
-		setNamespaceSpecFinalizers(obj, []string{namespaceFinalizer})
+		registry.SetNamespaceFinalizers(obj, []string{registry.NamespaceFinalizer})
 		unstructured.SetNestedField(obj.Object, "Active", "status", "phase")
 		b, err := toStorage(obj)
 		if err != nil {
@@ -62,10 +61,6 @@ func (s *Server) bootstrap(ctx context.Context) error {
 	return nil
 }
 
-// namespaceFinalizer is the spec.finalizers entry of every namespace that
-// its content must be deleted before the namespace is, as in Kubernetes.
-const namespaceFinalizer = "kubernetes"
-
 // namespaceNameLabel holds every namespace's name, for selectors.
 const namespaceNameLabel = "kubernetes.io/metadata.name"
 
@@ -75,26 +70,8 @@ const namespaceNameLabel = "kubernetes.io/metadata.name"
 // gcBackend) then deletes its content through the API, so that the
 // content's own finalizers are waited for, and once it is empty removes
 // the "kubernetes" finalizer and deletes the namespace when no finalizer
-// is left. Only /finalize changes spec.finalizers. Unlike Kubernetes, a
-// namespace without the spec finalizer (one created before objwatch set
-// it) has its content deleted too.
-
-// namespaceSpecFinalizers returns a namespace's spec.finalizers.
-func namespaceSpecFinalizers(obj *unstructured.Unstructured) []string {
-	fs, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "finalizers")
-	return fs
-}
-
-func setNamespaceSpecFinalizers(obj *unstructured.Unstructured, fs []string) {
-	if len(fs) == 0 {
-		unstructured.RemoveNestedField(obj.Object, "spec", "finalizers")
-		if spec, ok := obj.Object["spec"].(map[string]any); ok && len(spec) == 0 {
-			delete(obj.Object, "spec")
-		}
-		return
-	}
-	unstructured.SetNestedStringSlice(obj.Object, fs, "spec", "finalizers")
-}
+// is left. Only /finalize changes spec.finalizers. What a namespace adds
+// to the generic deletion is its registry.Lifecycle.
 
 // drainNamespace starts the deletion of every object in namespace ns that
 // is not being deleted yet (in the background, as Kubernetes' namespace
@@ -199,7 +176,7 @@ func (s *Server) setNamespaceConditions(ctx context.Context, ns string, remainin
 	_, _, err := s.guaranteedUpdate(headerSink(http.Header{}), ctx, res, info, writeOptions{}, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		conds, _, _ := unstructured.NestedSlice(cur.Object, "status", "conditions")
 		for _, c := range []map[string]any{content, held} {
-			conds = setCondition(conds, c)
+			conds = registry.SetCondition(conds, c)
 		}
 		unstructured.SetNestedSlice(cur.Object, conds, "status", "conditions")
 		cur.SetResourceVersion("")
@@ -220,53 +197,24 @@ func namespaceCondition(typ, reason, message string) map[string]any {
 	return map[string]any{"type": typ, "status": status, "reason": reason, "message": message}
 }
 
-// setCondition replaces the condition of c's type in conds, keeping its
-// lastTransitionTime when its status did not change.
-func setCondition(conds []any, c map[string]any) []any {
-	c["lastTransitionTime"] = time.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
-	for i, old := range conds {
-		o, ok := old.(map[string]any)
-		if !ok || o["type"] != c["type"] {
-			continue
-		}
-		if o["status"] == c["status"] && o["lastTransitionTime"] != nil {
-			c["lastTransitionTime"] = o["lastTransitionTime"]
-		}
-		conds[i] = c
-		return conds
-	}
-	return append(conds, c)
-}
 
 // finishNamespace removes the "kubernetes" finalizer of an empty
-// terminating namespace and deletes it once no finalizer is left.
+// terminating namespace through /finalize; the update deletes the
+// namespace once no finalizer is left (see held).
 func (s *Server) finishNamespace(ctx context.Context, name string, uid types.UID) error {
 	res := s.namespaceResource()
 	info := requestInfo{gvr: res.GVR(), name: name, subresource: "finalize", verb: "update"}
-	obj, _, err := s.guaranteedUpdate(headerSink(http.Header{}), ctx, res, info, writeOptions{}, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	_, _, err := s.guaranteedUpdate(headerSink(http.Header{}), ctx, res, info, writeOptions{}, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		if cur.GetUID() != uid {
 			return nil, errUIDChanged
 		}
-		fs := slices.DeleteFunc(namespaceSpecFinalizers(cur), func(f string) bool { return f == namespaceFinalizer })
-		setNamespaceSpecFinalizers(cur, fs)
+		fs := registry.NamespaceFinalizers(cur)
+		registry.SetNamespaceFinalizers(cur, slices.DeleteFunc(fs, func(f string) bool { return f == registry.NamespaceFinalizer }))
 		cur.SetResourceVersion("")
 		return cur, nil
 	})
 	if apierrors.IsNotFound(err) || errors.Is(err, errUIDChanged) {
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	if len(obj.GetFinalizers()) > 0 || len(namespaceSpecFinalizers(obj)) > 0 {
-		return nil // deleted when the last one goes
-	}
-	rev, err := strconv.ParseInt(obj.GetResourceVersion(), 10, 64)
-	if err != nil {
-		return apierrors.NewInternalError(err)
-	}
-	if _, err := s.store.Delete(ctx, res.Key("", name), rev); err != nil && !errors.Is(err, storage.ErrNotFound) {
-		return storageError(err, s.gr(res), name) // a conflict: the collector retries
-	}
-	return nil
+	return err
 }

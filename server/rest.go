@@ -358,8 +358,8 @@ func prepareCreate(obj *unstructured.Unstructured, res *registry.Resource) {
 	}
 	if isNamespaceResource(res) {
 		unstructured.SetNestedField(obj.Object, "Active", "status", "phase")
-		if fs := namespaceSpecFinalizers(obj); !slices.Contains(fs, namespaceFinalizer) {
-			setNamespaceSpecFinalizers(obj, append(fs, namespaceFinalizer))
+		if fs := registry.NamespaceFinalizers(obj); !slices.Contains(fs, registry.NamespaceFinalizer) {
+			registry.SetNamespaceFinalizers(obj, append(fs, registry.NamespaceFinalizer))
 		}
 		setNamespaceNameLabel(obj)
 	}
@@ -471,10 +471,8 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 			}
 			return nil, 0, err
 		}
-		if obj.GetDeletionTimestamp() != nil && len(obj.GetFinalizers()) == 0 && !isNamespaceResource(res) {
-			// The last finalizer is gone: the deletion completes. (A
-			// namespace's is completed by the collector, once it is
-			// empty: see finishNamespace.)
+		if obj.GetDeletionTimestamp() != nil && !held(res, obj) {
+			// The last finalizer is gone: the deletion completes.
 			if opts.dryRun {
 				return obj, http.StatusOK, nil
 			}
@@ -574,12 +572,12 @@ func prepareUpdate(obj, cur *unstructured.Unstructured, res *registry.Resource, 
 			if v, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "finalizers"); found {
 				unstructured.SetNestedField(fresh.Object, v, "spec", "finalizers")
 			} else {
-				setNamespaceSpecFinalizers(fresh, nil)
+				registry.SetNamespaceFinalizers(fresh, nil)
 			}
 			*obj = *fresh
 			return
 		}
-		setNamespaceSpecFinalizers(obj, namespaceSpecFinalizers(cur))
+		registry.SetNamespaceFinalizers(obj, registry.NamespaceFinalizers(cur))
 		setNamespaceNameLabel(obj)
 	}
 	if subresource == "status" {
@@ -742,24 +740,22 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 		}
 		if p := opts.Preconditions; p != nil {
 			if p.UID != nil && *p.UID != cur.GetUID() {
-				return nil, false, apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cur.GetUID()))
+				return nil, false, &preconditionFailed{uid: true, StatusError: apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cur.GetUID()))}
 			}
 			if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
-				return nil, false, apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))
+				return nil, false, &preconditionFailed{StatusError: apierrors.NewConflict(gr, name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))}
 			}
 		}
-		isNamespace := isNamespaceResource(res)
 		finalizers := deletionFinalizers(cur.GetFinalizers(), opts)
-		isCRD := isCRDResource(res)
-		if isCRD && cur.GetDeletionTimestamp() == nil && !slices.Contains(finalizers, crdCleanupFinalizer) {
-			// The collector deletes its objects first (see drainCustomResources).
-			finalizers = append(finalizers, crdCleanupFinalizer)
+		deleting := cur.GetDeletionTimestamp() != nil
+		if deleting && slices.Equal(finalizers, cur.GetFinalizers()) {
+			return cur, false, nil // under way, and this DELETE changes nothing
 		}
-		if len(finalizers) > 0 || isNamespace {
-			deleting := cur.GetDeletionTimestamp() != nil
-			if deleting && slices.Equal(finalizers, cur.GetFinalizers()) {
-				return cur, false, nil
-			}
+		cur.SetFinalizers(finalizers)
+		if !deleting && res.Lifecycle != nil && res.Lifecycle.DeletionStarts != nil {
+			res.Lifecycle.DeletionStarts(cur)
+		}
+		if held(res, cur) {
 			if !deleting {
 				now := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
 				cur.SetDeletionTimestamp(&now)
@@ -768,14 +764,7 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 				if g := cur.GetGeneration(); g > 0 {
 					cur.SetGeneration(g + 1) // as Kubernetes' BeforeDelete does
 				}
-				if isNamespace {
-					unstructured.SetNestedField(cur.Object, "Terminating", "status", "phase")
-				}
-				if isCRD {
-					markCRDTerminating(cur)
-				}
 			}
-			cur.SetFinalizers(finalizers)
 			if dryRun {
 				return cur, false, nil
 			}
@@ -830,6 +819,32 @@ func (s *Server) deletionStarted(ctx context.Context, res *registry.Resource, ob
 	case isCRDResource(res):
 		s.crdTerminating.Store(obj.GetName(), true)
 	}
+}
+
+// preconditionFailed is the 409 of a delete whose uid (uid) or
+// resourceVersion precondition does not hold, for callers in the server
+// that act on which one failed.
+type preconditionFailed struct {
+	uid bool
+	*apierrors.StatusError
+}
+
+func (e *preconditionFailed) Unwrap() error { return e.StatusError }
+
+// uidChanged reports whether err is a delete's failed uid precondition:
+// the object of that name is another one.
+func uidChanged(err error) bool {
+	var pf *preconditionFailed
+	return errors.As(err, &pf) && pf.uid
+}
+
+// held reports whether a finalizer keeps obj: one of its metadata, or
+// one its resource keeps elsewhere (a namespace's spec.finalizers).
+func held(res *registry.Resource, obj *unstructured.Unstructured) bool {
+	if len(obj.GetFinalizers()) > 0 {
+		return true
+	}
+	return res.Lifecycle != nil && res.Lifecycle.Finalizers != nil && len(res.Lifecycle.Finalizers(obj)) > 0
 }
 
 func isNamespaceResource(res *registry.Resource) bool {

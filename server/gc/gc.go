@@ -76,9 +76,10 @@ type Backend interface {
 	// the reference's group and kind (the owner cannot be judged), or the
 	// owner's resource is namespaced and ns is empty.
 	OwnerKey(ref metav1.OwnerReference, ns string) (key string, ok bool)
-	// Delete deletes the object at key if its uid is uid, with policy. An
-	// absent object or another uid is not an error.
-	Delete(ctx context.Context, key string, uid types.UID, policy metav1.DeletionPropagation) error
+	// Delete deletes the object at key if its uid is uid and, when rev is
+	// not 0, it is still at revision rev, with policy. An absent object or
+	// another uid is not an error; a newer revision is ErrChanged.
+	Delete(ctx context.Context, key string, uid types.UID, rev int64, policy metav1.DeletionPropagation) error
 	// Update changes the object at key if its uid is uid (any uid for
 	// anyUID), through the server's update path: change edits obj and
 	// reports whether it changed anything. An absent object or another uid
@@ -161,10 +162,14 @@ func newIndex() *index {
 }
 
 // errNotSynced makes a worker retry a key until the feed has listed;
-// errWaiting retries a namespace that still has content, after a backoff.
+// errWaiting retries a key after a backoff, without a warning (a
+// container that still has content, an object that changed since read).
 var (
 	errNotSynced = errors.New("the collector is listing the store")
 	errWaiting   = errors.New("waiting")
+	// ErrChanged is Backend.Delete's answer when the object changed since
+	// the revision the decision was made on: it is judged again.
+	ErrChanged = errors.New("the object changed since it was read")
 )
 
 // Stats counts what the collector did.
@@ -532,6 +537,7 @@ func (c *Collector) getRev(ctx context.Context, key string) (Meta, int64, bool, 
 		return Meta{}, 0, false, err
 	}
 	m, err := DecodeMeta(kv.Value)
+	m.Rev = kv.ModRevision
 	return m, kv.ModRevision, err == nil, err
 }
 
@@ -643,7 +649,7 @@ func (c *Collector) collect(ctx context.Context, key string, m Meta) error {
 		return err
 	case nWaiting > 0 && len(c.dependentsOf(key)) > 0:
 		// Its own dependents must go first: delete it in the foreground.
-		return c.delete(ctx, key, m.UID, metav1.DeletePropagationForeground)
+		return c.delete(ctx, key, m, metav1.DeletePropagationForeground)
 	}
 	policy := metav1.DeletePropagationBackground
 	switch {
@@ -652,11 +658,18 @@ func (c *Collector) collect(ctx context.Context, key string, m Meta) error {
 	case m.HasFinalizer(FinalizerDeleteDependents):
 		policy = metav1.DeletePropagationForeground
 	}
-	return c.delete(ctx, key, m.UID, policy)
+	return c.delete(ctx, key, m, policy)
 }
 
-func (c *Collector) delete(ctx context.Context, key string, uid types.UID, policy metav1.DeletionPropagation) error {
-	if err := c.cfg.Backend.Delete(ctx, key, uid, policy); err != nil {
+// delete deletes the object m was read from, conditionally on that read:
+// its owner references may have changed since (an Orphan deletion of its
+// owner removing them), and then it is judged again.
+func (c *Collector) delete(ctx context.Context, key string, m Meta, policy metav1.DeletionPropagation) error {
+	err := c.cfg.Backend.Delete(ctx, key, m.UID, m.Rev, policy)
+	if errors.Is(err, ErrChanged) {
+		return errWaiting
+	}
+	if err != nil {
 		return fmt.Errorf("delete %s: %w", key, err)
 	}
 	c.count(func(s *Stats) { s.Deleted++ })
@@ -676,7 +689,7 @@ func (c *Collector) orphan(ctx context.Context, key string, m Meta) error {
 		c.count(func(s *Stats) { s.Orphaned++ })
 	}
 	return c.cfg.Backend.Update(ctx, key, m.UID, func(obj *unstructured.Unstructured) bool {
-		return removeFinalizer(obj, FinalizerOrphan)
+		return RemoveFinalizer(obj, FinalizerOrphan)
 	})
 }
 
@@ -706,7 +719,7 @@ func (c *Collector) deleteDependents(ctx context.Context, key string, m Meta) er
 		return nil // queued again as each blocking dependent goes (deleted)
 	}
 	return c.cfg.Backend.Update(ctx, key, m.UID, func(obj *unstructured.Unstructured) bool {
-		return removeFinalizer(obj, FinalizerDeleteDependents)
+		return RemoveFinalizer(obj, FinalizerDeleteDependents)
 	})
 }
 
@@ -734,8 +747,9 @@ func removeOwners(obj *unstructured.Unstructured, uids []types.UID) bool {
 	return true
 }
 
-// removeFinalizer drops f from obj's finalizers.
-func removeFinalizer(obj *unstructured.Unstructured, f string) bool {
+// RemoveFinalizer drops f from obj's finalizers and reports whether it
+// was there.
+func RemoveFinalizer(obj *unstructured.Unstructured, f string) bool {
 	fs := obj.GetFinalizers()
 	kept := slices.DeleteFunc(slices.Clone(fs), func(s string) bool { return s == f })
 	if len(kept) == len(fs) {

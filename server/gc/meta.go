@@ -18,6 +18,8 @@ type Meta struct {
 	OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
 	Finalizers      []string                `json:"finalizers"`
 	DeletionTime    *metav1.Time            `json:"deletionTimestamp"`
+	// Rev is the revision the metadata was read at (0 when unknown).
+	Rev int64 `json:"-"`
 }
 
 // Deleting reports whether the object's deletion has started.

@@ -54,7 +54,7 @@ func builtins() []*Resource {
 	rs := []*Resource{
 		{
 			Version: "v1", Plural: "namespaces", Singular: "namespace", Kind: "Namespace",
-			ShortNames: []string{"ns"}, Status: true,
+			ShortNames: []string{"ns"}, Status: true, Lifecycle: namespaceLifecycle,
 			Columns: []Column{
 				{Name: "Status", Type: "string", JSONPath: ".status.phase", Description: "The status of the namespace."},
 				ageColumn,
@@ -109,7 +109,7 @@ func builtins() []*Resource {
 		{
 			Group: APIExtensionsGroup, Version: "v1", Plural: "customresourcedefinitions",
 			Singular: "customresourcedefinition", Kind: "CustomResourceDefinition",
-			ShortNames: []string{"crd", "crds"}, Categories: []string{"api-extensions"},
+			ShortNames: []string{"crd", "crds"}, Categories: []string{"api-extensions"}, Lifecycle: crdLifecycle,
 			Columns: []Column{
 				{Name: "Created At", Type: "date", Description: "When the definition was created.", Value: func(obj map[string]any) any {
 					ts, _, _ := unstructured.NestedString(obj, "metadata", "creationTimestamp")

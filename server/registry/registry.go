@@ -73,6 +73,9 @@ type Resource struct {
 	// Scale, if set, gives the resource a /scale subresource (custom
 	// resources whose CRD version declares subresources.scale).
 	Scale *ScalePaths
+	// Lifecycle, if set, is what the resource adds to deletion
+	// (namespaces, custom resource definitions).
+	Lifecycle *Lifecycle
 }
 
 // ScalePaths locate the fields a /scale subresource reads and writes: JSON
