@@ -281,7 +281,6 @@ func (s *Server) checkCRDActive(res *registry.Resource) error {
 	return err
 }
 
-
 // drainCustomResources starts the deletion of every object of the custom
 // resource definition named name (through its served resource, so that
 // the objects' finalizers are waited for) and returns how many are left.

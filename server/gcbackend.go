@@ -144,7 +144,6 @@ var (
 	errUnchanged  = errors.New("nothing to change")
 )
 
-
 // gcRunner runs the server's garbage collector: while this server holds
 // the objwatch-garbage-collector lease (see elector), or always when
 // election is off. Each term runs a new gc.Collector; the counters add up

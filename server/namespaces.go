@@ -197,7 +197,6 @@ func namespaceCondition(typ, reason, message string) map[string]any {
 	return map[string]any{"type": typ, "status": status, "reason": reason, "message": message}
 }
 
-
 // finishNamespace removes the "kubernetes" finalizer of an empty
 // terminating namespace through /finalize; the update deletes the
 // namespace once no finalizer is left (see held).
