@@ -2,13 +2,13 @@ package server
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/util/jsonpath"
 
 	"github.com/objwatch/objwatch/server/registry"
@@ -91,23 +91,7 @@ func age(t time.Time) string {
 	if t.IsZero() {
 		return "<unknown>"
 	}
-	return shortDuration(time.Since(t))
-}
-
-func shortDuration(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "0s"
-	case d < 2*time.Minute:
-		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
-	case d < 2*time.Hour:
-		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
-	case d < 48*time.Hour:
-		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
-	case d < 730*24*time.Hour:
-		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
-	}
-	return strconv.FormatInt(int64(d/(365*24*time.Hour)), 10) + "y"
+	return duration.HumanDuration(time.Since(t))
 }
 
 // columnValue evaluates a printer column's JSONPath against o. Like

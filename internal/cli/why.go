@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/objwatch/objwatch/client"
 )
@@ -93,7 +94,7 @@ func (w *whyCmd) run(ctx context.Context, out io.Writer, resource, name string) 
 		}
 		return nil
 	}
-	fmt.Fprintf(out, "%s is being deleted since %s (%s ago).\n", what, ts.UTC().Format(time.RFC3339), shortAge(w.now().Sub(ts.Time)))
+	fmt.Fprintf(out, "%s is being deleted since %s (%s ago).\n", what, ts.UTC().Format(time.RFC3339), duration.HumanDuration(w.now().Sub(ts.Time)))
 	if len(finalizers)+len(specFinalizers) == 0 {
 		fmt.Fprintln(out, "No finalizer is left: the server should remove it at once.")
 		return nil
@@ -119,8 +120,7 @@ type explainer struct {
 	out io.Writer
 	obj *unstructured.Unstructured
 	// deps caches the object's dependents once listed.
-	deps []*unstructured.Unstructured
-	res  map[*unstructured.Unstructured]client.Resource
+	deps []content
 }
 
 func (x *explainer) finalizer(ctx context.Context, f string, res client.Resource) error {
@@ -130,15 +130,15 @@ func (x *explainer) finalizer(ctx context.Context, f string, res client.Resource
 		if err != nil {
 			return err
 		}
-		var blocking []*unstructured.Unstructured
+		var blocking []content
 		for _, d := range deps {
-			if blocks(d, x.obj.GetUID()) {
+			if blocks(d.obj, x.obj.GetUID()) {
 				blocking = append(blocking, d)
 			}
 		}
 		fmt.Fprintf(x.out, "- %s: its dependents are deleted first; %s blocking it (blockOwnerDeletion)\n", f, count(len(blocking), "dependent"))
 		for _, d := range blocking {
-			fmt.Fprintf(x.out, "    %s%s\n", x.name(d), state(d))
+			fmt.Fprintf(x.out, "    %s%s\n", d.name, state(d.obj))
 		}
 	case metav1.FinalizerOrphanDependents:
 		deps, err := x.dependents(ctx)
@@ -147,7 +147,7 @@ func (x *explainer) finalizer(ctx context.Context, f string, res client.Resource
 		}
 		fmt.Fprintf(x.out, "- %s: the garbage collector removes its reference from its dependents; %s left\n", f, count(len(deps), "dependent"))
 		for _, d := range deps {
-			fmt.Fprintf(x.out, "    %s\n", x.name(d))
+			fmt.Fprintf(x.out, "    %s\n", d.name)
 		}
 	case "kubernetes":
 		left, err := x.namespaceContent(ctx, x.obj.GetName())
@@ -207,35 +207,20 @@ func count(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-func (x *explainer) name(o *unstructured.Unstructured) string {
-	return x.res[o].GVR.GroupResource().String() + "/" + keyOf(o)
-}
-
 // dependents lists the objects whose ownerReferences name the object: in
 // its namespace, or everywhere when it is cluster-scoped.
-func (x *explainer) dependents(ctx context.Context) ([]*unstructured.Unstructured, error) {
+func (x *explainer) dependents(ctx context.Context) ([]content, error) {
 	if x.deps != nil {
 		return x.deps, nil
 	}
-	x.deps = []*unstructured.Unstructured{}
+	x.deps = []content{}
 	uid := x.obj.GetUID()
 	err := eachObject(ctx, x.rc, x.obj.GetNamespace(), func(res client.Resource, o *unstructured.Unstructured) {
-		for _, r := range o.GetOwnerReferences() {
-			if r.UID == uid {
-				x.deps = append(x.deps, o)
-				x.record(o, res)
-				return
-			}
+		if slices.ContainsFunc(o.GetOwnerReferences(), func(r metav1.OwnerReference) bool { return r.UID == uid }) {
+			x.deps = append(x.deps, content{name: res.GVR.GroupResource().String() + "/" + keyOf(o), obj: o})
 		}
 	})
 	return x.deps, err
-}
-
-func (x *explainer) record(o *unstructured.Unstructured, res client.Resource) {
-	if x.res == nil {
-		x.res = map[*unstructured.Unstructured]client.Resource{}
-	}
-	x.res[o] = res
 }
 
 // content is an object left in a container, named for printing.
@@ -328,19 +313,4 @@ func apiResources(ctx context.Context, rc *client.REST, gv schema.GroupVersion) 
 		return nil, fmt.Errorf("discovery %s: %w", gv, err)
 	}
 	return list.APIResources, nil
-}
-
-// shortAge renders a duration like kubectl's AGE column.
-func shortAge(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "0s"
-	case d < 2*time.Minute:
-		return fmt.Sprintf("%ds", int(d/time.Second))
-	case d < 2*time.Hour:
-		return fmt.Sprintf("%dm", int(d/time.Minute))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d/time.Hour))
-	}
-	return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
 }
