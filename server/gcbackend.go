@@ -181,11 +181,7 @@ func (r *gcRunner) term(ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cur.Store(nil)
-	st := c.Stats()
-	r.past.Deleted += st.Deleted
-	r.past.Orphaned += st.Orphaned
-	r.past.Released += st.Released
-	r.past.Errors += st.Errors
+	r.past = r.past.Add(c.Stats())
 }
 
 // kindsChanged tells the running collector that the served kinds changed.
@@ -201,15 +197,10 @@ func (r *gcRunner) leading() bool { return r.cur.Load() != nil }
 func (r *gcRunner) stats() gc.Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	st := r.past
 	if c := r.cur.Load(); c != nil {
-		now := c.Stats()
-		st.Deleted += now.Deleted
-		st.Orphaned += now.Orphaned
-		st.Released += now.Released
-		st.Errors += now.Errors
+		return r.past.Add(c.Stats())
 	}
-	return st
+	return r.past
 }
 
 func (r *gcRunner) pending() int {

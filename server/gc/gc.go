@@ -177,6 +177,11 @@ type Stats struct {
 	Deleted, Orphaned, Released, Errors int64
 }
 
+// Add returns the sums of s's and t's counts.
+func (s Stats) Add(t Stats) Stats {
+	return Stats{s.Deleted + t.Deleted, s.Orphaned + t.Orphaned, s.Released + t.Released, s.Errors + t.Errors}
+}
+
 // New returns a collector; Run starts it.
 func New(cfg Config) *Collector {
 	if cfg.Workers <= 0 {
