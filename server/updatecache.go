@@ -37,9 +37,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"reflect"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,10 +92,6 @@ type updateGuess struct {
 	// stored is the guessed state's stored value when the guess is this
 	// server's own last write of the key; nil for a cache guess.
 	stored []byte
-	// w and warnings: the response's Warning headers before the attempt,
-	// restored when the attempt is abandoned, so that they are not doubled.
-	w        http.ResponseWriter
-	warnings []string
 	// recheck: the attempt was abandoned to be redone from etcd.
 	recheck bool
 }
@@ -110,7 +104,7 @@ type updateGuess struct {
 // update came right before this one (see keyTurn.takeLast): the best guess.
 // known, when set, is etcd's current state as a failed conditional write
 // read it in its transaction: as good as a quorum read.
-func (s *Server) updateState(ctx context.Context, w http.ResponseWriter, res *registry.Resource, info requestInfo, opts writeOptions, attempt int, last storage.KeyValue, known *storage.KeyValue, g **updateGuess) (*unstructured.Unstructured, storage.KeyValue, error) {
+func (s *Server) updateState(ctx context.Context, res *registry.Resource, info requestInfo, opts writeOptions, attempt int, last storage.KeyValue, known *storage.KeyValue, g **updateGuess) (*unstructured.Unstructured, storage.KeyValue, error) {
 	prev := *g
 	*g = nil
 	if known != nil {
@@ -118,7 +112,7 @@ func (s *Server) updateState(ctx context.Context, w http.ResponseWriter, res *re
 		return decodeCurrent(res, *known)
 	}
 	if attempt == 0 && !opts.dryRun {
-		if ng, cur := s.guessCurrent(ctx, w, res, res.Key(info.namespace, info.name), last); ng != nil {
+		if ng, cur := s.guessCurrent(ctx, res, res.Key(info.namespace, info.name), last); ng != nil {
 			*g = ng
 			return cur, storage.KeyValue{Key: ng.obj.Key, ModRevision: ng.obj.Rev}, nil
 		}
@@ -133,7 +127,7 @@ func (s *Server) updateState(ctx context.Context, w http.ResponseWriter, res *re
 // guessCurrent returns a guess of key's current state, decoded: what the
 // previous update through this server stored (last, when set), else the
 // cache's copy, if there is one to guess from.
-func (s *Server) guessCurrent(ctx context.Context, w http.ResponseWriter, res *registry.Resource, key string, last storage.KeyValue) (*updateGuess, *unstructured.Unstructured) {
+func (s *Server) guessCurrent(ctx context.Context, res *registry.Resource, key string, last storage.KeyValue) (*updateGuess, *unstructured.Unstructured) {
 	if updateGuessesOff.Load() {
 		return nil, nil
 	}
@@ -147,7 +141,7 @@ func (s *Server) guessCurrent(ctx context.Context, w http.ResponseWriter, res *r
 			}
 			guessesUsed.Add(1)
 			guessesFromLastWrite.Add(1)
-			return s.newGuess(w, &watchcache.Object{Key: key, Rev: last.ModRevision}, last.Value), cur
+			return s.newGuess(&watchcache.Object{Key: key, Rev: last.ModRevision}, last.Value), cur
 		}
 	}
 	c := s.existingCache(res)
@@ -184,13 +178,13 @@ func (s *Server) guessCurrent(ctx context.Context, w http.ResponseWriter, res *r
 		s.verifyGuess(ctx, res, o, cur)
 	}
 	guessesUsed.Add(1)
-	return s.newGuess(w, o, nil), cur
+	return s.newGuess(o, nil), cur
 }
 
 // newGuess returns the guess that o (and, when known, its stored bytes) is
-// current, remembering the response's Warning headers.
-func (s *Server) newGuess(w http.ResponseWriter, o *watchcache.Object, stored []byte) *updateGuess {
-	return &updateGuess{s: s, obj: o, stored: stored, w: w, warnings: slices.Clone(w.Header().Values("Warning"))}
+// current.
+func (s *Server) newGuess(o *watchcache.Object, stored []byte) *updateGuess {
+	return &updateGuess{s: s, obj: o, stored: stored}
 }
 
 // retry abandons a guessed attempt whose answer would not be a successful
@@ -202,7 +196,6 @@ func (g *updateGuess) retry() bool {
 	}
 	guessesRechecked.Add(1)
 	g.recheck = true
-	g.restoreWarnings()
 	return true
 }
 
@@ -214,17 +207,7 @@ func (g *updateGuess) conflicted() bool {
 	}
 	guessesStale.Add(1)
 	g.s.guessKeys.pause(g.obj.Key)
-	g.restoreWarnings()
 	return true
-}
-
-func (g *updateGuess) restoreWarnings() {
-	h := g.w.Header()
-	if len(g.warnings) == 0 {
-		h.Del("Warning")
-	} else {
-		h["Warning"] = slices.Clone(g.warnings)
-	}
 }
 
 // unchanged reports whether b, the encoding of an update's result, may be
