@@ -658,7 +658,7 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 		var kv storage.KeyValue
 		var err error
 		if known != nil {
-			conflictReads.Add(1)
+			s.counts.conflictReads.Add(1)
 			cur, kv, err = decodeCurrent(res, *known)
 		} else {
 			cur, kv, err = s.getCurrent(ctx, res, ns, name)

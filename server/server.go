@@ -24,7 +24,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -106,6 +105,12 @@ type Config struct {
 	// GCWorkers is how many objects the garbage collector processes at
 	// once (default 4; see package gc).
 	GCWorkers int
+	// Verify makes the server check its shortcuts and panic where one
+	// differs from what etcd has: every watch-cache event built from a
+	// write hint against decoding the etcd event, every update guess
+	// against a quorum read of its revision. For tests (testenv turns it
+	// on); it costs a read per update.
+	Verify bool
 	// GCLeaseDuration is the duration of the lease that elects the one
 	// server, among those sharing an etcd, that runs the garbage collector
 	// (default 15 s, as kube-controller-manager's; negative: every server
@@ -174,6 +179,9 @@ type Server struct {
 	caches            caches
 	keyLocks          *keyLocks    // see guaranteedUpdate
 	guessKeys         *guessKeyMap // see updatecache.go
+	counts            updateCounts
+	hintsUsed         atomic.Int64 // watch-cache events built from write hints
+	hooks             testHooks
 	pacer             *flushPacer
 	gc                *gcRunner
 	// crdTerminating holds the names of the custom resource definitions
@@ -194,9 +202,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: no storage")
 	}
 	cfg.setDefaults()
-	if os.Getenv("OBJWATCH_VERIFY_WRITE_HINTS") == "true" {
-		verifyHints.Store(true) // see cacheDecoder
-	}
 	pacer := newFlushPacer(cfg.WatchFlushInterval, cfg.WatchFlushIntervalMax)
 	m, err := newMetrics(cfg.Metrics, pacer.Window)
 	if err != nil {
