@@ -54,6 +54,10 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		writeStatus(w, badRequest("namespace must not be empty"))
 		return
 	}
+	if res.DeprecationWarning != "" {
+		// Every request to a deprecated version, as kube-apiserver warns.
+		addWarnings(w, []string{res.DeprecationWarning})
+	}
 	s.instrument(w, info, func(w http.ResponseWriter) {
 		if info.verb == "watch" && info.subresource != "scale" {
 			s.watch(w, r, res, info)
