@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -44,6 +45,10 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 	if info.subresource != "" && !(info.subresource == "status" && res.Status) && !(info.subresource == "scale" && res.Scale != nil) &&
 		!(info.subresource == "finalize" && isNamespaceResource(res)) {
 		writeStatus(w, notFoundPath())
+		return
+	}
+	if info.verb == "watch" && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		writeStatus(w, apierrors.NewMethodNotSupported(s.gr(res), strings.ToLower(r.Method)))
 		return
 	}
 	if info.subresource == "finalize" && info.verb != "update" {
