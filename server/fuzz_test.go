@@ -8,8 +8,8 @@ import (
 	"net/url"
 	"strconv"
 	"testing"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/endpoints/request"
