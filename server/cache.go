@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/server/watchstream"
 	"github.com/objwatch/objwatch/storage"
 	"github.com/objwatch/objwatch/storage/watchcache"
 )
@@ -258,7 +259,7 @@ func decodeCached(objs []*watchcache.Object) ([]*unstructured.Unstructured, erro
 
 // watchFromCache streams a watch from the cache. It returns errNoCache
 // (having written nothing) when the cache cannot serve it.
-func (s *Server) watchFromCache(ctx context.Context, ww *watchWriter, res *registry.Resource, info requestInfo, wr watchRequest) error {
+func (s *Server) watchFromCache(ctx context.Context, ww *watchstream.Writer, res *registry.Resource, info requestInfo, wr watchRequest) error {
 	c := s.cacheFor(res)
 	if c == nil {
 		return errNoCache
@@ -284,7 +285,7 @@ func (s *Server) watchFromCache(ctx context.Context, ww *watchWriter, res *regis
 			}
 			// As in Kubernetes, a parsed resourceVersion's failures arrive
 			// as an ERROR event.
-			startStream(ww)
+			ww.Start()
 			s.sendError(json.NewEncoder(ww), ww, tooLarge())
 			return nil
 		}
@@ -311,7 +312,7 @@ func (s *Server) watchFromCache(ctx context.Context, ww *watchWriter, res *regis
 		return errNoCache
 	}
 	defer cw.Stop()
-	startStream(ww)
+	ww.Start()
 	enc := json.NewEncoder(ww)
 	bookmarkObj := func(rev int64, end bool) map[string]any {
 		md := map[string]any{"resourceVersion": strconv.FormatInt(rev, 10)}
@@ -359,12 +360,12 @@ func (s *Server) watchFromCache(ctx context.Context, ww *watchWriter, res *regis
 		dirty     bool
 		timer     *time.Timer
 	)
-	flushEvery := s.pacer.window()
+	flushEvery := s.pacer.Batch()
 	flush := func() {
 		ww.Flush()
 		addCounts()
 		lastFlush, dirty = time.Now(), false
-		flushEvery = s.pacer.window()
+		flushEvery = s.pacer.Batch()
 	}
 	// sleep waits for d or the end of ctx.
 	sleep := func(d time.Duration) error {
@@ -400,7 +401,7 @@ func (s *Server) watchFromCache(ctx context.Context, ww *watchWriter, res *regis
 				// event, then send all that came in one write.
 				err = sleep(flushEvery - since)
 			} else {
-				err = cw.Wait(ctx, ww.idle())
+				err = cw.Wait(ctx, ww.Idle())
 			}
 			if err == nil {
 				continue

@@ -36,6 +36,7 @@ import (
 
 	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/server/watchstream"
 	"github.com/objwatch/objwatch/storage"
 )
 
@@ -182,7 +183,7 @@ type Server struct {
 	counts            updateCounts
 	hintsUsed         atomic.Int64 // watch-cache events built from write hints
 	hooks             testHooks
-	pacer             *flushPacer
+	pacer             *watchstream.Pacer
 	gc                *gcRunner
 	// crdTerminating holds the names of the custom resource definitions
 	// being deleted (see checkCRDActive).
@@ -202,7 +203,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: no storage")
 	}
 	cfg.setDefaults()
-	pacer := newFlushPacer(cfg.WatchFlushInterval, cfg.WatchFlushIntervalMax)
+	pacer := watchstream.NewPacer(cfg.WatchFlushInterval, cfg.WatchFlushIntervalMax)
 	m, err := newMetrics(cfg.Metrics, pacer.Window)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
@@ -242,7 +243,7 @@ func (s *Server) Run(ctx context.Context) error {
 	defer s.stop()
 	pacerCtx, stopPacer := context.WithCancel(ctx)
 	pacerDone := make(chan struct{})
-	go func() { defer close(pacerDone); s.pacer.run(pacerCtx) }()
+	go func() { defer close(pacerDone); s.pacer.Run(pacerCtx) }()
 	defer func() { stopPacer(); <-pacerDone }()
 	gcCtx, stopGC := context.WithCancel(ctx)
 	gcDone := make(chan struct{})

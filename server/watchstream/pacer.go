@@ -1,4 +1,4 @@
-package server
+package watchstream
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// flushPacer chooses how long busy watches batch their output before a
+// Pacer chooses how long busy watches batch their output before a
 // flush (the flush window), from how busy the machine's CPUs are.
 //
 // Each flush of a watch costs a write system call, a TLS record and, over
@@ -31,9 +31,9 @@ import (
 // a co-located etcd or another process saturating them makes every
 // delivery wait too.
 //
-// Window and window may be called from any goroutine; run belongs to the
+// Window and Batch may be called from any goroutine; Run belongs to the
 // server's Run and ends with its context.
-type flushPacer struct {
+type Pacer struct {
 	base, max time.Duration
 	cur       atomic.Int64  // the window, nanoseconds
 	busy      atomic.Uint64 // the last period's busy share, in millionths
@@ -46,27 +46,27 @@ const (
 	idleShare   = 0.75
 )
 
-func newFlushPacer(base, most time.Duration) *flushPacer {
-	p := &flushPacer{base: base, max: max(base, most), read: newCPUReader(procFS{}).read}
+func NewPacer(base, most time.Duration) *Pacer {
+	p := &Pacer{base: base, max: max(base, most), read: newCPUReader(procFS{}).read}
 	p.cur.Store(int64(base))
 	return p
 }
 
 // Window is the current flush window.
-func (p *flushPacer) Window() time.Duration { return time.Duration(p.cur.Load()) }
+func (p *Pacer) Window() time.Duration { return time.Duration(p.cur.Load()) }
 
-// window is a flush window for one batch: the current one, shortened by a
+// Batch is a flush window for one batch: the current one, shortened by a
 // random part of up to half. Watches that see the same events then flush
 // at different moments instead of all together at the end of a common
 // window, which would queue every goroutine behind a thousand writes.
-func (p *flushPacer) window() time.Duration {
+func (p *Pacer) Batch() time.Duration {
 	w := p.Window()
 	return w - rand.N(w/2+1)
 }
 
-// run adjusts the window every pacerPeriod until ctx ends. It returns at
+// Run adjusts the window every pacerPeriod until ctx ends. It returns at
 // once when the window cannot vary or the CPU times cannot be read.
-func (p *flushPacer) run(ctx context.Context) {
+func (p *Pacer) Run(ctx context.Context) {
 	if p.max <= p.base {
 		return
 	}

@@ -1,4 +1,4 @@
-package server
+package watchstream
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func TestNextWindow(t *testing.T) {
 // grows the window to its maximum within a few periods, one with room
 // brings it back to the base.
 func TestPacerFollowsBusyShare(t *testing.T) {
-	p := newFlushPacer(10*time.Millisecond, 80*time.Millisecond)
+	p := NewPacer(10*time.Millisecond, 80*time.Millisecond)
 	var busy atomic.Uint64 // per mille of each period's ticks
 	var clock cpuTimes
 	var mu sync.Mutex
@@ -49,13 +49,13 @@ func TestPacerFollowsBusyShare(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); p.run(ctx) }()
+	go func() { defer close(done); p.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
 	busy.Store(950)
 	waitWindow(t, p, 80*time.Millisecond)
 	for range 20 {
-		if w := p.window(); w < 40*time.Millisecond || w > 80*time.Millisecond {
+		if w := p.Batch(); w < 40*time.Millisecond || w > 80*time.Millisecond {
 			t.Fatalf("jittered window %v outside [40ms, 80ms]", w)
 		}
 	}
@@ -109,7 +109,7 @@ func TestPacerReadsMachineCPU(t *testing.T) {
 	}
 }
 
-func waitWindow(t *testing.T, p *flushPacer, want time.Duration) {
+func waitWindow(t *testing.T, p *Pacer, want time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for p.Window() != want {
@@ -121,8 +121,8 @@ func waitWindow(t *testing.T, p *flushPacer, want time.Duration) {
 }
 
 func TestPacerFixedWindow(t *testing.T) {
-	p := newFlushPacer(10*time.Millisecond, time.Millisecond) // max below base: fixed
-	p.run(context.Background())                               // returns at once
+	p := NewPacer(10*time.Millisecond, time.Millisecond) // max below base: fixed
+	p.Run(context.Background())                               // returns at once
 	if p.Window() != 10*time.Millisecond {
 		t.Fatalf("window %v", p.Window())
 	}

@@ -1,4 +1,4 @@
-package server
+package watchstream
 
 import (
 	"io"
@@ -26,10 +26,10 @@ func BenchmarkWatchWriter(b *testing.B) {
 		} {
 			b.Run(proto+"/"+mode.name, func(b *testing.B) {
 				resp := serveOnce(b, proto, func(w http.ResponseWriter, r *http.Request) {
-					ww := newWatchWriter(w, nil, w.(http.Flusher), mode.timeout, nil)
+					ww := NewWriter(w, nil, w.(http.Flusher), mode.timeout, nil)
 					ww.step = mode.step
-					defer ww.stop()
-					startStream(ww)
+					defer ww.Stop()
+					ww.Start()
 					for i := 0; b.Loop(); i++ {
 						if _, err := ww.Write(frame); err != nil {
 							b.Error(err)
@@ -49,7 +49,7 @@ func BenchmarkWatchWriter(b *testing.B) {
 }
 
 // BenchmarkSetWriteDeadline is the cost of one deadline move, which
-// watchWriter makes at most once a second per watch.
+// Writer makes at most once a second per watch.
 func BenchmarkSetWriteDeadline(b *testing.B) {
 	for _, proto := range []string{"HTTP/1.1", "HTTP/2"} {
 		b.Run(proto, func(b *testing.B) {

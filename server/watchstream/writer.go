@@ -1,0 +1,145 @@
+package watchstream
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// Start sends the headers of a watch response. An HTTP/1.1 watch then
+// takes its connection from net/http (see rawStream).
+func (ww *Writer) Start() {
+	h := ww.w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-cache, private")
+	takeover := ww.cancel != nil && ww.r != nil && ww.r.ProtoMajor == 1 && ww.r.ProtoMinor >= 1
+	if takeover {
+		h.Set("Connection", "close")
+	}
+	ww.w.WriteHeader(http.StatusOK)
+	if takeover {
+		if ww.raw = takeConn(ww.rc, ww.cancel); ww.raw != nil {
+			ww.armed = time.Time{} // the deadline was cleared
+			return
+		}
+	}
+	ww.Flush()
+}
+
+// Writer writes one watch response and bounds how long a write to a
+// client that stopped reading may block. Before every write and flush the
+// connection's write deadline is moved to now+timeout, but at most once per
+// step (a second, or a quarter of a shorter timeout), which keeps it off the
+// per-event path; an idle watch moves it before it expires (see Idle). So a
+// write or flush blocked for between timeout-step and timeout fails: on
+// HTTP/1.1 the connection is broken and closed, on HTTP/2 the stream is
+// reset; either way the request's context ends, which ends the watch.
+//
+// An HTTP/1.1 watch writes to its connection itself once the headers are
+// out (see rawStream); Write then buffers and Flush writes one chunk.
+//
+// A Writer belongs to the goroutine serving the watch, which must call
+// Stop when done.
+type Writer struct {
+	w      http.ResponseWriter
+	f      http.Flusher
+	rc     *http.ResponseController
+	r      *http.Request      // nil: never take the connection
+	cancel context.CancelFunc // ends the watch; nil: never take the connection
+	raw    *rawStream         // the taken connection, or nil
+
+	timeout, step time.Duration // timeout 0: no deadline
+	armed         time.Time     // the deadline is armed+timeout
+	idleT         *time.Timer
+	idleFor       time.Time // the armed idleT was set for
+}
+
+// NewWriter returns the writer of a watch response to r. cancel ends
+// the watch; it is called when the client closes a taken connection. With
+// a nil r or cancel the connection stays with net/http.
+func NewWriter(w http.ResponseWriter, r *http.Request, f http.Flusher, timeout time.Duration, cancel context.CancelFunc) *Writer {
+	ww := &Writer{w: w, f: f, rc: http.NewResponseController(w), r: r, cancel: cancel}
+	if timeout > 0 {
+		ww.timeout, ww.step = timeout, min(time.Second, timeout/4)
+	}
+	return ww
+}
+
+// extend moves the write deadline to now+timeout unless it did so less
+// than step ago.
+func (ww *Writer) extend() {
+	if ww.timeout == 0 {
+		return
+	}
+	now := time.Now()
+	if now.Sub(ww.armed) < ww.step {
+		return
+	}
+	setDeadline := ww.rc.SetWriteDeadline
+	if ww.raw != nil {
+		setDeadline = ww.raw.conn.SetWriteDeadline
+	}
+	if err := setDeadline(now.Add(ww.timeout)); err != nil {
+		ww.timeout = 0 // not a network connection (handler tests)
+		return
+	}
+	ww.armed = now
+}
+
+func (ww *Writer) Write(p []byte) (int, error) {
+	if ww.raw != nil {
+		if ww.raw.fills(len(p)) {
+			ww.extend() // the write sends the pending chunk
+		}
+		return ww.raw.Write(p)
+	}
+	ww.extend()
+	return ww.w.Write(p)
+}
+
+func (ww *Writer) Flush() {
+	ww.extend()
+	if ww.raw != nil {
+		ww.raw.flush()
+		return
+	}
+	ww.f.Flush()
+}
+
+// Idle returns a channel for a watch waiting for events to wait on too:
+// it fires half a timeout after the deadline was last moved, and the watch
+// then calls Idle again, which moves it. HTTP/2 resets a stream whose
+// deadline passes even when nothing is being written, so an idle watch
+// must keep its deadline ahead. It returns nil when there is no deadline.
+func (ww *Writer) Idle() <-chan time.Time {
+	if ww.raw != nil {
+		return nil // a connection's deadline only bounds writes
+	}
+	ww.extend()
+	if ww.timeout == 0 {
+		return nil
+	}
+	if ww.idleFor != ww.armed {
+		d := time.Until(ww.armed.Add(ww.timeout / 2))
+		if ww.idleT == nil {
+			ww.idleT = time.NewTimer(d)
+		} else {
+			ww.idleT.Reset(d)
+		}
+		ww.idleFor = ww.armed
+	}
+	return ww.idleT.C
+}
+
+// Stop releases the idle timer. The deadline stays: it bounds the final
+// flush net/http does after the handler returns.
+func (ww *Writer) Stop() {
+	if ww.idleT != nil {
+		ww.idleT.Stop()
+	}
+	ww.extend()
+	if ww.raw != nil {
+		ww.raw.close()
+	}
+}
+
