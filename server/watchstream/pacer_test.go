@@ -122,7 +122,7 @@ func waitWindow(t *testing.T, p *Pacer, want time.Duration) {
 
 func TestPacerFixedWindow(t *testing.T) {
 	p := NewPacer(10*time.Millisecond, time.Millisecond) // max below base: fixed
-	p.Run(context.Background())                               // returns at once
+	p.Run(context.Background())                          // returns at once
 	if p.Window() != 10*time.Millisecond {
 		t.Fatalf("window %v", p.Window())
 	}

@@ -142,4 +142,3 @@ func (ww *Writer) Stop() {
 		ww.raw.close()
 	}
 }
-
