@@ -12,13 +12,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/objwatch/objwatch/server/registry"
-	"github.com/objwatch/objwatch/server/watchstream"
 	"github.com/objwatch/objwatch/storage"
 	"github.com/objwatch/objwatch/storage/watchcache"
 )
@@ -257,12 +255,13 @@ func decodeCached(objs []*watchcache.Object) ([]*unstructured.Unstructured, erro
 	return out, nil
 }
 
-// watchFromCache streams a watch from the cache. It returns errNoCache
-// (having written nothing) when the cache cannot serve it.
-func (s *Server) watchFromCache(ctx context.Context, ww *watchstream.Writer, res *registry.Resource, info requestInfo, wr watchRequest) error {
+// cacheWatch starts a watch served from the cache. It returns errNoCache
+// (having written nothing) when the cache cannot serve it, and no source
+// and no error when ctx ended while it waited.
+func (s *Server) cacheWatch(ctx context.Context, res *registry.Resource, info requestInfo, wr watchRequest) (watchSource, error) {
 	c := s.cacheFor(res)
 	if c == nil {
-		return errNoCache
+		return nil, errNoCache
 	}
 	opts := watchcache.WatchOptions{
 		Filter: filterOf(wr.sel, info.namespace), From: wr.rv,
@@ -281,25 +280,21 @@ func (s *Server) watchFromCache(ctx context.Context, ww *watchstream.Writer, res
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return nil, nil
 			}
-			// As in Kubernetes, a parsed resourceVersion's failures arrive
-			// as an ERROR event.
-			ww.Start()
-			s.sendError(json.NewEncoder(ww), ww, tooLarge())
-			return nil
+			return nil, &lateError{tooLarge()}
 		}
 	case wr.consistent:
 		rev, err := c.WaitFresh(ctx)
 		if err != nil {
-			return errNoCache
+			return nil, errNoCache
 		}
 		if !wr.initial {
 			opts.From = rev
 		}
 	default:
 		if err := c.WaitFor(ctx, 0); err != nil {
-			return errNoCache
+			return nil, errNoCache
 		}
 		if !wr.initial {
 			opts.From = c.Revision()
@@ -309,135 +304,50 @@ func (s *Server) watchFromCache(ctx context.Context, ww *watchstream.Writer, res
 	if err != nil {
 		// Older than the cache's history (e.g. from before this server
 		// started): etcd may still have it, or answers 410 itself.
-		return errNoCache
+		return nil, errNoCache
 	}
-	defer cw.Stop()
-	ww.Start()
-	enc := json.NewEncoder(ww)
-	bookmarkObj := func(rev int64, end bool) map[string]any {
-		md := map[string]any{"resourceVersion": strconv.FormatInt(rev, 10)}
-		if end {
-			md["annotations"] = map[string]any{initialEventsEnd: "true"}
-		}
-		return map[string]any{"kind": res.Kind, "apiVersion": res.APIVersion(), "metadata": md}
-	}
-	// Events sent are counted here and added to the shared counters at
-	// each flush: a thousand watches adding one by one to the same
-	// counter would contend for its cache line.
-	types := [...]string{watchcache.Added, watchcache.Modified, watchcache.Deleted, watchcache.Bookmark}
-	var (
-		counters [len(types)]prometheus.Counter
-		pending  [len(types)]int
-	)
-	count := func(typ string) {
-		for i, t := range types {
-			if t == typ {
-				pending[i]++
-				return
-			}
-		}
-	}
-	addCounts := func() {
-		for i, n := range pending {
-			if n == 0 {
-				continue
-			}
-			if counters[i] == nil {
-				counters[i] = s.metrics.events.WithLabelValues(res.Group, res.Plural, types[i])
-			}
-			counters[i].Add(float64(n))
-			pending[i] = 0
-		}
-	}
-	defer addCounts()
-	// Output is flushed when the watch has no more events waiting: at once
-	// when the last flush is a window (the flush pacer's) ago, otherwise at
-	// the end of that window. A watch receiving many events gets them in few
-	// writes (fewer system calls and TLS records) at a bounded extra
-	// latency; a quiet watch's event goes out at once.
-	var (
-		lastFlush time.Time
-		dirty     bool
-		timer     *time.Timer
-	)
-	flushEvery := s.pacer.Batch()
-	flush := func() {
-		ww.Flush()
-		addCounts()
-		lastFlush, dirty = time.Now(), false
-		flushEvery = s.pacer.Batch()
-	}
-	// sleep waits for d or the end of ctx.
-	sleep := func(d time.Duration) error {
-		if timer == nil {
-			timer = time.NewTimer(d)
-		} else {
-			timer.Reset(d)
-		}
-		select {
-		case <-timer.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	return &cacheSource{cw: cw, rv: wr.rv, bookmarks: wr.bookmarks, table: wr.tableVersion != ""}, nil
+}
+
+// cacheSource feeds a watch from a watch-cache watcher, whose events are
+// encoded once for all its watchers.
+type cacheSource struct {
+	cw        *watchcache.Watcher
+	rv        int64 // the watch's resourceVersion, for a 410
+	bookmarks bool
+	table     bool // the watch sends tables, not the shared frames
+}
+
+func (c *cacheSource) tryNext() (watchItem, bool) {
 	for {
-		it, ok := cw.TryNext()
-		if !ok {
-			since := time.Since(lastFlush)
-			if dirty && since >= flushEvery {
-				flush()
-				continue
-			}
-			var err error
-			if since < flushEvery {
-				// Whatever arrives before the window ends waits for its
-				// end anyway: sleep through it instead of waking per
-				// event, then send all that came in one write.
-				err = sleep(flushEvery - since)
-			} else {
-				err = cw.Wait(ctx, ww.Idle())
-			}
-			if err == nil {
-				continue
-			}
-			switch {
-			case ctx.Err() != nil:
-			case errors.Is(err, watchcache.ErrTooSlow):
-				s.sendError(enc, ww, tooSlow())
-			case errors.Is(err, storage.ErrCompacted):
-				s.sendError(enc, ww, tooOld(wr.rv, 0))
-			default:
-				flush()
-			}
-			return nil
-		}
-		var werr error
+		it, ok := c.cw.TryNext()
 		switch {
+		case !ok:
+			return watchItem{}, false
 		case it.Type == watchcache.Bookmark:
-			if !wr.bookmarks && !it.InitialEnd {
+			if !c.bookmarks && !it.InitialEnd {
 				continue
 			}
-			werr = enc.Encode(watchEvent{Type: it.Type, Object: bookmarkObj(it.Rev, it.InitialEnd)})
-		case wr.tableVersion != "":
-			var obj *unstructured.Unstructured
-			if obj, werr = decodeObject(it.Object.JSON); werr == nil {
-				t := table(res, wr.tableVersion, []*unstructured.Unstructured{obj}, wr.includeObject)
-				t.ResourceVersion = obj.GetResourceVersion()
-				werr = enc.Encode(watchEvent{Type: it.Type, Object: t})
-			}
+			return watchItem{typ: it.Type, rev: it.Rev, initialEnd: it.InitialEnd}, true
+		case c.table:
+			return watchItem{typ: it.Type, objJSON: it.Object.JSON}, true
 		default:
-			_, werr = ww.Write(it.Frame())
+			return watchItem{typ: it.Type, frame: it.Frame()}, true
 		}
-		if werr != nil {
-			return nil
-		}
-		count(it.Type)
-		dirty = true
 	}
 }
+
+func (c *cacheSource) wait(ctx context.Context, idle <-chan time.Time) error {
+	err := c.cw.Wait(ctx, idle)
+	switch {
+	case err == nil || ctx.Err() != nil:
+		return err
+	case errors.Is(err, watchcache.ErrTooSlow):
+		return tooSlow()
+	case errors.Is(err, storage.ErrCompacted):
+		return tooOld(c.rv, 0)
+	}
+	return errWatchEnd
+}
+
+func (c *cacheSource) stop() { c.cw.Stop() }
