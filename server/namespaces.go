@@ -22,13 +22,8 @@ import (
 	"github.com/objwatch/objwatch/storage"
 )
 
-// defaultNamespaces exist on every server, as in Kubernetes;
-// immortalNamespaces cannot be deleted (Kubernetes' NamespaceLifecycle
-// admission).
-var (
-	defaultNamespaces  = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
-	immortalNamespaces = []string{"default", "kube-system", "kube-public"}
-)
+// defaultNamespaces exist on every server, as in Kubernetes.
+var defaultNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
 
 func (s *Server) namespaceResource() *registry.Resource {
 	res, _ := s.registry.Get(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"})
@@ -46,9 +41,7 @@ func (s *Server) bootstrap(ctx context.Context) error {
 		obj.SetName(name)
 		obj.SetUID(uuid.NewUUID())
 		obj.SetCreationTimestamp(metav1.NewTime(time.Now().UTC().Truncate(time.Second)))
-		obj.SetLabels(map[string]string{namespaceNameLabel: name})
-		registry.SetNamespaceFinalizers(obj, []string{registry.NamespaceFinalizer})
-		unstructured.SetNestedField(obj.Object, "Active", "status", "phase")
+		res.Lifecycle.PrepareCreate(obj) // phase, spec finalizer and name label
 		b, err := toStorage(obj)
 		if err != nil {
 			return err
@@ -59,9 +52,6 @@ func (s *Server) bootstrap(ctx context.Context) error {
 	}
 	return nil
 }
-
-// namespaceNameLabel holds every namespace's name, for selectors.
-const namespaceNameLabel = "kubernetes.io/metadata.name"
 
 // The life of a namespace, as in Kubernetes: a new one gets the
 // "kubernetes" spec finalizer; a DELETE makes it Terminating (a

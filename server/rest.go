@@ -42,8 +42,8 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		writeStatus(w, notFoundPath())
 		return
 	}
-	if info.subresource != "" && !(info.subresource == "status" && res.Status) && !(info.subresource == "scale" && res.Scale != nil) &&
-		!(info.subresource == "finalize" && isNamespaceResource(res)) {
+	own := res.Lifecycle != nil && res.Lifecycle.UpdateSubresource != "" && info.subresource == res.Lifecycle.UpdateSubresource
+	if info.subresource != "" && !(info.subresource == "status" && res.Status) && !(info.subresource == "scale" && res.Scale != nil) && !own {
 		writeStatus(w, notFoundPath())
 		return
 	}
@@ -51,8 +51,8 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		writeStatus(w, apierrors.NewMethodNotSupported(s.gr(res), strings.ToLower(r.Method)))
 		return
 	}
-	if info.subresource == "finalize" && info.verb != "update" {
-		writeStatus(w, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "namespaces/finalize"}, info.verb))
+	if own && info.verb != "update" {
+		writeStatus(w, apierrors.NewMethodNotSupported(schema.GroupResource{Group: res.Group, Resource: res.Plural + "/" + info.subresource}, info.verb))
 		return
 	}
 	if info.namespaceSet && info.namespace == "" {
@@ -92,7 +92,7 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 			err = s.patch(w, r, res, info)
 		case info.verb == "delete":
 			err = s.delete(w, r, res, info)
-		case info.verb == "deletecollection" && isNamespaceResource(res):
+		case info.verb == "deletecollection" && res.Lifecycle != nil && res.Lifecycle.NoDeleteCollection:
 			err = apierrors.NewMethodNotSupported(s.gr(res), info.verb)
 		case info.verb == "deletecollection":
 			err = s.deleteCollection(w, r, res, info)
@@ -344,27 +344,9 @@ func prepareCreate(obj *unstructured.Unstructured, res *registry.Resource) {
 	if res.Status && res.Custom {
 		delete(obj.Object, "status")
 	}
-	if isNamespaceResource(res) {
-		unstructured.SetNestedField(obj.Object, "Active", "status", "phase")
-		if fs := registry.NamespaceFinalizers(obj); !slices.Contains(fs, registry.NamespaceFinalizer) {
-			registry.SetNamespaceFinalizers(obj, append(fs, registry.NamespaceFinalizer))
-		}
-		setNamespaceNameLabel(obj)
+	if lc := res.Lifecycle; lc != nil && lc.PrepareCreate != nil {
+		lc.PrepareCreate(obj)
 	}
-}
-
-// setNamespaceNameLabel gives a namespace the kubernetes.io/metadata.name
-// label with its name, which Kubernetes keeps on every namespace.
-func setNamespaceNameLabel(obj *unstructured.Unstructured) {
-	labels := obj.GetLabels()
-	if labels[namespaceNameLabel] == obj.GetName() {
-		return
-	}
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[namespaceNameLabel] = obj.GetName()
-	obj.SetLabels(labels)
 }
 
 // checkNamespaceActive makes sure a namespaced object's namespace exists
@@ -555,22 +537,8 @@ func conflictCurrent(err error) *storage.KeyValue {
 // subresource rules: the main endpoint cannot change status (when the
 // resource has a status subresource) and /status changes nothing else.
 func prepareUpdate(obj, cur *unstructured.Unstructured, res *registry.Resource, subresource string) {
-	if isNamespaceResource(res) {
-		// Only /finalize changes spec.finalizers, and nothing else.
-		if subresource == "finalize" {
-			// The value is copied as sent, so that decoding rejects one of
-			// the wrong type rather than dropping it.
-			fresh := cur.DeepCopy()
-			if v, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "finalizers"); found {
-				unstructured.SetNestedField(fresh.Object, v, "spec", "finalizers")
-			} else {
-				registry.SetNamespaceFinalizers(fresh, nil)
-			}
-			*obj = *fresh
-			return
-		}
-		registry.SetNamespaceFinalizers(obj, registry.NamespaceFinalizers(cur))
-		setNamespaceNameLabel(obj)
+	if lc := res.Lifecycle; lc != nil && lc.PrepareUpdate != nil && lc.PrepareUpdate(obj, cur, subresource) {
+		return
 	}
 	if subresource == "status" {
 		status, ok := obj.Object["status"]
@@ -628,8 +596,8 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, res *registry.Re
 	if err != nil {
 		return err
 	}
-	if isNamespaceResource(res) && slices.Contains(immortalNamespaces, info.name) {
-		return apierrors.NewForbidden(s.gr(res), info.name, errors.New("this namespace may not be deleted"))
+	if res.Lifecycle != nil && slices.Contains(res.Lifecycle.Undeletable, info.name) {
+		return apierrors.NewForbidden(s.gr(res), info.name, fmt.Errorf("this %s may not be deleted", strings.ToLower(res.Kind)))
 	}
 	obj, deleted, err := s.deleteObject(r.Context(), res, info.namespace, info.name, opts)
 	if err != nil {

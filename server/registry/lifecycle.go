@@ -8,10 +8,29 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// Lifecycle is what a resource adds to the generic deletion: an object
-// with finalizers gets a deletionTimestamp and stays until they are gone.
-// Both functions may be nil.
+// Lifecycle is what a resource adds to the generic object rules: to
+// creation, updates and deletion (an object with finalizers gets a
+// deletionTimestamp and stays until they are gone). Every field may be
+// nil or zero.
 type Lifecycle struct {
+	// PrepareCreate sets what the server keeps on a new object (a
+	// namespace's phase, spec finalizer and name label).
+	PrepareCreate func(obj *unstructured.Unstructured)
+	// PrepareUpdate keeps, on an update of cur to obj through subresource
+	// ("" for the main resource), what the resource lets only its own
+	// subresource change. done means obj is the whole result (an update
+	// through the resource's own subresource, see UpdateSubresource), and
+	// the generic rules are not applied.
+	PrepareUpdate func(obj, cur *unstructured.Unstructured, subresource string) (done bool)
+	// UpdateSubresource is a subresource of the resource's own, which only
+	// takes updates (a namespace's "finalize").
+	UpdateSubresource string
+	// Undeletable are the names of objects that cannot be deleted (the
+	// namespaces Kubernetes keeps).
+	Undeletable []string
+	// NoDeleteCollection: the resource has no deletecollection.
+	NoDeleteCollection bool
+
 	// DeletionStarts marks obj when its deletion starts (a status phase or
 	// condition) and adds the finalizers whose work must come first.
 	DeletionStarts func(obj *unstructured.Unstructured)
@@ -36,6 +55,35 @@ const (
 // its content is deleted too (Kubernetes would delete such a namespace at
 // once).
 var namespaceLifecycle = &Lifecycle{
+	PrepareCreate: func(obj *unstructured.Unstructured) {
+		unstructured.SetNestedField(obj.Object, "Active", "status", "phase")
+		if fs := NamespaceFinalizers(obj); !slices.Contains(fs, NamespaceFinalizer) {
+			SetNamespaceFinalizers(obj, append(fs, NamespaceFinalizer))
+		}
+		SetNamespaceNameLabel(obj)
+	},
+	PrepareUpdate: func(obj, cur *unstructured.Unstructured, subresource string) bool {
+		// Only /finalize changes spec.finalizers, and nothing else.
+		if subresource == "finalize" {
+			// The value is copied as sent, so that decoding rejects one of
+			// the wrong type rather than dropping it.
+			fresh := cur.DeepCopy()
+			if v, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "finalizers"); found {
+				unstructured.SetNestedField(fresh.Object, v, "spec", "finalizers")
+			} else {
+				SetNamespaceFinalizers(fresh, nil)
+			}
+			*obj = *fresh
+			return true
+		}
+		SetNamespaceFinalizers(obj, NamespaceFinalizers(cur))
+		SetNamespaceNameLabel(obj)
+		return false
+	},
+	UpdateSubresource: "finalize",
+	// As Kubernetes' NamespaceLifecycle admission.
+	Undeletable:        []string{"default", "kube-system", "kube-public"},
+	NoDeleteCollection: true,
 	DeletionStarts: func(obj *unstructured.Unstructured) {
 		unstructured.SetNestedField(obj.Object, "Terminating", "status", "phase")
 		if fs := NamespaceFinalizers(obj); !slices.Contains(fs, NamespaceFinalizer) {
@@ -97,4 +145,21 @@ func SetCondition(conds []any, c map[string]any) []any {
 		return conds
 	}
 	return append(conds, c)
+}
+
+// NamespaceNameLabel holds every namespace's name, for selectors.
+const NamespaceNameLabel = "kubernetes.io/metadata.name"
+
+// SetNamespaceNameLabel gives a namespace the kubernetes.io/metadata.name
+// label with its name, which Kubernetes keeps on every namespace.
+func SetNamespaceNameLabel(obj *unstructured.Unstructured) {
+	labels := obj.GetLabels()
+	if labels[NamespaceNameLabel] == obj.GetName() {
+		return
+	}
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[NamespaceNameLabel] = obj.GetName()
+	obj.SetLabels(labels)
 }
