@@ -338,6 +338,10 @@ func (s *Server) withAuthentication(next http.Handler) http.Handler {
 			writeStatus(w, apierrors.NewUnauthorized("Unauthorized"))
 			return
 		}
+		if err := auth.ImpersonationRefused(r.Header, u); err != nil {
+			writeStatus(w, err)
+			return
+		}
 		next.ServeHTTP(w, r.WithContext(auth.WithUser(r.Context(), u)))
 	})
 }
