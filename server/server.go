@@ -185,7 +185,8 @@ type Server struct {
 	stop     context.CancelFunc
 	ready    atomic.Bool
 
-	openapi openAPIDocs // see openapi.go
+	openapi   openAPIDocs  // see openapi.go
+	openapiV2 openAPIV2Doc // see openapi_v2.go
 }
 
 // New returns a Server. It starts nothing; call Run.
@@ -278,6 +279,7 @@ func (s *Server) routes() {
 	mux.HandleFunc("/apis", s.discoveryAPIs)
 	mux.HandleFunc("/apis/", s.resourceOrDiscovery)
 	mux.HandleFunc("/openapi/", s.openAPI)
+	mux.HandleFunc(openAPIV2Path, s.openAPIV2)
 	if !s.cfg.DisableProfiling {
 		// Like kube-apiserver's --profiling (on by default), for
 		// authenticated users only.

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/kube-openapi/pkg/spec3"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
 // Strategy prepares and validates the objects of one resource version.
@@ -70,6 +71,9 @@ type Resource struct {
 	// OpenAPIV3, if set, returns the resource's OpenAPI v3 document
 	// (custom resources); built-in documents come from their Go types.
 	OpenAPIV3 func() (*spec3.OpenAPI, error)
+	// OpenAPIV2, if set, returns the resource's part of /openapi/v2
+	// (custom resources).
+	OpenAPIV2 func() (*spec.Swagger, error)
 	// Scale, if set, gives the resource a /scale subresource (custom
 	// resources whose CRD version declares subresources.scale).
 	Scale *ScalePaths
