@@ -283,7 +283,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, res *registry.Re
 		return storageError(err, s.gr(res), obj.GetName())
 	}
 	obj.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
-	if _, table := wantsTable(r); !table {
+	if _, table := wantsTable(r); !table && res.StoredAs == nil {
 		// The stored bytes with the resourceVersion are the response.
 		if out := withResourceVersion(b, kv.ModRevision); out != nil {
 			w.Header().Set("Content-Type", "application/json")

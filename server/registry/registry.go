@@ -58,6 +58,11 @@ type Resource struct {
 	// StoragePrefix is the key prefix shared by every version of the
 	// resource, ending in "/".
 	StoragePrefix string
+	// StoredAs, if set, says that the objects are stored as another
+	// resource's, under its StoragePrefix (events.k8s.io/v1 events are
+	// core/v1 events): Strategy.Stored converts a stored object into this
+	// resource's form, StoredAs.ToStorage (through StorageForm) back.
+	StoredAs *Conversion
 	// PatchSchema is a Go value of the resource's type for strategic merge
 	// patch; nil when the resource does not support it.
 	PatchSchema any
@@ -247,6 +252,8 @@ func (r *Registry) ForKind(group, version, kind string) (*Resource, bool) {
 // ForKey returns a served resource whose objects are stored under key, and
 // the namespace and name the key stands for.
 func (r *Registry) ForKey(key string) (res *Resource, namespace, name string, ok bool) {
+	// The resource whose form the key holds is preferred to one stored as
+	// it (StoredAs).
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for _, cand := range r.byGVR {
@@ -257,12 +264,16 @@ func (r *Registry) ForKey(key string) (res *Resource, namespace, name string, ok
 		ns, n, nested := strings.Cut(rest, "/")
 		switch {
 		case cand.Namespaced && nested && n != "" && !strings.Contains(n, "/"):
-			return cand, ns, n, true
 		case !cand.Namespaced && !nested:
-			return cand, "", rest, true
+			ns, n = "", rest
+		default:
+			continue
+		}
+		if res == nil || res.StoredAs != nil {
+			res, namespace, name, ok = cand, ns, n, true
 		}
 	}
-	return nil, "", "", false
+	return res, namespace, name, ok
 }
 
 // Groups returns every group with its versions, preferred version first.
