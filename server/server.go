@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"runtime"
 	"sync"
@@ -106,6 +107,13 @@ type Config struct {
 	// GCWorkers is how many objects the garbage collector processes at
 	// once (default 4; see package gc).
 	GCWorkers int
+	// ServiceClusterIPRange is the IPv4 CIDR that Services' cluster IPs
+	// are allocated from (default 10.0.0.0/24); every server sharing an
+	// etcd must use the same. Its first address is default/kubernetes'.
+	ServiceClusterIPRange string
+	// APIServerPort is the target port of the default/kubernetes service:
+	// the port the server listens on (default 6443).
+	APIServerPort int
 	// GCLeaseDuration is the duration of the lease that elects the one
 	// server, among those sharing an etcd, that runs the garbage collector
 	// (default 15 s, as kube-controller-manager's; negative: every server
@@ -156,6 +164,12 @@ func (c *Config) setDefaults() {
 	if c.GCLeaseDuration == 0 {
 		c.GCLeaseDuration = 15 * time.Second
 	}
+	if c.ServiceClusterIPRange == "" {
+		c.ServiceClusterIPRange = "10.0.0.0/24"
+	}
+	if c.APIServerPort == 0 {
+		c.APIServerPort = 6443
+	}
 	if c.Version == "" {
 		c.Version = "v1.32.0-objwatch"
 	}
@@ -187,6 +201,8 @@ type Server struct {
 
 	openapi   openAPIDocs  // see openapi.go
 	openapiV2 openAPIV2Doc // see openapi_v2.go
+
+	serviceRange netip.Prefix // see serviceips.go
 }
 
 // New returns a Server. It starts nothing; call Run.
@@ -195,6 +211,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: no storage")
 	}
 	cfg.setDefaults()
+	serviceRange, err := parseServiceRange(cfg.ServiceClusterIPRange)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	if os.Getenv("OBJWATCH_VERIFY_WRITE_HINTS") == "true" {
 		verifyHints.Store(true) // see cacheDecoder
 	}
@@ -213,6 +233,8 @@ func New(cfg Config) (*Server, error) {
 		keyLocks:  newKeyLocks(),
 		guessKeys: newGuessKeyMap(),
 		pacer:     pacer,
+
+		serviceRange: serviceRange,
 	}
 	s.gc = newGCRunner(s)
 	if cfg.Metrics != nil {

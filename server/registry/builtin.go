@@ -98,6 +98,7 @@ func builtins() []*Resource {
 			Strategy:    typed[corev1.Event]{validate: validateEvent},
 			FieldLabels: eventFields,
 		},
+		serviceResource(),
 		{
 			Group: EventsGroup, Version: "v1", Plural: "events", Singular: "event", Kind: "Event",
 			ShortNames: []string{"ev"}, Namespaced: true,
