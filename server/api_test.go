@@ -115,7 +115,12 @@ func TestBadInputGetsStatusAndWritesNothing(t *testing.T) {
 		{"non-numeric resourceVersion", "GET", cms + "?resourceVersion=abc", "", "", 400, metav1.StatusReasonBadRequest, "resource version"},
 		{"namespace does not exist", "POST", "/api/v1/namespaces/missing/configmaps", "application/json", cm("a", ""), 404, metav1.StatusReasonNotFound, "namespaces \"missing\" not found"},
 		{"strict unknown field", "POST", cms + "?fieldValidation=Strict", "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"bogus":1}`, 400, metav1.StatusReasonBadRequest, `unknown field "bogus"`},
-		{"bad fieldValidation", "POST", cms + "?fieldValidation=Maybe", "application/json", cm("a", ""), 400, metav1.StatusReasonBadRequest, "fieldValidation"},
+		{"bad fieldValidation", "POST", cms + "?fieldValidation=Maybe", "application/json", cm("a", ""), 422, metav1.StatusReasonInvalid, "fieldValidation: Unsupported value"},
+		{"bad dryRun", "POST", cms + "?dryRun=Some", "application/json", cm("a", ""), 422, metav1.StatusReasonInvalid, "dryRun: Unsupported value"},
+		{"non-numeric limit", "GET", cms + "?limit=ten", "", "", 400, metav1.StatusReasonBadRequest, ""},
+		{"non-numeric timeoutSeconds", "GET", cms + "?watch=1&timeoutSeconds=x", "", "", 400, metav1.StatusReasonBadRequest, ""},
+		{"bad propagationPolicy", "DELETE", cms + "/a?propagationPolicy=Sometimes", "", "", 422, metav1.StatusReasonInvalid, "propagationPolicy: Unsupported value"},
+		{"non-numeric gracePeriodSeconds", "DELETE", cms + "/a?gracePeriodSeconds=soon", "", "", 400, metav1.StatusReasonBadRequest, ""},
 		{"bad patch type", "PATCH", cms + "/a", "application/xml", `{}`, 415, metav1.StatusReasonUnsupportedMediaType, ""},
 	}
 	for _, tc := range tests {
@@ -194,9 +199,11 @@ func TestResourceVersionRules(t *testing.T) {
 		reason metav1.StatusReason
 		items  int
 	}{
-		{"match without rv", "?resourceVersionMatch=NotOlderThan", 400, metav1.StatusReasonBadRequest, 0},
-		{"exact with rv 0", "?resourceVersion=0&resourceVersionMatch=Exact", 400, metav1.StatusReasonBadRequest, 0},
-		{"unknown match", "?resourceVersion=1&resourceVersionMatch=Sometime", 400, metav1.StatusReasonBadRequest, 0},
+		// Invalid ListOptions are 422, as kube-apiserver's option
+		// validation answers.
+		{"match without rv", "?resourceVersionMatch=NotOlderThan", 422, metav1.StatusReasonInvalid, 0},
+		{"exact with rv 0", "?resourceVersion=0&resourceVersionMatch=Exact", 422, metav1.StatusReasonInvalid, 0},
+		{"unknown match", "?resourceVersion=1&resourceVersionMatch=Sometime", 422, metav1.StatusReasonInvalid, 0},
 		{"continue with rv", "?resourceVersion=5&continue=abc", 400, metav1.StatusReasonBadRequest, 0},
 		{"bad continue", "?continue=!!!", 400, metav1.StatusReasonBadRequest, 0},
 		{"exact old rv", "?resourceVersion=" + first + "&resourceVersionMatch=Exact", 200, "", 1},

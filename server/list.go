@@ -11,6 +11,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -57,24 +58,23 @@ func fieldSet(res *registry.Resource, o *unstructured.Unstructured) fields.Set {
 	return set
 }
 
-func parseSelectors(r *http.Request, res *registry.Resource) (selector, error) {
-	q := r.URL.Query()
-	ls, err := labels.Parse(q.Get("labelSelector"))
-	if err != nil {
-		return selector{}, badRequest("unable to parse requirement: %v", err)
+// selectorOf takes a request's label and field selectors from its decoded
+// options; a field the resource has no label for is 400, as in Kubernetes.
+func selectorOf(o *internalversion.ListOptions, res *registry.Resource) (selector, error) {
+	sel := matchAll
+	if o.LabelSelector != nil {
+		sel.labels = o.LabelSelector
 	}
-	fs, err := fields.ParseSelector(q.Get("fieldSelector"))
-	if err != nil {
-		return selector{}, badRequest("invalid field selector: %v", err)
+	if o.FieldSelector != nil {
+		sel.fields = o.FieldSelector
 	}
-	// Only labels the resource knows are allowed, as in Kubernetes.
 	known := fieldSet(res, &unstructured.Unstructured{Object: map[string]any{}})
-	for _, req := range fs.Requirements() {
+	for _, req := range sel.fields.Requirements() {
 		if _, ok := known[req.Field]; !ok {
 			return selector{}, badRequest("field label not supported: %s", req.Field)
 		}
 	}
-	return selector{labels: ls, fields: fs}, nil
+	return sel, nil
 }
 
 // continueToken is the opaque continue parameter: the revision the list is
@@ -117,38 +117,17 @@ type listPlan struct {
 	any      bool // resourceVersion "0": any state will do
 }
 
-func (s *Server) planList(r *http.Request) (listPlan, error) {
-	q := r.URL.Query()
-	rvStr, match, cont := q.Get("resourceVersion"), q.Get("resourceVersionMatch"), q.Get("continue")
-	var p listPlan
-	if l := q.Get("limit"); l != "" {
-		n, err := strconv.ParseInt(l, 10, 64)
-		if err != nil || n < 0 {
-			return p, badRequest("limit: invalid value %q", l)
-		}
-		p.limit = n
-	}
+// planList plans a list from its validated options (see listOptions).
+func (s *Server) planList(o *internalversion.ListOptions) (listPlan, error) {
+	rvStr, match, cont := o.ResourceVersion, o.ResourceVersionMatch, o.Continue
+	p := listPlan{limit: o.Limit}
 	rv, err := parseRV(rvStr)
 	if err != nil {
 		return p, err
 	}
-	switch match {
-	case "", string(metav1.ResourceVersionMatchNotOlderThan), string(metav1.ResourceVersionMatchExact):
-	default:
-		return p, badRequest("resourceVersionMatch: unsupported value %q, supported values: \"Exact\", \"NotOlderThan\"", match)
-	}
-	if match != "" && rvStr == "" {
-		return p, badRequest("resourceVersionMatch is forbidden unless resourceVersion is provided")
-	}
-	if match == string(metav1.ResourceVersionMatchExact) && rv == 0 {
-		return p, badRequest("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"")
-	}
 	if cont != "" {
 		if rvStr != "" && rvStr != "0" {
 			return p, badRequest("specifying resource version is not allowed when using continue")
-		}
-		if match != "" {
-			return p, badRequest("resourceVersionMatch is forbidden when continue is provided")
 		}
 		t, err := decodeContinue(cont)
 		if err != nil {
@@ -168,7 +147,7 @@ func (s *Server) planList(r *http.Request) (listPlan, error) {
 		// Most recent: a consistent read.
 	case rv == 0:
 		p.any = true
-	case match == string(metav1.ResourceVersionMatchExact) || (match == "" && p.limit > 0):
+	case match == metav1.ResourceVersionMatchExact || (match == "" && p.limit > 0):
 		p.rev = rv
 	default:
 		p.minRev = rv
@@ -185,11 +164,15 @@ func (s *Server) expiredContinue(t continueToken) error {
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) error {
-	sel, err := parseSelectors(r, res)
+	o, err := listOptions(r, info.verb)
 	if err != nil {
 		return err
 	}
-	plan, err := s.planList(r)
+	sel, err := selectorOf(o, res)
+	if err != nil {
+		return err
+	}
+	plan, err := s.planList(o)
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ func splitPath(p string) []string {
 func verbOf(r *http.Request, named, watchPath bool) string {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		if watchPath || isTrue(r.URL.Query().Get("watch")) {
+		if watchPath || (!named && queryIsWatch(r.URL.Query())) {
 			return "watch"
 		}
 		if named {
@@ -96,5 +96,3 @@ func verbOf(r *http.Request, named, watchPath bool) string {
 	}
 	return strings.ToLower(r.Method)
 }
-
-func isTrue(s string) bool { return s == "true" || s == "1" }

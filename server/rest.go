@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -185,30 +184,6 @@ func (s *Server) getObject(r *http.Request, res *registry.Resource, info request
 	}
 	obj, _, err := s.getCurrent(r.Context(), res, info.namespace, info.name)
 	return obj, err
-}
-
-// writeOptions are the query parameters every write accepts.
-type writeOptions struct {
-	dryRun          bool
-	fieldValidation string
-}
-
-func parseWriteOptions(r *http.Request) (writeOptions, error) {
-	q := r.URL.Query()
-	var o writeOptions
-	for _, d := range q["dryRun"] {
-		if d != "All" {
-			return o, badRequest("dryRun: unsupported value %q, supported values: \"All\"", d)
-		}
-		o.dryRun = true
-	}
-	o.fieldValidation = q.Get("fieldValidation")
-	switch o.fieldValidation {
-	case "", "Ignore", "Warn", "Strict":
-	default:
-		return o, badRequest("fieldValidation: unsupported value %q, supported values: \"Ignore\", \"Warn\", \"Strict\"", o.fieldValidation)
-	}
-	return o, nil
 }
 
 // normalize applies the resource's schema to obj and handles unknown
@@ -638,60 +613,6 @@ func specChanged(a, b *unstructured.Unstructured, statusSub bool) bool {
 	return !equality.Semantic.DeepEqual(strip(a), strip(b))
 }
 
-// deleteOptions reads DeleteOptions from the body or the query.
-func (s *Server) deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
-	opts := &metav1.DeleteOptions{}
-	body, err := s.readBody(r)
-	if err != nil {
-		return nil, err
-	}
-	if len(body) > 0 && mediaType(r) == protobufType {
-		obj, _, err := protobufCodec.Decode(body, nil, opts)
-		if err != nil {
-			return nil, badRequest("the body of the request was not valid DeleteOptions: %v", err)
-		}
-		if o, ok := obj.(*metav1.DeleteOptions); ok {
-			opts = o
-		}
-	} else if len(body) > 0 {
-		if err := json.Unmarshal(body, opts); err != nil {
-			return nil, badRequest("the body of the request was not valid DeleteOptions: %v", err)
-		}
-	}
-	q := r.URL.Query()
-	if p := q.Get("propagationPolicy"); p != "" {
-		pp := metav1.DeletionPropagation(p)
-		opts.PropagationPolicy = &pp
-	}
-	if g := q.Get("gracePeriodSeconds"); g != "" {
-		n, err := strconv.ParseInt(g, 10, 64)
-		if err != nil {
-			return nil, badRequest("gracePeriodSeconds: %v", err)
-		}
-		opts.GracePeriodSeconds = &n
-	}
-	if len(q["dryRun"]) > 0 {
-		opts.DryRun = q["dryRun"]
-	}
-	//lint:ignore SA1019 a server honours the deprecated field, as Kubernetes does
-	if opts.PropagationPolicy != nil && opts.OrphanDependents != nil {
-		return nil, invalid(schema.GroupKind{Kind: "DeleteOptions"}, "", field.ErrorList{field.Invalid(field.NewPath("propagationPolicy"), *opts.PropagationPolicy, "orphanDependents and propagationPolicy cannot be both set")})
-	}
-	if p := opts.PropagationPolicy; p != nil {
-		switch *p {
-		case metav1.DeletePropagationOrphan, metav1.DeletePropagationBackground, metav1.DeletePropagationForeground:
-		default:
-			return nil, invalid(schema.GroupKind{Kind: "DeleteOptions"}, "", field.ErrorList{field.NotSupported(field.NewPath("propagationPolicy"), *p, []string{"Foreground", "Background", "Orphan"})})
-		}
-	}
-	for _, d := range opts.DryRun {
-		if d != "All" {
-			return nil, badRequest("dryRun: unsupported value %q", d)
-		}
-	}
-	return opts, nil
-}
-
 func (s *Server) delete(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) error {
 	opts, err := s.deleteOptions(r)
 	if err != nil {
@@ -898,7 +819,11 @@ func (s *Server) deleteCollection(w http.ResponseWriter, r *http.Request, res *r
 	if err != nil {
 		return err
 	}
-	sel, err := parseSelectors(r, res)
+	lo, err := listOptions(r, info.verb)
+	if err != nil {
+		return err
+	}
+	sel, err := selectorOf(lo, res)
 	if err != nil {
 		return err
 	}

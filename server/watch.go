@@ -10,7 +10,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 
@@ -36,51 +35,39 @@ type watchRequest struct {
 }
 
 func (s *Server) parseWatch(r *http.Request, res *registry.Resource, info requestInfo) (watchRequest, error) {
-	q := r.URL.Query()
 	var wr watchRequest
-	var err error
-	if wr.sel, err = parseSelectors(r, res); err != nil {
+	o, err := listOptions(r, "watch")
+	if err != nil {
+		return wr, err
+	}
+	if wr.sel, err = selectorOf(o, res); err != nil {
 		return wr, err
 	}
 	if info.name != "" {
 		wr.sel.fields = fields.AndSelectors(wr.sel.fields, fields.OneTermEqualSelector("metadata.name", info.name))
 	}
-	rvStr := q.Get("resourceVersion")
-	if wr.rv, err = parseRV(rvStr); err != nil {
+	if wr.rv, err = parseRV(o.ResourceVersion); err != nil {
 		return wr, err
 	}
-	wr.consistent = rvStr == ""
-	wr.bookmarks = isTrue(q.Get("allowWatchBookmarks"))
-	match := q.Get("resourceVersionMatch")
-	sie, sieSet := q.Get("sendInitialEvents"), q.Has("sendInitialEvents")
-	switch {
-	case sieSet:
-		wr.initial = isTrue(sie)
-		if match != string(metav1.ResourceVersionMatchNotOlderThan) {
-			return wr, badRequest("resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")
-		}
-		if wr.initial && !wr.bookmarks {
-			return wr, badRequest("allowWatchBookmarks: Forbidden: sendInitialEvents requires setting allowWatchBookmarks to true")
-		}
-		wr.initialEnd = wr.initial
-	case match != "":
-		return wr, badRequest("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided")
-	default:
-		wr.initial = rvStr == "" || wr.rv == 0
+	wr.consistent = o.ResourceVersion == ""
+	wr.bookmarks = o.AllowWatchBookmarks
+	if o.SendInitialEvents != nil {
+		wr.initial = *o.SendInitialEvents
+	} else {
+		wr.initial = o.ResourceVersion == "" || wr.rv == 0
 	}
-	if t := q.Get("timeoutSeconds"); t != "" {
-		n, err := strconv.ParseInt(t, 10, 64)
-		if err != nil || n < 0 {
-			return wr, badRequest("timeoutSeconds: invalid value %q", t)
-		}
-		wr.timeout = time.Duration(n) * time.Second
+	// As in Kubernetes, the initial events end with a bookmark only where
+	// bookmarks are allowed.
+	wr.initialEnd = wr.initial && wr.bookmarks
+	if o.TimeoutSeconds != nil {
+		wr.timeout = time.Duration(*o.TimeoutSeconds) * time.Second
 	}
 	if wr.timeout == 0 {
 		min := s.cfg.MinWatchTimeout
 		wr.timeout = min + time.Duration(rand.Int64N(int64(min)))
 	}
 	wr.tableVersion, _ = wantsTable(r)
-	wr.includeObject = q.Get("includeObject")
+	wr.includeObject = r.URL.Query().Get("includeObject")
 	return wr, nil
 }
 

@@ -1,0 +1,170 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metascheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
+	listvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Query parameters are decoded as kube-apiserver decodes them: with
+// apimachinery's parameter codec into meta's option types, then validated
+// with apimachinery's option validation. So a boolean is false only for
+// "0" and "false" in any case (the Python client sends "True"), the first
+// of repeated values counts, a malformed number is 400 and an invalid
+// combination of options is 422 Invalid, each with Kubernetes' message.
+
+// decodeQuery decodes q into one of meta's option types.
+func decodeQuery(q url.Values, into runtime.Object) error {
+	if err := metascheme.ParameterCodec.DecodeParameters(q, metav1.SchemeGroupVersion, into); err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	return nil
+}
+
+// invalidOptions is the 422 of options that fail validation.
+func invalidOptions(kind string, errs field.ErrorList) error {
+	return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
+}
+
+// queryIsWatch reports whether a collection GET asks for a watch.
+func queryIsWatch(q url.Values) bool {
+	var o internalversion.ListOptions
+	if err := decodeQuery(q, &o); err != nil {
+		// Like kube-apiserver: a request whose other parameters do not
+		// parse is still a watch when it says so; it fails later.
+		o.Watch = len(q["watch"]) > 0 && isTrue(q["watch"][0])
+	}
+	return o.Watch
+}
+
+// isTrue reads a boolean query value as the parameter codec does.
+func isTrue(s string) bool {
+	var b bool
+	in := []string{s}
+	if err := runtime.Convert_Slice_string_To_bool(&in, &b, nil); err != nil {
+		return false
+	}
+	return b
+}
+
+// listOptions decodes and validates the options of a list, watch or
+// deletecollection. A watch (the verb, which the /watch/ path also
+// selects) gets Kubernetes' defaults: without resourceVersion or with "0",
+// it sends the initial events, ended by a bookmark when bookmarks are
+// allowed.
+func listOptions(r *http.Request, verb string) (*internalversion.ListOptions, error) {
+	o := &internalversion.ListOptions{}
+	if err := decodeQuery(r.URL.Query(), o); err != nil {
+		return nil, err
+	}
+	o.Watch = verb == "watch"
+	if o.Watch {
+		internalversion.SetListOptionsDefaults(o, true)
+	}
+	if errs := listvalidation.ValidateListOptions(o, true); len(errs) > 0 {
+		return nil, invalidOptions("ListOptions", errs)
+	}
+	if o.Limit < 0 {
+		return nil, badRequest("limit: invalid value %d: must not be negative", o.Limit)
+	}
+	if o.TimeoutSeconds != nil && *o.TimeoutSeconds < 0 {
+		return nil, badRequest("timeoutSeconds: invalid value %d: must not be negative", *o.TimeoutSeconds)
+	}
+	return o, nil
+}
+
+// getOptions decodes a GET's options.
+func getOptions(r *http.Request) (*metav1.GetOptions, error) {
+	o := &metav1.GetOptions{}
+	return o, decodeQuery(r.URL.Query(), o)
+}
+
+// writeOptions are the options every create, update and patch has.
+type writeOptions struct {
+	dryRun          bool
+	fieldManager    string
+	fieldValidation string
+}
+
+// parseWriteOptions decodes the options of a create (POST), update (PUT)
+// or patch (PATCH), which share dryRun, fieldManager and fieldValidation;
+// a patch also has force, which only apply patches may set.
+func parseWriteOptions(r *http.Request) (writeOptions, error) {
+	q := r.URL.Query()
+	var (
+		dryRun                        []string
+		fieldManager, fieldValidation string
+		errs                          field.ErrorList
+		kind                          string
+	)
+	switch r.Method {
+	case http.MethodPost:
+		o := &metav1.CreateOptions{}
+		if err := decodeQuery(q, o); err != nil {
+			return writeOptions{}, err
+		}
+		dryRun, fieldManager, fieldValidation = o.DryRun, o.FieldManager, o.FieldValidation
+		kind, errs = "CreateOptions", metavalidation.ValidateCreateOptions(o)
+	case http.MethodPatch:
+		o := &metav1.PatchOptions{}
+		if err := decodeQuery(q, o); err != nil {
+			return writeOptions{}, err
+		}
+		dryRun, fieldManager, fieldValidation = o.DryRun, o.FieldManager, o.FieldValidation
+		kind, errs = "PatchOptions", metavalidation.ValidatePatchOptions(o, types.PatchType(mediaType(r)))
+	default:
+		o := &metav1.UpdateOptions{}
+		if err := decodeQuery(q, o); err != nil {
+			return writeOptions{}, err
+		}
+		dryRun, fieldManager, fieldValidation = o.DryRun, o.FieldManager, o.FieldValidation
+		kind, errs = "UpdateOptions", metavalidation.ValidateUpdateOptions(o)
+	}
+	if len(errs) > 0 {
+		return writeOptions{}, invalidOptions(kind, errs)
+	}
+	return writeOptions{dryRun: len(dryRun) > 0, fieldManager: fieldManager, fieldValidation: fieldValidation}, nil
+}
+
+// deleteOptions reads a DELETE's options: from its body if it has one,
+// otherwise from the query, as Kubernetes does.
+func (s *Server) deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
+	opts := &metav1.DeleteOptions{}
+	body, err := s.readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(body) > 0 && mediaType(r) == protobufType:
+		obj, _, err := protobufCodec.Decode(body, nil, opts)
+		if err != nil {
+			return nil, badRequest("the body of the request was not valid DeleteOptions: %v", err)
+		}
+		if o, ok := obj.(*metav1.DeleteOptions); ok {
+			opts = o
+		}
+	case len(body) > 0:
+		if err := json.Unmarshal(body, opts); err != nil {
+			return nil, badRequest("the body of the request was not valid DeleteOptions: %v", err)
+		}
+	default:
+		if err := decodeQuery(r.URL.Query(), opts); err != nil {
+			return nil, err
+		}
+	}
+	if errs := metavalidation.ValidateDeleteOptions(opts); len(errs) > 0 {
+		return nil, invalidOptions("DeleteOptions", errs)
+	}
+	return opts, nil
+}
