@@ -362,7 +362,7 @@ func (s *Server) withAuthentication(next http.Handler) http.Handler {
 			writeStatus(w, apierrors.NewUnauthorized("Unauthorized"))
 			return
 		}
-		if err := auth.ImpersonationRefused(r.Header, u); err != nil {
+		if err := auth.ImpersonationRefused(r.Header, u, authzAttributes(r)); err != nil {
 			writeStatus(w, err)
 			return
 		}

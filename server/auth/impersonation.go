@@ -4,85 +4,114 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/user"
 )
 
-// ImpersonationRefused returns the 403 Forbidden for a request that asks to
-// act as someone else (an Impersonate-User, Impersonate-Group,
-// Impersonate-Uid or Impersonate-Extra-* header), or nil when it carries
-// none. objwatch does not implement impersonation; ignoring the headers
-// would run the request as u, so it is refused instead, with the Status
-// kube-apiserver sends to a user its authorizer does not allow to
-// impersonate: the first of the requested identities, in the order
-// kube-apiserver checks them (the user, then groups, extras, uid), names
-// the resource, e.g.
+// Attributes are what a request asks to do, as an authorizer sees it.
+type Attributes struct {
+	// ResourceRequest: a request on a resource (else on Path).
+	ResourceRequest bool
+	// Verb is the resource verb (get, list, watch, create, ...) or, for
+	// other paths, the lower-case HTTP method.
+	Verb                                             string
+	APIGroup, Resource, Subresource, Namespace, Name string
+	Path                                             string
+}
+
+// forbidden is the 403 an authorizer's denial of verb on a gives user, in
+// kube-apiserver's words.
+func forbidden(u User, verb string, a Attributes) error {
+	if !a.ResourceRequest {
+		return apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("User %q cannot %s path %q", u.Name, verb, a.Path))
+	}
+	resource := a.Resource
+	if a.Subresource != "" {
+		resource += "/" + a.Subresource
+	}
+	scope := "at the cluster scope"
+	if a.Namespace != "" {
+		scope = fmt.Sprintf("in the namespace %q", a.Namespace)
+	}
+	return apierrors.NewForbidden(schema.GroupResource{Group: a.APIGroup, Resource: a.Resource}, a.Name,
+		fmt.Errorf("User %q cannot %s resource %q in API group %q %s", u.Name, verb, resource, a.APIGroup, scope))
+}
+
+// ImpersonationRefused returns the error for a request that asks to act as
+// someone else (Impersonate-User, with or without Impersonate-Group,
+// Impersonate-Uid and Impersonate-Extra-* headers), or nil when it does
+// not. objwatch does not implement impersonation; ignoring the headers
+// would run the request as u, so it is refused instead, with what
+// kube-apiserver (v1.37, constrained impersonation) answers a user whom
+// its authorizer allows no impersonation: 403, for the request's own
+// attributes a, with the verb impersonate-on:<mode>:<verb>, e.g.
 //
-//	users "alice" is forbidden: User "admin" cannot impersonate resource "users" in API group "" at the cluster scope
-func ImpersonationRefused(h http.Header, u User) error {
-	var (
-		gr            schema.GroupResource
-		sub, ns, name string
-		found         bool
-	)
-	set := func(g, resource, subresource, namespace, n string) {
-		if !found {
-			gr, sub, ns, name, found = schema.GroupResource{Group: g, Resource: resource}, subresource, namespace, n, true
+//	configmaps is forbidden: User "admin" cannot impersonate-on:user-info:list resource "configmaps" in API group "" in the namespace "default"
+//
+// The mode is serviceaccount or arbitrary-node for a service account's or
+// node's user name alone, user-info otherwise; a service account or node
+// with groups, uid or extras falls to the legacy check (impersonate on
+// users or serviceaccounts). Groups, uid or extras without a user are a
+// 400, as there.
+func ImpersonationRefused(h http.Header, u User, a Attributes) error {
+	wanted := &user.DefaultInfo{
+		Name:   h.Get(authenticationv1.ImpersonateUserHeader),
+		UID:    h.Get(authenticationv1.ImpersonateUIDHeader),
+		Groups: h.Values(authenticationv1.ImpersonateGroupHeader),
+	}
+	hasExtra := false
+	for k, vs := range h {
+		if !strings.HasPrefix(k, authenticationv1.ImpersonateUserExtraHeaderPrefix) {
+			continue
 		}
-	}
-	if user := h.Get(authenticationv1.ImpersonateUserHeader); user != "" {
-		if sa, ok := strings.CutPrefix(user, "system:serviceaccount:"); ok && strings.Count(sa, ":") == 1 {
-			saNS, saName, _ := strings.Cut(sa, ":")
-			set("", "serviceaccounts", "", saNS, saName)
-		} else {
-			set("", "users", "", "", user)
+		hasExtra = true
+		if len(vs) == 0 {
+			continue
 		}
-	}
-	for _, g := range h.Values(authenticationv1.ImpersonateGroupHeader) {
-		set("", "groups", "", "", g)
-	}
-	var extras []string
-	for k := range h {
-		if strings.HasPrefix(k, authenticationv1.ImpersonateUserExtraHeaderPrefix) {
-			extras = append(extras, k)
-		}
-	}
-	sort.Strings(extras)
-	for _, k := range extras {
-		key := strings.ToLower(strings.TrimPrefix(k, authenticationv1.ImpersonateUserExtraHeaderPrefix))
+		key := strings.ToLower(k[len(authenticationv1.ImpersonateUserExtraHeaderPrefix):])
 		if unescaped, err := url.PathUnescape(key); err == nil {
 			key = unescaped
 		}
-		for _, v := range h[k] {
-			set(authenticationv1.GroupName, "userextras", key, "", v)
+		if wanted.Extra == nil {
+			wanted.Extra = map[string][]string{}
 		}
+		wanted.Extra[key] = append(wanted.Extra[key], vs...)
 	}
-	if uid := h.Get(authenticationv1.ImpersonateUIDHeader); uid != "" {
-		set(authenticationv1.GroupName, "uids", "", "", uid)
+	if len(wanted.Groups) == 0 {
+		wanted.Groups = nil
 	}
-	if !found {
-		// A header present but empty still asks for impersonation.
-		for k := range h {
-			if strings.HasPrefix(k, "Impersonate-") {
-				set("", "users", "", "", "")
-				break
-			}
+	if wanted.Name == "" {
+		if wanted.UID != "" || wanted.Groups != nil || hasExtra {
+			return apierrors.NewBadRequest(fmt.Sprintf("requested %#v without impersonating a user name", wanted))
 		}
-	}
-	if !found {
 		return nil
 	}
-	resource := gr.Resource
-	if sub != "" {
-		resource += "/" + sub
+	onlyName := wanted.UID == "" && wanted.Groups == nil && !hasExtra
+	saNS, saName, isSA := serviceAccountName(wanted.Name)
+	isNode := strings.HasPrefix(wanted.Name, "system:node:") && len(wanted.Name) > len("system:node:")
+	switch {
+	case isNode && onlyName:
+		return forbidden(u, "impersonate-on:arbitrary-node:"+a.Verb, a)
+	case isSA && onlyName:
+		return forbidden(u, "impersonate-on:serviceaccount:"+a.Verb, a)
+	case !isNode && !isSA:
+		return forbidden(u, "impersonate-on:user-info:"+a.Verb, a)
+	case isSA:
+		return forbidden(u, "impersonate", Attributes{ResourceRequest: true, Resource: "serviceaccounts", Namespace: saNS, Name: saName})
 	}
-	scope := "at the cluster scope"
-	if ns != "" {
-		scope = fmt.Sprintf("in the namespace %q", ns)
+	return forbidden(u, "impersonate", Attributes{ResourceRequest: true, Resource: "users", Name: wanted.Name})
+}
+
+// serviceAccountName splits system:serviceaccount:<namespace>:<name>.
+func serviceAccountName(s string) (namespace, name string, ok bool) {
+	rest, ok := strings.CutPrefix(s, "system:serviceaccount:")
+	if !ok {
+		return "", "", false
 	}
-	return apierrors.NewForbidden(gr, name, fmt.Errorf("User %q cannot impersonate resource %q in API group %q %s", u.Name, resource, gr.Group, scope))
+	namespace, name, ok = strings.Cut(rest, ":")
+	return namespace, name, ok && namespace != "" && name != "" && !strings.Contains(name, ":")
 }
