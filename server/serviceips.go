@@ -117,8 +117,8 @@ func (s *Server) released(ctx context.Context, res *registry.Resource, obj *unst
 	s.releaseServiceIP(context.WithoutCancel(ctx), serviceIPRecord{Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}, ip)
 }
 
-func allocationError(ip, msg string) error {
-	return apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, "", field.ErrorList{
+func allocationError(name, ip, msg string) error {
+	return apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, name, field.ErrorList{
 		field.Invalid(field.NewPath("spec", "clusterIPs"), []string{ip}, fmt.Sprintf("failed to allocate IP %s: %s", ip, msg)),
 	})
 }
@@ -130,14 +130,14 @@ func (s *Server) allocateServiceIP(ctx context.Context, rec serviceIPRecord, wan
 	if want != "" {
 		a, err := netip.ParseAddr(want)
 		if err != nil || !s.inServiceRange(a) {
-			return netip.Addr{}, allocationError(want, fmt.Sprintf("the provided IP (%s) is not in the valid range. The range of valid IPs is %s", want, s.serviceRange))
+			return netip.Addr{}, allocationError(rec.Name, want, "the provided network does not match the current range")
 		}
 		ok, err := s.claimServiceIP(ctx, rec, a)
 		switch {
 		case err != nil:
 			return netip.Addr{}, err
 		case !ok:
-			return netip.Addr{}, allocationError(want, "provided IP is already allocated")
+			return netip.Addr{}, allocationError(rec.Name, want, "provided IP is already allocated")
 		}
 		return a, nil
 	}

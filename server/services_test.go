@@ -56,7 +56,7 @@ func TestServices(t *testing.T) {
 
 	// Immutable; an update that leaves it out keeps it.
 	r = a.json("PUT", svcs+"/web", svc("web", `"clusterIP":"10.0.0.77",`+svcPorts))
-	if r.code != http.StatusUnprocessableEntity || !strings.Contains(r.status().Message, "may not change once set") {
+	if r.code != http.StatusUnprocessableEntity || !strings.Contains(r.status().Message, `spec.clusterIPs[0]: Invalid value: ["10.0.0.77"]: may not change once set`) {
 		t.Errorf("update of clusterIP = %d %s, want 422", r.code, r.body)
 	}
 	r = a.json("PUT", svcs+"/web", svc("web", `"selector":{"app":"web2"},"ports":[{"port":80}]`))
@@ -71,7 +71,8 @@ func TestServices(t *testing.T) {
 	for _, tc := range []struct{ ip, want string }{
 		{"10.0.0.50", "failed to allocate IP 10.0.0.50: provided IP is already allocated"},
 		{ip, "provided IP is already allocated"},
-		{"10.1.0.5", "the provided IP (10.1.0.5) is not in the valid range. The range of valid IPs is 10.0.0.0/24"},
+		{"10.1.0.5", `Service "other" is invalid: spec.clusterIPs: Invalid value: ["10.1.0.5"]: failed to allocate IP 10.1.0.5: the provided network does not match the current range`},
+		{"10.0.0.255", "failed to allocate IP 10.0.0.255: the provided network does not match the current range"},
 		{"10.0.0.1", "already allocated"},
 	} {
 		r := a.json("POST", svcs, svc("other", `"clusterIP":"`+tc.ip+`",`+svcPorts))
@@ -111,7 +112,7 @@ func TestServices(t *testing.T) {
 		{"badport", `"ports":[{"port":70000}]`, "spec.ports[0].port: Invalid value"},
 		{"unnamed", `"ports":[{"port":80},{"port":81}]`, "spec.ports[0].name: Required value"},
 		{"dualstack", `"ipFamilies":["IPv4","IPv6"],` + svcPorts, "single-stack"},
-		{"ipv6", `"clusterIP":"fd00::1",` + svcPorts, "valid IPv4 address"},
+		{"ipv6", `"clusterIP":"fd00::1",` + svcPorts, `spec.clusterIPs[0]: Invalid value: ["fd00::1"]: IPv6 is not configured on this cluster`},
 	} {
 		r := a.json("POST", svcs, svc(tc.name, tc.spec))
 		if r.code != http.StatusUnprocessableEntity || !strings.Contains(r.status().Message, tc.want) {

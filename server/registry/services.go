@@ -30,7 +30,7 @@ func serviceResource() *Resource {
 		ShortNames: []string{"svc"}, Categories: []string{"all"}, Namespaced: true, Status: true,
 		Columns: []Column{
 			{Name: "Type", Type: "string", JSONPath: ".spec.type", Description: "The type of the service."},
-			{Name: "Cluster-IP", Type: "string", JSONPath: ".spec.clusterIP", Description: "The cluster IP of the service."},
+			{Name: "Cluster-IP", Type: "string", Description: "The cluster IP of the service.", Value: serviceClusterIP},
 			{Name: "External-IP", Type: "string", Description: "The external IPs of the service.", Value: serviceExternalIP},
 			{Name: "Port(s)", Type: "string", Description: "The ports of the service.", Value: servicePorts},
 			ageColumn,
@@ -129,8 +129,11 @@ func validateService(svc, old *corev1.Service) field.ErrorList {
 		errs = append(errs, field.Required(sp.Child("ports"), ""))
 	}
 	if ip := spec.ClusterIP; ip != "" && ip != corev1.ClusterIPNone {
-		if a, err := netip.ParseAddr(ip); err != nil || !a.Is4() {
-			errs = append(errs, field.Invalid(sp.Child("clusterIPs").Index(0), ip, "must be a valid IPv4 address (objwatch serves single-stack IPv4 services), or \"None\""))
+		switch a, err := netip.ParseAddr(ip); {
+		case err == nil && a.Is6():
+			errs = append(errs, field.Invalid(sp.Child("clusterIPs").Index(0), []string{ip}, "IPv6 is not configured on this cluster"))
+		case err != nil:
+			errs = append(errs, field.Invalid(sp.Child("clusterIPs").Index(0), []string{ip}, `must be a valid IP address or "None"`))
 		}
 	}
 	if len(spec.ClusterIPs) > 1 {
@@ -158,7 +161,7 @@ func validateService(svc, old *corev1.Service) field.ErrorList {
 			errs = append(errs, field.Forbidden(sp.Child("type"), "objwatch does not change the type of a service: delete it and create it again"))
 		}
 		if old.Spec.ClusterIP != "" && spec.ClusterIP != old.Spec.ClusterIP {
-			errs = append(errs, field.Invalid(sp.Child("clusterIPs").Index(0), spec.ClusterIP, "may not change once set"))
+			errs = append(errs, field.Invalid(sp.Child("clusterIPs").Index(0), spec.ClusterIPs, "may not change once set"))
 		}
 	}
 	return errs
@@ -212,6 +215,13 @@ func validateServicePorts(ports []corev1.ServicePort, path *field.Path) field.Er
 }
 
 // Printer cells as kubectl shows services.
+
+func serviceClusterIP(obj map[string]any) any {
+	if ip, _, _ := unstructured.NestedString(obj, "spec", "clusterIP"); ip != "" {
+		return ip
+	}
+	return "<none>"
+}
 
 func serviceExternalIP(obj map[string]any) any {
 	if t, _, _ := unstructured.NestedString(obj, "spec", "type"); t == string(corev1.ServiceTypeExternalName) {
