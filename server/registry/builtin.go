@@ -93,7 +93,7 @@ func builtins() []*Resource {
 		},
 		{
 			Version: "v1", Plural: "events", Singular: "event", Kind: "Event",
-			ShortNames: []string{"ev"}, Namespaced: true,
+			ShortNames: []string{"ev"}, Namespaced: true, Columns: eventColumns(coreEventOf),
 			PatchSchema: &corev1.Event{},
 			Strategy:    typed[corev1.Event]{validate: validateEvent},
 			FieldLabels: eventFields,
@@ -101,7 +101,7 @@ func builtins() []*Resource {
 		serviceResource(),
 		{
 			Group: EventsGroup, Version: "v1", Plural: "events", Singular: "event", Kind: "Event",
-			ShortNames: []string{"ev"}, Namespaced: true,
+			ShortNames: []string{"ev"}, Namespaced: true, Columns: eventColumns(eventsV1AsCore),
 			PatchSchema:   &eventsv1.Event{},
 			Strategy:      eventsV1Strategy{typed[eventsv1.Event]{validate: validateEventsV1}},
 			FieldLabels:   eventsV1Fields,

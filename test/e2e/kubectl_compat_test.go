@@ -87,6 +87,13 @@ func TestKubectlCompat(t *testing.T) {
 	if strings.Join(header, " ") != "NAME TYPE CLUSTER-IP EXTERNAL-IP PORT(S) AGE" || len(row) != 6 || row[1] != "ClusterIP" || row[2] != "10.0.0.1" || row[3] != "<none>" || row[4] != "443/TCP" {
 		t.Errorf("kubectl get services = %v %v, want kubernetes ClusterIP 10.0.0.1 <none> 443/TCP", header, row)
 	}
+	// Events print as Kubernetes prints them, through either API.
+	for _, resource := range []string{"events", "events.events.k8s.io"} {
+		out := strings.Join(strings.Fields(k.ok("get", resource, "-n", "default")), " ")
+		if !strings.HasPrefix(out, "LAST SEEN TYPE REASON OBJECT MESSAGE ") || !strings.Contains(out, " Normal Listed configmap/listed created from a List") {
+			t.Errorf("kubectl get %s = %q, want LAST SEEN TYPE REASON OBJECT MESSAGE and the listed event", resource, out)
+		}
+	}
 	if note := k.ok("get", "events.events.k8s.io", "listed", "-n", "default", "-o", "jsonpath={.note}"); note != "created from a List" {
 		t.Errorf("kubectl get events.events.k8s.io listed note = %q", note)
 	}
