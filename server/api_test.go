@@ -121,6 +121,7 @@ func TestBadInputGetsStatusAndWritesNothing(t *testing.T) {
 		{"non-numeric timeoutSeconds", "GET", cms + "?watch=1&timeoutSeconds=x", "", "", 400, metav1.StatusReasonBadRequest, ""},
 		{"bad propagationPolicy", "DELETE", cms + "/a?propagationPolicy=Sometimes", "", "", 422, metav1.StatusReasonInvalid, "propagationPolicy: Unsupported value"},
 		{"non-numeric gracePeriodSeconds", "DELETE", cms + "/a?gracePeriodSeconds=soon", "", "", 400, metav1.StatusReasonBadRequest, ""},
+		{"write on a watch path", "POST", "/api/v1/watch/namespaces/default/configmaps", "application/json", cm("a", ""), 405, metav1.StatusReasonMethodNotAllowed, ""},
 		{"bad patch type", "PATCH", cms + "/a", "application/xml", `{}`, 415, metav1.StatusReasonUnsupportedMediaType, ""},
 	}
 	for _, tc := range tests {

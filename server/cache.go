@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -73,7 +72,7 @@ func (s *Server) cacheFor(res *registry.Resource) *watchcache.Cache {
 	}
 	hints := &writeHints{m: map[string]writeHint{}}
 	c := watchcache.New(watchcache.Config{
-		Store: s.store, Prefix: res.StoragePrefix, Decode: cacheDecoder(res, hints),
+		Store: s.store, Prefix: res.StoragePrefix, Decode: s.cacheDecoder(res, hints),
 		Window: s.cfg.WatchCacheWindow, Buffer: s.cfg.WatchBufferEvents,
 		FreshTimeout: s.cfg.FutureRVWait, Log: s.cfg.Log,
 	})
@@ -104,15 +103,15 @@ func (s *Server) pruneCaches(all bool) {
 // cacheDecoder decodes stored values of res once for the cache: metadata
 // for filtering, JSON for the wire. Values this server wrote come from
 // hints without decoding.
-func cacheDecoder(res *registry.Resource, hints *writeHints) watchcache.Decoder {
+func (s *Server) cacheDecoder(res *registry.Resource, hints *writeHints) watchcache.Decoder {
 	decode := decodeForCache(res)
 	return func(kv storage.KeyValue) (*watchcache.Object, error) {
 		o, ok := hints.take(kv)
 		if !ok {
 			return decode(kv)
 		}
-		hintsUsed.Add(1)
-		if verifyHints.Load() {
+		s.hintsUsed.Add(1)
+		if s.cfg.Verify {
 			want, err := decode(kv)
 			if err != nil || !bytes.Equal(want.JSON, o.JSON) || !maps.Equal(want.Labels, o.Labels) || !maps.Equal(want.Fields, o.Fields) ||
 				want.Namespace != o.Namespace || want.Name != o.Name {
@@ -122,15 +121,6 @@ func cacheDecoder(res *registry.Resource, hints *writeHints) watchcache.Decoder 
 		return o, nil
 	}
 }
-
-// verifyHints makes cacheDecoder check every hint against decoding, and
-// panic on a difference: for tests, set by the server's own tests and by
-// OBJWATCH_VERIFY_WRITE_HINTS=true. hintsUsed counts the events built from
-// hints.
-var (
-	verifyHints atomic.Bool
-	hintsUsed   atomic.Int64
-)
 
 // decodeForCache decodes a stored value of res for the cache.
 func decodeForCache(res *registry.Resource) watchcache.Decoder {

@@ -208,6 +208,8 @@ func customResources(def *apiextensionsv1.CustomResourceDefinition) ([]*registry
 			Custom:        true,
 			StoragePrefix: registry.StoragePrefix(def.Spec.Group, names.Plural),
 			Strategy:      crStrategy{def: d, version: cv},
+
+			DeprecationWarning: cv.DeprecationWarning(),
 		}
 		res.FieldLabels = crFieldLabels(cv)
 		for _, c := range v.AdditionalPrinterColumns {

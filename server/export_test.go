@@ -16,6 +16,5 @@ func WatchCache(s *Server, gvr schema.GroupVersionResource) *watchcache.Cache {
 	return s.cacheFor(res)
 }
 
-// WriteHintsUsed is how many watch-cache events this process built from
-// write hints (all servers).
-func WriteHintsUsed() int64 { return hintsUsed.Load() }
+// WriteHintsUsed is how many watch-cache events s built from write hints.
+func WriteHintsUsed(s *Server) int64 { return s.hintsUsed.Load() }

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,7 +70,7 @@ func (b gcBackend) Update(ctx context.Context, key string, uid types.UID, change
 		return nil
 	}
 	info := requestInfo{gvr: res.GVR(), namespace: ns, name: name, verb: "update"}
-	_, _, err := b.s.guaranteedUpdate(headerSink(http.Header{}), ctx, res, info, writeOptions{}, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	_, _, _, err := b.s.guaranteedUpdate(ctx, res, info, writeOptions{}, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		if uid != "" && cur.GetUID() != uid {
 			return nil, errUIDChanged
 		}
@@ -233,11 +232,3 @@ func (r *gcRunner) metrics() []prometheus.Collector {
 		counter("errors_total", "Garbage collector attempts that failed and were retried.", func(s gc.Stats) int64 { return s.Errors }),
 	}
 }
-
-// headerSink is the response writer of the collector's updates: it keeps
-// the Warning headers an update adds, and nothing else.
-type headerSink http.Header
-
-func (h headerSink) Header() http.Header       { return http.Header(h) }
-func (headerSink) Write(b []byte) (int, error) { return len(b), nil }
-func (headerSink) WriteHeader(int)             {}

@@ -18,7 +18,7 @@ func TestWriteHints(t *testing.T) {
 	if r := a.do("GET", cms+"?resourceVersion=0", "", nil); r.code != http.StatusOK { // starts the cache
 		t.Fatalf("list: %d %s", r.code, r.body)
 	}
-	before := server.WriteHintsUsed()
+	before := server.WriteHintsUsed(env.Server)
 	var lastRV string
 	for i := range 20 {
 		r := a.json("POST", cms, cm(fmt.Sprint("hinted-", i), `,"labels":{"n":"`+fmt.Sprint(i)+`"}`))
@@ -47,7 +47,7 @@ func TestWriteHints(t *testing.T) {
 	}
 	// A write's hint replaces the one before it on the same object, so a
 	// create patched before the cache saw it is decoded instead.
-	used := server.WriteHintsUsed() - before
+	used := server.WriteHintsUsed(env.Server) - before
 	if used == 0 {
 		t.Errorf("no write built from its hint")
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -174,7 +173,7 @@ func (s *Server) setNamespaceConditions(ctx context.Context, ns string, remainin
 	}
 	res := s.namespaceResource()
 	info := requestInfo{gvr: res.GVR(), name: ns, subresource: "status", verb: "update"}
-	_, _, err := s.guaranteedUpdate(headerSink(http.Header{}), ctx, res, info, writeOptions{}, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	_, _, _, err := s.guaranteedUpdate(ctx, res, info, writeOptions{}, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		conds, _, _ := unstructured.NestedSlice(cur.Object, "status", "conditions")
 		for _, c := range []map[string]any{content, held} {
 			conds = registry.SetCondition(conds, c)
@@ -204,7 +203,7 @@ func namespaceCondition(typ, reason, message string) map[string]any {
 func (s *Server) finishNamespace(ctx context.Context, name string, uid types.UID) error {
 	res := s.namespaceResource()
 	info := requestInfo{gvr: res.GVR(), name: name, subresource: "finalize", verb: "update"}
-	_, _, err := s.guaranteedUpdate(headerSink(http.Header{}), ctx, res, info, writeOptions{}, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	_, _, _, err := s.guaranteedUpdate(ctx, res, info, writeOptions{}, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		if cur.GetUID() != uid {
 			return nil, errUIDChanged
 		}

@@ -29,7 +29,7 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, res *registry.Res
 	if err != nil {
 		return err
 	}
-	out, code, err := s.guaranteedUpdate(w, r.Context(), res, info, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	out, code, warnings, err := s.guaranteedUpdate(r.Context(), res, info, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		orig, err := json.Marshal(cur.Object)
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)
@@ -52,6 +52,7 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request, res *registry.Res
 		}
 		return obj, nil
 	})
+	addWarnings(w, warnings)
 	if err != nil {
 		return err
 	}

@@ -73,9 +73,12 @@ func splitPath(p string) []string {
 }
 
 func verbOf(r *http.Request, named, watchPath bool) string {
+	if watchPath {
+		return "watch" // whatever the method, as kube-apiserver reads it
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		if watchPath || (!named && queryIsWatch(r.URL.Query())) {
+		if !named && queryIsWatch(r.URL.Query()) {
 			return "watch"
 		}
 		if named {

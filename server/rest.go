@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -46,6 +47,10 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 		writeStatus(w, notFoundPath())
 		return
 	}
+	if info.verb == "watch" && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		writeStatus(w, apierrors.NewMethodNotSupported(s.gr(res), strings.ToLower(r.Method)))
+		return
+	}
 	if info.subresource == "finalize" && info.verb != "update" {
 		writeStatus(w, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "namespaces/finalize"}, info.verb))
 		return
@@ -53,6 +58,10 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, info requ
 	if info.namespaceSet && info.namespace == "" {
 		writeStatus(w, badRequest("namespace must not be empty"))
 		return
+	}
+	if res.DeprecationWarning != "" {
+		// Every request to a deprecated version, as kube-apiserver warns.
+		addWarnings(w, []string{res.DeprecationWarning})
 	}
 	s.instrument(w, info, func(w http.ResponseWriter) {
 		if info.verb == "watch" && info.subresource != "scale" {
@@ -187,25 +196,27 @@ func (s *Server) getObject(r *http.Request, res *registry.Resource, info request
 }
 
 // normalize applies the resource's schema to obj and handles unknown
-// fields per fieldValidation (Warn is the default, as in Kubernetes).
-func (s *Server) normalize(w http.ResponseWriter, res *registry.Resource, obj, old *unstructured.Unstructured, opts writeOptions) error {
+// fields per fieldValidation (Warn is the default, as in Kubernetes): it
+// returns the warnings to send.
+func (s *Server) normalize(res *registry.Resource, obj, old *unstructured.Unstructured, opts writeOptions) ([]string, error) {
 	unknown, err := res.Strategy.Normalize(obj.Object, objectOf(old))
 	if err != nil {
-		return badRequest("%v", err)
+		return nil, badRequest("%v", err)
 	}
 	if len(unknown) == 0 {
-		return nil
+		return nil, nil
 	}
 	switch opts.fieldValidation {
 	case "Strict":
-		return strictErr(unknown)
+		return nil, strictErr(unknown)
 	case "Ignore":
-	default:
-		for _, u := range unknown {
-			w.Header().Add("Warning", fmt.Sprintf(`299 - "unknown field \"%s\""`, u))
-		}
+		return nil, nil
 	}
-	return nil
+	warnings := make([]string, len(unknown))
+	for i, u := range unknown {
+		warnings[i] = fmt.Sprintf("unknown field %q", u)
+	}
+	return warnings, nil
 }
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request, res *registry.Resource, info requestInfo) error {
@@ -226,9 +237,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, res *registry.Re
 		return invalid(res.GVK().GroupKind(), "", field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
 	}
 	prepareCreate(obj, res)
-	if err := s.normalize(w, res, obj, nil, opts); err != nil {
+	warnings, err := s.normalize(res, obj, nil, opts)
+	if err != nil {
 		return err
 	}
+	addWarnings(w, warnings)
 	if errs := res.Strategy.Validate(obj.Object, nil); len(errs) > 0 {
 		return invalid(res.GVK().GroupKind(), obj.GetName(), errs)
 	}
@@ -407,9 +420,10 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, res *registry.Re
 	if _, err := parseRV(obj.GetResourceVersion()); err != nil {
 		return invalid(res.GVK().GroupKind(), info.name, field.ErrorList{field.Invalid(field.NewPath("metadata", "resourceVersion"), obj.GetResourceVersion(), "must be a number")})
 	}
-	out, code, err := s.guaranteedUpdate(w, r.Context(), res, info, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	out, code, warnings, err := s.guaranteedUpdate(r.Context(), res, info, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		return obj.DeepCopy(), nil
 	})
+	addWarnings(w, warnings)
 	if err != nil {
 		return err
 	}
@@ -424,11 +438,14 @@ func (s *Server) update(w http.ResponseWriter, r *http.Request, res *registry.Re
 //
 // Updates of one object through this server take turns (see keyLocks), so
 // that they do not conflict with each other.
-func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, res *registry.Resource, info requestInfo, opts writeOptions, mutate mutation) (*unstructured.Unstructured, int, error) {
+//
+// The warnings are those of the attempt that answered: an abandoned
+// attempt's are dropped with it.
+func (s *Server) guaranteedUpdate(ctx context.Context, res *registry.Resource, info requestInfo, opts writeOptions, mutate mutation) (_ *unstructured.Unstructured, code int, warnings []string, _ error) {
 	gr := s.gr(res)
 	turn, err := s.keyLocks.lock(ctx, res.Key(info.namespace, info.name))
 	if err != nil {
-		return nil, 0, apierrors.NewTimeoutError("the update did not get its turn before the request ended", 0)
+		return nil, 0, nil, apierrors.NewTimeoutError("the update did not get its turn before the request ended", 0)
 	}
 	defer turn.unlock()
 	last, _ := turn.takeLast()
@@ -440,22 +457,22 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 	// next attempt starts from it instead of reading again.
 	var known *storage.KeyValue
 	for attempt := 0; ; attempt++ {
-		cur, kv, err := s.updateState(ctx, w, res, info, opts, attempt, last, known, &g)
+		cur, kv, err := s.updateState(ctx, res, info, opts, attempt, last, known, &g)
 		known = nil
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, nil, err
 		}
-		obj, pinned, err := s.updated(w, res, info, opts, mutate, cur)
+		obj, pinned, warnings, err := s.updated(res, info, opts, mutate, cur)
 		if err != nil {
 			if g.retry() {
 				continue
 			}
-			return nil, 0, err
+			return nil, 0, warnings, err
 		}
 		if obj.GetDeletionTimestamp() != nil && !held(res, obj) {
 			// The last finalizer is gone: the deletion completes.
 			if opts.dryRun {
-				return obj, http.StatusOK, nil
+				return obj, http.StatusOK, warnings, nil
 			}
 			deleted, err := s.store.Delete(ctx, kv.Key, kv.ModRevision)
 			if errors.Is(err, storage.ErrConflict) && (g.conflicted() || !pinned && attempt < 100) {
@@ -463,16 +480,16 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 				continue
 			}
 			if err != nil {
-				return nil, 0, storageError(err, gr, info.name)
+				return nil, 0, nil, storageError(err, gr, info.name)
 			}
 			s.released(ctx, res, obj)
 			s.updateWritten(kv.Key, deleted.ModRevision)
 			obj.SetResourceVersion(strconv.FormatInt(deleted.ModRevision, 10))
-			return obj, http.StatusOK, nil
+			return obj, http.StatusOK, warnings, nil
 		}
 		b, err := toStorage(obj)
 		if err != nil {
-			return nil, 0, apierrors.NewInternalError(err)
+			return nil, 0, nil, apierrors.NewInternalError(err)
 		}
 		// A guess has no stored bytes (kv.Value): whether anything changed
 		// is decided on etcd's.
@@ -483,7 +500,7 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 			// Nothing changed: like Kubernetes, skip the write; the
 			// resourceVersion stays and no watch event is produced.
 			obj.SetResourceVersion(cur.GetResourceVersion())
-			return obj, http.StatusOK, nil
+			return obj, http.StatusOK, warnings, nil
 		}
 		hints := s.hintsFor(res)
 		hints.add(res, kv.Key, b, obj)
@@ -496,12 +513,12 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 			continue
 		}
 		if err != nil {
-			return nil, 0, storageError(err, gr, info.name)
+			return nil, 0, nil, storageError(err, gr, info.name)
 		}
 		s.updateWritten(kv.Key, nkv.ModRevision)
 		turn.wrote(storage.KeyValue{Key: kv.Key, Value: b, ModRevision: nkv.ModRevision})
 		obj.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
-		return obj, http.StatusOK, nil
+		return obj, http.StatusOK, warnings, nil
 	}
 }
 
@@ -509,27 +526,27 @@ func (s *Server) guaranteedUpdate(w http.ResponseWriter, ctx context.Context, re
 // would write (its resourceVersion cur's), whether the request pinned a
 // resourceVersion, or why the update fails: a mutation, precondition, name,
 // defaulting or validation error.
-func (s *Server) updated(w http.ResponseWriter, res *registry.Resource, info requestInfo, opts writeOptions, mutate mutation, cur *unstructured.Unstructured) (obj *unstructured.Unstructured, pinned bool, err error) {
+func (s *Server) updated(res *registry.Resource, info requestInfo, opts writeOptions, mutate mutation, cur *unstructured.Unstructured) (obj *unstructured.Unstructured, pinned bool, warnings []string, err error) {
 	if obj, err = mutate(cur.DeepCopy()); err != nil {
-		return nil, false, err
+		return nil, false, nil, err
 	}
 	pinned = obj.GetResourceVersion() != ""
 	if pinned && obj.GetResourceVersion() != cur.GetResourceVersion() {
-		return nil, true, apierrors.NewConflict(s.gr(res), info.name, errors.New(conflictMessage))
+		return nil, true, nil, apierrors.NewConflict(s.gr(res), info.name, errors.New(conflictMessage))
 	}
 	if obj.GetName() != info.name {
-		return nil, pinned, badRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), info.name)
+		return nil, pinned, nil, badRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), info.name)
 	}
 	// The write is conditional on the revision read.
 	obj.SetResourceVersion(cur.GetResourceVersion())
 	prepareUpdate(obj, cur, res, info.subresource)
-	if err := s.normalize(w, res, obj, cur, opts); err != nil {
-		return nil, pinned, err
+	if warnings, err = s.normalize(res, obj, cur, opts); err != nil {
+		return nil, pinned, nil, err
 	}
 	if errs := res.Strategy.Validate(obj.Object, cur.Object); len(errs) > 0 {
-		return nil, pinned, invalid(res.GVK().GroupKind(), info.name, errs)
+		return nil, pinned, warnings, invalid(res.GVK().GroupKind(), info.name, errs)
 	}
-	return obj, pinned, nil
+	return obj, pinned, warnings, nil
 }
 
 // conflictCurrent returns the key's state a conflict error carries, or nil.
@@ -657,7 +674,7 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 		var kv storage.KeyValue
 		var err error
 		if known != nil {
-			conflictReads.Add(1)
+			s.counts.conflictReads.Add(1)
 			cur, kv, err = decodeCurrent(res, *known)
 		} else {
 			cur, kv, err = s.getCurrent(ctx, res, ns, name)

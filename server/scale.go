@@ -81,19 +81,21 @@ func (s *Server) updateScale(w http.ResponseWriter, r *http.Request, res *regist
 	if err := checkNamed(u, res, info); err != nil {
 		return err
 	}
-	want, err := decodeScale(w, u, opts)
+	want, warnings, err := decodeScale(u, opts)
 	if err != nil {
 		return err
 	}
+	addWarnings(w, warnings)
 	if _, err := parseRV(want.ResourceVersion); err != nil {
 		return invalid(scaleResource.GVK().GroupKind(), info.name, field.ErrorList{field.Invalid(field.NewPath("metadata", "resourceVersion"), want.ResourceVersion, "must be a number")})
 	}
-	out, _, err := s.guaranteedUpdate(w, r.Context(), res, info, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	out, _, warnings, err := s.guaranteedUpdate(r.Context(), res, info, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		if want.UID != "" && want.UID != cur.GetUID() {
 			return nil, apierrors.NewConflict(s.gr(res), info.name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", want.UID, cur.GetUID()))
 		}
 		return withReplicas(res.Scale, cur, want.Spec.Replicas, want.ResourceVersion)
 	})
+	addWarnings(w, warnings)
 	if err != nil {
 		return err
 	}
@@ -111,7 +113,10 @@ func (s *Server) patchScale(w http.ResponseWriter, r *http.Request, res *registr
 	if err != nil {
 		return err
 	}
-	out, _, err := s.guaranteedUpdate(w, r.Context(), res, info, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	// The body's warnings are the last attempt's, as the update's are.
+	var bodyWarnings []string
+	out, _, warnings, err := s.guaranteedUpdate(r.Context(), res, info, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		bodyWarnings = nil
 		old, found, err := scaleOf(res.Scale, cur)
 		if err != nil {
 			return nil, apierrors.NewInternalError(err)
@@ -140,10 +145,11 @@ func (s *Server) patchScale(w http.ResponseWriter, r *http.Request, res *registr
 		if err := checkNamespace(u, res, info); err != nil {
 			return nil, err
 		}
-		sc, err := decodeScale(w, u, opts)
+		sc, ws, err := decodeScale(u, opts)
 		if err != nil {
 			return nil, err
 		}
+		bodyWarnings = ws
 		if sc.Spec.Replicas == noSpecReplicas {
 			return nil, badRequest("the spec replicas field %q cannot be empty", res.Scale.SpecReplicas)
 		}
@@ -155,6 +161,8 @@ func (s *Server) patchScale(w http.ResponseWriter, r *http.Request, res *registr
 		}
 		return withReplicas(res.Scale, cur, sc.Spec.Replicas, rv)
 	})
+	addWarnings(w, bodyWarnings)
+	addWarnings(w, warnings)
 	if err != nil {
 		return err
 	}
@@ -174,26 +182,27 @@ func withReplicas(p *registry.ScalePaths, obj *unstructured.Unstructured, replic
 // decodeScale converts a decoded body to a Scale with the JSON decoder
 // Kubernetes uses (so a count beyond int32 is an error), handling unknown
 // fields per fieldValidation as normalize does.
-func decodeScale(w http.ResponseWriter, u *unstructured.Unstructured, opts writeOptions) (*autoscalingv1.Scale, error) {
+func decodeScale(u *unstructured.Unstructured, opts writeOptions) (*autoscalingv1.Scale, []string, error) {
 	b, err := json.Marshal(u.Object)
 	if err != nil {
-		return nil, apierrors.NewInternalError(err)
+		return nil, nil, apierrors.NewInternalError(err)
 	}
 	var sc autoscalingv1.Scale
 	unknown, err := kjson.UnmarshalStrict(b, &sc, kjson.DisallowUnknownFields)
 	if err != nil {
-		return nil, badRequest("the body of the request was malformed: %v", err)
+		return nil, nil, badRequest("the body of the request was malformed: %v", err)
 	}
+	var warnings []string
 	switch {
 	case len(unknown) == 0 || opts.fieldValidation == "Ignore":
 	case opts.fieldValidation == "Strict":
-		return nil, badRequest("%v", runtime.NewStrictDecodingError(unknown))
+		return nil, nil, badRequest("%v", runtime.NewStrictDecodingError(unknown))
 	default:
 		for _, e := range unknown {
-			w.Header().Add("Warning", fmt.Sprintf("299 - %q", e.Error()))
+			warnings = append(warnings, e.Error())
 		}
 	}
-	return &sc, nil
+	return &sc, warnings, nil
 }
 
 // scaleOf returns obj's Scale, and whether obj has the spec replicas field

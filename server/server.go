@@ -25,7 +25,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -114,6 +113,12 @@ type Config struct {
 	// APIServerPort is the target port of the default/kubernetes service:
 	// the port the server listens on (default 6443).
 	APIServerPort int
+	// Verify makes the server check its shortcuts and panic where one
+	// differs from what etcd has: every watch-cache event built from a
+	// write hint against decoding the etcd event, every update guess
+	// against a quorum read of its revision. For tests (testenv turns it
+	// on); it costs a read per update.
+	Verify bool
 	// GCLeaseDuration is the duration of the lease that elects the one
 	// server, among those sharing an etcd, that runs the garbage collector
 	// (default 15 s, as kube-controller-manager's; negative: every server
@@ -188,6 +193,9 @@ type Server struct {
 	caches            caches
 	keyLocks          *keyLocks    // see guaranteedUpdate
 	guessKeys         *guessKeyMap // see updatecache.go
+	counts            updateCounts
+	hintsUsed         atomic.Int64 // watch-cache events built from write hints
+	hooks             testHooks
 	pacer             *flushPacer
 	gc                *gcRunner
 	// crdTerminating holds the names of the custom resource definitions
@@ -214,9 +222,6 @@ func New(cfg Config) (*Server, error) {
 	serviceRange, err := parseServiceRange(cfg.ServiceClusterIPRange)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
-	}
-	if os.Getenv("OBJWATCH_VERIFY_WRITE_HINTS") == "true" {
-		verifyHints.Store(true) // see cacheDecoder
 	}
 	pacer := newFlushPacer(cfg.WatchFlushInterval, cfg.WatchFlushIntervalMax)
 	m, err := newMetrics(cfg.Metrics, pacer.Window)

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/objwatch/objwatch/storage"
@@ -111,4 +113,17 @@ func invalid(gk schema.GroupKind, name string, errs field.ErrorList) error {
 // resumes or relists.
 func tooSlow() error {
 	return apierrors.NewResourceExpired("watch ended: the client fell too far behind the event stream; resume from the last resourceVersion or relist")
+}
+
+// addWarnings sends warnings as Warning headers, formatted as Kubernetes
+// formats them (code 299, no agent).
+func addWarnings(w http.ResponseWriter, warnings []string) {
+	for _, text := range warnings {
+		h, err := utilnet.NewWarningHeader(299, "-", text)
+		if err != nil {
+			// Control characters or invalid UTF-8: sent quoted instead.
+			h, _ = utilnet.NewWarningHeader(299, "-", strings.Trim(strconv.QuoteToASCII(text), `"`))
+		}
+		w.Header().Add("Warning", h)
+	}
 }

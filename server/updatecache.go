@@ -37,9 +37,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"reflect"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,28 +61,31 @@ const (
 	maxGuessKeys = 4096
 )
 
-var (
-	// updateGuessesOff makes every update read etcd (benchmarks compare).
-	updateGuessesOff atomic.Bool
-	// verifyGuesses makes every guess be compared with a quorum read of the
-	// same revision, and every write decided on a guess with the stored
-	// value; a difference panics. For tests.
-	verifyGuesses atomic.Bool
-	// guessesUsed counts the updates that started from the cache;
-	// guessesStale those whose guess was older than etcd (found by the
-	// conditional write, or by a re-check); guessesRechecked those whose
-	// answer without a write had to be re-checked against etcd.
-	guessesUsed, guessesStale, guessesRechecked atomic.Int64
-	// conflictReads counts update attempts that started from the state a
-	// conflicting write returned instead of reading etcd again.
+// updateCounts counts, per server, how updates found their starting point
+// (exported to tests; see export_test.go). It is safe for concurrent use.
+type updateCounts struct {
+	// used counts the updates that started from the cache; stale those
+	// whose guess was older than etcd (found by the conditional write, or
+	// by a re-check); rechecked those whose answer without a write had to
+	// be re-checked against etcd.
+	used, stale, rechecked atomic.Int64
+	// fromLastWrite counts the guesses that were this server's previous
+	// write of the key (see keyTurn.takeLast), not the cache's.
+	fromLastWrite atomic.Int64
+	// conflictReads counts update and delete attempts that started from
+	// the state a conflicting write returned instead of reading etcd again.
 	conflictReads atomic.Int64
-	// guessesFromLastWrite counts the guesses that were this server's
-	// previous write of the key (see keyTurn.takeLast), not the cache's.
-	guessesFromLastWrite atomic.Int64
-	// guessOverride, set by tests, replaces what the cache returned for a
-	// key (to hold a guess stale).
+}
+
+// testHooks are switches tests flip on a running server (see
+// export_test.go); production code only reads them.
+type testHooks struct {
+	// guessesOff makes every update read etcd (benchmarks compare).
+	guessesOff atomic.Bool
+	// guessOverride replaces what the cache returned for a key (to hold a
+	// guess stale).
 	guessOverride atomic.Pointer[func(key string, o *watchcache.Object, ok bool) (*watchcache.Object, bool)]
-)
+}
 
 // updateGuess is an update attempt's starting point taken from the watch
 // cache, not confirmed by etcd.
@@ -94,10 +95,6 @@ type updateGuess struct {
 	// stored is the guessed state's stored value when the guess is this
 	// server's own last write of the key; nil for a cache guess.
 	stored []byte
-	// w and warnings: the response's Warning headers before the attempt,
-	// restored when the attempt is abandoned, so that they are not doubled.
-	w        http.ResponseWriter
-	warnings []string
 	// recheck: the attempt was abandoned to be redone from etcd.
 	recheck bool
 }
@@ -110,22 +107,22 @@ type updateGuess struct {
 // update came right before this one (see keyTurn.takeLast): the best guess.
 // known, when set, is etcd's current state as a failed conditional write
 // read it in its transaction: as good as a quorum read.
-func (s *Server) updateState(ctx context.Context, w http.ResponseWriter, res *registry.Resource, info requestInfo, opts writeOptions, attempt int, last storage.KeyValue, known *storage.KeyValue, g **updateGuess) (*unstructured.Unstructured, storage.KeyValue, error) {
+func (s *Server) updateState(ctx context.Context, res *registry.Resource, info requestInfo, opts writeOptions, attempt int, last storage.KeyValue, known *storage.KeyValue, g **updateGuess) (*unstructured.Unstructured, storage.KeyValue, error) {
 	prev := *g
 	*g = nil
 	if known != nil {
-		conflictReads.Add(1)
+		s.counts.conflictReads.Add(1)
 		return decodeCurrent(res, *known)
 	}
 	if attempt == 0 && !opts.dryRun {
-		if ng, cur := s.guessCurrent(ctx, w, res, res.Key(info.namespace, info.name), last); ng != nil {
+		if ng, cur := s.guessCurrent(ctx, res, res.Key(info.namespace, info.name), last); ng != nil {
 			*g = ng
 			return cur, storage.KeyValue{Key: ng.obj.Key, ModRevision: ng.obj.Rev}, nil
 		}
 	}
 	cur, kv, err := s.getCurrent(ctx, res, info.namespace, info.name)
 	if prev != nil && prev.recheck && (err != nil || kv.ModRevision != prev.obj.Rev) {
-		guessesStale.Add(1)
+		s.counts.stale.Add(1)
 	}
 	return cur, kv, err
 }
@@ -133,8 +130,8 @@ func (s *Server) updateState(ctx context.Context, w http.ResponseWriter, res *re
 // guessCurrent returns a guess of key's current state, decoded: what the
 // previous update through this server stored (last, when set), else the
 // cache's copy, if there is one to guess from.
-func (s *Server) guessCurrent(ctx context.Context, w http.ResponseWriter, res *registry.Resource, key string, last storage.KeyValue) (*updateGuess, *unstructured.Unstructured) {
-	if updateGuessesOff.Load() {
+func (s *Server) guessCurrent(ctx context.Context, res *registry.Resource, key string, last storage.KeyValue) (*updateGuess, *unstructured.Unstructured) {
+	if s.hooks.guessesOff.Load() {
 		return nil, nil
 	}
 	if last.ModRevision > 0 {
@@ -142,12 +139,12 @@ func (s *Server) guessCurrent(ctx context.Context, w http.ResponseWriter, res *r
 		// the stored value itself, decoded the same way. No waiting for
 		// the cache to have it.
 		if cur, err := fromStorage(res, last); err == nil {
-			if verifyGuesses.Load() {
+			if s.cfg.Verify {
 				s.verifyGuess(ctx, res, &watchcache.Object{Key: key, Rev: last.ModRevision}, cur)
 			}
-			guessesUsed.Add(1)
-			guessesFromLastWrite.Add(1)
-			return s.newGuess(w, &watchcache.Object{Key: key, Rev: last.ModRevision}, last.Value), cur
+			s.counts.used.Add(1)
+			s.counts.fromLastWrite.Add(1)
+			return s.newGuess(&watchcache.Object{Key: key, Rev: last.ModRevision}, last.Value), cur
 		}
 	}
 	c := s.existingCache(res)
@@ -172,7 +169,7 @@ func (s *Server) guessCurrent(ctx context.Context, w http.ResponseWriter, res *r
 		}
 	}
 	o, _, ok := c.Get(key)
-	if f := guessOverride.Load(); f != nil {
+	if f := s.hooks.guessOverride.Load(); f != nil {
 		o, ok = (*f)(key, o, ok)
 	}
 	if !ok {
@@ -182,17 +179,17 @@ func (s *Server) guessCurrent(ctx context.Context, w http.ResponseWriter, res *r
 	if err != nil {
 		return nil, nil
 	}
-	if verifyGuesses.Load() {
+	if s.cfg.Verify {
 		s.verifyGuess(ctx, res, o, cur)
 	}
-	guessesUsed.Add(1)
-	return s.newGuess(w, o, nil), cur
+	s.counts.used.Add(1)
+	return s.newGuess(o, nil), cur
 }
 
 // newGuess returns the guess that o (and, when known, its stored bytes) is
-// current, remembering the response's Warning headers.
-func (s *Server) newGuess(w http.ResponseWriter, o *watchcache.Object, stored []byte) *updateGuess {
-	return &updateGuess{s: s, obj: o, stored: stored, w: w, warnings: slices.Clone(w.Header().Values("Warning"))}
+// current.
+func (s *Server) newGuess(o *watchcache.Object, stored []byte) *updateGuess {
+	return &updateGuess{s: s, obj: o, stored: stored}
 }
 
 // retry abandons a guessed attempt whose answer would not be a successful
@@ -202,9 +199,8 @@ func (g *updateGuess) retry() bool {
 	if g == nil {
 		return false
 	}
-	guessesRechecked.Add(1)
+	g.s.counts.rechecked.Add(1)
 	g.recheck = true
-	g.restoreWarnings()
 	return true
 }
 
@@ -214,19 +210,9 @@ func (g *updateGuess) conflicted() bool {
 	if g == nil {
 		return false
 	}
-	guessesStale.Add(1)
+	g.s.counts.stale.Add(1)
 	g.s.guessKeys.pause(g.obj.Key)
-	g.restoreWarnings()
 	return true
-}
-
-func (g *updateGuess) restoreWarnings() {
-	h := g.w.Header()
-	if len(g.warnings) == 0 {
-		h.Del("Warning")
-	} else {
-		h["Warning"] = slices.Clone(g.warnings)
-	}
 }
 
 // unchanged reports whether b, the encoding of an update's result, may be
@@ -244,7 +230,7 @@ func (g *updateGuess) unchanged(b []byte) bool {
 	if withRV == nil || bytes.Equal(withRV, g.obj.JSON) {
 		return true
 	}
-	if verifyGuesses.Load() {
+	if g.s.cfg.Verify {
 		kv, err := g.s.store.Get(context.Background(), g.obj.Key)
 		if err == nil && kv.ModRevision == g.obj.Rev && bytes.Equal(kv.Value, b) {
 			panic(fmt.Sprintf("update guess: %s at %d is stored unchanged but its guess differs:\nstored %s\nguess  %s", g.obj.Key, kv.ModRevision, kv.Value, g.obj.JSON))
@@ -270,7 +256,7 @@ func (s *Server) verifyGuess(ctx context.Context, res *registry.Resource, o *wat
 // the deletion completing one), for the key's next guess, through any
 // version's cache, to wait for.
 func (s *Server) updateWritten(key string, rev int64) {
-	if !s.cfg.DisableWatchCache && !updateGuessesOff.Load() {
+	if !s.cfg.DisableWatchCache && !s.hooks.guessesOff.Load() {
 		s.guessKeys.wrote(key, rev)
 	}
 }

@@ -9,29 +9,17 @@ import (
 	"github.com/objwatch/objwatch/storage/watchcache"
 )
 
-// Every server test checks each update guess against a quorum read of the
-// same revision, and each write decided on a guess against the stored value
-// (see verifyGuesses).
-func init() { verifyGuesses.Store(true) }
-
-// UpdateGuesses returns how many updates in this process (all servers)
-// started from the watch cache, how many of those guesses were older than
-// etcd, and how many answers had to be re-checked against etcd.
-func UpdateGuesses() (used, stale, rechecked int64) {
-	return guessesUsed.Load(), guessesStale.Load(), guessesRechecked.Load()
+// UpdateGuesses returns how many updates through s started from the watch
+// cache, how many of those guesses were older than etcd, and how many
+// answers had to be re-checked against etcd.
+func UpdateGuesses(s *Server) (used, stale, rechecked int64) {
+	return s.counts.used.Load(), s.counts.stale.Load(), s.counts.rechecked.Load()
 }
 
-// SetUpdateGuesses turns update guesses on or off until restore.
-func SetUpdateGuesses(on bool) (restore func()) {
-	was := !updateGuessesOff.Swap(!on)
-	return func() { updateGuessesOff.Store(!was) }
-}
-
-// SetVerify turns the test checks of write hints and update guesses on or
-// off until restore (benchmarks measure without them).
-func SetVerify(on bool) (restore func()) {
-	hints, guesses := verifyHints.Swap(on), verifyGuesses.Swap(on)
-	return func() { verifyHints.Store(hints); verifyGuesses.Store(guesses) }
+// SetUpdateGuesses turns s's update guesses on or off until restore.
+func SetUpdateGuesses(s *Server, on bool) (restore func()) {
+	was := !s.hooks.guessesOff.Swap(!on)
+	return func() { s.hooks.guessesOff.Store(!was) }
 }
 
 // ResetUpdateGuessKeys forgets every key's last write and pause in s.
@@ -61,13 +49,13 @@ func FreezeUpdateGuess(s *Server, gvr schema.GroupVersionResource, namespace, na
 		}
 		return o, ok
 	}
-	guessOverride.Store(&f)
-	return func() { guessOverride.Store(nil) }
+	s.hooks.guessOverride.Store(&f)
+	return func() { s.hooks.guessOverride.Store(nil) }
 }
 
-// UpdateGuessesFromLastWrite returns how many update guesses were this
-// server's previous write of the key rather than the cache's copy.
-func UpdateGuessesFromLastWrite() int64 { return guessesFromLastWrite.Load() }
+// UpdateGuessesFromLastWrite returns how many of s's update guesses were
+// its previous write of the key rather than the cache's copy.
+func UpdateGuessesFromLastWrite(s *Server) int64 { return s.counts.fromLastWrite.Load() }
 
 // HoldUpdateTurn takes an object's update turn as an update of it would,
 // as if that update had stored stored; updates of the object queue behind
@@ -91,6 +79,6 @@ func HoldUpdateTurn(s *Server, gvr schema.GroupVersionResource, namespace, name 
 	return waiters, turn.unlock
 }
 
-// UpdateConflictReads returns how many update attempts started from the
-// state a conflicting write returned.
-func UpdateConflictReads() int64 { return conflictReads.Load() }
+// UpdateConflictReads returns how many of s's update and delete attempts
+// started from the state a conflicting write returned.
+func UpdateConflictReads(s *Server) int64 { return s.counts.conflictReads.Load() }

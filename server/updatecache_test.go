@@ -28,9 +28,22 @@ var cmGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 // guessCounts is a snapshot of server.UpdateGuesses.
 type guessCounts struct{ used, stale, rechecked int64 }
 
-func guesses() guessCounts {
-	u, s, r := server.UpdateGuesses()
-	return guessCounts{u, s, r}
+// guesses sums the counts of the servers of envs.
+func guesses(envs ...*testenv.Env) guessCounts {
+	var g guessCounts
+	for _, e := range envs {
+		u, s, r := server.UpdateGuesses(e.Server)
+		g = guessCounts{g.used + u, g.stale + s, g.rechecked + r}
+	}
+	return g
+}
+
+func conflictReadsOf(envs []*testenv.Env) int64 {
+	var n int64
+	for _, e := range envs {
+		n += server.UpdateConflictReads(e.Server)
+	}
+	return n
 }
 
 func (g guessCounts) since(before guessCounts) guessCounts {
@@ -143,7 +156,7 @@ func TestUpdateGuessSequence(t *testing.T) {
 	defer resp.Body.Close()
 	evs := newEvents(resp.Body)
 
-	before := guesses()
+	before := guesses(env)
 	const n = 40
 	rv, last := rvNum(t, created), created
 	var want []response
@@ -176,7 +189,7 @@ func TestUpdateGuessSequence(t *testing.T) {
 		last = r
 		want = append(want, r)
 	}
-	got := guesses().since(before)
+	got := guesses(env).since(before)
 	t.Logf("guesses: %+v", got)
 	// Under load the cache may lag past guessWait, and guesses pause: some
 	// writes then read etcd. None may be stale, and on a quiet machine most
@@ -188,13 +201,13 @@ func TestUpdateGuessSequence(t *testing.T) {
 	// from a guess, the answer is re-checked against etcd. (Repeated until
 	// a guess is used, as a paused or lagging cache makes it read etcd.)
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		before := guesses()
+		before := guesses(env)
 		r := a.do("PATCH", cms+"/seq", "application/merge-patch+json", []byte(`{"data":{"k":"v39"}}`))
 		mustCode(t, "no-op patch", r, http.StatusOK)
 		if rvOf(t, r) != rvOf(t, last) {
 			t.Fatalf("no-op patch: resourceVersion %s, want %s unchanged", rvOf(t, r), rvOf(t, last))
 		}
-		if g := guesses().since(before); g.used > 0 {
+		if g := guesses(env).since(before); g.used > 0 {
 			if g.rechecked != 1 || g.stale != 0 {
 				t.Errorf("a no-op patch from a guess: %+v, want one re-checked, none stale", g)
 			}
@@ -252,14 +265,14 @@ func TestUpdateGuessStale(t *testing.T) {
 	}
 	check := func(t *testing.T, before guessCounts, want guessCounts) {
 		t.Helper()
-		if got := guesses().since(before); got != want {
+		if got := guesses(env).since(before); got != want {
 			t.Errorf("guesses = %+v, want %+v", got, want)
 		}
 	}
 
 	t.Run("precondition at etcd's revision", func(t *testing.T) {
 		_, etcdRV := setup(t, "pre-new")
-		before := guesses()
+		before := guesses(env)
 		r := put("pre-new", etcdRV, "v3")
 		mustCode(t, "PUT at etcd's resourceVersion", r, http.StatusOK)
 		if dataOf(r)["k"] != "v3" || rvNum(t, r) <= mustInt(etcdRV) {
@@ -269,7 +282,7 @@ func TestUpdateGuessStale(t *testing.T) {
 	})
 	t.Run("precondition at the guess's revision", func(t *testing.T) {
 		guessRV, etcdRV := setup(t, "pre-old")
-		before := guesses()
+		before := guesses(env)
 		r := put("pre-old", guessRV, "v3")
 		mustCode(t, "PUT at the cached resourceVersion", r, http.StatusConflict)
 		if g := a.json("GET", cms+"/pre-old", ""); dataOf(g)["k"] != "v2" || rvOf(t, g) != etcdRV {
@@ -281,7 +294,7 @@ func TestUpdateGuessStale(t *testing.T) {
 	})
 	t.Run("no-op on the guess is a change in etcd", func(t *testing.T) {
 		_, etcdRV := setup(t, "noop-guess")
-		before := guesses()
+		before := guesses(env)
 		r := a.do("PATCH", cms+"/noop-guess", "application/merge-patch+json", []byte(`{"data":{"k":"v1"}}`))
 		mustCode(t, "PATCH", r, http.StatusOK)
 		if dataOf(r)["k"] != "v1" || rvNum(t, r) <= mustInt(etcdRV) {
@@ -294,7 +307,7 @@ func TestUpdateGuessStale(t *testing.T) {
 	})
 	t.Run("change on the guess is a no-op in etcd", func(t *testing.T) {
 		_, etcdRV := setup(t, "noop-etcd")
-		before := guesses()
+		before := guesses(env)
 		r := a.do("PATCH", cms+"/noop-etcd", "application/merge-patch+json", []byte(`{"data":{"k":"v2"}}`))
 		mustCode(t, "PATCH", r, http.StatusOK)
 		if dataOf(r)["k"] != "v2" || rvOf(t, r) != etcdRV {
@@ -307,7 +320,7 @@ func TestUpdateGuessStale(t *testing.T) {
 	})
 	t.Run("patch test fails on the guess", func(t *testing.T) {
 		setup(t, "test-guess")
-		before := guesses()
+		before := guesses(env)
 		r := a.do("PATCH", cms+"/test-guess", "application/json-patch+json", []byte(`[{"op":"test","path":"/data/k","value":"v2"},{"op":"replace","path":"/data/k","value":"v3"}]`))
 		mustCode(t, "PATCH testing etcd's value", r, http.StatusOK)
 		if dataOf(r)["k"] != "v3" {
@@ -317,7 +330,7 @@ func TestUpdateGuessStale(t *testing.T) {
 	})
 	t.Run("patch test fails in etcd", func(t *testing.T) {
 		setup(t, "test-etcd")
-		before := guesses()
+		before := guesses(env)
 		r := a.do("PATCH", cms+"/test-etcd", "application/json-patch+json", []byte(`[{"op":"test","path":"/data/k","value":"v1"},{"op":"replace","path":"/data/k","value":"v3"}]`))
 		mustCode(t, "PATCH testing the cached value", r, http.StatusUnprocessableEntity)
 		check(t, before, guessCounts{used: 1, stale: 1})
@@ -335,7 +348,7 @@ func TestUpdateGuessStale(t *testing.T) {
 		if _, err := st.Delete(context.Background(), "/registry/core/configmaps/default/gone", 0); err != nil {
 			t.Fatal(err)
 		}
-		before := guesses()
+		before := guesses(env)
 		r := a.do("PATCH", cms+"/gone", "application/merge-patch+json", []byte(`{"data":{"k":"v3"}}`))
 		mustCode(t, "PATCH", r, http.StatusNotFound)
 		check(t, before, guessCounts{used: 1})
@@ -354,7 +367,7 @@ func TestUpdateGuessStale(t *testing.T) {
 			md := m["metadata"].(map[string]any)
 			md["finalizers"] = []any{"example.com/a", "example.com/b"}
 		})
-		before := guesses()
+		before := guesses(env)
 		r = a.do("PATCH", cms+"/fin", "application/json-patch+json", []byte(`[{"op":"remove","path":"/metadata/finalizers/0"}]`))
 		mustCode(t, "PATCH", r, http.StatusOK)
 		g := a.json("GET", cms+"/fin", "")
@@ -372,14 +385,14 @@ func TestUpdateGuessStale(t *testing.T) {
 		server.ResetUpdateGuessKeys(env.Server)
 		t.Cleanup(server.FreezeUpdateGuess(env.Server, cmGVR, "default", "absent"))
 		mustCode(t, "create", a.json("POST", cms, cm("absent", "")), http.StatusCreated)
-		before := guesses()
+		before := guesses(env)
 		r := a.do("PATCH", cms+"/absent", "application/merge-patch+json", []byte(`{"data":{"k":"v3"}}`))
 		mustCode(t, "PATCH", r, http.StatusOK)
 		check(t, before, guessCounts{})
 	})
 	t.Run("dry run", func(t *testing.T) {
 		_, etcdRV := setup(t, "dry")
-		before := guesses()
+		before := guesses(env)
 		r := a.do("PATCH", cms+"/dry?dryRun=All", "application/merge-patch+json", []byte(`{"data":{"x":"y"}}`))
 		mustCode(t, "PATCH", r, http.StatusOK)
 		if dataOf(r)["k"] != "v2" || rvOf(t, r) != etcdRV {
@@ -395,12 +408,12 @@ func TestUpdateGuessNeedsCache(t *testing.T) {
 	a := newAPI(t, env)
 	t.Cleanup(a.c.CloseIdleConnections)
 	mustCode(t, "create", a.json("POST", cms, cm("nocache", "")), http.StatusCreated)
-	before := guesses()
+	before := guesses(env)
 	for i := range 3 {
 		r := a.do("PATCH", cms+"/nocache", "application/merge-patch+json", []byte(fmt.Sprintf(`{"data":{"k":"%d"}}`, i)))
 		mustCode(t, "PATCH", r, http.StatusOK)
 	}
-	if g := guesses().since(before); g != (guessCounts{}) {
+	if g := guesses(env).since(before); g != (guessCounts{}) {
 		t.Errorf("guesses without a cache = %+v, want none", g)
 	}
 }
@@ -425,7 +438,7 @@ func TestUpdateGuessTwoServers(t *testing.T) {
 	mustCode(t, "create", created, http.StatusCreated)
 	waitCache(t, envA, cmGVR, rvOf(t, created))
 
-	before := guesses()
+	before := guesses(envA, envB)
 	old := rvOf(t, created)
 	for i := range 30 {
 		// Guesses of the key pause after a stale one: forget that, so
@@ -444,7 +457,7 @@ func TestUpdateGuessTwoServers(t *testing.T) {
 		mustCode(t, fmt.Sprintf("PUT through A at %s", old), a.do("PUT", cms+"/two", "application/json", body), http.StatusConflict)
 		old = rvOf(t, r)
 	}
-	t.Logf("guesses: %+v", guesses().since(before))
+	t.Logf("guesses: %+v", guesses(envA, envB).since(before))
 }
 
 // Concurrent patches of one object through two servers lose nothing.
@@ -464,7 +477,7 @@ func TestUpdateGuessConcurrentPatches(t *testing.T) {
 	}
 	defer resp.Body.Close()
 
-	before, conflictReads := guesses(), server.UpdateConflictReads()
+	before, conflictReads := guesses(envs...), conflictReadsOf(envs)
 	const goroutines, patches = 16, 20
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines*patches)
@@ -525,10 +538,10 @@ func TestUpdateGuessConcurrentPatches(t *testing.T) {
 	if strconv.FormatInt(prev, 10) != rvOf(t, final) {
 		t.Errorf("last event at %d, object at %s", prev, rvOf(t, final))
 	}
-	t.Logf("guesses: %+v", guesses().since(before))
+	t.Logf("guesses: %+v", guesses(envs...).since(before))
 	// The two servers' patches conflict in etcd; a retry starts from the
 	// state the failed write found, not from another read.
-	if stale, reads := guesses().since(before).stale, server.UpdateConflictReads()-conflictReads; stale > 0 && reads == 0 {
+	if stale, reads := guesses(envs...).since(before).stale, conflictReadsOf(envs)-conflictReads; stale > 0 && reads == 0 {
 		t.Errorf("%d stale guesses and no retry from the conflicting write's state", stale)
 	}
 }
@@ -633,16 +646,16 @@ func TestUpdateGuessCustomResourceVersions(t *testing.T) {
 		}
 		return out
 	}
-	restore := server.SetUpdateGuesses(false)
-	before := guesses()
+	restore := server.SetUpdateGuesses(env.Server, false)
+	before := guesses(env)
 	want := run("from-etcd")
-	if got := guesses().since(before); got.used != 0 {
+	if got := guesses(env).since(before); got.used != 0 {
 		t.Fatalf("guesses used while off: %+v", got)
 	}
 	restore()
-	before = guesses()
+	before = guesses(env)
 	got := run("from-cache")
-	g := guesses().since(before)
+	g := guesses(env).since(before)
 	t.Logf("guesses: %+v", g)
 	if g.used == 0 || g.stale != 0 {
 		t.Errorf("guesses = %+v, want some used, none stale", g)
@@ -676,7 +689,6 @@ func TestUpdateGuessCustomResourceVersions(t *testing.T) {
 // server, with the update starting from the watch cache (guess) or from an
 // etcd read (etcd), and with watchers of the ConfigMaps draining events.
 func BenchmarkPatchOneObject(b *testing.B) {
-	defer server.SetVerify(false)()
 	env := testenv.Start(b)
 	c := env.HTTPClient()
 	defer c.CloseIdleConnections()
@@ -708,14 +720,14 @@ func BenchmarkPatchOneObject(b *testing.B) {
 		}
 		for _, mode := range []string{"guess", "etcd"} {
 			b.Run(fmt.Sprintf("watchers=%d/%s", watchers, mode), func(b *testing.B) {
-				defer server.SetUpdateGuesses(mode == "guess")()
-				before := guesses()
+				defer server.SetUpdateGuesses(env.Server, mode == "guess")()
+				before := guesses(env)
 				i := 0
 				for b.Loop() {
 					i++
 					do("PATCH", cms+"/bench", "application/merge-patch+json", fmt.Sprintf(`{"data":{"k":"%d"}}`, i))
 				}
-				g := guesses().since(before)
+				g := guesses(env).since(before)
 				b.ReportMetric(float64(g.used)/float64(i), "guesses/op")
 				b.ReportMetric(float64(g.stale)/float64(i), "stale/op")
 			})
@@ -768,11 +780,11 @@ func TestUpdateGuessFromLastWrite(t *testing.T) {
 		}
 		return kv
 	}
-	from := func() int64 { return server.UpdateGuessesFromLastWrite() }
+	from := func() int64 { return server.UpdateGuessesFromLastWrite(env.Server) }
 
 	t.Run("current", func(t *testing.T) {
 		kv := create(t, "last-current")
-		before, g0 := from(), guesses()
+		before, g0 := from(), guesses(env)
 		r := queued(t, "last-current", kv, `{"data":{"p":"1"}}`)
 		mustCode(t, "patch", r, http.StatusOK)
 		if d := dataOf(r); d["k"] != "v1" || d["p"] != "1" {
@@ -781,20 +793,20 @@ func TestUpdateGuessFromLastWrite(t *testing.T) {
 		if n := from() - before; n != 1 {
 			t.Fatalf("guesses from the last write = %d, want 1", n)
 		}
-		if g := guesses().since(g0); g.stale != 0 || g.rechecked != 0 {
+		if g := guesses(env).since(g0); g.stale != 0 || g.rechecked != 0 {
 			t.Fatalf("guesses = %+v, want none stale or rechecked", g)
 		}
 	})
 	t.Run("stale", func(t *testing.T) {
 		kv := create(t, "last-stale")
 		rewrite(t, st, "last-stale", "v2")
-		g0 := guesses()
+		g0 := guesses(env)
 		r := queued(t, "last-stale", kv, `{"data":{"p":"1"}}`)
 		mustCode(t, "patch", r, http.StatusOK)
 		if d := dataOf(r); d["k"] != "v2" || d["p"] != "1" {
 			t.Fatalf("data = %v, want the change made elsewhere kept", d)
 		}
-		if g := guesses().since(g0); g.stale != 1 {
+		if g := guesses(env).since(g0); g.stale != 1 {
 			t.Fatalf("guesses = %+v, want one stale", g)
 		}
 	})
@@ -848,7 +860,7 @@ func TestDeleteRetryFromConflict(t *testing.T) {
 		name := fmt.Sprintf("del-%d", round)
 		created := a.json("POST", cms, cm(name, ""))
 		mustCode(t, "create", created, http.StatusCreated)
-		before := server.UpdateConflictReads()
+		before := server.UpdateConflictReads(env.Server)
 		stop := make(chan struct{})
 		var patched atomic.Int64
 		var wg sync.WaitGroup
@@ -890,7 +902,7 @@ func TestDeleteRetryFromConflict(t *testing.T) {
 		}
 		mustCode(t, "delete", del, http.StatusOK)
 		mustCode(t, "get after delete", a.json("GET", cms+"/"+name, ""), http.StatusNotFound)
-		if server.UpdateConflictReads() > before {
+		if server.UpdateConflictReads(env.Server) > before {
 			t.Logf("the delete of round %d conflicted and retried from the conflict's state", round)
 			return
 		}

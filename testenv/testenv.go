@@ -94,7 +94,9 @@ func WithLogger(l *slog.Logger) Option {
 	return func(o *instance.Options) { o.Log = l }
 }
 
-// Start starts a server for the test and stops it when the test ends.
+// Start starts a server for the test and stops it when the test ends. In
+// a test (not a benchmark) the server checks its internal shortcuts
+// against etcd and panics on a difference (server.Config.Verify).
 func Start(t testing.TB, opts ...Option) *Env {
 	t.Helper()
 	o := instance.Options{
@@ -103,6 +105,11 @@ func Start(t testing.TB, opts ...Option) *Env {
 		EtcdNoFsync: true,
 		Log:         slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
+	// A test's server checks its shortcuts against etcd (see
+	// server.Config.Verify); a benchmark's measures the server as it runs
+	// in production. WithServerConfig can change either.
+	_, bench := t.(*testing.B)
+	o.Server.Verify = !bench
 	for _, f := range opts {
 		f(&o)
 	}

@@ -1,7 +1,6 @@
 // Package gc is objwatch's garbage collector: it deletes objects whose
 // owners are gone and carries out Orphan and Foreground deletions, with
-// the rules of Kubernetes' garbage collector (KUBERNETES-FACTS.md, object
-// lifecycle):
+// the rules of Kubernetes' garbage collector:
 //
 //   - A dependent none of whose owner references names an existing owner
 //     (the same name and uid) is deleted, in the background (or as its

@@ -85,6 +85,9 @@ type Resource struct {
 	// Lifecycle, if set, is what the resource adds to deletion
 	// (namespaces, custom resource definitions).
 	Lifecycle *Lifecycle
+	// DeprecationWarning, if set, is sent as a Warning with every request
+	// to this version (a deprecated custom resource version).
+	DeprecationWarning string
 }
 
 // ScalePaths locate the fields a /scale subresource reads and writes: JSON

@@ -21,7 +21,7 @@ import (
 )
 
 // This file checks that single-object reads and writes are linearizable
-// (KUBERNETES-FACTS.md): clients spread over two servers on one etcd record
+// (docs/ARCHITECTURE.md, "Guarantees"): clients spread over two servers on one etcd record
 // every call and its answer, and porcupine searches for a sequential order,
 // consistent with real time, that a per-object register explains.
 //

@@ -6,7 +6,6 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -27,9 +26,6 @@ func TestMain(m *testing.M) {
 	// its test, and client-go's pooled connections close with the server.
 	// klog's flush daemon only runs when it logs to files, which these
 	// tests never do.
-	// The server checks every watch-cache event it builds from its own
-	// write against decoding the etcd event (and panics on a difference).
-	os.Setenv("OBJWATCH_VERIFY_WRITE_HINTS", "true")
 	goleak.VerifyTestMain(m)
 }
 

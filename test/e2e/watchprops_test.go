@@ -25,7 +25,7 @@ import (
 )
 
 // This file checks the raw HTTP watch API against the watch guarantees of
-// KUBERNETES-FACTS.md: ordered, unique, bookmarkable, reliable, resumable
+// docs/ARCHITECTURE.md ("Guarantees"): ordered, unique, bookmarkable, reliable, resumable
 // and filtered, under concurrent writers and restarting watchers. Atomic
 // holds trivially here: every write changes one object in its own
 // revision, so resourceVersions must strictly increase within a stream.

@@ -1,4 +1,5 @@
-// Package layout checks the module's dependency rules (DESIGN.md): only
+// Package layout checks the module's dependency rules (docs/ARCHITECTURE.md,
+// "Dependency rules"): only
 // storage/etcd imports etcd, and the client library never pulls in the
 // server, the storage layer, etcd or client-go.
 package layout
