@@ -218,7 +218,7 @@ func customResources(def *apiextensionsv1.CustomResourceDefinition) ([]*registry
 				JSONPath: c.JSONPath, Priority: c.Priority,
 			})
 		}
-		res.OpenAPIV3 = cv.OpenAPIV3
+		res.OpenAPIV3, res.OpenAPIV2 = cv.OpenAPIV3, cv.OpenAPIV2
 		if sc := cv.Scale(); sc != nil {
 			res.Scale = &registry.ScalePaths{SpecReplicas: sc.SpecReplicasPath, StatusReplicas: sc.StatusReplicasPath, LabelSelector: sc.LabelSelectorPath}
 		}

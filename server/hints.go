@@ -18,8 +18,9 @@ import (
 // again (a third of a create's CPU). The etcd event still decides what the
 // cache holds and when: a hint is used only for an event carrying exactly
 // the bytes this server wrote to that key, and only where decoding them
-// would change nothing (built-in types, and custom resources written in the
-// cache's version, whose Stored is then a no-op on a fresh write). Safe for
+// would change nothing (built-in types stored as they are served, and
+// custom resources written in the cache's version, whose Stored is then a
+// no-op on a fresh write). Safe for
 // concurrent use.
 type writeHints struct {
 	mu sync.Mutex
@@ -40,7 +41,7 @@ const maxHints = 4096
 // the cache would hold it, without a resourceVersion), if res's cache can
 // use it.
 func (h *writeHints) add(res *registry.Resource, key string, value []byte, obj *unstructured.Unstructured) {
-	if h == nil || (res.Custom && obj.GetAPIVersion() != res.APIVersion()) {
+	if h == nil || res.StoredAs != nil || (res.Custom && obj.GetAPIVersion() != res.APIVersion()) {
 		return
 	}
 	o := &watchcache.Object{

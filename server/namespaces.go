@@ -30,8 +30,9 @@ func (s *Server) namespaceResource() *registry.Resource {
 	return res
 }
 
-// bootstrap creates the default namespaces that do not exist yet. Several
-// servers may do it at once: an existing namespace is left alone.
+// bootstrap creates the default namespaces and the default/kubernetes
+// service that do not exist yet. Several servers may do it at once: an
+// existing object is left alone.
 func (s *Server) bootstrap(ctx context.Context) error {
 	res := s.namespaceResource()
 	for _, name := range defaultNamespaces {
@@ -50,7 +51,7 @@ func (s *Server) bootstrap(ctx context.Context) error {
 			return err
 		}
 	}
-	return nil
+	return s.bootstrapKubernetesService(ctx)
 }
 
 // The life of a namespace, as in Kubernetes: a new one gets the

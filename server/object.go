@@ -11,6 +11,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,7 +63,7 @@ func mediaType(r *http.Request) string {
 // use it.
 var builtinScheme = func() *runtime.Scheme {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, eventsv1.AddToScheme, coordinationv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err)
 		}
@@ -154,7 +155,11 @@ func fromStorage(res *registry.Resource, kv storage.KeyValue) (*unstructured.Uns
 func toStorage(obj *unstructured.Unstructured) ([]byte, error) {
 	rv := obj.GetResourceVersion()
 	unstructured.RemoveNestedField(obj.Object, "metadata", "resourceVersion")
-	b, err := json.Marshal(obj.Object)
+	var b []byte
+	m, err := registry.StorageForm(obj.Object)
+	if err == nil {
+		b, err = json.Marshal(m)
+	}
 	if rv != "" {
 		obj.SetResourceVersion(rv)
 	}

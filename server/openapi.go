@@ -31,12 +31,11 @@ import (
 // validates fields itself (the fieldValidation parameter of PATCH), to
 // compute strategic merge patches for built-in kinds, and for explain.
 //
-// /openapi/v2 is not served (404): kubectl falls back to it only when v3
-// fails.
+// /openapi/v2 is served too (openapi_v2.go).
 
 const openAPIV3Prefix = "/openapi/v3"
 
-// openAPI serves /openapi/v3 and answers 404 for /openapi/v2.
+// openAPI serves /openapi/v3 (and 404 for other paths under /openapi/).
 func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		writeStatus(w, newStatus(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed,

@@ -49,26 +49,9 @@ const prettyDoc = "If 'true', then the output is pretty printed. Defaults to 'fa
 // builtinOpenAPI builds the OpenAPI v3 document of built-in resources that
 // share one group version.
 func builtinOpenAPI(resources []*registry.Resource, title, version string) (*spec3.OpenAPI, error) {
-	ws := new(restful.WebService)
-	ws.Consumes("*/*") // as kube-apiserver: bodies but patches are decoded by Content-Type
-	var roots []reflect.Type
-	for _, res := range resources {
-		obj, err := builtinScheme.New(res.GVK())
-		if err != nil {
-			return nil, fmt.Errorf("openapi: %s: %w", res.GVR(), err)
-		}
-		list, err := builtinScheme.New(res.GVK().GroupVersion().WithKind(res.ListKind))
-		if err != nil {
-			return nil, fmt.Errorf("openapi: %s: %w", res.GVR(), err)
-		}
-		roots = append(roots, reflect.TypeOf(obj), reflect.TypeOf(list))
-		routes, err := builtinRoutes(ws, res, obj, list)
-		if err != nil {
-			return nil, fmt.Errorf("openapi: %s: %w", res.GVR(), err)
-		}
-		for _, rb := range routes {
-			ws.Route(rb)
-		}
+	ws, roots, err := builtinWebService(resources)
+	if err != nil {
+		return nil, err
 	}
 	return builder3.BuildOpenAPISpecFromRoutes(restfuladapter.AdaptWebServices([]*restful.WebService{ws}), &common.OpenAPIV3Config{
 		Info: &spec.Info{InfoProps: spec.InfoProps{Title: title, Version: version}},
@@ -77,12 +60,45 @@ func builtinOpenAPI(resources []*registry.Resource, title, version string) (*spe
 		},
 		GetOperationIDAndTags: endpointsopenapi.GetOperationIDAndTags,
 		GetDefinitionName:     openAPINamer.GetDefinitionName,
-		GetDefinitions: func(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
-			defs := utilopenapi.GetOpenAPIDefinitionsWithoutDisabledFeatures(generatedopenapi.GetOpenAPIDefinitions)(ref)
-			reflectDefinitions(defs, ref, roots...)
-			return defs
-		},
+		GetDefinitions:        builtinDefinitions(roots),
 	})
+}
+
+// builtinWebService describes the endpoints of built-in resources as
+// go-restful routes, and returns the Go types of their kinds and lists.
+func builtinWebService(resources []*registry.Resource) (*restful.WebService, []reflect.Type, error) {
+	ws := new(restful.WebService)
+	ws.Consumes("*/*") // as kube-apiserver: bodies but patches are decoded by Content-Type
+	var roots []reflect.Type
+	for _, res := range resources {
+		obj, err := builtinScheme.New(res.GVK())
+		if err != nil {
+			return nil, nil, fmt.Errorf("openapi: %s: %w", res.GVR(), err)
+		}
+		list, err := builtinScheme.New(res.GVK().GroupVersion().WithKind(res.ListKind))
+		if err != nil {
+			return nil, nil, fmt.Errorf("openapi: %s: %w", res.GVR(), err)
+		}
+		roots = append(roots, reflect.TypeOf(obj), reflect.TypeOf(list))
+		routes, err := builtinRoutes(ws, res, obj, list)
+		if err != nil {
+			return nil, nil, fmt.Errorf("openapi: %s: %w", res.GVR(), err)
+		}
+		for _, rb := range routes {
+			ws.Route(rb)
+		}
+	}
+	return ws, roots, nil
+}
+
+// builtinDefinitions returns the definitions of the generated models and
+// of every type reachable from roots.
+func builtinDefinitions(roots []reflect.Type) common.GetOpenAPIDefinitions {
+	return func(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
+		defs := utilopenapi.GetOpenAPIDefinitionsWithoutDisabledFeatures(generatedopenapi.GetOpenAPIDefinitions)(ref)
+		reflectDefinitions(defs, ref, roots...)
+		return defs
+	}
 }
 
 // builtinRoutes describes the endpoints of one built-in resource.

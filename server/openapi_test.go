@@ -245,11 +245,6 @@ func TestOpenAPIV3BuiltIn(t *testing.T) {
 		t.Errorf("GET /openapi/v3/apis/nothing.example.com/v1 = %d %s, want 404 Status", r.code, r.body)
 	}
 
-	// kubectl needs only v3.
-	if r := a.do("GET", "/openapi/v2", "", nil); r.code != http.StatusNotFound || r.status().Kind != "Status" {
-		t.Errorf("GET /openapi/v2 = %d %.200s, want 404 Status", r.code, r.body)
-	}
-
 	// kubectl may ask for protobuf.
 	req, _ = http.NewRequest("GET", a.host+u, nil)
 	req.Header.Set("Accept", "application/com.github.proto-openapi.spec.v3@v1.0+protobuf")

@@ -258,8 +258,13 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, res *registry.Re
 	if opts.dryRun {
 		return s.respond(w, r, res, http.StatusCreated, obj)
 	}
+	undo, err := s.allocate(r.Context(), res, obj)
+	if err != nil {
+		return err
+	}
 	b, err := toStorage(obj)
 	if err != nil {
+		undo()
 		return apierrors.NewInternalError(err)
 	}
 	key := res.Key(obj.GetNamespace(), obj.GetName())
@@ -268,10 +273,11 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, res *registry.Re
 	kv, err := s.store.Create(r.Context(), key, b)
 	if err != nil {
 		hints.drop(key, b)
+		undo()
 		return storageError(err, s.gr(res), obj.GetName())
 	}
 	obj.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
-	if _, table := wantsTable(r); !table {
+	if _, table := wantsTable(r); !table && res.StoredAs == nil {
 		// The stored bytes with the resourceVersion are the response.
 		if out := withResourceVersion(b, kv.ModRevision); out != nil {
 			w.Header().Set("Content-Type", "application/json")
@@ -458,6 +464,7 @@ func (s *Server) guaranteedUpdate(ctx context.Context, res *registry.Resource, i
 			if err != nil {
 				return nil, 0, nil, storageError(err, gr, info.name)
 			}
+			s.released(ctx, res, obj)
 			s.updateWritten(kv.Key, deleted.ModRevision)
 			obj.SetResourceVersion(strconv.FormatInt(deleted.ModRevision, 10))
 			return obj, http.StatusOK, warnings, nil
@@ -703,6 +710,7 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 		if err != nil {
 			return nil, false, storageError(err, gr, name)
 		}
+		s.released(ctx, res, cur)
 		cur.SetResourceVersion(strconv.FormatInt(gone.ModRevision, 10))
 		return cur, true, nil
 	}

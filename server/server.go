@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -106,6 +107,13 @@ type Config struct {
 	// GCWorkers is how many objects the garbage collector processes at
 	// once (default 4; see package gc).
 	GCWorkers int
+	// ServiceClusterIPRange is the IPv4 CIDR that Services' cluster IPs
+	// are allocated from (default 10.0.0.0/24); every server sharing an
+	// etcd must use the same. Its first address is default/kubernetes'.
+	ServiceClusterIPRange string
+	// APIServerPort is the target port of the default/kubernetes service:
+	// the port the server listens on (default 6443).
+	APIServerPort int
 	// Verify makes the server check its shortcuts and panic where one
 	// differs from what etcd has: every watch-cache event built from a
 	// write hint against decoding the etcd event, every update guess
@@ -162,6 +170,12 @@ func (c *Config) setDefaults() {
 	if c.GCLeaseDuration == 0 {
 		c.GCLeaseDuration = 15 * time.Second
 	}
+	if c.ServiceClusterIPRange == "" {
+		c.ServiceClusterIPRange = "10.0.0.0/24"
+	}
+	if c.APIServerPort == 0 {
+		c.APIServerPort = 6443
+	}
 	if c.Version == "" {
 		c.Version = "v1.32.0-objwatch"
 	}
@@ -194,7 +208,10 @@ type Server struct {
 	stop     context.CancelFunc
 	ready    atomic.Bool
 
-	openapi openAPIDocs // see openapi.go
+	openapi   openAPIDocs  // see openapi.go
+	openapiV2 openAPIV2Doc // see openapi_v2.go
+
+	serviceRange netip.Prefix // see serviceips.go
 }
 
 // New returns a Server. It starts nothing; call Run.
@@ -203,6 +220,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: no storage")
 	}
 	cfg.setDefaults()
+	serviceRange, err := parseServiceRange(cfg.ServiceClusterIPRange)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	pacer := watchstream.NewPacer(cfg.WatchFlushInterval, cfg.WatchFlushIntervalMax)
 	m, err := newMetrics(cfg.Metrics, pacer.Window)
 	if err != nil {
@@ -218,6 +239,8 @@ func New(cfg Config) (*Server, error) {
 		keyLocks:  newKeyLocks(),
 		guessKeys: newGuessKeyMap(),
 		pacer:     pacer,
+
+		serviceRange: serviceRange,
 	}
 	s.gc = newGCRunner(s)
 	if cfg.Metrics != nil {
@@ -284,6 +307,7 @@ func (s *Server) routes() {
 	mux.HandleFunc("/apis", s.discoveryAPIs)
 	mux.HandleFunc("/apis/", s.resourceOrDiscovery)
 	mux.HandleFunc("/openapi/", s.openAPI)
+	mux.HandleFunc(openAPIV2Path, s.openAPIV2)
 	if !s.cfg.DisableProfiling {
 		// Like kube-apiserver's --profiling (on by default), for
 		// authenticated users only.
@@ -342,6 +366,10 @@ func (s *Server) withAuthentication(next http.Handler) http.Handler {
 		u, ok := s.cfg.Authenticator.Authenticate(r)
 		if !ok {
 			writeStatus(w, apierrors.NewUnauthorized("Unauthorized"))
+			return
+		}
+		if err := auth.ImpersonationRefused(r.Header, u, authzAttributes(r)); err != nil {
+			writeStatus(w, err)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(auth.WithUser(r.Context(), u)))

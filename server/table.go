@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,11 +35,13 @@ func wantsTable(r *http.Request) (version string, ok bool) {
 // includeObject follows Kubernetes: Metadata by default (rows carry a
 // PartialObjectMetadata), Object or None on request.
 func table(res *registry.Resource, version string, objs []*unstructured.Unstructured, includeObject string) *metav1.Table {
-	t := &metav1.Table{
-		TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/" + version},
-		ColumnDefinitions: []metav1.TableColumnDefinition{
-			{Name: "Name", Type: "string", Format: "name", Description: "Name must be unique within a namespace."},
-		},
+	t := &metav1.Table{TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/" + version}}
+	// Name comes first, unless a built-in resource places it (events).
+	leadingName := res.Custom || !slices.ContainsFunc(res.Columns, func(c registry.Column) bool { return c.Format == "name" })
+	if leadingName {
+		t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{
+			Name: "Name", Type: "string", Format: "name", Description: "Name must be unique within a namespace.",
+		})
 	}
 	for _, c := range res.Columns {
 		t.ColumnDefinitions = append(t.ColumnDefinitions, metav1.TableColumnDefinition{
@@ -54,7 +57,10 @@ func table(res *registry.Resource, version string, objs []*unstructured.Unstruct
 	}
 	t.Rows = make([]metav1.TableRow, 0, len(objs))
 	for _, o := range objs {
-		cells := []any{o.GetName()}
+		var cells []any
+		if leadingName {
+			cells = append(cells, o.GetName())
+		}
 		for _, c := range res.Columns {
 			cells = append(cells, columnValue(o, c))
 		}

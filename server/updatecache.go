@@ -148,7 +148,9 @@ func (s *Server) guessCurrent(ctx context.Context, res *registry.Resource, key s
 		}
 	}
 	c := s.existingCache(res)
-	if c == nil || !c.Ready() {
+	if c == nil || !c.Ready() || res.StoredAs != nil {
+		// A cache holding another form than the stored one cannot tell
+		// whether an update changes nothing (see unchanged).
 		return nil, nil
 	}
 	written, paused := s.guessKeys.get(c, key)

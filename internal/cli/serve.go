@@ -73,6 +73,7 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&o.Server.WatchFlushIntervalMax, "watch-flush-interval-max", 80*time.Millisecond, "longest the watch flush window grows to while the CPUs (affinity, cgroup quota) are saturated (at most --watch-flush-interval: fixed)")
 	f.IntVar(&o.Server.WatchBufferEvents, "watch-buffer-events", 10000, "events queued for one watch before it is ended with 410 Expired")
 	f.DurationVar(&o.Server.WatchWriteTimeout, "watch-write-timeout", time.Minute, "longest a write of watch output may block before the watch is ended (negative: no limit)")
+	f.StringVar(&o.Server.ServiceClusterIPRange, "service-cluster-ip-range", "10.0.0.0/24", "IPv4 CIDR that Services' cluster IPs are allocated from (the same on every server of an etcd); its first address is the default/kubernetes service's")
 	f.IntVar(&o.Server.GCWorkers, "gc-workers", 4, "objects the garbage collector processes at once")
 	f.DurationVar(&o.Server.GCLeaseDuration, "gc-lease-duration", 15*time.Second, "lease that elects the one server (of those on an etcd) running the garbage collector (negative: every server runs it)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logging")

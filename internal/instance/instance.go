@@ -128,6 +128,9 @@ func Start(ctx context.Context, o Options) (_ *Instance, err error) {
 	cfg.Storage = in.Store
 	cfg.Authenticator = auth.NewAuthenticator(in.Credentials)
 	cfg.Metrics, cfg.Gatherer, cfg.Log = reg, reg, o.Log
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && cfg.APIServerPort == 0 {
+		cfg.APIServerPort = a.Port
+	}
 	if in.Server, err = server.New(cfg); err != nil {
 		ln.Close()
 		return nil, err

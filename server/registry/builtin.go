@@ -6,6 +6,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -92,10 +93,20 @@ func builtins() []*Resource {
 		},
 		{
 			Version: "v1", Plural: "events", Singular: "event", Kind: "Event",
-			ShortNames: []string{"ev"}, Namespaced: true,
+			ShortNames: []string{"ev"}, Namespaced: true, Columns: eventColumns(coreEventOf),
 			PatchSchema: &corev1.Event{},
 			Strategy:    typed[corev1.Event]{validate: validateEvent},
 			FieldLabels: eventFields,
+		},
+		serviceResource(),
+		{
+			Group: EventsGroup, Version: "v1", Plural: "events", Singular: "event", Kind: "Event",
+			ShortNames: []string{"ev"}, Namespaced: true, Columns: eventColumns(eventsV1AsCore),
+			PatchSchema:   &eventsv1.Event{},
+			Strategy:      eventsV1Strategy{typed[eventsv1.Event]{validate: validateEventsV1}},
+			FieldLabels:   eventsV1Fields,
+			StoragePrefix: StoragePrefix("", "events"),
+			StoredAs:      eventsConversion,
 		},
 		{
 			Group: CoordinationGroup, Version: "v1", Plural: "leases", Singular: "lease", Kind: "Lease",
@@ -121,7 +132,9 @@ func builtins() []*Resource {
 		},
 	}
 	for _, r := range rs {
-		r.StoragePrefix = StoragePrefix(r.Group, r.Plural)
+		if r.StoragePrefix == "" {
+			r.StoragePrefix = StoragePrefix(r.Group, r.Plural)
+		}
 	}
 	return rs
 }
@@ -294,14 +307,6 @@ func validateSecret(s, old *corev1.Secret) field.ErrorList {
 	return errs
 }
 
-func validateEvent(e, _ *corev1.Event) field.ErrorList {
-	var errs field.ErrorList
-	if e.InvolvedObject.Namespace != "" && e.Namespace != "" && e.InvolvedObject.Namespace != e.Namespace {
-		errs = append(errs, field.Invalid(field.NewPath("involvedObject", "namespace"), e.InvolvedObject.Namespace, "does not match event.namespace"))
-	}
-	return errs
-}
-
 func validateLease(l, _ *coordinationv1.Lease) field.ErrorList {
 	var errs field.ErrorList
 	if d := l.Spec.LeaseDurationSeconds; d != nil && *d <= 0 {
@@ -311,24 +316,4 @@ func validateLease(l, _ *coordinationv1.Lease) field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "leaseTransitions"), *t, "must be greater than or equal to 0"))
 	}
 	return errs
-}
-
-func eventFields(u *unstructured.Unstructured) fields.Set {
-	s := func(path ...string) string {
-		v, _, _ := unstructured.NestedString(u.Object, path...)
-		return v
-	}
-	return fields.Set{
-		"involvedObject.kind":            s("involvedObject", "kind"),
-		"involvedObject.namespace":       s("involvedObject", "namespace"),
-		"involvedObject.name":            s("involvedObject", "name"),
-		"involvedObject.uid":             s("involvedObject", "uid"),
-		"involvedObject.apiVersion":      s("involvedObject", "apiVersion"),
-		"involvedObject.resourceVersion": s("involvedObject", "resourceVersion"),
-		"involvedObject.fieldPath":       s("involvedObject", "fieldPath"),
-		"reason":                         s("reason"),
-		"reportingComponent":             s("reportingComponent"),
-		"source":                         s("source", "component"),
-		"type":                           s("type"),
-	}
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/kube-openapi/pkg/spec3"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 )
 
 // Strategy prepares and validates the objects of one resource version.
@@ -57,6 +58,11 @@ type Resource struct {
 	// StoragePrefix is the key prefix shared by every version of the
 	// resource, ending in "/".
 	StoragePrefix string
+	// StoredAs, if set, says that the objects are stored as another
+	// resource's, under its StoragePrefix (events.k8s.io/v1 events are
+	// core/v1 events): Strategy.Stored converts a stored object into this
+	// resource's form, StoredAs.ToStorage (through StorageForm) back.
+	StoredAs *Conversion
 	// PatchSchema is a Go value of the resource's type for strategic merge
 	// patch; nil when the resource does not support it.
 	PatchSchema any
@@ -70,6 +76,9 @@ type Resource struct {
 	// OpenAPIV3, if set, returns the resource's OpenAPI v3 document
 	// (custom resources); built-in documents come from their Go types.
 	OpenAPIV3 func() (*spec3.OpenAPI, error)
+	// OpenAPIV2, if set, returns the resource's part of /openapi/v2
+	// (custom resources).
+	OpenAPIV2 func() (*spec.Swagger, error)
 	// Scale, if set, gives the resource a /scale subresource (custom
 	// resources whose CRD version declares subresources.scale).
 	Scale *ScalePaths
@@ -246,6 +255,8 @@ func (r *Registry) ForKind(group, version, kind string) (*Resource, bool) {
 // ForKey returns a served resource whose objects are stored under key, and
 // the namespace and name the key stands for.
 func (r *Registry) ForKey(key string) (res *Resource, namespace, name string, ok bool) {
+	// The resource whose form the key holds is preferred to one stored as
+	// it (StoredAs).
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for _, cand := range r.byGVR {
@@ -256,12 +267,16 @@ func (r *Registry) ForKey(key string) (res *Resource, namespace, name string, ok
 		ns, n, nested := strings.Cut(rest, "/")
 		switch {
 		case cand.Namespaced && nested && n != "" && !strings.Contains(n, "/"):
-			return cand, ns, n, true
 		case !cand.Namespaced && !nested:
-			return cand, "", rest, true
+			ns, n = "", rest
+		default:
+			continue
+		}
+		if res == nil || res.StoredAs != nil {
+			res, namespace, name, ok = cand, ns, n, true
 		}
 	}
-	return nil, "", "", false
+	return res, namespace, name, ok
 }
 
 // Groups returns every group with its versions, preferred version first.
