@@ -435,12 +435,9 @@ func (s *Server) guaranteedUpdate(ctx context.Context, res *registry.Resource, i
 	// of etcd's: whatever such an attempt would answer without a successful
 	// write, it redoes from etcd instead (g.retry, see updatecache.go).
 	var g *updateGuess
-	// known is etcd's state as a failed conditional write found it: the
-	// next attempt starts from it instead of reading again.
-	var known *storage.KeyValue
-	for attempt := 0; ; attempt++ {
-		cur, kv, err := s.updateState(ctx, res, info, opts, attempt, last, known, &g)
-		known = nil
+	var retry conflictRetry
+	for {
+		cur, kv, err := s.updateState(ctx, res, info, opts, &retry, last, &g)
 		if err != nil {
 			return nil, 0, nil, err
 		}
@@ -457,8 +454,7 @@ func (s *Server) guaranteedUpdate(ctx context.Context, res *registry.Resource, i
 				return obj, http.StatusOK, warnings, nil
 			}
 			deleted, err := s.store.Delete(ctx, kv.Key, kv.ModRevision)
-			if errors.Is(err, storage.ErrConflict) && (g.conflicted() || !pinned && attempt < 100) {
-				known = conflictCurrent(err)
+			if retry.conflict(err) && (g.conflicted() || !pinned && retry.more()) {
 				continue
 			}
 			if err != nil {
@@ -490,8 +486,7 @@ func (s *Server) guaranteedUpdate(ctx context.Context, res *registry.Resource, i
 		if err != nil {
 			hints.drop(kv.Key, b)
 		}
-		if errors.Is(err, storage.ErrConflict) && (g.conflicted() || !pinned && attempt < 100) {
-			known = conflictCurrent(err)
+		if retry.conflict(err) && (g.conflicted() || !pinned && retry.more()) {
 			continue
 		}
 		if err != nil {
@@ -529,15 +524,6 @@ func (s *Server) updated(res *registry.Resource, info requestInfo, opts writeOpt
 		return nil, pinned, warnings, invalid(res.GVK().GroupKind(), info.name, errs)
 	}
 	return obj, pinned, warnings, nil
-}
-
-// conflictCurrent returns the key's state a conflict error carries, or nil.
-func conflictCurrent(err error) *storage.KeyValue {
-	var ce *storage.ConflictError
-	if errors.As(err, &ce) {
-		return &ce.Current
-	}
-	return nil
 }
 
 // prepareUpdate keeps what clients cannot change and applies the
@@ -634,20 +620,9 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request, res *registry.Re
 func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, name string, opts *metav1.DeleteOptions) (obj *unstructured.Unstructured, deleted bool, err error) {
 	gr := s.gr(res)
 	dryRun := len(opts.DryRun) > 0
-	// known is etcd's state as a failed conditional write found it: a
-	// retry starts from it instead of reading again.
-	var known *storage.KeyValue
-	for attempt := 0; ; attempt++ {
-		var cur *unstructured.Unstructured
-		var kv storage.KeyValue
-		var err error
-		if known != nil {
-			s.counts.conflictReads.Add(1)
-			cur, kv, err = decodeCurrent(res, *known)
-		} else {
-			cur, kv, err = s.getCurrent(ctx, res, ns, name)
-		}
-		known = nil
+	var retry conflictRetry
+	for {
+		cur, kv, err := s.current(ctx, res, ns, name, retry.next())
 		if err != nil {
 			return nil, false, err
 		}
@@ -686,8 +661,7 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 				return nil, false, apierrors.NewInternalError(err)
 			}
 			nkv, err := s.store.Update(ctx, kv.Key, b, kv.ModRevision)
-			if errors.Is(err, storage.ErrConflict) && attempt < 100 {
-				known = conflictCurrent(err)
+			if retry.conflict(err) && retry.more() {
 				continue
 			}
 			if err != nil {
@@ -703,8 +677,7 @@ func (s *Server) deleteObject(ctx context.Context, res *registry.Resource, ns, n
 			return cur, true, nil
 		}
 		gone, err := s.store.Delete(ctx, kv.Key, kv.ModRevision)
-		if errors.Is(err, storage.ErrConflict) && attempt < 100 {
-			known = conflictCurrent(err)
+		if retry.conflict(err) && retry.more() {
 			continue
 		}
 		if err != nil {

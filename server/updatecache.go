@@ -107,14 +107,13 @@ type updateGuess struct {
 // update came right before this one (see keyTurn.takeLast): the best guess.
 // known, when set, is etcd's current state as a failed conditional write
 // read it in its transaction: as good as a quorum read.
-func (s *Server) updateState(ctx context.Context, res *registry.Resource, info requestInfo, opts writeOptions, attempt int, last storage.KeyValue, known *storage.KeyValue, g **updateGuess) (*unstructured.Unstructured, storage.KeyValue, error) {
+func (s *Server) updateState(ctx context.Context, res *registry.Resource, info requestInfo, opts writeOptions, retry *conflictRetry, last storage.KeyValue, g **updateGuess) (*unstructured.Unstructured, storage.KeyValue, error) {
 	prev := *g
 	*g = nil
-	if known != nil {
-		s.counts.conflictReads.Add(1)
-		return decodeCurrent(res, *known)
+	if known := retry.next(); known != nil {
+		return s.current(ctx, res, info.namespace, info.name, known)
 	}
-	if attempt == 0 && !opts.dryRun {
+	if retry.first() && !opts.dryRun {
 		if ng, cur := s.guessCurrent(ctx, res, res.Key(info.namespace, info.name), last); ng != nil {
 			*g = ng
 			return cur, storage.KeyValue{Key: ng.obj.Key, ModRevision: ng.obj.Rev}, nil
