@@ -263,24 +263,7 @@ func (i *SharedInformer[T]) startHandler(r *Registration[T]) {
 	go func() {
 		defer i.wg.Done()
 		defer close(r.done)
-		hm := i.metrics.forHandler(r.name, r.removed)
-		for {
-			n, seq, ok := r.q.pop(i.stopc, r.removed)
-			if !ok {
-				r.q.drop()
-				return
-			}
-			n.materialize(i.store.decode)
-			if hm == nil {
-				deliver(r.h, n)
-			} else {
-				start := time.Now()
-				hm.observeLag(n.stamp, start)
-				deliver(r.h, n)
-				hm.latency.Observe(time.Since(start).Seconds())
-			}
-			r.q.handled(seq)
-		}
+		r.q.serve(r.h, i.stopc, r.removed, i.metrics.forHandler(r.name, r.removed))
 	}()
 }
 
