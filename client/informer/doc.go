@@ -69,9 +69,11 @@
 // measured from when the informer read the change (source="receive").
 //
 // Every series carries the label informer="<Options.Name>", so any number
-// of informers can share one registry; names must differ there (New
-// returns an error wrapping ErrDuplicateName otherwise). When Run
-// returns, the informer's series are unregistered.
+// of informers, and of factories, can share one registry; names must
+// differ there. New returns an error wrapping ErrDuplicateName otherwise;
+// a Factory runs that informer without metrics and reports the error
+// through Factory.Err, and FactoryOptions.Name keeps two factories' names
+// apart. When Run returns, the informer's series are unregistered.
 //
 // # The cache is read-only
 //

@@ -101,9 +101,9 @@ func (m *metrics) event(t client.EventType) {
 	}
 }
 
-// ErrDuplicateName is the error (wrapped) of New for an informer whose
-// name another informer already uses on the same prometheus.Registerer
-// (Options.Name, Options.Metrics).
+// ErrDuplicateName is the error (wrapped) of New, and of Factory.Err, for
+// an informer whose name another informer already uses on the same
+// prometheus.Registerer (Options.Name, Options.Metrics).
 var ErrDuplicateName = errors.New("another informer of that name exports its metrics to this registerer")
 
 // descs are one informer's descriptors: its name is a constant label, so

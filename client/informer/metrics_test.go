@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/objwatch/objwatch/client"
 	"github.com/objwatch/objwatch/client/informer"
@@ -203,6 +204,107 @@ func TestMetricsSharedRegistry(t *testing.T) {
 				t.Errorf("series after every informer stopped: %v", s.series)
 			}
 		})
+	}
+}
+
+// TestFactoryMetrics: a factory's informers share its registry, one named
+// after each selection (the Go type added for a second type of the same
+// selection). A second factory asking for a name in use on that registry
+// gets a working informer without metrics and the error from Err, not a
+// panic; with a FactoryOptions.Name, a factory shares the registry.
+func TestFactoryMetrics(t *testing.T) {
+	e := startEnv(t)
+	ctx := testContext(t, 60*time.Second)
+	createLabelled(t, e, "factory", 3)
+	reg := prometheus.NewPedanticRegistry()
+	f := informer.NewFactory(e.reader, informer.FactoryOptions{Metrics: reg})
+	sels := []informer.Selection{{}, {Namespace: "default"}, {Namespace: "kube-system"}, {Namespace: "default", LabelSelector: "metrics=factory"}}
+	var infs []*informer.SharedInformer[CM]
+	for _, sel := range sels {
+		infs = append(infs, informer.For[CM](f, configMaps, sel))
+	}
+	dyn := informer.For[*unstructured.Unstructured](f, configMaps, informer.Selection{Namespace: "default", LabelSelector: "metrics=factory"})
+	var handlers []func() bool
+	for _, inf := range infs {
+		h, err := inf.AddHandler(informer.HandlerFuncs[CM]{}, informer.HandlerOptions{Name: "h"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		handlers = append(handlers, h.HasSynced)
+	}
+	h, err := dyn.AddHandler(informer.HandlerFuncs[*unstructured.Unstructured]{}, informer.HandlerOptions{Name: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handlers = append(handlers, h.HasSynced)
+	stopF := run(t, f)
+	if err := informer.WaitForSync(ctx, handlers...); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Err(); err != nil {
+		t.Errorf("Err() = %v, want nil", err)
+	}
+	names := []string{"configmaps", "configmaps/default", "configmaps/kube-system", "configmaps/default?labels=metrics=factory",
+		"configmaps/default?labels=metrics=factory (*unstructured.Unstructured)"}
+	var got []string
+	for _, inf := range infs {
+		got = append(got, inf.Name())
+	}
+	got = append(got, dyn.Name())
+	if !slices.Equal(got, names) {
+		t.Errorf("informer names %q, want %q", got, names)
+	}
+	s := gatherInformers(t, reg)
+	s.check(t, names...)
+	if got := s.objects(names[3]); got != 3 || s.objects(names[4]) != 3 {
+		t.Errorf("objects of the labelled informers = %v and %v, want 3", got, s.objects(names[4]))
+	}
+
+	// A second factory on the same registry: the same selection's name is
+	// taken.
+	f2 := informer.NewFactory(e.reader, informer.FactoryOptions{Metrics: reg})
+	other := informer.For[CM](f2, configMaps, informer.Selection{Namespace: "default", LabelSelector: "metrics=factory"})
+	distinct := informer.For[CM](f2, configMaps, informer.Selection{Namespace: "default", LabelSelector: "metrics=other"})
+	err = f2.Err()
+	if !errors.Is(err, informer.ErrDuplicateName) || !strings.Contains(err.Error(), names[3]) {
+		t.Errorf("second factory: Err() = %v, want ErrDuplicateName for %q", err, names[3])
+	}
+	// With a name of its own, a third one shares the registry.
+	f3 := informer.NewFactory(e.reader, informer.FactoryOptions{Name: "f3", Metrics: reg})
+	named := informer.For[CM](f3, configMaps, informer.Selection{Namespace: "default", LabelSelector: "metrics=factory"})
+	if err := f3.Err(); err != nil {
+		t.Errorf("named factory: Err() = %v, want nil", err)
+	}
+	if want := "f3/" + names[3]; named.Name() != want {
+		t.Errorf("named factory's informer: Name() = %q, want %q", named.Name(), want)
+	}
+	var synced []func() bool
+	for _, inf := range []*informer.SharedInformer[CM]{other, distinct, named} {
+		h, err := inf.AddHandler(informer.HandlerFuncs[CM]{}, informer.HandlerOptions{Name: "h"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		synced = append(synced, h.HasSynced)
+	}
+	stopF2, stopF3 := run(t, f2), run(t, f3)
+	if err := informer.WaitForSync(ctx, synced...); err != nil {
+		t.Fatal(err)
+	}
+	if other.Lister().Len() != 3 {
+		t.Errorf("the informer without metrics caches %d objects, want 3", other.Lister().Len())
+	}
+	// f's informers, f2's of a free name, and f3's.
+	s = gatherInformers(t, reg)
+	s.check(t, append(names, "configmaps/default?labels=metrics=other", "f3/"+names[3])...)
+	if got := s.objects("f3/" + names[3]); got != 3 {
+		t.Errorf("objects of f3's informer = %v, want 3", got)
+	}
+
+	stopF()
+	stopF2()
+	stopF3()
+	if s := gatherInformers(t, reg); len(s.series) != 0 {
+		t.Errorf("series after the factories stopped: %v", s.series)
 	}
 }
 
