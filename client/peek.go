@@ -1,10 +1,15 @@
 package client
 
+import (
+	"bytes"
+	"unicode/utf8"
+)
+
 // A minimal JSON scanner that finds an object's identity (metadata
 // namespace, name, uid, resourceVersion) without decoding or allocating,
 // so a cache can compare a listed object with what it holds for almost no
-// cost. Anything unusual (escapes in those fields, a malformed document)
-// makes it give up; callers then decode properly.
+// cost. Anything unusual (escapes or repeats in those fields, a malformed
+// document) makes it give up; callers then decode properly.
 
 // RawMeta is an object's identity as slices of its JSON bytes: valid as
 // long as the Raw it came from.
@@ -44,20 +49,32 @@ func (p *peeker) str() (s []byte, escaped, ok bool) {
 	}
 	p.i++
 	start := p.i
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case '\\':
-			escaped = true
-			p.i += 2
-			continue
-		case '"':
-			s = p.b[start:p.i]
-			p.i++
-			return s, escaped, true
+	for {
+		end := bytes.IndexByte(p.b[p.i:], '"')
+		if end < 0 {
+			return nil, false, false
 		}
-		p.i++
+		end += p.i
+		bs := bytes.IndexByte(p.b[p.i:end], '\\')
+		if bs < 0 {
+			p.i = end + 1
+			return p.b[start:end], escaped, true
+		}
+		escaped = true
+		p.i += bs + 2 // the backslash and the character it escapes
+		if p.i > len(p.b) {
+			return nil, false, false
+		}
 	}
-	return nil, false, false
+}
+
+// null reads a null.
+func (p *peeker) null() bool {
+	if p.peek() != 'n' || !bytes.HasPrefix(p.b[p.i:], []byte("null")) {
+		return false
+	}
+	p.i += len("null")
+	return true
 }
 
 // skip skips one value of any kind.
@@ -138,6 +155,12 @@ func (p *peeker) members(fn func(key []byte) (more, ok bool)) bool {
 }
 
 // peekMeta finds the identity fields; ok is false if it cannot be sure.
+// It reads the whole top-level object, so that a second "metadata"
+// (which decoders would merge into or put in place of the first) makes it
+// give up, like an identity field given twice, of another type than
+// string or null, escaped, or not valid UTF-8 (which decoders replace).
+// Nested values are skipped, not validated: data must be JSON, as callers'
+// decoders have checked.
 func peekMeta(data []byte) (m RawMeta, ok bool) {
 	p := &peeker{b: data}
 	found := false
@@ -145,29 +168,39 @@ func peekMeta(data []byte) (m RawMeta, ok bool) {
 		if string(key) != "metadata" {
 			return true, p.skip()
 		}
+		if found {
+			return false, false
+		}
 		found = true
-		ok := p.members(func(key []byte) (bool, bool) {
+		var seen [4]bool
+		return true, p.members(func(key []byte) (bool, bool) {
 			var dst *[]byte
+			var i int
 			switch string(key) {
 			case "namespace":
-				dst = &m.Namespace
+				dst, i = &m.Namespace, 0
 			case "name":
-				dst = &m.Name
+				dst, i = &m.Name, 1
 			case "uid":
-				dst = &m.UID
+				dst, i = &m.UID, 2
 			case "resourceVersion":
-				dst = &m.ResourceVersion
+				dst, i = &m.ResourceVersion, 3
 			default:
 				return true, p.skip()
 			}
+			if seen[i] {
+				return false, false
+			}
+			seen[i] = true
 			if p.peek() != '"' {
-				return true, p.skip() // null
+				// null decodes to nothing; any other type is not an
+				// identity, and decoding reports it.
+				return true, p.null()
 			}
 			s, escaped, ok := p.str()
 			*dst = s
-			return true, ok && !escaped
+			return true, ok && !escaped && utf8.Valid(s)
 		})
-		return false, ok // the rest of the object does not matter
 	})
 	return m, ok && found
 }

@@ -2,9 +2,12 @@ package client
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/objwatch/objwatch/internal/testobj"
 )
 
 func TestPeekMeta(t *testing.T) {
@@ -46,5 +49,25 @@ func TestPeekMetaAllocs(t *testing.T) {
 	data := []byte(`{"apiVersion":"v1","data":{"k":"value"},"kind":"ConfigMap","metadata":{"name":"a","namespace":"ns","uid":"u","resourceVersion":"1"}}`)
 	if n := testing.AllocsPerRun(100, func() { peekMeta(data) }); n != 0 {
 		t.Errorf("peekMeta allocates %v times, want 0", n)
+	}
+}
+
+// BenchmarkPeekMeta peeks at BenchmarkInformer's 1 KiB ConfigMap as a
+// server encodes it.
+//
+//	go test ./client -run '^$' -bench PeekMeta
+func BenchmarkPeekMeta(b *testing.B) {
+	cm := testobj.ConfigMap("bench", 1, rand.New(rand.NewPCG(1, 2)))
+	cm.Kind, cm.APIVersion = "ConfigMap", "v1"
+	cm.UID, cm.ResourceVersion = "8f2b6c1e-0d4a-4b7e-9c3f-000000000001", "100001"
+	data, err := json.Marshal(cm)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, ok := peekMeta(data); !ok {
+			b.Fatal("peekMeta: not ok")
+		}
 	}
 }

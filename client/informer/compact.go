@@ -260,6 +260,169 @@ func (c *compactCodec[T]) decode(blob []byte) (T, error) {
 	return obj, nil
 }
 
+// compactObjects keeps each object as a compactObject: writes encode
+// before taking the lock, reads decode after releasing it, and what
+// relists, label selectors and resourceVersion comparisons need is read
+// without decoding.
+type compactObjects[T client.Object] struct {
+	tableOf[T, compactObject]
+	codec *compactCodec[T]
+}
+
+func newCompactObjects[T client.Object](core *storeCore[T]) *compactObjects[T] {
+	return &compactObjects[T]{tableOf: tableOf[T, compactObject]{storeCore: core, table: table[compactObject]{}}, codec: newCompactCodec[T]()}
+}
+
+func (c *compactObjects[T]) decode(blob []byte) T {
+	obj, err := c.codec.decode(blob)
+	if err != nil {
+		panic(fmt.Sprintf("informer: compact cache: decode %T: %v", obj, err))
+	}
+	return obj
+}
+
+// decodeAll decodes blobs collected under the lock, without holding it.
+func (c *compactObjects[T]) decodeAll(blobs [][]byte) []T {
+	if blobs == nil {
+		return nil
+	}
+	out := make([]T, len(blobs))
+	for i, b := range blobs {
+		out[i] = c.decode(b)
+	}
+	return out
+}
+
+func blobOf(e compactObject) []byte { return e.blob }
+
+func allBlobs(e compactObject) ([]byte, bool) { return e.blob, true }
+
+func (c *compactObjects[T]) get(namespace, name string) (T, bool) {
+	e, ok := c.lookup(namespace, name)
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return c.decode(e.blob), true
+}
+
+func (c *compactObjects[T]) identity(namespace, name string) (identity, bool) {
+	e, ok := c.lookup(namespace, name)
+	return e.identity(), ok
+}
+
+func (c *compactObjects[T]) identityBytes(namespace, name []byte) (identity, bool) {
+	e, ok := c.lookupBytes(namespace, name)
+	return e.identity(), ok
+}
+
+func (c *compactObjects[T]) list(namespace string, sel labels.Selector) []T {
+	keep := allBlobs
+	if sel != nil {
+		var ls compactLabels // one variable, so that only it escapes to the heap
+		keep = func(e compactObject) ([]byte, bool) {
+			ls = e.labels()
+			return e.blob, sel.Matches(&ls)
+		}
+	}
+	c.mu.RLock()
+	blobs := filter(c.table, namespace, c.count, keep)
+	c.mu.RUnlock()
+	return c.decodeAll(blobs)
+}
+
+func (c *compactObjects[T]) byIndex(indexName, value string) ([]T, error) {
+	c.mu.RLock()
+	set, err := c.indexedLocked(indexName, value)
+	var blobs [][]byte
+	if err == nil {
+		blobs = pick(c.table, set, blobOf)
+	}
+	c.mu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	return c.decodeAll(blobs), nil
+}
+
+// each decodes a snapshot, calling fn without the lock held.
+func (c *compactObjects[T]) each(fn func(T) bool) {
+	c.mu.RLock()
+	blobs := filter(c.table, "", c.count, allBlobs)
+	c.mu.RUnlock()
+	for _, b := range blobs {
+		if !fn(c.decode(b)) {
+			return
+		}
+	}
+}
+
+func (c *compactObjects[T]) entries(fn func(k Key, obj T, blob []byte) bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var zero T
+	for k, e := range c.table.all {
+		if !fn(k, zero, e.blob) {
+			return
+		}
+	}
+}
+
+func (c *compactObjects[T]) put(k Key, obj T, wantOld bool) (old T, replaced bool) {
+	blob, err := c.codec.encode(obj) // before locking: it takes a while
+	if err != nil {
+		panic(fmt.Sprintf("informer: compact cache: encode %s: %v", k, err))
+	}
+	e := newCompactObject(blob, obj)
+	c.mu.Lock()
+	prev, replaced := c.table.put(k, e)
+	if !replaced {
+		c.count++
+	}
+	// Indexes need the replaced object's values: decoding it here is
+	// cheaper than keeping every object's values.
+	decoded := replaced && len(c.indexers) > 0
+	if decoded {
+		old = c.decode(prev.blob)
+	}
+	c.reindexLocked(k, old, replaced, obj, true)
+	c.mu.Unlock()
+	if replaced && wantOld && !decoded {
+		old = c.decode(prev.blob) // blobs never change: no lock needed
+	}
+	return old, replaced
+}
+
+func (c *compactObjects[T]) delete(k Key, wantOld bool) (old T, uid types.UID, ok bool) {
+	var zero T
+	c.mu.Lock()
+	prev, ok := c.table.delete(k)
+	if !ok {
+		c.mu.Unlock()
+		return zero, "", false
+	}
+	c.count--
+	decoded := len(c.indexers) > 0
+	if decoded {
+		old = c.decode(prev.blob)
+		c.reindexLocked(k, old, true, zero, false)
+	}
+	c.mu.Unlock()
+	if wantOld && !decoded {
+		old = c.decode(prev.blob)
+	}
+	return old, prev.uid(), true
+}
+
+// allLocked decodes every object, with the lock held (AddIndexers).
+func (c *compactObjects[T]) allLocked(yield func(Key, T) bool) {
+	for k, e := range c.table.all {
+		if !yield(k, c.decode(e.blob)) {
+			return
+		}
+	}
+}
+
 // compactObject is a cached object in compact mode: its blob, and what
 // the store reads without decoding it (resourceVersion, UID and labels),
 // packed into one string to save allocations and map space.
@@ -278,6 +441,8 @@ func newCompactObject(blob []byte, obj client.Object) compactObject {
 func (c compactObject) rv() string            { return c.meta[:c.rvEnd] }
 func (c compactObject) uid() types.UID        { return types.UID(c.meta[c.rvEnd:c.uidEnd]) }
 func (c compactObject) labels() compactLabels { return compactLabels(c.meta[c.uidEnd:]) }
+
+func (c compactObject) identity() identity { return identity{rv: c.rv(), uid: c.uid()} }
 
 // compactLabels is a label set in one string: its key\x00value\x00 pairs,
 // sorted by key. Kubernetes forbids NUL in label keys and values.

@@ -57,15 +57,23 @@
 //
 // # Metrics
 //
-// With Options.Metrics, the informer exports into that registry, besides
-// watch events, lists, relists, watch restarts and errors, per handler:
-// its backlog, how long its calls take
-// (objwatch_informer_handler_duration_seconds) and the event lag
-// (objwatch_informer_event_lag_seconds), the time from a change to the
-// handler call that delivers it. objwatch's server stamps watch events
-// with their commit time, and lag is then measured from it
+// With Options.Metrics, the informer exports into that registry its
+// cache size (objwatch_informer_objects), watch events, lists, relists,
+// watch restarts and errors (objwatch_informer_*_total), and per handler
+// (label handler): its backlog, notifications delivered and coalesced,
+// how long its calls take (objwatch_informer_handler_duration_seconds)
+// and the event lag (objwatch_informer_event_lag_seconds), the time from
+// a change to the handler call that delivers it. objwatch's server stamps
+// watch events with their commit time, and lag is then measured from it
 // (source="commit"); for other servers, and for listed objects, it is
 // measured from when the informer read the change (source="receive").
+//
+// Every series carries the label informer="<Options.Name>", so any number
+// of informers, and of factories, can share one registry; names must
+// differ there. New returns an error wrapping ErrDuplicateName otherwise;
+// a Factory runs that informer without metrics and reports the error
+// through Factory.Err, and FactoryOptions.Name keeps two factories' names
+// apart. When Run returns, the informer's series are unregistered.
 //
 // # The cache is read-only
 //

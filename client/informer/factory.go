@@ -22,6 +22,11 @@ type Selection struct {
 
 // FactoryOptions are the settings a Factory gives its informers.
 type FactoryOptions struct {
+	// Name, if set, prefixes the names of the factory's informers:
+	// "<Name>/<resource and selection>" (see For). Factories that share a
+	// Metrics registerer and a selection need different names.
+	Name string
+	// Metrics receives every informer's metrics, labelled with its name.
 	Metrics prometheus.Registerer
 	Log     *slog.Logger
 	// DisableStreamingList, DetectMutations: see Options.
@@ -48,7 +53,9 @@ type Factory struct {
 
 	mu        sync.Mutex
 	informers map[factoryKey]runner
+	names     map[string]bool // of the informers
 	order     []factoryKey
+	errs      []error // see Err
 	running   bool
 	added     chan struct{} // cap 1: an informer was added
 }
@@ -66,35 +73,68 @@ type runner interface {
 
 // NewFactory returns a factory of informers reading through r.
 func NewFactory(r *client.REST, opts FactoryOptions) *Factory {
-	return &Factory{rest: r, opts: opts, informers: map[factoryKey]runner{}, added: make(chan struct{}, 1)}
+	return &Factory{rest: r, opts: opts, informers: map[factoryKey]runner{}, names: map[string]bool{}, added: make(chan struct{}, 1)}
 }
 
 // For returns the factory's informer of T objects of res matching sel,
-// creating it on first use. Add indexes with AddIndexers. It panics if T is
-// not a pointer to a struct or a selector does not parse.
+// creating it on first use. Add indexes with AddIndexers.
+//
+// The informer is named after res and sel (see Options.Name), prefixed
+// with FactoryOptions.Name if set; when the factory already has an
+// informer of that name, for another Go type, the type is added:
+// "configmaps (*unstructured.Unstructured)". Should its metrics fail to
+// register (FactoryOptions.Metrics already has an informer of that name,
+// from another factory or from New), For does not fail: it returns the
+// informer, working but without metrics, and reports the error through
+// Err and the informer's log. It panics, as for a programming error, if T
+// is not a pointer to a struct or a selector does not parse.
 func For[T client.Object](f *Factory, res client.Resource, sel Selection) *SharedInformer[T] {
-	k := factoryKey{typ: reflect.TypeFor[T](), gvr: res.GVR, sel: sel}
+	typ := reflect.TypeFor[T]()
+	k := factoryKey{typ: typ, gvr: res.GVR, sel: sel}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if inf, ok := f.informers[k]; ok {
 		return inf.(*SharedInformer[T])
 	}
-	inf, err := New(client.For[T](f.rest, res), Options[T]{
+	name := selectionName(res, sel.Namespace, sel.LabelSelector, sel.FieldSelector)
+	if f.opts.Name != "" {
+		name = f.opts.Name + "/" + name
+	}
+	if f.names[name] {
+		name += " (" + typ.String() + ")"
+	}
+	inf, err := newInformer(client.For[T](f.rest, res), Options[T]{
+		Name:      name,
 		Namespace: sel.Namespace, LabelSelector: sel.LabelSelector, FieldSelector: sel.FieldSelector,
-		Metrics: f.opts.Metrics, Log: f.opts.Log,
+		Log:                  f.opts.Log,
 		DisableStreamingList: f.opts.DisableStreamingList, DetectMutations: f.opts.DetectMutations,
 		Compact: f.opts.Compact,
 	})
 	if err != nil {
 		panic(fmt.Sprintf("informer.For: %v", err))
 	}
+	if f.opts.Metrics != nil {
+		if err := inf.exportMetrics(f.opts.Metrics); err != nil {
+			inf.logger.Error("running without metrics", "err", err)
+			f.errs = append(f.errs, err)
+		}
+	}
 	f.informers[k] = inf
+	f.names[name] = true
 	f.order = append(f.order, k)
 	select {
 	case f.added <- struct{}{}:
 	default:
 	}
 	return inf
+}
+
+// Err returns the errors For reported so far (informers whose metrics
+// could not be registered), joined, or nil.
+func (f *Factory) Err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return errors.Join(f.errs...)
 }
 
 // Run runs the factory's informers until ctx ends, starting informers

@@ -112,7 +112,7 @@ type queue[T client.Object] struct {
 	live      int            // entries not dead
 	peak      int            // the most live entries since last was made
 	bound     int
-	decode    func([]byte) T // a compact cache's decoder, for merging blobs
+	decode    func([]byte) T // the store's decoder, for the blobs of a compact cache
 	wake      chan struct{}  // cap 1: something was pushed
 	delivered uint64         // every notification below this was handled
 	syncAt    uint64         // the handler is synced once delivered reaches it...
@@ -293,6 +293,29 @@ func (q *queue[T]) stats() queueStats {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return queueStats{backlog: q.live, delivered: q.total, coalesced: q.coalesced}
+}
+
+// serve is a handler's goroutine: it delivers the queued notifications to
+// h, one at a time and in order, until stop or removed is closed, then
+// drops what is left. hm, if not nil, observes lag and call durations.
+func (q *queue[T]) serve(h Handler[T], stop, removed <-chan struct{}, hm *handlerMetrics) {
+	for {
+		n, seq, ok := q.pop(stop, removed)
+		if !ok {
+			q.drop()
+			return
+		}
+		n.materialize(q.decode)
+		if hm == nil {
+			deliver(h, n)
+		} else {
+			start := time.Now()
+			hm.observeLag(n.stamp, start)
+			deliver(h, n)
+			hm.latency.Observe(time.Since(start).Seconds())
+		}
+		q.handled(seq)
+	}
 }
 
 func deliver[T client.Object](h Handler[T], n notification[T]) {

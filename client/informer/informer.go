@@ -52,11 +52,17 @@ type Options[T client.Object] struct {
 	// comparisons decode nothing. See the package documentation, # Memory.
 	Compact bool
 
-	// Name identifies the informer in metrics and logs (default: the
+	// Name identifies the informer in logs and, as the label
+	// informer="<Name>", in every series of its metrics (default: the
 	// resource and selection).
 	Name string
 	// Metrics, if set, receives the informer's metrics, including each
-	// handler's backlog.
+	// handler's backlog. Any number of informers may share a registerer,
+	// as long as their names differ there: New returns an error wrapping
+	// ErrDuplicateName for a name already in use. New registers the
+	// metrics and Run unregisters them when it returns, so that a stopped
+	// informer leaves no series behind and its name can be used again; an
+	// informer that is never run stays registered.
 	Metrics prometheus.Registerer
 	// Log receives the informer's logs (default: discarded).
 	Log *slog.Logger
@@ -120,6 +126,7 @@ type SharedInformer[T client.Object] struct {
 	state      state
 	stopc      chan struct{} // closed when Run's context ends
 	wg         sync.WaitGroup
+	unregister func() // unregisters the metrics (nil without Options.Metrics)
 	synced     atomic.Bool
 	kick       chan struct{} // cap 1: the resync schedule changed
 }
@@ -127,6 +134,20 @@ type SharedInformer[T client.Object] struct {
 // New returns an informer for the objects c reads. It starts nothing; call
 // Run.
 func New[T client.Object](c *client.Client[T], opts Options[T]) (*SharedInformer[T], error) {
+	i, err := newInformer(c, opts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Metrics != nil {
+		if err := i.exportMetrics(opts.Metrics); err != nil {
+			return nil, err
+		}
+	}
+	return i, nil
+}
+
+// newInformer is New without Options.Metrics.
+func newInformer[T client.Object](c *client.Client[T], opts Options[T]) (*SharedInformer[T], error) {
 	if _, err := labels.Parse(opts.LabelSelector); err != nil {
 		return nil, fmt.Errorf("informer: label selector: %w", err)
 	}
@@ -173,13 +194,6 @@ func New[T client.Object](c *client.Client[T], opts Options[T]) (*SharedInformer
 	if !opts.Compact && (opts.DetectMutations || os.Getenv("OBJWATCH_DETECT_MUTATIONS") == "true") {
 		i.detector = newDetector(opts.OnMutation)
 	}
-	if opts.Metrics != nil {
-		i.metrics.newHistograms(name)
-		i.refl.stamps = true
-		if err := opts.Metrics.Register(collector[T]{inf: i}); err != nil {
-			return nil, fmt.Errorf("informer %s: metrics: %w", name, err)
-		}
-	}
 	return i, nil
 }
 
@@ -225,8 +239,8 @@ func (i *SharedInformer[T]) LastResourceVersion() string {
 // Run runs the informer until ctx ends, then waits for every goroutine it
 // started (reflector, processor, handlers) to end before returning: a
 // handler call in progress finishes, notifications still queued are
-// dropped. The cache stays readable afterwards. Run may be called only
-// once.
+// dropped. Last, it unregisters the informer's metrics. The cache stays
+// readable afterwards. Run may be called only once.
 func (i *SharedInformer[T]) Run(ctx context.Context) error {
 	i.mu.Lock()
 	if i.state != stateNew {
@@ -254,6 +268,9 @@ func (i *SharedInformer[T]) Run(ctx context.Context) error {
 	close(i.stopc)
 	i.mu.Unlock()
 	i.wg.Wait()
+	if i.unregister != nil {
+		i.unregister()
+	}
 	return nil
 }
 
@@ -263,24 +280,7 @@ func (i *SharedInformer[T]) startHandler(r *Registration[T]) {
 	go func() {
 		defer i.wg.Done()
 		defer close(r.done)
-		hm := i.metrics.forHandler(r.name, r.removed)
-		for {
-			n, seq, ok := r.q.pop(i.stopc, r.removed)
-			if !ok {
-				r.q.drop()
-				return
-			}
-			n.materialize(i.store.decode)
-			if hm == nil {
-				deliver(r.h, n)
-			} else {
-				start := time.Now()
-				hm.observeLag(n.stamp, start)
-				deliver(r.h, n)
-				hm.latency.Observe(time.Since(start).Seconds())
-			}
-			r.q.handled(seq)
-		}
+		r.q.serve(r.h, i.stopc, r.removed, i.metrics.forHandler(r.name, r.removed))
 	}()
 }
 

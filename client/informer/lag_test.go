@@ -201,8 +201,9 @@ func TestEventLagFromReceipt(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := run(t, inf)
+	// Lag is observed before the handler is called: once the handler has
+	// seen every change, every observation is in.
 	waitFor(t, "the handler to see every change", func() bool { return h.counts() == [3]int{1, 3, 0} })
-	stop()
 
 	if c := histogram(t, reg, "objwatch_informer_event_lag_seconds", map[string]string{"source": "commit"}); c != nil {
 		t.Errorf("event lag, source=commit: %v, want no series", c)
@@ -210,5 +211,9 @@ func TestEventLagFromReceipt(t *testing.T) {
 	r := histogram(t, reg, "objwatch_informer_event_lag_seconds", map[string]string{"informer": "cms", "handler": "h", "source": "receive"})
 	if r.GetSampleCount() != 4 || r.GetSampleSum() < 0 {
 		t.Errorf("event lag, source=receive: %v, want 4 non-negative observations", r)
+	}
+	stop() // a stopped informer's series are unregistered
+	if r := histogram(t, reg, "objwatch_informer_event_lag_seconds", map[string]string{"informer": "cms"}); r != nil {
+		t.Errorf("event lag after Run returned: %v, want no series", r)
 	}
 }

@@ -1,6 +1,8 @@
 package informer
 
 import (
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -99,66 +101,94 @@ func (m *metrics) event(t client.EventType) {
 	}
 }
 
-var (
-	descObjects = prometheus.NewDesc("objwatch_informer_objects",
-		"Objects in the informer's cache.", []string{"informer"}, nil)
-	descEvents = prometheus.NewDesc("objwatch_informer_watch_events_total",
-		"Watch events received, by type.", []string{"informer", "type"}, nil)
-	descLists = prometheus.NewDesc("objwatch_informer_lists_total",
-		"Lists (initial and relists after 410 Gone) started.", []string{"informer"}, nil)
-	descWatches = prometheus.NewDesc("objwatch_informer_watches_total",
-		"Watch requests started.", []string{"informer"}, nil)
-	descRelists = prometheus.NewDesc("objwatch_informer_relists_total",
-		"Lists after the first: relists because the server had compacted the history the watch needed (410 Gone).", []string{"informer"}, nil)
-	descRestarts = prometheus.NewDesc("objwatch_informer_watch_restarts_total",
-		"Watch requests after the first: resumptions after a disconnect or the server's timeout, and watches after a relist.", []string{"informer"}, nil)
-	descErrors = prometheus.NewDesc("objwatch_informer_errors_total",
-		"Failed lists and watches (each is retried after a backoff).", []string{"informer"}, nil)
-	descBacklog = prometheus.NewDesc("objwatch_informer_handler_backlog",
-		"Notifications queued for a handler and not yet delivered.", []string{"informer", "handler"}, nil)
-	descDelivered = prometheus.NewDesc("objwatch_informer_handler_delivered_total",
-		"Notifications delivered to a handler.", []string{"informer", "handler"}, nil)
-	descCoalesced = prometheus.NewDesc("objwatch_informer_handler_coalesced_total",
-		"Notifications merged into an older one for the same object because the handler's backlog was over its bound.",
-		[]string{"informer", "handler"}, nil)
-)
+// ErrDuplicateName is the error (wrapped) of New, and of Factory.Err, for
+// an informer whose name another informer already uses on the same
+// prometheus.Registerer (Options.Name, Options.Metrics).
+var ErrDuplicateName = errors.New("another informer of that name exports its metrics to this registerer")
 
-// collector exports one informer's metrics.
+// descs are one informer's descriptors: its name is a constant label, so
+// that any number of informers export to one registry, each with its own
+// series, and a registry refuses a second informer of the same name.
+type descs struct {
+	objects, events, lists, watches, relists, restarts, errors *prometheus.Desc
+	backlog, delivered, coalesced                              *prometheus.Desc
+}
+
+func newDescs(name string) descs {
+	informer := prometheus.Labels{"informer": name}
+	desc := func(fqName, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(fqName, help, labels, informer)
+	}
+	return descs{
+		objects: desc("objwatch_informer_objects", "Objects in the informer's cache."),
+		events:  desc("objwatch_informer_watch_events_total", "Watch events received, by type.", "type"),
+		lists:   desc("objwatch_informer_lists_total", "Lists (initial and relists after 410 Gone) started."),
+		watches: desc("objwatch_informer_watches_total", "Watch requests started."),
+		relists: desc("objwatch_informer_relists_total",
+			"Lists after the first: relists because the server had compacted the history the watch needed (410 Gone)."),
+		restarts: desc("objwatch_informer_watch_restarts_total",
+			"Watch requests after the first: resumptions after a disconnect or the server's timeout, and watches after a relist."),
+		errors:    desc("objwatch_informer_errors_total", "Failed lists and watches (each is retried after a backoff)."),
+		backlog:   desc("objwatch_informer_handler_backlog", "Notifications queued for a handler and not yet delivered.", "handler"),
+		delivered: desc("objwatch_informer_handler_delivered_total", "Notifications delivered to a handler.", "handler"),
+		coalesced: desc("objwatch_informer_handler_coalesced_total",
+			"Notifications merged into an older one for the same object because the handler's backlog was over its bound.", "handler"),
+	}
+}
+
+// collector exports one informer's metrics. Its descriptors never change,
+// so that Unregister finds it. Collect may run at any time, concurrently
+// with the informer: it reads only atomics and what locks guard.
 type collector[T client.Object] struct {
 	inf *SharedInformer[T]
+	d   descs
+}
+
+// exportMetrics makes i's metrics and registers them with reg; on error i
+// is left without metrics. It must be called before i is shared.
+func (i *SharedInformer[T]) exportMetrics(reg prometheus.Registerer) error {
+	i.metrics.newHistograms(i.name)
+	c := collector[T]{inf: i, d: newDescs(i.name)}
+	if err := reg.Register(c); err != nil {
+		i.metrics.lag, i.metrics.latency = nil, nil
+		if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
+			return fmt.Errorf("informer %s: metrics: %w (%w)", i.name, ErrDuplicateName, err)
+		}
+		return fmt.Errorf("informer %s: metrics: %w", i.name, err)
+	}
+	i.refl.stamps = true
+	i.unregister = func() { reg.Unregister(c) }
+	return nil
 }
 
 func (c collector[T]) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descObjects, descEvents, descLists, descWatches, descRelists, descRestarts, descErrors, descBacklog, descDelivered, descCoalesced} {
-		ch <- d
+	d := &c.d
+	for _, desc := range []*prometheus.Desc{d.objects, d.events, d.lists, d.watches, d.relists, d.restarts, d.errors, d.backlog, d.delivered, d.coalesced} {
+		ch <- desc
 	}
-	if m := &c.inf.metrics; m.lag != nil {
-		m.lag.Describe(ch)
-		m.latency.Describe(ch)
-	}
+	m := &c.inf.metrics
+	m.lag.Describe(ch)
+	m.latency.Describe(ch)
 }
 
 func (c collector[T]) Collect(ch chan<- prometheus.Metric) {
-	i := c.inf
-	name := i.name
+	i, d := c.inf, &c.d
 	m := &i.metrics
-	ch <- prometheus.MustNewConstMetric(descObjects, prometheus.GaugeValue, float64(i.store.Len()), name)
+	ch <- prometheus.MustNewConstMetric(d.objects, prometheus.GaugeValue, float64(i.store.Len()))
 	for t, v := range map[string]*atomic.Uint64{"ADDED": &m.added, "MODIFIED": &m.modified, "DELETED": &m.deleted, "BOOKMARK": &m.bookmarks} {
-		ch <- prometheus.MustNewConstMetric(descEvents, prometheus.CounterValue, float64(v.Load()), name, t)
+		ch <- prometheus.MustNewConstMetric(d.events, prometheus.CounterValue, float64(v.Load()), t)
 	}
-	ch <- prometheus.MustNewConstMetric(descLists, prometheus.CounterValue, float64(m.lists.Load()), name)
-	ch <- prometheus.MustNewConstMetric(descWatches, prometheus.CounterValue, float64(m.watches.Load()), name)
-	ch <- prometheus.MustNewConstMetric(descRelists, prometheus.CounterValue, float64(m.relists.Load()), name)
-	ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(m.restarts.Load()), name)
-	ch <- prometheus.MustNewConstMetric(descErrors, prometheus.CounterValue, float64(m.errors.Load()), name)
+	ch <- prometheus.MustNewConstMetric(d.lists, prometheus.CounterValue, float64(m.lists.Load()))
+	ch <- prometheus.MustNewConstMetric(d.watches, prometheus.CounterValue, float64(m.watches.Load()))
+	ch <- prometheus.MustNewConstMetric(d.relists, prometheus.CounterValue, float64(m.relists.Load()))
+	ch <- prometheus.MustNewConstMetric(d.restarts, prometheus.CounterValue, float64(m.restarts.Load()))
+	ch <- prometheus.MustNewConstMetric(d.errors, prometheus.CounterValue, float64(m.errors.Load()))
 	for _, r := range i.registrations() {
 		s := r.q.stats()
-		ch <- prometheus.MustNewConstMetric(descBacklog, prometheus.GaugeValue, float64(s.backlog), name, r.name)
-		ch <- prometheus.MustNewConstMetric(descDelivered, prometheus.CounterValue, float64(s.delivered), name, r.name)
-		ch <- prometheus.MustNewConstMetric(descCoalesced, prometheus.CounterValue, float64(s.coalesced), name, r.name)
+		ch <- prometheus.MustNewConstMetric(d.backlog, prometheus.GaugeValue, float64(s.backlog), r.name)
+		ch <- prometheus.MustNewConstMetric(d.delivered, prometheus.CounterValue, float64(s.delivered), r.name)
+		ch <- prometheus.MustNewConstMetric(d.coalesced, prometheus.CounterValue, float64(s.coalesced), r.name)
 	}
-	if m.lag != nil {
-		m.lag.Collect(ch)
-		m.latency.Collect(ch)
-	}
+	m.lag.Collect(ch)
+	m.latency.Collect(ch)
 }

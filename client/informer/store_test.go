@@ -143,3 +143,19 @@ func TestCompactStoreCopies(t *testing.T) {
 		t.Errorf("ByIndex(node, n1) = %v, want both pods", names(got))
 	}
 }
+
+// TestIdentityBytesAllocs: a relist compares each listed object with the
+// store without allocating, in both modes.
+func TestIdentityBytesAllocs(t *testing.T) {
+	for _, compact := range []bool{false, true} {
+		s := newStore[*corev1.Pod](nil, compact)
+		s.Put(pod("a", "p1", "n1"))
+		ns, name := []byte("a"), []byte("p1")
+		if _, ok := s.identityBytes(ns, name); !ok {
+			t.Fatalf("compact=%v: identityBytes(a, p1) not found", compact)
+		}
+		if n := testing.AllocsPerRun(100, func() { s.identityBytes(ns, name) }); n != 0 {
+			t.Errorf("compact=%v: identityBytes allocates %v times, want 0", compact, n)
+		}
+	}
+}
