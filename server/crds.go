@@ -9,6 +9,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -210,6 +211,10 @@ func customResources(def *apiextensionsv1.CustomResourceDefinition) ([]*registry
 			Strategy:      crStrategy{def: d, version: cv},
 
 			DeprecationWarning: cv.DeprecationWarning(),
+			ValidFieldLabel:    cv.ValidateFieldLabel,
+			ConvertToTable: func(obj runtime.Object) (*metav1.Table, error) {
+				return cv.ConvertToTable(context.Background(), obj, nil)
+			},
 		}
 		res.FieldLabels = crFieldLabels(cv)
 		for _, c := range v.AdditionalPrinterColumns {
@@ -256,6 +261,25 @@ func (c crStrategy) Validate(obj, old map[string]any) field.ErrorList {
 		return c.version.Validate(context.Background(), obj)
 	}
 	return c.version.ValidateUpdate(context.Background(), obj, old)
+}
+
+var _ registry.Preparer = crStrategy{}
+
+func (c crStrategy) PrepareForCreate(obj map[string]any) { c.version.PrepareForCreate(obj) }
+
+func (c crStrategy) PrepareForUpdate(obj, old map[string]any, subresource string) {
+	if subresource == "status" && c.version.HasStatus() {
+		c.version.PrepareForStatusUpdate(obj, old)
+		return
+	}
+	c.version.PrepareForUpdate(obj, old)
+}
+
+func (c crStrategy) ValidateStatus(obj, old map[string]any) field.ErrorList {
+	if !c.version.HasStatus() {
+		return c.Validate(obj, old)
+	}
+	return c.version.ValidateStatusUpdate(context.Background(), obj, old)
 }
 
 func isCRDResource(res *registry.Resource) bool {

@@ -70,6 +70,12 @@ func selectorOf(o *internalversion.ListOptions, res *registry.Resource) (selecto
 	}
 	known := fieldSet(res, &unstructured.Unstructured{Object: map[string]any{}})
 	for _, req := range sel.fields.Requirements() {
+		if res.ValidFieldLabel != nil {
+			if err := res.ValidFieldLabel(req.Field); err != nil {
+				return selector{}, badRequest("%v", err)
+			}
+			continue
+		}
 		if _, ok := known[req.Field]; !ok {
 			return selector{}, badRequest("field label not supported: %s", req.Field)
 		}

@@ -342,13 +342,13 @@ func prepareCreate(obj *unstructured.Unstructured, res *registry.Resource) {
 	obj.SetDeletionTimestamp(nil)
 	obj.SetDeletionGracePeriodSeconds(nil)
 	unstructured.RemoveNestedField(obj.Object, "metadata", "selfLink")
-	if res.Generation {
+	switch p, ok := res.Strategy.(registry.Preparer); {
+	case ok:
+		p.PrepareForCreate(obj.Object)
+	case res.Generation:
 		obj.SetGeneration(1)
-	} else {
+	default:
 		unstructured.RemoveNestedField(obj.Object, "metadata", "generation")
-	}
-	if res.Status && res.Custom {
-		delete(obj.Object, "status")
 	}
 	if lc := res.Lifecycle; lc != nil && lc.PrepareCreate != nil {
 		lc.PrepareCreate(obj)
@@ -520,7 +520,11 @@ func (s *Server) updated(res *registry.Resource, info requestInfo, opts writeOpt
 	if warnings, err = s.normalize(res, obj, cur, opts); err != nil {
 		return nil, pinned, nil, err
 	}
-	if errs := res.Strategy.Validate(obj.Object, cur.Object); len(errs) > 0 {
+	validate := res.Strategy.Validate
+	if p, ok := res.Strategy.(registry.Preparer); ok && info.subresource == "status" {
+		validate = p.ValidateStatus
+	}
+	if errs := validate(obj.Object, cur.Object); len(errs) > 0 {
 		return nil, pinned, warnings, invalid(res.GVK().GroupKind(), info.name, errs)
 	}
 	return obj, pinned, warnings, nil
@@ -531,6 +535,11 @@ func (s *Server) updated(res *registry.Resource, info requestInfo, opts writeOpt
 // resource has a status subresource) and /status changes nothing else.
 func prepareUpdate(obj, cur *unstructured.Unstructured, res *registry.Resource, subresource string) {
 	if lc := res.Lifecycle; lc != nil && lc.PrepareUpdate != nil && lc.PrepareUpdate(obj, cur, subresource) {
+		return
+	}
+	p, prepares := res.Strategy.(registry.Preparer)
+	if subresource == "status" && prepares {
+		p.PrepareForUpdate(obj.Object, cur.Object, subresource)
 		return
 	}
 	if subresource == "status" {
@@ -550,6 +559,10 @@ func prepareUpdate(obj, cur *unstructured.Unstructured, res *registry.Resource, 
 	obj.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
 	obj.SetNamespace(cur.GetNamespace())
 	unstructured.RemoveNestedField(obj.Object, "metadata", "selfLink")
+	if prepares {
+		p.PrepareForUpdate(obj.Object, cur.Object, "")
+		return
+	}
 	if res.Status {
 		if st, ok := cur.Object["status"]; ok {
 			obj.Object["status"] = st

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -35,6 +36,15 @@ func wantsTable(r *http.Request) (version string, ok bool) {
 // includeObject follows Kubernetes: Metadata by default (rows carry a
 // PartialObjectMetadata), Object or None on request.
 func table(res *registry.Resource, version string, objs []*unstructured.Unstructured, includeObject string) *metav1.Table {
+	if res.ConvertToTable != nil {
+		if t, err := convertedTable(res, objs); err == nil {
+			t.TypeMeta = metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/" + version}
+			for i := range t.Rows {
+				t.Rows[i].Object = rowObject(objs[i], includeObject)
+			}
+			return t
+		}
+	}
 	t := &metav1.Table{TypeMeta: metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/" + version}}
 	// Name comes first, unless a built-in resource places it (events).
 	leadingName := res.Custom || !slices.ContainsFunc(res.Columns, func(c registry.Column) bool { return c.Format == "name" })
@@ -67,21 +77,41 @@ func table(res *registry.Resource, version string, objs []*unstructured.Unstruct
 		if len(res.Columns) == 0 {
 			cells = append(cells, age(o.GetCreationTimestamp().Time))
 		}
-		row := metav1.TableRow{Cells: cells}
-		switch includeObject {
-		case "None":
-		case "Object":
-			row.Object = runtime.RawExtension{Object: o}
-		default:
-			m := &metav1.PartialObjectMetadata{
-				TypeMeta:   metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"},
-				ObjectMeta: objectMeta(o),
-			}
-			row.Object = runtime.RawExtension{Object: m}
-		}
-		t.Rows = append(t.Rows, row)
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: cells, Object: rowObject(o, includeObject)})
 	}
 	return t
+}
+
+// convertedTable renders objs with the resource's own table convertor
+// (Kubernetes' for custom resources), one row per object in order.
+func convertedTable(res *registry.Resource, objs []*unstructured.Unstructured) (*metav1.Table, error) {
+	list := &unstructured.UnstructuredList{Items: make([]unstructured.Unstructured, len(objs))}
+	for i, o := range objs {
+		list.Items[i] = *o
+	}
+	t, err := res.ConvertToTable(list)
+	if err != nil {
+		return nil, err
+	}
+	if len(t.Rows) != len(objs) {
+		return nil, fmt.Errorf("table of %d objects has %d rows", len(objs), len(t.Rows))
+	}
+	return t, nil
+}
+
+// rowObject is what a table row carries of o: as Kubernetes, its
+// PartialObjectMetadata by default, the object or nothing on request.
+func rowObject(o *unstructured.Unstructured, includeObject string) runtime.RawExtension {
+	switch includeObject {
+	case "None":
+		return runtime.RawExtension{}
+	case "Object":
+		return runtime.RawExtension{Object: o}
+	}
+	return runtime.RawExtension{Object: &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"},
+		ObjectMeta: objectMeta(o),
+	}}
 }
 
 func objectMeta(o *unstructured.Unstructured) metav1.ObjectMeta {

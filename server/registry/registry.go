@@ -14,8 +14,10 @@ import (
 	"strings"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/version"
@@ -35,6 +37,22 @@ type Strategy interface {
 	Stored(obj map[string]any) error
 	// Validate checks obj, or obj as an update of old when old is not nil.
 	Validate(obj, old map[string]any) field.ErrorList
+}
+
+// Preparer is a Strategy with the rules of its kind for what clients may
+// not set (status behind a status subresource, metadata.generation) and
+// for updates through /status: custom resources, with Kubernetes' own
+// custom resource strategy. The server applies its generic rules for
+// these only to resources whose Strategy is not a Preparer.
+type Preparer interface {
+	// PrepareForCreate resets what a client may not set on a new object.
+	PrepareForCreate(obj map[string]any)
+	// PrepareForUpdate does the same for the update of old to obj through
+	// subresource ("" for the main resource, or "status"); metadata the
+	// server keeps is already old's.
+	PrepareForUpdate(obj, old map[string]any, subresource string)
+	// ValidateStatus validates an update of old to obj through /status.
+	ValidateStatus(obj, old map[string]any) field.ErrorList
 }
 
 // Resource is one served resource version. Resources are immutable once
@@ -88,6 +106,14 @@ type Resource struct {
 	// DeprecationWarning, if set, is sent as a Warning with every request
 	// to this version (a deprecated custom resource version).
 	DeprecationWarning string
+	// ValidFieldLabel, if set, reports whether a field selector may use
+	// label (with Kubernetes' error); otherwise the labels FieldLabels
+	// gives, with metadata.name and metadata.namespace, are allowed.
+	ValidFieldLabel func(label string) error
+	// ConvertToTable, if set, renders an object or a list (an
+	// *unstructured.UnstructuredList) as a Table with Kubernetes' own
+	// table convertor (custom resources); rows carry their objects.
+	ConvertToTable func(obj runtime.Object) (*metav1.Table, error)
 }
 
 // ScalePaths locate the fields a /scale subresource reads and writes: JSON
