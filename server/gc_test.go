@@ -442,8 +442,12 @@ func processCPU(b *testing.B) time.Duration {
 
 // The collector skips checking a new dependent whose owners it knows to
 // exist; that knowledge must end with the owner: a dependent created after
-// its owner was deleted (at once, or after a finalizer held it), or after
-// its owner's Foreground deletion began, is still collected.
+// its owner was deleted (at once, or after a finalizer held it), or while
+// its owner's Foreground deletion is under way, is still collected. (A
+// Foreground deletion is under way while a blocking dependent is left: a
+// finalizer holds one here. Once none is, the owner loses its
+// foregroundDeletion finalizer, and a dependent created after that has an
+// owner that exists, as in Kubernetes.)
 func TestGCKnownOwnerForgotten(t *testing.T) {
 	g := startGC(t)
 	for _, c := range []struct {
@@ -459,6 +463,9 @@ func TestGCKnownOwnerForgotten(t *testing.T) {
 		for i := range 3 {
 			g.cm(fmt.Sprintf("%s-early-%d", c.name, i), nil, ref)
 		}
+		if c.policy == "Foreground" {
+			g.cm(c.name+"-blocker", []string{"example.com/hold"}, ownerRef(t, owner, true))
+		}
 		g.stays(cms + "/" + c.name + "-early-0") // checked: the owner is now known
 		mustCode(t, "delete owner", g.json("DELETE", cms+"/owner-"+c.name, `{"propagationPolicy":"`+c.policy+`"}`), http.StatusOK)
 		if c.name == "held" {
@@ -471,6 +478,10 @@ func TestGCKnownOwnerForgotten(t *testing.T) {
 		}
 		g.cm(c.name+"-late", nil, ref)
 		g.gone(cms + "/" + c.name + "-late")
+		if c.policy == "Foreground" {
+			mustCode(t, "release blocker", g.release(cms+"/"+c.name+"-blocker"), http.StatusOK)
+			g.gone(cms + "/" + c.name + "-blocker")
+		}
 		for i := range 3 {
 			g.gone(fmt.Sprintf("%s/%s-early-%d", cms, c.name, i))
 		}

@@ -144,8 +144,9 @@ type index struct {
 	// present holds owners (keys with dependents) known to exist and not
 	// to be deleting, with the revision they were seen at, so that a new
 	// dependent of one needs no check. gone holds, for keys with
-	// dependents, the revision of the last deletion the feed saw: a read
-	// older than that cannot say the owner is present.
+	// dependents, the revision of the last write the feed saw that deleted
+	// the key or marked it deleting: a read older than that cannot say the
+	// owner is present.
 	present map[string]presentOwner
 	gone    map[string]int64
 }
@@ -379,8 +380,13 @@ func (c *Collector) put(kv storage.KeyValue) {
 		return
 	}
 	if m.Deleting() {
+		// A check that read the owner before this write must not record
+		// it present after it (see notePresent).
 		c.mu.Lock()
 		delete(c.idx.present, kv.Key)
+		if len(c.idx.dependents[kv.Key]) > 0 {
+			c.idx.gone[kv.Key] = kv.ModRevision
+		}
 		c.mu.Unlock()
 	}
 	changed, dropped := c.track(c.idx, kv.Key, m)
@@ -498,7 +504,8 @@ func (c *Collector) ownersPresent(m Meta) bool {
 }
 
 // notePresent records that a read at revision rev found the owner at key
-// with uid, not deleting: unless the feed has since seen the key deleted.
+// with uid, not deleting: unless the feed has since seen the key deleted
+// or marked deleting (a check racing with the owner's deletion).
 func (c *Collector) notePresent(key string, uid types.UID, rev int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
