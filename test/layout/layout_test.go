@@ -46,3 +46,22 @@ func TestClientLibraryIsStandalone(t *testing.T) {
 		}
 	}
 }
+
+// TestServerImportsPointDown: the server's subpackages never import the
+// facade (server) or the command line, and the watch wire knows nothing of
+// resources or storage.
+func TestServerImportsPointDown(t *testing.T) {
+	for _, line := range goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/server/...") {
+		pkg, imports, _ := strings.Cut(line, " ")
+		for _, imp := range strings.Fields(imports) {
+			switch {
+			case pkg != module+"/server" && imp == module+"/server":
+				t.Errorf("%s imports the server facade", pkg)
+			case strings.HasPrefix(imp, module+"/internal/cli"):
+				t.Errorf("%s imports %s", pkg, imp)
+			case pkg == module+"/server/watchstream" && (strings.HasPrefix(imp, module+"/") || strings.HasPrefix(imp, "k8s.io/")):
+				t.Errorf("server/watchstream imports %s; it writes bytes and knows no resources", imp)
+			}
+		}
+	}
+}
