@@ -171,6 +171,11 @@ func TestListIsFreshAndFiltered(t *testing.T) {
 func TestWatchReplaysFiltersAndFollows(t *testing.T) {
 	e := setup(t)
 	c := e.cache(watchcache.Config{})
+	// The cache's history must start before the first write, which the
+	// watch replays: let its initial list finish first.
+	if err := c.WaitFor(e.ctx, 0); err != nil {
+		t.Fatal(err)
+	}
 	r1 := e.put("a", "o", "1", map[string]string{"app": "x"})
 	if err := c.WaitFor(e.ctx, r1); err != nil {
 		t.Fatal(err)
