@@ -531,14 +531,13 @@ func (s *Server) translate(res *registry.Resource, sel selector, ev storage.Even
 			}
 			prevMatches = sel.matches(res, prev)
 		}
+		typ, left, ok := watchcache.PutEvent(cur, prevMatches)
 		switch {
-		case cur && prevMatches:
-			return "MODIFIED", obj, nil
-		case cur:
-			return "ADDED", obj, nil
-		case prevMatches:
+		case left:
 			prev.SetResourceVersion(strconv.FormatInt(ev.Revision, 10))
-			return "DELETED", prev, nil
+			return typ, prev, nil
+		case ok:
+			return typ, obj, nil
 		}
 	}
 	return "", nil, nil

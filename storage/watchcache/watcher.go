@@ -101,16 +101,34 @@ func (e *Event) translate(match func(*Object) bool) (Item, bool) {
 	if e.Type == storage.Delete {
 		return Item{Type: Deleted, Object: e.Obj, Rev: e.Rev, event: e, frame: frameDeleted}, cur
 	}
-	prev := e.Prev != nil && match(e.Prev)
+	typ, left, ok := PutEvent(cur, e.Prev != nil && match(e.Prev))
+	switch {
+	case !ok:
+		return Item{}, false
+	case left:
+		return Item{Type: Deleted, Object: e.leftObject(), Rev: e.Rev, event: e, frame: frameLeft}, true
+	case typ == Added:
+		return Item{Type: Added, Object: e.Obj, Rev: e.Rev, event: e, frame: frameAdded}, true
+	}
+	return Item{Type: Modified, Object: e.Obj, Rev: e.Rev, event: e, frame: frameModified}, true
+}
+
+// PutEvent is the rule of selective watches, for every watch served from
+// the cache or from etcd: a write of an object is, to a watch whose
+// selection matches its new state (cur) and its previous one (prev; false
+// when it had none), ADDED when the object enters the selection, MODIFIED
+// while it stays in it, and DELETED when it leaves, sent with its previous
+// state (left). ok is false when the watch selects neither.
+func PutEvent(cur, prev bool) (typ string, left, ok bool) {
 	switch {
 	case cur && prev:
-		return Item{Type: Modified, Object: e.Obj, Rev: e.Rev, event: e, frame: frameModified}, true
+		return Modified, false, true
 	case cur:
-		return Item{Type: Added, Object: e.Obj, Rev: e.Rev, event: e, frame: frameAdded}, true
+		return Added, false, true
 	case prev:
-		return Item{Type: Deleted, Object: e.leftObject(), Rev: e.Rev, event: e, frame: frameLeft}, true
+		return Deleted, true, true
 	}
-	return Item{}, false
+	return "", false, false
 }
 
 // leftObject is Prev with its resourceVersion set to the event's.
