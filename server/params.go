@@ -37,15 +37,13 @@ func invalidOptions(kind string, errs field.ErrorList) error {
 	return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
 }
 
-// queryIsWatch reports whether a collection GET asks for a watch.
+// queryIsWatch reports whether a collection GET asks for a watch: its
+// first watch value, read as the codec reads a boolean. (kube-apiserver
+// decodes all of ListOptions here and falls back to just this when other
+// parameters do not parse; the answer is the same, and listOptions
+// decodes the rest once.)
 func queryIsWatch(q url.Values) bool {
-	var o internalversion.ListOptions
-	if err := decodeQuery(q, &o); err != nil {
-		// Like kube-apiserver: a request whose other parameters do not
-		// parse is still a watch when it says so; it fails later.
-		o.Watch = len(q["watch"]) > 0 && isTrue(q["watch"][0])
-	}
-	return o.Watch
+	return len(q["watch"]) > 0 && isTrue(q["watch"][0])
 }
 
 // isTrue reads a boolean query value as the parameter codec does.
