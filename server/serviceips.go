@@ -62,8 +62,8 @@ func parseServiceRange(s string) (netip.Prefix, error) {
 	return p.Masked(), nil
 }
 
-// serviceRangeHosts returns the range's first and last usable addresses
-// (without the network and broadcast addresses).
+// serviceRangeHosts returns the range's first usable address and how many
+// there are (without the network and broadcast addresses).
 func serviceRangeHosts(p netip.Prefix) (first netip.Addr, n int) {
 	return p.Addr().Next(), 1<<(32-p.Bits()) - 2
 }
@@ -141,22 +141,29 @@ func (s *Server) allocateServiceIP(ctx context.Context, rec serviceIPRecord, wan
 		}
 		return a, nil
 	}
-	taken := map[string]bool{}
+	// taken: the addresses with a key; stale: those of them old enough
+	// to have leaked, judged from the listed records (claimServiceIP checks
+	// again before it takes one over).
+	taken, stale := map[string]bool{}, map[string]bool{}
 	lr, err := s.store.List(ctx, serviceIPsPrefix, storage.ListOptions{})
 	if err != nil {
 		return netip.Addr{}, storageError(err, schema.GroupResource{Resource: "services"}, rec.Name)
 	}
 	for _, kv := range lr.KVs {
-		taken[kv.Key[len(serviceIPsPrefix):]] = true
+		ip := kv.Key[len(serviceIPsPrefix):]
+		taken[ip] = true
+		var cur serviceIPRecord
+		if json.Unmarshal(kv.Value, &cur) != nil || time.Since(cur.Allocated) >= serviceIPLeakAge {
+			stale[ip] = true
+		}
 	}
 	// From a random place, every address but the first (the kubernetes
-	// service's): free ones first, then those taken (a leaked one may be
-	// taken over).
+	// service's): free ones first, then those whose keys may have leaked.
 	start := rand.IntN(n)
-	for _, pass := range []bool{false, true} {
+	for _, leaked := range []bool{false, true} {
 		for i := range n {
 			a := addrAt(first, (start+i)%n)
-			if a == first || taken[a.String()] != pass {
+			if a == first || taken[a.String()] != leaked || leaked && !stale[a.String()] {
 				continue
 			}
 			ok, err := s.claimServiceIP(ctx, rec, a)
