@@ -237,7 +237,7 @@ func (s *Server) serveWatch(ctx context.Context, ww *watchstream.Writer, res *re
 			}
 			return
 		}
-		if err := s.writeItem(enc, ww, res, wr, it); err != nil {
+		if err := s.writeItem(enc, ww, res, &wr, it); err != nil {
 			return
 		}
 		counts.pending[eventIndex(it.typ)]++
@@ -246,7 +246,7 @@ func (s *Server) serveWatch(ctx context.Context, ww *watchstream.Writer, res *re
 }
 
 // writeItem writes one item of a watch (unflushed).
-func (s *Server) writeItem(enc *json.Encoder, ww *watchstream.Writer, res *registry.Resource, wr watchRequest, it watchItem) error {
+func (s *Server) writeItem(enc *json.Encoder, ww *watchstream.Writer, res *registry.Resource, wr *watchRequest, it watchItem) error {
 	switch {
 	case it.typ == watchcache.Bookmark:
 		return enc.Encode(watchEvent{Type: it.typ, Object: bookmarkObject(res, it.rev, it.initialEnd)})
