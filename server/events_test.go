@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/testenv"
 )
@@ -90,6 +92,10 @@ func TestEventsBothAPIs(t *testing.T) {
 		"type": "Normal", "related.name": "s", "series.count": 2, "eventTime": "2026-01-02T03:04:05.000006Z",
 		"metadata.resourceVersion": field(created, "metadata.resourceVersion"), "metadata.uid": field(created, "metadata.uid"),
 	})
+	// resourceVersion=0 may answer from a cache that has not seen the
+	// create yet (as in Kubernetes): wait until it has.
+	eventsGVR := schema.GroupVersionResource{Group: "events.k8s.io", Version: "v1", Resource: "events"}
+	waitCache(t, env, eventsGVR, field(created, "metadata.resourceVersion").(string))
 	checkFields(t, "events.k8s.io GET", a.json("GET", eventsV1Path+"/e1?resourceVersion=0", "").object(), eventsV1)
 
 	// Written through core/v1 (as the legacy recorder does), read through
@@ -107,6 +113,7 @@ func TestEventsBothAPIs(t *testing.T) {
 	})
 
 	// Lists (watch cache and etcd) and field selectors with each API's names.
+	waitCache(t, env, eventsGVR, rvOf(t, r))
 	for _, q := range []string{"", "?resourceVersion=0", "?limit=10"} {
 		l := a.json("GET", eventsV1Path+q, "").object()
 		items, _ := l["items"].([]any)
