@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/util/jsonpath"
 
 	"github.com/objwatch/objwatch/server/registry"
@@ -75,7 +74,7 @@ func table(res *registry.Resource, version string, objs []*unstructured.Unstruct
 			cells = append(cells, columnValue(o, c))
 		}
 		if len(res.Columns) == 0 {
-			cells = append(cells, age(o.GetCreationTimestamp().Time))
+			cells = append(cells, registry.Age(o.GetCreationTimestamp().Time))
 		}
 		t.Rows = append(t.Rows, metav1.TableRow{Cells: cells, Object: rowObject(o, includeObject)})
 	}
@@ -122,14 +121,6 @@ func objectMeta(o *unstructured.Unstructured) metav1.ObjectMeta {
 	return m
 }
 
-// age renders a duration like kubectl does (5s, 3m, 2d).
-func age(t time.Time) string {
-	if t.IsZero() {
-		return "<unknown>"
-	}
-	return duration.HumanDuration(time.Since(t))
-}
-
 // columnValue evaluates a printer column's JSONPath against o. Like
 // Kubernetes, a missing value is nil and a date column shows an age.
 func columnValue(o *unstructured.Unstructured, c registry.Column) any {
@@ -148,7 +139,7 @@ func columnValue(o *unstructured.Unstructured, c registry.Column) any {
 	if c.Type == "date" {
 		if s, ok := v.(string); ok {
 			if t, err := time.Parse(time.RFC3339, s); err == nil {
-				return age(t)
+				return registry.Age(t)
 			}
 		}
 	}

@@ -49,24 +49,26 @@ func eventColumns(toCore func(map[string]any) *corev1.Event) []Column {
 // eventTimes returns an event's last and first seen, as ages, and its
 // count, as Kubernetes' event printer computes them.
 func eventTimes(e *corev1.Event) (last, first string, count int64) {
-	first = since(e.FirstTimestamp.Time)
+	first = Age(e.FirstTimestamp.Time)
 	if e.FirstTimestamp.IsZero() {
-		first = since(e.EventTime.Time)
+		first = Age(e.EventTime.Time)
 	}
-	last = since(e.LastTimestamp.Time)
+	last = Age(e.LastTimestamp.Time)
 	if e.LastTimestamp.IsZero() {
 		last = first
 	}
 	count = int64(e.Count)
 	if e.Series != nil {
-		last, count = since(e.Series.LastObservedTime.Time), int64(e.Series.Count)
+		last, count = Age(e.Series.LastObservedTime.Time), int64(e.Series.Count)
 	} else if count == 0 {
 		count = 1
 	}
 	return last, first, count
 }
 
-func since(t time.Time) string {
+// Age renders the time since t as kubectl does (5s, 3m, 2d); "<unknown>"
+// for the zero time. Table columns of every resource use it.
+func Age(t time.Time) string {
 	if t.IsZero() {
 		return "<unknown>"
 	}
