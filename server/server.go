@@ -1,7 +1,27 @@
-// Package server is objwatch's Kubernetes-compatible API server: REST and
-// watch handlers over a storage.Interface, discovery, OpenAPI, health and
-// metrics. It serves the built-in resources of server/registry and the
-// custom resources of every CustomResourceDefinition stored in it.
+// Package server is objwatch's Kubernetes-compatible API server: the
+// facade that builds its layers from one Config and routes requests to
+// them. It serves the built-in resources of server/registry and the custom
+// resources of every CustomResourceDefinition stored in it.
+//
+// # Layers
+//
+// Imports point down this list, never up (a test in test/layout checks):
+//
+//   - server (this package): Config, New, Run, Handler and the routes;
+//     health, readiness, version and metrics.
+//   - server/endpoints and server/openapi: HTTP. endpoints parses resource
+//     requests, applies limits, calls the object service and writes JSON,
+//     Tables and watch frames (server/watchstream writes the wire).
+//   - server/lifecycle: resource-specific behaviour (namespaces, custom
+//     resource definitions, Service cluster IPs, the garbage collector's
+//     backend and election), plugged into the object service's hooks.
+//   - server/objects: the object service, free of HTTP: create, get, list,
+//     update, delete and watch over storage and the watch caches, with one
+//     authorization point, one admission point and one post-write point.
+//   - server/registry, server/apistatus, server/auth, server/gc: what the
+//     resources are, the errors, the users, the collector.
+//
+// docs/ARCHITECTURE.md walks through a create and a watch.
 //
 // # Semantics
 //
@@ -24,18 +44,20 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
-	"net/netip"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/objwatch/objwatch/server/auth"
+	"github.com/objwatch/objwatch/server/endpoints"
+	"github.com/objwatch/objwatch/server/lifecycle"
+	"github.com/objwatch/objwatch/server/objects"
+	"github.com/objwatch/objwatch/server/openapi"
 	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/server/watchstream"
 	"github.com/objwatch/objwatch/storage"
@@ -184,34 +206,20 @@ func (c *Config) setDefaults() {
 // Server serves the Kubernetes API. Create it with New, serve Handler, and
 // run Run until shutdown.
 type Server struct {
-	cfg      Config
-	store    storage.Interface
-	registry *registry.Registry
-	metrics  *metrics
-	mux      *http.ServeMux
-
-	readSem, writeSem chan struct{}
-	caches            caches
-	keyLocks          *keyLocks    // see guaranteedUpdate
-	guessKeys         *guessKeyMap // see updatecache.go
-	counts            updateCounts
-	hintsUsed         atomic.Int64 // watch-cache events built from write hints
-	hooks             testHooks
-	pacer             *watchstream.Pacer
-	gc                *gcRunner
-	// crdTerminating holds the names of the custom resource definitions
-	// being deleted (see checkCRDActive).
-	crdTerminating sync.Map
+	cfg       Config
+	store     storage.Interface
+	registry  *registry.Registry
+	objects   *objects.Service
+	lifecycle *lifecycle.Lifecycle
+	api       *endpoints.API
+	openapi   *openapi.Docs
+	pacer     *watchstream.Pacer
+	mux       *http.ServeMux
 
 	// stopping ends when Run returns; watches end with it.
 	stopping context.Context
 	stop     context.CancelFunc
 	ready    atomic.Bool
-
-	openapi   openAPIDocs  // see openapi.go
-	openapiV2 openAPIV2Doc // see openapi_v2.go
-
-	serviceRange netip.Prefix // see serviceips.go
 }
 
 // New returns a Server. It starts nothing; call Run.
@@ -220,37 +228,46 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: no storage")
 	}
 	cfg.setDefaults()
-	serviceRange, err := parseServiceRange(cfg.ServiceClusterIPRange)
+	s := &Server{cfg: cfg, store: cfg.Storage, registry: registry.New()}
+	s.stopping, s.stop = context.WithCancel(context.Background())
+	var err error
+	s.lifecycle, err = lifecycle.New(lifecycle.Config{
+		Registry: s.registry, Storage: cfg.Storage, Log: cfg.Log,
+		ServiceClusterIPRange: cfg.ServiceClusterIPRange, APIServerPort: cfg.APIServerPort,
+		GCWorkers: cfg.GCWorkers, GCLeaseDuration: cfg.GCLeaseDuration,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	pacer := watchstream.NewPacer(cfg.WatchFlushInterval, cfg.WatchFlushIntervalMax)
-	m, err := newMetrics(cfg.Metrics, pacer.Window)
+	s.objects, err = objects.New(objects.Config{
+		Storage: cfg.Storage, Registry: s.registry, Log: cfg.Log,
+		FutureRVWait: cfg.FutureRVWait, ContinueTTL: cfg.ContinueTTL, BookmarkInterval: cfg.BookmarkInterval,
+		DisableWatchCache: cfg.DisableWatchCache, WatchCacheWindow: cfg.WatchCacheWindow,
+		WatchBufferEvents: cfg.WatchBufferEvents, Verify: cfg.Verify,
+		Hooks: s.lifecycle.Hooks(),
+	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s := &Server{
-		cfg:       cfg,
-		store:     cfg.Storage,
-		registry:  registry.New(),
-		metrics:   m,
-		readSem:   make(chan struct{}, cfg.MaxReadInFlight),
-		writeSem:  make(chan struct{}, cfg.MaxMutatingInFlight),
-		keyLocks:  newKeyLocks(),
-		guessKeys: newGuessKeyMap(),
-		pacer:     pacer,
-
-		serviceRange: serviceRange,
+	s.lifecycle.Use(s.objects)
+	s.pacer = watchstream.NewPacer(cfg.WatchFlushInterval, cfg.WatchFlushIntervalMax)
+	s.api, err = endpoints.New(endpoints.Config{
+		Objects: s.objects, Registry: s.registry, Authenticator: cfg.Authenticator,
+		Log: cfg.Log, Metrics: cfg.Metrics, Pacer: s.pacer, Stopping: s.stopping,
+		MaxRequestBytes: cfg.MaxRequestBytes, MaxReadInFlight: cfg.MaxReadInFlight, MaxMutatingInFlight: cfg.MaxMutatingInFlight,
+		RequestTimeout: cfg.RequestTimeout, MinWatchTimeout: cfg.MinWatchTimeout, WatchWriteTimeout: cfg.WatchWriteTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
 	}
-	s.gc = newGCRunner(s)
 	if cfg.Metrics != nil {
-		for _, c := range s.gc.metrics() {
+		for _, c := range s.lifecycle.GCMetrics() {
 			if err := cfg.Metrics.Register(c); err != nil {
 				return nil, fmt.Errorf("server: %w", err)
 			}
 		}
 	}
-	s.stopping, s.stop = context.WithCancel(context.Background())
+	s.openapi = openapi.New(s.registry, cfg.Log, cfg.Version)
 	s.routes()
 	return s, nil
 }
@@ -262,7 +279,7 @@ func (s *Server) Registry() *registry.Registry { return s.registry }
 // in step with the stored CRDs, and blocks until ctx ends. Open watches end
 // when it returns.
 func (s *Server) Run(ctx context.Context) error {
-	defer s.pruneCaches(true)
+	defer s.objects.Close()
 	defer s.stop()
 	pacerCtx, stopPacer := context.WithCancel(ctx)
 	pacerDone := make(chan struct{})
@@ -270,17 +287,15 @@ func (s *Server) Run(ctx context.Context) error {
 	defer func() { stopPacer(); <-pacerDone }()
 	gcCtx, stopGC := context.WithCancel(ctx)
 	gcDone := make(chan struct{})
-	go func() { defer close(gcDone); s.gc.run(gcCtx) }()
+	go func() { defer close(gcDone); s.lifecycle.RunGC(gcCtx) }()
 	defer func() { stopGC(); <-gcDone }()
-	if err := s.bootstrap(ctx); err != nil {
+	if err := s.lifecycle.Bootstrap(ctx); err != nil {
 		return fmt.Errorf("server: bootstrap: %w", err)
 	}
 	// Like Kubernetes, fill every resource's watch cache at start rather
 	// than on the first request.
-	for _, res := range s.registry.Resources() {
-		s.cacheFor(res)
-	}
-	return s.runCRDs(ctx, func() { s.ready.Store(true) })
+	s.objects.StartCaches()
+	return s.lifecycle.RunCRDs(ctx, func() { s.ready.Store(true) })
 }
 
 // Ready reports whether Run has finished its initial work.
@@ -288,7 +303,7 @@ func (s *Server) Ready() bool { return s.ready.Load() }
 
 // Handler returns the HTTP handler for the whole API.
 func (s *Server) Handler() http.Handler {
-	return s.withRecovery(s.withAuthentication(s.mux))
+	return s.api.WithRecovery(s.api.WithAuthentication(s.mux))
 }
 
 func (s *Server) routes() {
@@ -302,12 +317,12 @@ func (s *Server) routes() {
 	mux.Handle("/metrics", s.metricsHandler())
 	mux.HandleFunc("/version", s.version)
 	mux.HandleFunc("/version/", s.version)
-	mux.HandleFunc("/api", s.discoveryAPI)
-	mux.HandleFunc("/api/", s.resourceOrDiscovery)
-	mux.HandleFunc("/apis", s.discoveryAPIs)
-	mux.HandleFunc("/apis/", s.resourceOrDiscovery)
-	mux.HandleFunc("/openapi/", s.openAPI)
-	mux.HandleFunc(openAPIV2Path, s.openAPIV2)
+	mux.HandleFunc("/api", s.api.DiscoveryAPI)
+	mux.HandleFunc("/api/", s.api.Resources)
+	mux.HandleFunc("/apis", s.api.DiscoveryAPIs)
+	mux.HandleFunc("/apis/", s.api.Resources)
+	mux.HandleFunc("/openapi/", s.openapi.ServeV3)
+	mux.HandleFunc(openapi.V2Path, s.openapi.ServeV2)
 	if !s.cfg.DisableProfiling {
 		// Like kube-apiserver's --profiling (on by default), for
 		// authenticated users only.
@@ -319,10 +334,10 @@ func (s *Server) routes() {
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/" {
-			s.rootPaths(w, r)
+			s.api.RootPaths(w, r)
 			return
 		}
-		writeStatus(w, apierrors.NewNotFound(schema.GroupResource{}, ""))
+		endpoints.WriteStatus(w, apierrors.NewNotFound(schema.GroupResource{}, ""))
 	})
 	s.mux = mux
 }
@@ -347,79 +362,16 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) version(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{
+	endpoints.WriteJSON(w, http.StatusOK, map[string]string{
 		"major": "1", "minor": "32", "gitVersion": s.cfg.Version,
 		"platform": "objwatch", "goVersion": runtime.Version(),
 	})
 }
 
-func (s *Server) withAuthentication(next http.Handler) http.Handler {
-	if s.cfg.Authenticator == nil {
-		return next
+func (s *Server) metricsHandler() http.Handler {
+	g := s.cfg.Gatherer
+	if g == nil {
+		g = prometheus.DefaultGatherer
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/healthz", "/livez", "/readyz":
-			next.ServeHTTP(w, r)
-			return
-		}
-		u, ok := s.cfg.Authenticator.Authenticate(r)
-		if !ok {
-			writeStatus(w, apierrors.NewUnauthorized("Unauthorized"))
-			return
-		}
-		if err := auth.ImpersonationRefused(r.Header, u, authzAttributes(r)); err != nil {
-			writeStatus(w, err)
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(auth.WithUser(r.Context(), u)))
-	})
-}
-
-func (s *Server) withRecovery(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer func() {
-			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
-					panic(v)
-				}
-				s.cfg.Log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v)
-				writeStatus(w, apierrors.NewInternalError(fmt.Errorf("%v", v)))
-			}
-		}()
-		next.ServeHTTP(w, r)
-	})
-}
-
-// limitInFlight takes a slot for a read or mutating request; it returns
-// false (and has answered 429) when none is free.
-func (s *Server) limitInFlight(w http.ResponseWriter, verb string) (release func(), ok bool) {
-	sem := s.readSem
-	switch verb {
-	case "create", "update", "patch", "delete", "deletecollection":
-		sem = s.writeSem
-	}
-	select {
-	case sem <- struct{}{}:
-		return func() { <-sem }, true
-	default:
-		err := apierrors.NewTooManyRequests("too many requests, please try again later", 1)
-		writeStatus(w, err)
-		return nil, false
-	}
-}
-
-// rootPaths lists the served paths, as GET / does in Kubernetes.
-func (s *Server) rootPaths(w http.ResponseWriter, r *http.Request) {
-	paths := []string{"/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/openapi/v2", "/openapi/v3", "/readyz", "/version"}
-	for g, vs := range s.registry.Groups() {
-		if g == "" {
-			continue
-		}
-		paths = append(paths, "/apis/"+g)
-		for _, v := range vs {
-			paths = append(paths, "/apis/"+g+"/"+v)
-		}
-	}
-	writeJSON(w, http.StatusOK, metav1.RootPaths{Paths: paths})
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
 }

@@ -51,17 +51,41 @@ func TestClientLibraryIsStandalone(t *testing.T) {
 // facade (server) or the command line, and the watch wire knows nothing of
 // resources or storage.
 func TestServerImportsPointDown(t *testing.T) {
+	// rank orders the server's layers: a package may import only packages
+	// of a lower rank (or outside the server).
+	rank := map[string]int{
+		"server": 6, "server/openapi": 5, "server/endpoints": 4, "server/lifecycle": 4,
+		"server/objects": 3, "server/gc": 2, "server/registry": 1, "server/registry/crd": 0,
+		"server/apistatus": 0, "server/auth": 0, "server/watchstream": 0,
+	}
+	seen := 0
 	for _, line := range goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/server/...") {
 		pkg, imports, _ := strings.Cut(line, " ")
+		name := strings.TrimPrefix(pkg, module+"/")
+		r, ranked := rank[name]
+		if !ranked {
+			t.Errorf("%s has no place in the server's layers; add it to rank", pkg)
+			continue
+		}
+		seen++
 		for _, imp := range strings.Fields(imports) {
+			dep := strings.TrimPrefix(imp, module+"/")
 			switch {
-			case pkg != module+"/server" && imp == module+"/server":
-				t.Errorf("%s imports the server facade", pkg)
 			case strings.HasPrefix(imp, module+"/internal/cli"):
 				t.Errorf("%s imports %s", pkg, imp)
-			case pkg == module+"/server/watchstream" && (strings.HasPrefix(imp, module+"/") || strings.HasPrefix(imp, "k8s.io/")):
+			case name == "server/watchstream" && (strings.HasPrefix(imp, module+"/") || strings.HasPrefix(imp, "k8s.io/")):
 				t.Errorf("server/watchstream imports %s; it writes bytes and knows no resources", imp)
+			case name == "server/objects" && imp == "net/http":
+				t.Errorf("server/objects imports net/http; the object service knows no HTTP")
+			case name == "server/endpoints" && (strings.HasPrefix(dep, "storage") || strings.HasPrefix(imp, "go.etcd.io/")):
+				t.Errorf("server/endpoints imports %s; it reaches storage only through the object service", imp)
+			}
+			if dr, ok := rank[dep]; ok && dr >= r && dep != name {
+				t.Errorf("%s imports %s, which is not below it", pkg, imp)
 			}
 		}
+	}
+	if seen < len(rank) {
+		t.Errorf("go list found %d of the %d server packages", seen, len(rank))
 	}
 }

@@ -1,0 +1,239 @@
+// Package endpoints is the server's HTTP layer: it parses a request,
+// applies the server's limits, calls the object service (package objects)
+// and writes JSON, Tables or watch frames. It holds no objects and reaches
+// no storage: everything it serves comes from the object service, and
+// every watch runs one loop (serveWatch) over an objects.Source, whether
+// the watch cache or etcd feeds it.
+//
+// Request filters (recovery, authentication and impersonation) wrap the
+// handlers; the facade (package server) composes them with its routes.
+//
+// # Concurrency
+//
+// An API is safe for concurrent use by any number of requests. It starts
+// no goroutines; each watch runs on its request's goroutine and ends when
+// the request, its timeout or Config.Stopping ends.
+package endpoints
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/objwatch/objwatch/server/apistatus"
+	"github.com/objwatch/objwatch/server/auth"
+	"github.com/objwatch/objwatch/server/objects"
+	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/server/watchstream"
+)
+
+// Config configures an API. All fields but Metrics and Authenticator are
+// required; the facade fills them from its own Config.
+type Config struct {
+	Objects  *objects.Service
+	Registry *registry.Registry
+	// Authenticator authenticates requests (WithAuthentication); nil
+	// allows anonymous access.
+	Authenticator *auth.Authenticator
+	Log           *slog.Logger
+	// Metrics is where request and watch metrics are registered; nil
+	// disables them.
+	Metrics prometheus.Registerer
+	// Pacer batches busy watches' output (see watchstream.Pacer).
+	Pacer *watchstream.Pacer
+	// Stopping ends every open watch when it is done.
+	Stopping context.Context
+
+	MaxRequestBytes                      int64
+	MaxReadInFlight, MaxMutatingInFlight int
+	RequestTimeout                       time.Duration
+	// MinWatchTimeout: watches without timeoutSeconds end after a random
+	// duration in [MinWatchTimeout, 2*MinWatchTimeout).
+	MinWatchTimeout   time.Duration
+	WatchWriteTimeout time.Duration
+}
+
+// API serves the resource, discovery and root paths.
+type API struct {
+	cfg      Config
+	objects  *objects.Service
+	registry *registry.Registry
+	metrics  *metrics
+	pacer    *watchstream.Pacer
+
+	readSem, writeSem chan struct{}
+}
+
+// New returns an API and registers its metrics.
+func New(cfg Config) (*API, error) {
+	if cfg.Objects == nil || cfg.Registry == nil || cfg.Pacer == nil || cfg.Stopping == nil || cfg.Log == nil {
+		return nil, errors.New("endpoints: incomplete config")
+	}
+	m, err := newMetrics(cfg.Metrics, cfg.Pacer.Window)
+	if err != nil {
+		return nil, fmt.Errorf("endpoints: %w", err)
+	}
+	return &API{
+		cfg: cfg, objects: cfg.Objects, registry: cfg.Registry, metrics: m, pacer: cfg.Pacer,
+		readSem:  make(chan struct{}, cfg.MaxReadInFlight),
+		writeSem: make(chan struct{}, cfg.MaxMutatingInFlight),
+	}, nil
+}
+
+// WithAuthentication authenticates every request but the health checks
+// (401 when no authenticator recognises it), refuses impersonation the
+// user may not do, and puts the user in the request's context.
+func (a *API) WithAuthentication(next http.Handler) http.Handler {
+	if a.cfg.Authenticator == nil {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/healthz", "/livez", "/readyz":
+			next.ServeHTTP(w, r)
+			return
+		}
+		u, ok := a.cfg.Authenticator.Authenticate(r)
+		if !ok {
+			WriteStatus(w, apierrors.NewUnauthorized("Unauthorized"))
+			return
+		}
+		if err := auth.ImpersonationRefused(r.Header, u, authzAttributes(r)); err != nil {
+			WriteStatus(w, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(auth.WithUser(r.Context(), u)))
+	})
+}
+
+// WithRecovery answers a panicking handler's request with 500 and logs it.
+func (a *API) WithRecovery(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				a.cfg.Log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", v)
+				WriteStatus(w, apierrors.NewInternalError(fmt.Errorf("%v", v)))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitInFlight takes a slot for a read or mutating request; it returns
+// false (and has answered 429) when none is free.
+func (a *API) limitInFlight(w http.ResponseWriter, verb string) (release func(), ok bool) {
+	sem := a.readSem
+	switch verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		sem = a.writeSem
+	}
+	select {
+	case sem <- struct{}{}:
+		return func() { <-sem }, true
+	default:
+		err := apierrors.NewTooManyRequests("too many requests, please try again later", 1)
+		WriteStatus(w, err)
+		return nil, false
+	}
+}
+
+// NotFoundPath is Kubernetes' 404 for a path it does not serve.
+func NotFoundPath() error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
+		Message: "the server could not find the requested resource",
+		Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: metav1.CauseTypeUnexpectedServerResponse, Message: "404 page not found"}}},
+	}}
+}
+
+// serveResource handles every request on a resource path.
+func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info requestInfo) {
+	res, ok := a.registry.Get(info.gvr)
+	if !ok {
+		WriteStatus(w, NotFoundPath())
+		return
+	}
+	if info.namespaceSet && !res.Namespaced {
+		WriteStatus(w, NotFoundPath())
+		return
+	}
+	own := res.Lifecycle != nil && res.Lifecycle.UpdateSubresource != "" && info.subresource == res.Lifecycle.UpdateSubresource
+	if info.subresource != "" && !(info.subresource == "status" && res.Status) && !(info.subresource == "scale" && res.Scale != nil) && !own {
+		WriteStatus(w, NotFoundPath())
+		return
+	}
+	if info.verb == "watch" && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		WriteStatus(w, apierrors.NewMethodNotSupported(gr(res), strings.ToLower(r.Method)))
+		return
+	}
+	if own && info.verb != "update" {
+		WriteStatus(w, apierrors.NewMethodNotSupported(schema.GroupResource{Group: res.Group, Resource: res.Plural + "/" + info.subresource}, info.verb))
+		return
+	}
+	if info.namespaceSet && info.namespace == "" {
+		WriteStatus(w, apistatus.BadRequest("namespace must not be empty"))
+		return
+	}
+	if res.DeprecationWarning != "" {
+		// Every request to a deprecated version, as kube-apiserver warns.
+		addWarnings(w, []string{res.DeprecationWarning})
+	}
+	req := info.request(r, res)
+	a.instrument(w, info, func(w http.ResponseWriter) {
+		if info.verb == "watch" && info.subresource != "scale" {
+			a.watch(w, r, req)
+			return
+		}
+		release, ok := a.limitInFlight(w, info.verb)
+		if !ok {
+			return
+		}
+		defer release()
+		ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+		var err error
+		switch {
+		case info.subresource == "scale":
+			err = a.serveScale(w, r, req, info)
+		case info.verb == "get":
+			err = a.get(w, r, req)
+		case info.verb == "list":
+			err = a.list(w, r, req)
+		case info.verb == "create":
+			err = a.create(w, r, req, info)
+		case info.verb == "update":
+			err = a.update(w, r, req, info)
+		case info.verb == "patch":
+			err = a.patch(w, r, req)
+		case info.verb == "delete":
+			err = a.delete(w, r, req)
+		case info.verb == "deletecollection":
+			err = a.deleteCollection(w, r, req)
+		default:
+			err = apierrors.NewMethodNotSupported(res.GVR().GroupResource(), info.verb)
+		}
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() != nil {
+				err = apierrors.NewTimeoutError("request did not complete within the allowed duration", 1)
+			}
+			WriteStatus(w, err)
+		}
+	})
+}
+
+func gr(res *registry.Resource) schema.GroupResource {
+	return schema.GroupResource{Group: res.Group, Resource: res.Plural}
+}

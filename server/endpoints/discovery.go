@@ -1,0 +1,154 @@
+package endpoints
+
+import (
+	"net/http"
+	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/objwatch/objwatch/server/registry"
+)
+
+// Discovery follows Kubernetes' legacy (unaggregated) discovery documents;
+// clients that ask for aggregated discovery fall back to these when the
+// response is not the aggregated type.
+
+// DiscoveryAPI serves /api.
+func (a *API) DiscoveryAPI(w http.ResponseWriter, r *http.Request) {
+	WriteJSON(w, http.StatusOK, &metav1.APIVersions{
+		TypeMeta: metav1.TypeMeta{Kind: "APIVersions"},
+		Versions: []string{"v1"},
+		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{
+			{ClientCIDR: "0.0.0.0/0", ServerAddress: r.Host},
+		},
+	})
+}
+
+func (a *API) apiGroups() []metav1.APIGroup {
+	var out []metav1.APIGroup
+	for g, vs := range a.registry.Groups() {
+		if g == "" {
+			continue
+		}
+		out = append(out, apiGroup(g, vs))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func apiGroup(g string, vs []string) metav1.APIGroup {
+	group := metav1.APIGroup{TypeMeta: metav1.TypeMeta{Kind: "APIGroup", APIVersion: "v1"}, Name: g}
+	for _, v := range vs {
+		group.Versions = append(group.Versions, metav1.GroupVersionForDiscovery{GroupVersion: g + "/" + v, Version: v})
+	}
+	group.PreferredVersion = group.Versions[0]
+	return group
+}
+
+// DiscoveryAPIs serves /apis.
+func (a *API) DiscoveryAPIs(w http.ResponseWriter, r *http.Request) {
+	WriteJSON(w, http.StatusOK, &metav1.APIGroupList{
+		TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"},
+		Groups:   a.apiGroups(),
+	})
+}
+
+// discoveryGroup serves /apis/<group>; ok is false if the group is unknown.
+func (a *API) discoveryGroup(w http.ResponseWriter, group string) bool {
+	vs, ok := a.registry.Groups()[group]
+	if !ok || group == "" {
+		return false
+	}
+	g := apiGroup(group, vs)
+	WriteJSON(w, http.StatusOK, &g)
+	return true
+}
+
+// discoveryResources serves /api/v1 and /apis/<group>/<version>.
+func (a *API) discoveryResources(w http.ResponseWriter, group, version string) bool {
+	list := &metav1.APIResourceList{
+		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
+		GroupVersion: version,
+	}
+	if group != "" {
+		list.GroupVersion = group + "/" + version
+	}
+	found := false
+	for _, res := range a.registry.Resources() {
+		if res.Group != group || res.Version != version {
+			continue
+		}
+		found = true
+		list.APIResources = append(list.APIResources, apiResources(res)...)
+	}
+	if !found {
+		return false
+	}
+	WriteJSON(w, http.StatusOK, list)
+	return true
+}
+
+func apiResources(res *registry.Resource) []metav1.APIResource {
+	main := metav1.APIResource{
+		Name: res.Plural, SingularName: res.Singular, Namespaced: res.Namespaced,
+		Kind: res.Kind, Verbs: res.Verbs(), ShortNames: res.ShortNames, Categories: res.Categories,
+	}
+	out := []metav1.APIResource{main}
+	if res.Status {
+		out = append(out, metav1.APIResource{
+			Name: res.Plural + "/status", Namespaced: res.Namespaced, Kind: res.Kind,
+			Verbs: []string{"get", "patch", "update"},
+		})
+	}
+	if res.Scale != nil {
+		// As Kubernetes' apiextensions discovery: the subresource's kind is
+		// autoscaling/v1 Scale, not the resource's.
+		out = append(out, metav1.APIResource{
+			Name: res.Plural + "/scale", Namespaced: res.Namespaced,
+			Group: scaleResource.Group, Version: scaleResource.Version, Kind: scaleResource.Kind,
+			Verbs: []string{"get", "patch", "update"},
+		})
+	}
+	return out
+}
+
+// Resources serves every path under /api/ and /apis/: discovery
+// documents and resource requests.
+func (a *API) Resources(w http.ResponseWriter, r *http.Request) {
+	parts := splitPath(r.URL.Path)
+	switch {
+	case len(parts) == 2 && parts[0] == "api" && r.Method == http.MethodGet:
+		if a.discoveryResources(w, "", parts[1]) {
+			return
+		}
+	case len(parts) == 2 && parts[0] == "apis" && r.Method == http.MethodGet:
+		if a.discoveryGroup(w, parts[1]) {
+			return
+		}
+	case len(parts) == 3 && parts[0] == "apis" && r.Method == http.MethodGet:
+		if a.discoveryResources(w, parts[1], parts[2]) {
+			return
+		}
+	default:
+		if info, ok := parseResourcePath(r); ok {
+			a.serveResource(w, r, info)
+			return
+		}
+	}
+	WriteStatus(w, NotFoundPath())
+}
+
+// RootPaths lists the served paths, as GET / does in Kubernetes.
+func (a *API) RootPaths(w http.ResponseWriter, r *http.Request) {
+	paths := []string{"/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/openapi/v2", "/openapi/v3", "/readyz", "/version"}
+	for g, vs := range a.registry.Groups() {
+		if g == "" {
+			continue
+		}
+		paths = append(paths, "/apis/"+g)
+		for _, v := range vs {
+			paths = append(paths, "/apis/"+g+"/"+v)
+		}
+	}
+	WriteJSON(w, http.StatusOK, metav1.RootPaths{Paths: paths})
+}

@@ -1,0 +1,98 @@
+package endpoints
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	watches  *prometheus.GaugeVec
+	events   *prometheus.CounterVec
+}
+
+// newMetrics registers the server's metrics with reg (none when nil);
+// window reports the current watch flush window.
+func newMetrics(reg prometheus.Registerer, window func() time.Duration) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "objwatch_apiserver_requests_total",
+			Help: "API requests by verb, group, version, resource, subresource and HTTP code.",
+		}, []string{"verb", "group", "version", "resource", "subresource", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "objwatch_apiserver_request_duration_seconds",
+			Help:    "API request latency by verb, group, version, resource and subresource (watches: time to the first byte).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"verb", "group", "version", "resource", "subresource"}),
+		watches: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "objwatch_apiserver_open_watches",
+			Help: "Watches currently open, by group and resource.",
+		}, []string{"group", "resource"}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "objwatch_apiserver_watch_events_total",
+			Help: "Watch events sent, by group, resource and type.",
+		}, []string{"group", "resource", "type"}),
+	}
+	flushWindow := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "objwatch_apiserver_watch_flush_window_seconds",
+		Help: "How long a busy watch's output currently waits to be batched (grows while the machine's CPUs are saturated).",
+	}, func() float64 { return window().Seconds() })
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.requests, m.latency, m.watches, m.events, flushWindow} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code  int
+	start time.Time
+	first time.Duration
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+		r.first = time.Since(r.start)
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.WriteHeader(http.StatusOK)
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (a *API) instrument(w http.ResponseWriter, info requestInfo, serve func(http.ResponseWriter)) {
+	rec := &statusRecorder{ResponseWriter: w, start: time.Now()}
+	serve(rec)
+	if rec.code == 0 {
+		rec.code = http.StatusOK
+		rec.first = time.Since(rec.start)
+	}
+	d := time.Since(rec.start)
+	if info.verb == "watch" {
+		d = rec.first
+	}
+	g, v, r := info.gvr.Group, info.gvr.Version, info.gvr.Resource
+	a.metrics.requests.WithLabelValues(info.verb, g, v, r, info.subresource, strconv.Itoa(rec.code)).Inc()
+	a.metrics.latency.WithLabelValues(info.verb, g, v, r, info.subresource).Observe(d.Seconds())
+}

@@ -1,0 +1,164 @@
+package endpoints
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metascheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
+	listvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/objwatch/objwatch/server/apistatus"
+	"github.com/objwatch/objwatch/server/objects"
+)
+
+// Query parameters are decoded as kube-apiserver decodes them: with
+// apimachinery's parameter codec into meta's option types, then validated
+// with apimachinery's option validation. So a boolean is false only for
+// "0" and "false" in any case (the Python client sends "True"), the first
+// of repeated values counts, a malformed number is 400 and an invalid
+// combination of options is 422 Invalid, each with Kubernetes' message.
+
+// decodeQuery decodes q into one of meta's option types.
+func decodeQuery(q url.Values, into runtime.Object) error {
+	if err := metascheme.ParameterCodec.DecodeParameters(q, metav1.SchemeGroupVersion, into); err != nil {
+		return apierrors.NewBadRequest(err.Error())
+	}
+	return nil
+}
+
+// invalidOptions is the 422 of options that fail validation.
+func invalidOptions(kind string, errs field.ErrorList) error {
+	return apierrors.NewInvalid(schema.GroupKind{Group: metav1.GroupName, Kind: kind}, "", errs)
+}
+
+// queryIsWatch reports whether a collection GET asks for a watch: its
+// first watch value, read as the codec reads a boolean. (kube-apiserver
+// decodes all of ListOptions here and falls back to just this when other
+// parameters do not parse; the answer is the same, and listOptions
+// decodes the rest once.)
+func queryIsWatch(q url.Values) bool {
+	return len(q["watch"]) > 0 && isTrue(q["watch"][0])
+}
+
+// isTrue reads a boolean query value as the parameter codec does.
+func isTrue(s string) bool {
+	var b bool
+	in := []string{s}
+	if err := runtime.Convert_Slice_string_To_bool(&in, &b, nil); err != nil {
+		return false
+	}
+	return b
+}
+
+// listOptions decodes and validates the options of a list, watch or
+// deletecollection. A watch (the verb, which the /watch/ path also
+// selects) gets Kubernetes' defaults: without resourceVersion or with "0",
+// it sends the initial events, ended by a bookmark when bookmarks are
+// allowed.
+func listOptions(r *http.Request, verb string) (*internalversion.ListOptions, error) {
+	o := &internalversion.ListOptions{}
+	if err := decodeQuery(r.URL.Query(), o); err != nil {
+		return nil, err
+	}
+	o.Watch = verb == "watch"
+	if o.Watch {
+		internalversion.SetListOptionsDefaults(o, true)
+	}
+	if errs := listvalidation.ValidateListOptions(o, true); len(errs) > 0 {
+		return nil, invalidOptions("ListOptions", errs)
+	}
+	if o.Limit < 0 {
+		return nil, apistatus.BadRequest("limit: invalid value %d: must not be negative", o.Limit)
+	}
+	if o.TimeoutSeconds != nil && *o.TimeoutSeconds < 0 {
+		return nil, apistatus.BadRequest("timeoutSeconds: invalid value %d: must not be negative", *o.TimeoutSeconds)
+	}
+	return o, nil
+}
+
+// getOptions decodes a GET's options.
+func getOptions(r *http.Request) (*metav1.GetOptions, error) {
+	o := &metav1.GetOptions{}
+	return o, decodeQuery(r.URL.Query(), o)
+}
+
+// parseWriteOptions decodes the options of a create (POST), update (PUT)
+// or patch (PATCH), which share dryRun, fieldManager and fieldValidation;
+// a patch also has force, which only apply patches may set.
+func parseWriteOptions(r *http.Request) (objects.WriteOptions, error) {
+	q := r.URL.Query()
+	var (
+		dryRun                        []string
+		fieldManager, fieldValidation string
+		errs                          field.ErrorList
+		kind                          string
+	)
+	switch r.Method {
+	case http.MethodPost:
+		o := &metav1.CreateOptions{}
+		if err := decodeQuery(q, o); err != nil {
+			return objects.WriteOptions{}, err
+		}
+		dryRun, fieldManager, fieldValidation = o.DryRun, o.FieldManager, o.FieldValidation
+		kind, errs = "CreateOptions", metavalidation.ValidateCreateOptions(o)
+	case http.MethodPatch:
+		o := &metav1.PatchOptions{}
+		if err := decodeQuery(q, o); err != nil {
+			return objects.WriteOptions{}, err
+		}
+		dryRun, fieldManager, fieldValidation = o.DryRun, o.FieldManager, o.FieldValidation
+		kind, errs = "PatchOptions", metavalidation.ValidatePatchOptions(o, types.PatchType(mediaType(r)))
+	default:
+		o := &metav1.UpdateOptions{}
+		if err := decodeQuery(q, o); err != nil {
+			return objects.WriteOptions{}, err
+		}
+		dryRun, fieldManager, fieldValidation = o.DryRun, o.FieldManager, o.FieldValidation
+		kind, errs = "UpdateOptions", metavalidation.ValidateUpdateOptions(o)
+	}
+	if len(errs) > 0 {
+		return objects.WriteOptions{}, invalidOptions(kind, errs)
+	}
+	return objects.WriteOptions{DryRun: len(dryRun) > 0, FieldManager: fieldManager, FieldValidation: fieldValidation}, nil
+}
+
+// deleteOptions reads a DELETE's options: from its body if it has one,
+// otherwise from the query, as Kubernetes does.
+func (a *API) deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
+	opts := &metav1.DeleteOptions{}
+	body, err := a.readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case len(body) > 0 && mediaType(r) == protobufType:
+		obj, _, err := protobufCodec.Decode(body, nil, opts)
+		if err != nil {
+			return nil, apistatus.BadRequest("the body of the request was not valid DeleteOptions: %v", err)
+		}
+		if o, ok := obj.(*metav1.DeleteOptions); ok {
+			opts = o
+		}
+	case len(body) > 0:
+		if err := json.Unmarshal(body, opts); err != nil {
+			return nil, apistatus.BadRequest("the body of the request was not valid DeleteOptions: %v", err)
+		}
+	default:
+		if err := decodeQuery(r.URL.Query(), opts); err != nil {
+			return nil, err
+		}
+	}
+	if errs := metavalidation.ValidateDeleteOptions(opts); len(errs) > 0 {
+		return nil, invalidOptions("DeleteOptions", errs)
+	}
+	return opts, nil
+}

@@ -1,0 +1,162 @@
+package endpoints
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+
+	"github.com/objwatch/objwatch/server/apistatus"
+	"github.com/objwatch/objwatch/server/objects"
+	"github.com/objwatch/objwatch/server/registry"
+)
+
+// maxJSONPatchOps is Kubernetes' limit on operations in one JSON patch.
+const maxJSONPatchOps = 10000
+
+// Patch bodies are applied with the JSON patch library apimachinery itself
+// uses (evanphx/json-patch v4) and apimachinery's strategic merge patch.
+func (a *API) patch(w http.ResponseWriter, r *http.Request, req *objects.Request) error {
+	res := req.Resource
+	opts, err := parseWriteOptions(r)
+	if err != nil {
+		return err
+	}
+	p, err := a.readPatch(r, res)
+	if err != nil {
+		return err
+	}
+	out, err := a.objects.Update(r.Context(), req, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		orig, err := json.Marshal(cur.Object)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		obj, err := p.applyTo(orig, res.PatchSchema, res)
+		if err != nil {
+			return nil, err
+		}
+		// Unless the patch pins a resourceVersion, it applies to the
+		// current object (and is retried on conflict).
+		if v, ok, _ := unstructured.NestedString(obj.Object, "metadata", "resourceVersion"); ok && v == cur.GetResourceVersion() && !p.setsRV() {
+			obj.SetResourceVersion("")
+		}
+		return obj, nil
+	})
+	addWarnings(w, out.Warnings)
+	if err != nil {
+		return err
+	}
+	return respond(w, r, res, http.StatusOK, out.Object)
+}
+
+// patchBody is a PATCH request's patch, read and checked.
+type patchBody struct {
+	pt   string // media type
+	body []byte
+	ops  jsonpatch.Patch // decoded JSON patch operations
+}
+
+// readPatch reads a PATCH request's body and checks its type: strategic
+// merge patch only where res has a PatchSchema.
+func (a *API) readPatch(r *http.Request, res *registry.Resource) (*patchBody, error) {
+	pt := mediaType(r)
+	switch pt {
+	case "application/json-patch+json", "application/merge-patch+json":
+	case "application/strategic-merge-patch+json":
+		if res.PatchSchema == nil {
+			return nil, apistatus.New(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
+				"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
+		}
+	case "application/apply-patch+yaml", "application/apply-patch+cbor":
+		return nil, apistatus.New(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
+			"server-side apply is not supported by objwatch yet - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json")
+	default:
+		return nil, apistatus.New(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
+			fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got %s)", pt))
+	}
+	body, err := a.readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	p := &patchBody{pt: pt, body: body}
+	if pt == "application/json-patch+json" {
+		if p.ops, err = jsonpatch.DecodePatch(body); err != nil {
+			return nil, apistatus.BadRequest("the JSON patch is malformed: %v", err)
+		}
+		if len(p.ops) > maxJSONPatchOps {
+			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the allowed maximum operations in a JSON patch is %d, got %d", maxJSONPatchOps, len(p.ops)))
+		}
+	} else if !json.Valid(body) {
+		return nil, apistatus.BadRequest("the patch is not valid JSON")
+	}
+	return p, nil
+}
+
+// applyTo patches the JSON document orig and decodes the result, an
+// object of typeOf.
+func (p *patchBody) applyTo(orig []byte, schema any, typeOf *registry.Resource) (*unstructured.Unstructured, error) {
+	patched, err := p.apply(orig, schema)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := objects.Decode(patched)
+	if err != nil {
+		return nil, err
+	}
+	return obj, checkTypeMeta(obj, typeOf)
+}
+
+// apply patches the JSON document orig. schema is the Go value strategic
+// merge patch needs (Resource.PatchSchema).
+func (p *patchBody) apply(orig []byte, schema any) ([]byte, error) {
+	var patched []byte
+	var err error
+	switch p.pt {
+	case "application/json-patch+json":
+		patched, err = p.ops.Apply(orig)
+	case "application/merge-patch+json":
+		patched, err = jsonpatch.MergePatch(orig, p.body)
+	default:
+		patched, err = strategicpatch.StrategicMergePatch(orig, p.body, schema)
+	}
+	if err != nil {
+		return nil, patchError(err)
+	}
+	return patched, nil
+}
+
+// setsRV reports whether the patch itself names a resourceVersion.
+func (p *patchBody) setsRV() bool {
+	if p.pt == "application/json-patch+json" {
+		for _, op := range p.ops {
+			if path, err := op.Path(); err == nil && path == "/metadata/resourceVersion" {
+				return true
+			}
+		}
+		return false
+	}
+	var m struct {
+		Metadata struct {
+			ResourceVersion *string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	return json.Unmarshal(p.body, &m) == nil && m.Metadata.ResourceVersion != nil
+}
+
+func patchError(err error) error {
+	var api apierrors.APIStatus
+	if errors.As(err, &api) {
+		return err
+	}
+	return invalidPatch(err)
+}
+
+func invalidPatch(err error) error {
+	return apistatus.New(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid, fmt.Sprintf("the patch could not be applied: %v", err))
+}

@@ -1,0 +1,265 @@
+package endpoints
+
+import (
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/objwatch/objwatch/server/apistatus"
+	"github.com/objwatch/objwatch/server/auth"
+	"github.com/objwatch/objwatch/server/objects"
+	"github.com/objwatch/objwatch/server/registry"
+)
+
+// request is the object service's view of a resource request: the
+// authenticated user and what the URL names.
+func (info requestInfo) request(r *http.Request, res *registry.Resource) *objects.Request {
+	req := &objects.Request{
+		Verb: info.verb, Resource: res,
+		Namespace: info.namespace, Name: info.name, Subresource: info.subresource,
+	}
+	if u, ok := auth.UserFrom(r.Context()); ok {
+		req.User = &u
+	}
+	return req
+}
+
+// respond writes an object, or a Table of it when the client asked for one.
+func respond(w http.ResponseWriter, r *http.Request, res *registry.Resource, code int, obj *unstructured.Unstructured) error {
+	if v, ok := wantsTable(r); ok {
+		t := table(res, v, []*unstructured.Unstructured{obj}, r.URL.Query().Get("includeObject"))
+		t.ResourceVersion = obj.GetResourceVersion()
+		WriteJSON(w, code, t)
+		return nil
+	}
+	WriteJSON(w, code, obj.Object)
+	return nil
+}
+
+func (a *API) get(w http.ResponseWriter, r *http.Request, req *objects.Request) error {
+	obj, err := a.getObject(r, req)
+	if err != nil {
+		return err
+	}
+	return respond(w, r, req.Resource, http.StatusOK, obj)
+}
+
+// getObject reads the object a GET names, with the GET's options.
+func (a *API) getObject(r *http.Request, req *objects.Request) (*unstructured.Unstructured, error) {
+	opts, err := getOptions(r)
+	if err != nil {
+		return nil, err
+	}
+	return a.objects.Get(r.Context(), req, opts)
+}
+
+func (a *API) list(w http.ResponseWriter, r *http.Request, req *objects.Request) error {
+	o, err := listOptions(r, req.Verb)
+	if err != nil {
+		return err
+	}
+	l, err := a.objects.List(r.Context(), req, o)
+	if err != nil {
+		return err
+	}
+	res := req.Resource
+	if v, ok := wantsTable(r); ok {
+		items, err := l.Objects()
+		if err != nil {
+			return err
+		}
+		t := table(res, v, items, r.URL.Query().Get("includeObject"))
+		t.ListMeta = l.Meta
+		WriteJSON(w, http.StatusOK, t)
+		return nil
+	}
+	if l.Raw != nil {
+		writeRawList(w, res, l)
+		return nil
+	}
+	out := make([]any, len(l.Items))
+	for i, it := range l.Items {
+		out[i] = it.Object
+	}
+	WriteJSON(w, http.StatusOK, map[string]any{
+		"kind": res.ListKind, "apiVersion": res.APIVersion(), "metadata": l.Meta, "items": out,
+	})
+	return nil
+}
+
+// writeRawList writes a list whose objects are already encoded (the watch
+// cache's): the list is their concatenation.
+func writeRawList(w http.ResponseWriter, res *registry.Resource, l *objects.List) {
+	n := 128
+	for _, o := range l.Raw {
+		n += len(o) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"kind":"`...)
+	b = append(b, res.ListKind...)
+	b = append(b, `","apiVersion":"`...)
+	b = append(b, res.APIVersion()...)
+	b = append(b, `","metadata":{"resourceVersion":"`...)
+	b = append(b, l.Meta.ResourceVersion...)
+	b = append(b, `"},"items":[`...)
+	for i, o := range l.Raw {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, o...)
+	}
+	b = append(b, "]}"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
+}
+
+func (a *API) create(w http.ResponseWriter, r *http.Request, req *objects.Request, info requestInfo) error {
+	res := req.Resource
+	opts, obj, err := a.readWrite(r, res)
+	if err != nil {
+		return err
+	}
+	if info.name != "" {
+		return apierrors.NewMethodNotSupported(gr(res), "create on a named resource")
+	}
+	if err := checkNamespace(obj, res, info); err != nil {
+		return err
+	}
+	out, err := a.objects.Create(r.Context(), req, obj, opts)
+	addWarnings(w, out.Warnings)
+	if err != nil {
+		return err
+	}
+	if _, table := wantsTable(r); !table && out.Raw != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		w.Write(out.Raw)
+		return nil
+	}
+	return respond(w, r, res, http.StatusCreated, out.Object)
+}
+
+// readWrite reads a write request's options and its object, whose
+// apiVersion and kind must be those of typeOf.
+func (a *API) readWrite(r *http.Request, typeOf *registry.Resource) (objects.WriteOptions, *unstructured.Unstructured, error) {
+	opts, err := parseWriteOptions(r)
+	if err != nil {
+		return opts, nil, err
+	}
+	body, err := a.readBody(r)
+	if err != nil {
+		return opts, nil, err
+	}
+	obj, err := decodeBody(r, body)
+	if err != nil {
+		return opts, nil, err
+	}
+	return opts, obj, checkTypeMeta(obj, typeOf)
+}
+
+// checkNamed checks that an update's object has the URL's name, and
+// reconciles its namespace with the URL's.
+func checkNamed(obj *unstructured.Unstructured, res *registry.Resource, info requestInfo) error {
+	if obj.GetName() != info.name {
+		return apistatus.BadRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), info.name)
+	}
+	return checkNamespace(obj, res, info)
+}
+
+// checkNamespace reconciles the object's namespace with the URL's.
+func checkNamespace(obj *unstructured.Unstructured, res *registry.Resource, info requestInfo) error {
+	if !res.Namespaced {
+		obj.SetNamespace("")
+		return nil
+	}
+	switch ns := obj.GetNamespace(); {
+	case ns == "":
+		obj.SetNamespace(info.namespace)
+	case ns != info.namespace:
+		return apistatus.BadRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	if obj.GetNamespace() == "" {
+		return apistatus.BadRequest("the namespace of the provided object is empty")
+	}
+	return nil
+}
+
+// update implements PUT on an object or its status.
+func (a *API) update(w http.ResponseWriter, r *http.Request, req *objects.Request, info requestInfo) error {
+	res := req.Resource
+	opts, obj, err := a.readWrite(r, res)
+	if err != nil {
+		return err
+	}
+	if err := checkNamed(obj, res, info); err != nil {
+		return err
+	}
+	if obj.GetResourceVersion() == "" && res.Custom {
+		return apistatus.Invalid(res.GVK().GroupKind(), info.name, field.ErrorList{field.Invalid(field.NewPath("metadata", "resourceVersion"), "0x0", "must be specified for an update")})
+	}
+	if _, err := objects.ParseRV(obj.GetResourceVersion()); err != nil {
+		return apistatus.Invalid(res.GVK().GroupKind(), info.name, field.ErrorList{field.Invalid(field.NewPath("metadata", "resourceVersion"), obj.GetResourceVersion(), "must be a number")})
+	}
+	out, err := a.objects.Update(r.Context(), req, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		return obj.DeepCopy(), nil
+	})
+	addWarnings(w, out.Warnings)
+	if err != nil {
+		return err
+	}
+	return respond(w, r, res, http.StatusOK, out.Object)
+}
+
+func (a *API) delete(w http.ResponseWriter, r *http.Request, req *objects.Request) error {
+	opts, err := a.deleteOptions(r)
+	if err != nil {
+		return err
+	}
+	out, err := a.objects.Delete(r.Context(), req, opts)
+	if err != nil {
+		return err
+	}
+	res := req.Resource
+	if !out.Deleted {
+		// Kept while finalizers run: the object, and 202 when the client
+		// asked for its dependents to be deleted (orphanDependents=false),
+		// as Kubernetes answers.
+		code := http.StatusOK
+		//lint:ignore SA1019 a server honours the deprecated field, as Kubernetes does
+		if o := opts.OrphanDependents; o != nil && !*o {
+			code = http.StatusAccepted
+		}
+		return respond(w, r, res, code, out.Object)
+	}
+	WriteJSON(w, http.StatusOK, &metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusSuccess,
+		Details:  &metav1.StatusDetails{Name: req.Name, Group: res.Group, Kind: res.Plural, UID: out.Object.GetUID()},
+	})
+	return nil
+}
+
+func (a *API) deleteCollection(w http.ResponseWriter, r *http.Request, req *objects.Request) error {
+	res := req.Resource
+	opts, err := a.deleteOptions(r)
+	if err != nil {
+		return err
+	}
+	lo, err := listOptions(r, req.Verb)
+	if err != nil {
+		return err
+	}
+	if err := a.objects.DeleteCollection(r.Context(), req, lo, opts); err != nil {
+		return err
+	}
+	WriteJSON(w, http.StatusOK, &metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusSuccess,
+		Details:  &metav1.StatusDetails{Group: res.Group, Kind: res.Plural},
+	})
+	return nil
+}

@@ -1,0 +1,249 @@
+package endpoints
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/objwatch/objwatch/server/apistatus"
+	"github.com/objwatch/objwatch/server/objects"
+	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/server/watchstream"
+)
+
+// initialEventsEnd annotates the bookmark that ends a watch's initial events
+// (sendInitialEvents=true).
+const initialEventsEnd = "k8s.io/initial-events-end"
+
+// watchEvent is the wire form of one event. CommitTime is objwatch's
+// extension: when the server learned of the change from etcd (see
+// objects.Item.Frame); Kubernetes clients ignore it.
+type watchEvent struct {
+	Type       string     `json:"type"`
+	Object     any        `json:"object"`
+	CommitTime *time.Time `json:"commitTime,omitempty"`
+}
+
+// watch streams changes as newline-delimited watch events. Once the request
+// is accepted (200 sent), failures arrive as an ERROR event with a Status.
+//
+// Every watch runs one loop, serveWatch, fed by the objects.Source the
+// object service chose: the resource's watch cache when it can serve the
+// request, otherwise an etcd watch.
+func (a *API) watch(w http.ResponseWriter, r *http.Request, req *objects.Request) {
+	o, err := listOptions(r, "watch")
+	if err != nil {
+		WriteStatus(w, err)
+		return
+	}
+	var wr watchRequest
+	wr.tableVersion, _ = wantsTable(r)
+	wr.includeObject = r.URL.Query().Get("includeObject")
+	opts := objects.WatchOptions{List: o, Decoded: wr.tableVersion != ""}
+	if o.TimeoutSeconds != nil {
+		opts.Timeout = time.Duration(*o.TimeoutSeconds) * time.Second
+	}
+	if opts.Timeout == 0 {
+		min := a.cfg.MinWatchTimeout
+		opts.Timeout = min + time.Duration(rand.Int64N(int64(min)))
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		WriteStatus(w, apierrors.NewInternalError(errors.New("streaming unsupported")))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), opts.Timeout)
+	defer cancel()
+	// A stopping server ends its watches (without a goroutine per watch).
+	defer context.AfterFunc(a.cfg.Stopping, cancel)()
+	ww := watchstream.NewWriter(w, r, flusher, a.cfg.WatchWriteTimeout, cancel)
+	defer ww.Stop()
+
+	res := req.Resource
+	a.metrics.watches.WithLabelValues(res.Group, res.Plural).Inc()
+	defer a.metrics.watches.WithLabelValues(res.Group, res.Plural).Dec()
+	src, err := a.objects.Watch(ctx, req, opts)
+	var late *objects.StartError
+	switch {
+	case errors.As(err, &late):
+		// As in Kubernetes, a parsed resourceVersion's failures arrive
+		// as an ERROR event.
+		ww.Start()
+		sendError(json.NewEncoder(ww), ww, late.Err)
+	case err != nil:
+		WriteStatus(w, err)
+	case src != nil:
+		a.serveWatch(ctx, ww, res, &wr, src)
+	}
+}
+
+// watchRequest is how a watch renders its events.
+type watchRequest struct {
+	tableVersion  string // a Table watch's meta.k8s.io version
+	includeObject string
+}
+
+// serveWatch sends src's items until the watch ends.
+//
+// Output is flushed when the watch has no more items waiting: at once when
+// the last flush is a window (the flush pacer's) ago, otherwise at the end
+// of that window. A watch receiving many events gets them in few writes
+// (fewer system calls and TLS records) at a bounded extra latency; a quiet
+// watch's event goes out at once.
+func (a *API) serveWatch(ctx context.Context, ww *watchstream.Writer, res *registry.Resource, wr *watchRequest, src objects.Source) {
+	defer src.Stop()
+	ww.Start()
+	enc := json.NewEncoder(ww)
+	counts := eventCounts{m: a.metrics, res: res}
+	defer counts.add()
+	var (
+		lastFlush time.Time
+		dirty     bool
+		timer     *time.Timer
+	)
+	flushEvery := a.pacer.Batch()
+	flush := func() {
+		ww.Flush()
+		counts.add()
+		lastFlush, dirty = time.Now(), false
+		flushEvery = a.pacer.Batch()
+	}
+	// sleep waits for d or the end of ctx.
+	sleep := func(d time.Duration) error {
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		it, ok := src.TryNext()
+		if !ok {
+			since := time.Since(lastFlush)
+			if dirty && since >= flushEvery {
+				flush()
+				continue
+			}
+			var err error
+			if since < flushEvery {
+				// Whatever arrives before the window ends waits for its
+				// end anyway: sleep through it instead of waking per
+				// event, then send all that came in one write.
+				err = sleep(flushEvery - since)
+			} else {
+				err = src.Wait(ctx, ww.Idle())
+			}
+			switch {
+			case err == nil:
+				continue
+			case ctx.Err() != nil:
+			case errors.Is(err, objects.ErrWatchEnd):
+				flush()
+			default:
+				sendError(enc, ww, err)
+			}
+			return
+		}
+		if err := writeItem(enc, ww, res, wr, it); err != nil {
+			return
+		}
+		counts.pending[eventIndex(it.Type)]++
+		dirty = true
+	}
+}
+
+// writeItem writes one item of a watch (unflushed).
+func writeItem(enc *json.Encoder, ww *watchstream.Writer, res *registry.Resource, wr *watchRequest, it objects.Item) error {
+	switch {
+	case it.Type == objects.Bookmark:
+		return enc.Encode(watchEvent{Type: it.Type, Object: bookmarkObject(res, it.Rev, it.InitialEnd)})
+	case wr.tableVersion != "":
+		obj := it.Object
+		if obj == nil {
+			var err error
+			if obj, err = objects.Decode(it.JSON); err != nil {
+				return err
+			}
+		}
+		t := table(res, wr.tableVersion, []*unstructured.Unstructured{obj}, wr.includeObject)
+		t.ResourceVersion = obj.GetResourceVersion()
+		return enc.Encode(watchEvent{Type: it.Type, Object: t})
+	case it.Frame != nil:
+		_, err := ww.Write(it.Frame)
+		return err
+	default:
+		return enc.Encode(watchEvent{Type: it.Type, Object: it.Object.Object, CommitTime: it.At})
+	}
+}
+
+// bookmarkObject is a bookmark's object: kind, apiVersion and
+// metadata.resourceVersion (and the initial-events-end annotation).
+func bookmarkObject(res *registry.Resource, rev int64, initialEnd bool) map[string]any {
+	md := map[string]any{"resourceVersion": strconv.FormatInt(rev, 10)}
+	if initialEnd {
+		md["annotations"] = map[string]any{initialEventsEnd: "true"}
+	}
+	return map[string]any{"kind": res.Kind, "apiVersion": res.APIVersion(), "metadata": md}
+}
+
+// eventTypes are the types a watch sends, in eventCounts order.
+var eventTypes = [...]string{objects.Added, objects.Modified, objects.Deleted, objects.Bookmark}
+
+func eventIndex(typ string) int {
+	for i, t := range eventTypes {
+		if t == typ {
+			return i
+		}
+	}
+	return 0
+}
+
+// eventCounts counts one watch's sent events and adds them to the shared
+// counters at each flush: a thousand watches adding one by one to the same
+// counter would contend for its cache line.
+type eventCounts struct {
+	m        *metrics
+	res      *registry.Resource
+	counters [len(eventTypes)]prometheus.Counter
+	pending  [len(eventTypes)]int
+}
+
+func (c *eventCounts) add() {
+	for i, n := range c.pending {
+		if n == 0 {
+			continue
+		}
+		if c.counters[i] == nil {
+			c.counters[i] = c.m.events.WithLabelValues(c.res.Group, c.res.Plural, eventTypes[i])
+		}
+		c.counters[i].Add(float64(n))
+		c.pending[i] = 0
+	}
+}
+
+func sendError(enc *json.Encoder, f http.Flusher, err error) {
+	st := apistatus.Of(err)
+	st.Kind, st.APIVersion = "Status", "v1"
+	enc.Encode(watchEvent{Type: "ERROR", Object: st})
+	f.Flush()
+}

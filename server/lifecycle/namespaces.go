@@ -1,0 +1,210 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+
+	"github.com/objwatch/objwatch/server/apistatus"
+	"github.com/objwatch/objwatch/server/objects"
+	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/storage"
+)
+
+// defaultNamespaces exist on every server, as in Kubernetes.
+var defaultNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
+
+func (l *Lifecycle) namespaceResource() *registry.Resource {
+	res, _ := l.registry.Get(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"})
+	return res
+}
+
+// Bootstrap creates the default namespaces and the default/kubernetes
+// service that do not exist yet. Several servers may do it at once: an
+// existing object is left alone.
+func (l *Lifecycle) Bootstrap(ctx context.Context) error {
+	res := l.namespaceResource()
+	for _, name := range defaultNamespaces {
+		obj := &unstructured.Unstructured{Object: map[string]any{}}
+		obj.SetAPIVersion("v1")
+		obj.SetKind("Namespace")
+		obj.SetName(name)
+		obj.SetUID(uuid.NewUUID())
+		obj.SetCreationTimestamp(metav1.NewTime(time.Now().UTC().Truncate(time.Second)))
+		res.Lifecycle.PrepareCreate(obj) // phase, spec finalizer and name label
+		b, err := objects.ToStorage(obj)
+		if err != nil {
+			return err
+		}
+		if _, err := l.store.Create(ctx, res.Key("", name), b); err != nil && !errors.Is(err, storage.ErrExists) {
+			return err
+		}
+	}
+	return l.bootstrapKubernetesService(ctx)
+}
+
+// The life of a namespace, as in Kubernetes: a new one gets the
+// "kubernetes" spec finalizer; a DELETE makes it Terminating (a
+// deletionTimestamp); the garbage collector (package gc, through
+// gcBackend) then deletes its content through the API, so that the
+// content's own finalizers are waited for, and once it is empty removes
+// the "kubernetes" finalizer and deletes the namespace when no finalizer
+// is left. Only /finalize changes spec.finalizers. What a namespace adds
+// to the generic deletion is its registry.Lifecycle.
+
+// drainNamespace starts the deletion of every object in namespace ns that
+// is not being deleted yet (in the background, as Kubernetes' namespace
+// controller does) and returns how many objects are left in it. It reports
+// what is left in the namespace's status conditions, with Kubernetes'
+// types and messages (NamespaceContentRemaining, NamespaceFinalizersRemaining),
+// which is what kubectl describe shows of a namespace stuck terminating.
+func (l *Lifecycle) drainNamespace(ctx context.Context, ns string) (int64, error) {
+	var left int64
+	var remaining []string         // "configmaps. has 2 resource instances"
+	finalizers := map[string]int{} // finalizer -> objects held by it
+	seen := map[string]bool{}
+	for _, res := range l.registry.Resources() {
+		if !res.Namespaced || seen[res.StoragePrefix] {
+			continue
+		}
+		seen[res.StoragePrefix] = true
+		items, _, err := l.listAll(ctx, res, ns)
+		if err != nil {
+			return 0, err
+		}
+		held, err := l.deleteContent(ctx, res, items)
+		if err != nil {
+			return 0, err
+		}
+		for f, n := range held {
+			finalizers[f] += n
+		}
+		n, err := l.store.Count(ctx, res.Prefix(ns))
+		if err != nil {
+			return 0, apistatus.Storage(err, gr(res), "")
+		}
+		if n > 0 {
+			remaining = append(remaining, fmt.Sprintf("%s.%s has %d resource instances", res.Plural, res.Group, n))
+		}
+		left += n
+	}
+	l.setNamespaceConditions(ctx, ns, remaining, finalizers)
+	return left, nil
+}
+
+// drainWorkers bounds the deletes one drain sends at once.
+const drainWorkers = 8
+
+// deleteContent starts the deletion (in the background, conditional on
+// each uid) of the items not being deleted yet, drainWorkers at a time,
+// and counts the finalizers holding those that remain.
+func (l *Lifecycle) deleteContent(ctx context.Context, res *registry.Resource, items []*unstructured.Unstructured) (map[string]int, error) {
+	background := metav1.DeletePropagationBackground
+	var mu sync.Mutex
+	held := map[string]int{}
+	hold := func(obj *unstructured.Unstructured) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, f := range obj.GetFinalizers() {
+			held[f]++
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(drainWorkers)
+	for _, it := range items {
+		if it.GetDeletionTimestamp() != nil {
+			hold(it)
+			continue
+		}
+		g.Go(func() error {
+			uid := it.GetUID()
+			opts := &metav1.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &uid}}
+			req := &objects.Request{Verb: "delete", Resource: res, Namespace: it.GetNamespace(), Name: it.GetName()}
+			out, err := l.objects.Delete(gctx, req, opts)
+			switch {
+			case apierrors.IsNotFound(err) || err != nil && objects.UIDChanged(err):
+			case err != nil:
+				return err
+			case !out.Deleted:
+				hold(out.Object)
+			}
+			return nil
+		})
+	}
+	return held, g.Wait()
+}
+
+// setNamespaceConditions records in a terminating namespace's status what
+// content and which finalizers are left. A failure only loses the report.
+func (l *Lifecycle) setNamespaceConditions(ctx context.Context, ns string, remaining []string, finalizers map[string]int) {
+	content := namespaceCondition("NamespaceContentRemaining", "ContentRemoved", "All content successfully removed")
+	if len(remaining) > 0 {
+		slices.Sort(remaining)
+		content = namespaceCondition("NamespaceContentRemaining", "SomeResourcesRemain", "Some resources are remaining: "+strings.Join(remaining, ", "))
+	}
+	held := namespaceCondition("NamespaceFinalizersRemaining", "ContentHasNoFinalizers", "All content-preserving finalizers finished")
+	if len(finalizers) > 0 {
+		var parts []string
+		for f, n := range finalizers {
+			parts = append(parts, fmt.Sprintf("%s in %d resource instances", f, n))
+		}
+		slices.Sort(parts)
+		held = namespaceCondition("NamespaceFinalizersRemaining", "SomeFinalizersRemain", "Some content in the namespace has finalizers remaining: "+strings.Join(parts, ", "))
+	}
+	res := l.namespaceResource()
+	err := l.update(ctx, res, "", ns, "status", func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		conds, _, _ := unstructured.NestedSlice(cur.Object, "status", "conditions")
+		for _, c := range []map[string]any{content, held} {
+			conds = registry.SetCondition(conds, c)
+		}
+		unstructured.SetNestedSlice(cur.Object, conds, "status", "conditions")
+		cur.SetResourceVersion("")
+		return cur, nil
+	})
+	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		l.cfg.Log.Warn("namespace: set status conditions", "namespace", ns, "err", err)
+	}
+}
+
+// namespaceCondition is a condition that is true while something is left
+// (reason and message say what) and false once nothing is.
+func namespaceCondition(typ, reason, message string) map[string]any {
+	status := "True"
+	if reason == "ContentRemoved" || reason == "ContentHasNoFinalizers" {
+		status = "False"
+	}
+	return map[string]any{"type": typ, "status": status, "reason": reason, "message": message}
+}
+
+// finishNamespace removes the "kubernetes" finalizer of an empty
+// terminating namespace through /finalize; the update deletes the
+// namespace once no finalizer is left (see held).
+func (l *Lifecycle) finishNamespace(ctx context.Context, name string, uid types.UID) error {
+	res := l.namespaceResource()
+	err := l.update(ctx, res, "", name, "finalize", func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		if cur.GetUID() != uid {
+			return nil, errUIDChanged
+		}
+		fs := registry.NamespaceFinalizers(cur)
+		registry.SetNamespaceFinalizers(cur, slices.DeleteFunc(fs, func(f string) bool { return f == registry.NamespaceFinalizer }))
+		cur.SetResourceVersion("")
+		return cur, nil
+	})
+	if apierrors.IsNotFound(err) || errors.Is(err, errUIDChanged) {
+		return nil
+	}
+	return err
+}

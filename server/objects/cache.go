@@ -1,0 +1,326 @@
+package objects
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/objwatch/objwatch/server/apistatus"
+	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/storage"
+	"github.com/objwatch/objwatch/storage/watchcache"
+)
+
+// caches holds one watch cache per served resource version, created on
+// first use and stopped when the resource stops being served.
+type caches struct {
+	mu    sync.Mutex
+	m     map[*registry.Resource]*watchcache.Cache
+	hints map[*registry.Resource]*writeHints
+}
+
+// hintsFor returns the write hints of res's cache, nil when it has none.
+func (s *Service) hintsFor(res *registry.Resource) *writeHints {
+	s.caches.mu.Lock()
+	defer s.caches.mu.Unlock()
+	return s.caches.hints[res]
+}
+
+// existingCache returns res's watch cache if it has one; unlike cacheFor,
+// it starts none.
+func (s *Service) existingCache(res *registry.Resource) *watchcache.Cache {
+	if s.cfg.DisableWatchCache {
+		return nil
+	}
+	s.caches.mu.Lock()
+	defer s.caches.mu.Unlock()
+	return s.caches.m[res]
+}
+
+// Cache returns res's watch cache, started if it was not, or nil when
+// caching is off, res is no longer served or the service is closed.
+func (s *Service) Cache(res *registry.Resource) *watchcache.Cache { return s.cacheFor(res) }
+
+// StartCaches starts the watch cache of every served resource, as
+// Kubernetes fills them at start rather than on the first request.
+func (s *Service) StartCaches() {
+	for _, res := range s.registry.Resources() {
+		s.cacheFor(res)
+	}
+}
+
+// PruneCaches stops the caches of resources no longer served (after the
+// served custom resources changed).
+func (s *Service) PruneCaches() { s.pruneCaches(false) }
+
+// cacheFor returns res's watch cache, or nil when caching is off.
+func (s *Service) cacheFor(res *registry.Resource) *watchcache.Cache {
+	if s.cfg.DisableWatchCache {
+		return nil
+	}
+	s.caches.mu.Lock()
+	defer s.caches.mu.Unlock()
+	select {
+	case <-s.closed.Done():
+		return nil
+	default:
+	}
+	if c := s.caches.m[res]; c != nil {
+		return c
+	}
+	if cur, ok := s.registry.Get(res.GVR()); !ok || cur != res {
+		return nil // no longer served (a CRD changed meanwhile)
+	}
+	if s.caches.m == nil {
+		s.caches.m = map[*registry.Resource]*watchcache.Cache{}
+		s.caches.hints = map[*registry.Resource]*writeHints{}
+	}
+	hints := &writeHints{m: map[string]writeHint{}}
+	c := watchcache.New(watchcache.Config{
+		Store: s.store, Prefix: res.StoragePrefix, Decode: s.cacheDecoder(res, hints),
+		Window: s.cfg.WatchCacheWindow, Buffer: s.cfg.WatchBufferEvents,
+		FreshTimeout: s.cfg.FutureRVWait, Log: s.cfg.Log,
+	})
+	c.Start()
+	s.caches.m[res] = c
+	s.caches.hints[res] = hints
+	return c
+}
+
+// pruneCaches stops the caches of resources no longer served (all, when
+// the server stops).
+func (s *Service) pruneCaches(all bool) {
+	s.caches.mu.Lock()
+	var stop []*watchcache.Cache
+	for res, c := range s.caches.m {
+		if cur, ok := s.registry.Get(res.GVR()); all || !ok || cur != res {
+			stop = append(stop, c)
+			delete(s.caches.m, res)
+			delete(s.caches.hints, res)
+		}
+	}
+	s.caches.mu.Unlock()
+	for _, c := range stop {
+		c.Stop()
+	}
+}
+
+// cacheDecoder decodes stored values of res once for the cache: metadata
+// for filtering, JSON for the wire. Values this server wrote come from
+// hints without decoding.
+func (s *Service) cacheDecoder(res *registry.Resource, hints *writeHints) watchcache.Decoder {
+	decode := decodeForCache(res)
+	return func(kv storage.KeyValue) (*watchcache.Object, error) {
+		o, ok := hints.take(kv)
+		if !ok {
+			return decode(kv)
+		}
+		s.counts.hintsUsed.Add(1)
+		if s.cfg.Verify {
+			want, err := decode(kv)
+			if err != nil || !bytes.Equal(want.JSON, o.JSON) || !maps.Equal(want.Labels, o.Labels) || !maps.Equal(want.Fields, o.Fields) ||
+				want.Namespace != o.Namespace || want.Name != o.Name {
+				panic(fmt.Sprintf("write hint for %s differs from decoding it (%v):\nhint   %s %v %v\ndecode %s %v %v", kv.Key, err, o.JSON, o.Labels, o.Fields, want.JSON, want.Labels, want.Fields))
+			}
+		}
+		return o, nil
+	}
+}
+
+// decodeForCache decodes a stored value of res for the cache.
+func decodeForCache(res *registry.Resource) watchcache.Decoder {
+	return func(kv storage.KeyValue) (*watchcache.Object, error) {
+		obj, err := FromStorage(res, kv)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(obj.Object)
+		if err != nil {
+			return nil, err
+		}
+		return &watchcache.Object{
+			Key: kv.Key, Namespace: obj.GetNamespace(), Name: obj.GetName(),
+			Labels: labels.Set(obj.GetLabels()), Fields: fieldSet(res, obj),
+			Rev: kv.ModRevision, JSON: b,
+		}, nil
+	}
+}
+
+func filterOf(sel selector, ns string) watchcache.Filter {
+	return watchcache.Filter{Namespace: ns, Labels: sel.labels, Fields: sel.fields}
+}
+
+// errNoCache sends a request down the storage path.
+var errNoCache = errors.New("not served from the watch cache")
+
+// listFromCache serves a list from the cache when Kubernetes' rules allow
+// it: no continue token or limit, and no exact revision. A consistent list
+// (no resourceVersion) waits for the cache to catch up with etcd and falls
+// back to etcd if that takes too long.
+func (s *Service) listFromCache(ctx context.Context, res *registry.Resource, ns string, sel selector, plan listPlan) (*List, error) {
+	c := s.cacheFor(res)
+	if c == nil || plan.fromCont || plan.rev > 0 || (plan.limit > 0 && !plan.any) {
+		return nil, errNoCache
+	}
+	switch {
+	case plan.any:
+		if err := c.WaitFor(ctx, 0); err != nil {
+			return nil, errNoCache
+		}
+	case plan.minRev > 0:
+		wctx, cancel := context.WithTimeout(ctx, s.cfg.FutureRVWait)
+		err := c.WaitFor(wctx, plan.minRev)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, apistatus.TooLarge()
+		}
+	default:
+		if _, err := c.WaitFresh(ctx); err != nil {
+			return nil, errNoCache
+		}
+	}
+	objs, rev, _, err := c.List(filterOf(sel, ns), "", 0)
+	if err != nil {
+		return nil, errNoCache
+	}
+	raw := make([][]byte, len(objs))
+	for i, o := range objs {
+		raw[i] = o.JSON
+	}
+	return &List{Meta: metav1.ListMeta{ResourceVersion: strconv.FormatInt(rev, 10)}, Raw: raw}, nil
+}
+
+// getFromCache reads one object from the cache once it has reached rev.
+func (s *Service) getFromCache(ctx context.Context, res *registry.Resource, ns, name string, rev int64) (*unstructured.Unstructured, error) {
+	c := s.cacheFor(res)
+	if c == nil {
+		return nil, errNoCache
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.FutureRVWait)
+	err := c.WaitFor(wctx, rev)
+	cancel()
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, ctx.Err()
+	case err != nil && rev > 0:
+		return nil, apistatus.TooLarge()
+	case err != nil:
+		return nil, errNoCache
+	}
+	o, _, ok := c.Get(res.Key(ns, name))
+	if !ok {
+		return nil, apierrors.NewNotFound(gr(res), name)
+	}
+	return Decode(o.JSON)
+}
+
+// cacheWatch starts a watch served from the cache. It returns errNoCache
+// (having written nothing) when the cache cannot serve it, and no source
+// and no error when ctx ended while it waited.
+func (s *Service) cacheWatch(ctx context.Context, req *Request, wr watchRequest) (*cacheSource, error) {
+	c := s.cacheFor(req.Resource)
+	if c == nil {
+		return nil, errNoCache
+	}
+	opts := watchcache.WatchOptions{
+		Filter: filterOf(wr.sel, req.Namespace), From: wr.rv,
+		Initial: wr.initial, InitialEnd: wr.initialEnd,
+		Deadline: time.Now().Add(wr.timeout),
+	}
+	if wr.bookmarks {
+		opts.BookmarkEvery = s.cfg.BookmarkInterval
+	}
+	// Establish the start like the storage path does: a resourceVersion
+	// newer than the cache waits (then 504); none means "consistent now".
+	switch {
+	case wr.rv > 0:
+		wctx, cancel := context.WithTimeout(ctx, s.cfg.FutureRVWait)
+		err := c.WaitFor(wctx, wr.rv)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, nil
+			}
+			return nil, &StartError{apistatus.TooLarge()}
+		}
+	case wr.consistent:
+		rev, err := c.WaitFresh(ctx)
+		if err != nil {
+			return nil, errNoCache
+		}
+		if !wr.initial {
+			opts.From = rev
+		}
+	default:
+		if err := c.WaitFor(ctx, 0); err != nil {
+			return nil, errNoCache
+		}
+		if !wr.initial {
+			opts.From = c.Revision()
+		}
+	}
+	cw, err := c.Watch(ctx, opts)
+	if err != nil {
+		// Older than the cache's history (e.g. from before this server
+		// started): etcd may still have it, or answers 410 itself.
+		return nil, errNoCache
+	}
+	return &cacheSource{cw: cw, rv: wr.rv, bookmarks: wr.bookmarks, decoded: wr.decoded}, nil
+}
+
+// cacheSource feeds a watch from a watch-cache watcher, whose events are
+// encoded once for all its watchers.
+type cacheSource struct {
+	cw        *watchcache.Watcher
+	rv        int64 // the watch's resourceVersion, for a 410
+	bookmarks bool
+	decoded   bool // the watch renders objects itself, not the shared frames
+}
+
+func (c *cacheSource) TryNext() (Item, bool) {
+	for {
+		it, ok := c.cw.TryNext()
+		switch {
+		case !ok:
+			return Item{}, false
+		case it.Type == watchcache.Bookmark:
+			if !c.bookmarks && !it.InitialEnd {
+				continue
+			}
+			return Item{Type: it.Type, Rev: it.Rev, InitialEnd: it.InitialEnd}, true
+		case c.decoded:
+			return Item{Type: it.Type, JSON: it.Object.JSON}, true
+		default:
+			return Item{Type: it.Type, Frame: it.Frame()}, true
+		}
+	}
+}
+
+func (c *cacheSource) Wait(ctx context.Context, idle <-chan time.Time) error {
+	err := c.cw.Wait(ctx, idle)
+	switch {
+	case err == nil || ctx.Err() != nil:
+		return err
+	case errors.Is(err, watchcache.ErrTooSlow):
+		return apistatus.TooSlow()
+	case errors.Is(err, storage.ErrCompacted):
+		return apistatus.TooOld(c.rv, 0)
+	}
+	return ErrWatchEnd
+}
+
+func (c *cacheSource) Stop() { c.cw.Stop() }

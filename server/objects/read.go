@@ -1,0 +1,82 @@
+package objects
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/objwatch/objwatch/server/apistatus"
+	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/storage"
+)
+
+// Get reads the object req names. With opts.ResourceVersion set ("0":
+// any state; a number: no older than it) the watch cache may answer;
+// without it the read is a quorum read. opts may be nil.
+func (s *Service) Get(ctx context.Context, req *Request, opts *metav1.GetOptions) (*unstructured.Unstructured, error) {
+	if err := s.authorize(ctx, req); err != nil {
+		return nil, err
+	}
+	res := req.Resource
+	if opts != nil && opts.ResourceVersion != "" {
+		rv, err := ParseRV(opts.ResourceVersion)
+		if err != nil {
+			return nil, err
+		}
+		if obj, err := s.getFromCache(ctx, res, req.Namespace, req.Name, rv); !errors.Is(err, errNoCache) {
+			return obj, err
+		}
+		if rv > 0 {
+			if err := s.waitForRevision(ctx, rv); err != nil {
+				return nil, err
+			}
+		}
+	}
+	obj, _, err := s.getCurrent(ctx, res, req.Namespace, req.Name)
+	return obj, err
+}
+
+// waitForRevision waits until the store has reached rev, up to
+// FutureRVWait; then it is a 504 "Too large resource version".
+func (s *Service) waitForRevision(ctx context.Context, rev int64) error {
+	deadline := time.Now().Add(s.cfg.FutureRVWait)
+	for {
+		cur, err := s.store.Revision(ctx)
+		if err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		if cur >= rev {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return apistatus.TooLarge()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// getCurrent reads an object with a quorum read.
+func (s *Service) getCurrent(ctx context.Context, res *registry.Resource, ns, name string) (*unstructured.Unstructured, storage.KeyValue, error) {
+	kv, err := s.store.Get(ctx, res.Key(ns, name))
+	if err != nil {
+		return nil, kv, apistatus.Storage(err, gr(res), name)
+	}
+	return decodeCurrent(res, kv)
+}
+
+// decodeCurrent decodes a stored value read from etcd for an update.
+func decodeCurrent(res *registry.Resource, kv storage.KeyValue) (*unstructured.Unstructured, storage.KeyValue, error) {
+	obj, err := FromStorage(res, kv)
+	if err != nil {
+		return nil, kv, apierrors.NewInternalError(err)
+	}
+	return obj, kv, nil
+}

@@ -1,0 +1,294 @@
+// Package objects is the object service: create, get, list, update,
+// delete and watch on the served resources, over a storage.Interface and
+// the resources' watch caches. It knows nothing of HTTP: requests are typed
+// values (Request, WriteOptions, apimachinery's option types), results and
+// warnings are returned as values, failures are *apierrors.StatusError
+// values carrying the metav1.Status to send (package apistatus).
+//
+// Every writer goes through it: the HTTP endpoints, the garbage collector,
+// namespace and custom-resource cleanup, the collector's election aside
+// (which writes its lease directly, below any API).
+//
+// # Where the rest of the server plugs in
+//
+// Three named places, each a field of Hooks, run synchronously inside the
+// request, in this order:
+//
+//   - Authorize: the one authorization point. Every method calls it first
+//     with the Request, which carries the authenticated user.
+//   - Admit: after defaulting and validation, before the write; it may
+//     refuse the write, or take something the write needs (a Service's
+//     cluster IP) and give back how to undo it. Namespace lifecycle and
+//     cluster IP allocation plug in here; admission webhooks and policies
+//     will.
+//   - Written: after every successful write, with the stored old and new
+//     object (old nil for a create, new nil for a completed deletion).
+//     Deletion-started bookkeeping and IP release plug in here; audit
+//     diffs will. Dry runs never reach it.
+//
+// # Semantics
+//
+// resourceVersion is the etcd revision. Reads follow Kubernetes'
+// resourceVersion and resourceVersionMatch rules, served from the watch
+// cache where those rules allow. Writes are conditional etcd transactions:
+// a stale update gets 409 Conflict and nothing is ever half-written.
+// Updates of one key through one service take turns (keyLocks) and start
+// from the watch cache's copy when it can stand in for etcd's (see
+// updatecache.go).
+//
+// # Concurrency
+//
+// A Service is safe for concurrent use. It owns one watch cache per served
+// resource, started on first use (or by StartCaches) and stopped by
+// PruneCaches and Close; Close must be called once the service is no
+// longer used. A Source returned by Watch belongs to its caller, who must
+// Stop it.
+package objects
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/objwatch/objwatch/server/auth"
+	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/storage"
+)
+
+// Config configures a Service. Zero durations take the documented
+// defaults.
+type Config struct {
+	// Storage holds the objects. Required.
+	Storage storage.Interface
+	// Registry is the served resources. Required.
+	Registry *registry.Registry
+	// Log receives the service's logs; default slog.Default().
+	Log *slog.Logger
+	// FutureRVWait is how long a request for a resourceVersion newer than
+	// the store waits before 504 "Too large resource version" (default 3 s).
+	FutureRVWait time.Duration
+	// ContinueTTL is how long a continue token stays valid (default 5 min).
+	ContinueTTL time.Duration
+	// BookmarkInterval between bookmarks on watches that allow them
+	// (default 1 min).
+	BookmarkInterval time.Duration
+	// DisableWatchCache serves every list and watch from etcd directly.
+	DisableWatchCache bool
+	// WatchCacheWindow is the minimum history a watch cache keeps.
+	WatchCacheWindow time.Duration
+	// WatchBufferEvents bounds the events queued for one cached watch.
+	WatchBufferEvents int
+	// Verify checks the service's shortcuts against etcd and panics where
+	// one differs: write hints against decoding the etcd event, update
+	// guesses against a quorum read. For tests.
+	Verify bool
+	// Hooks are where the rest of the server plugs in.
+	Hooks Hooks
+}
+
+// Hooks are the named places where authorization, lifecycle, admission
+// and audit plug into every request (see the package doc). Each runs
+// synchronously in the request that calls it; nil fields do nothing.
+type Hooks struct {
+	// Authorize decides whether req may proceed; an error (a 403 Status)
+	// refuses it. nil allows everything.
+	Authorize func(ctx context.Context, req *Request) error
+	// Admit run in order before a create or update (each attempt of it)
+	// is written, with the object to write and, for an update, the
+	// current one. An error refuses the write. undo, if not nil, is
+	// called when a create's write then fails (an update's undo is not
+	// called: no hook takes anything for one yet). Admit runs for dry
+	// runs too (req.DryRun): it must take nothing then.
+	Admit []func(ctx context.Context, req *Request, obj, old *unstructured.Unstructured) (undo func(), err error)
+	// Written run in order after every successful write.
+	Written []func(ctx context.Context, w Write)
+}
+
+// Request is one operation on a served resource: who asks, what for, and
+// which object (Name empty: the collection, or a create).
+type Request struct {
+	// User is the authenticated user; nil for the server's own writes
+	// (garbage collection, namespace cleanup).
+	User *auth.User
+	// Verb is Kubernetes' verb: get, list, watch, create, update, patch,
+	// delete or deletecollection.
+	Verb        string
+	Resource    *registry.Resource
+	Namespace   string
+	Name        string
+	Subresource string
+	// DryRun: nothing is stored (set by the write methods from their
+	// options, for Admit).
+	DryRun bool
+}
+
+// Write is what Hooks.Written sees of one successful write.
+type Write struct {
+	Request *Request
+	// Old is the stored object before the write (nil for a create); New
+	// the stored object after it (nil when the write deleted it). Both
+	// carry their resourceVersion.
+	Old, New *unstructured.Unstructured
+	// Revision is the write's etcd revision.
+	Revision int64
+}
+
+// WriteOptions are the options every create, update and patch has.
+type WriteOptions struct {
+	DryRun bool
+	// FieldManager names the writer (server-side apply's field owner).
+	FieldManager string
+	// FieldValidation is Strict, Warn (the default) or Ignore: what an
+	// unknown field is.
+	FieldValidation string
+}
+
+// Result is a write's outcome. Warnings are set even when the write
+// failed: they are sent with the error.
+type Result struct {
+	Object *unstructured.Unstructured
+	// Raw, when set, is Object encoded as JSON with its resourceVersion:
+	// the stored bytes themselves, ready to send.
+	Raw      []byte
+	Warnings []string
+	// Deleted: a delete removed the object (false: it is marked and kept
+	// while finalizers run).
+	Deleted bool
+}
+
+// Service serves objects. Create it with New; call Close when done.
+type Service struct {
+	cfg      Config
+	store    storage.Interface
+	registry *registry.Registry
+
+	caches    caches
+	keyLocks  *keyLocks    // see guaranteedUpdate
+	guessKeys *guessKeyMap // see updatecache.go
+	counts    counts
+	hooks     testHooks
+
+	// closed ends when Close is called: no cache starts after it.
+	closed context.Context
+	close  context.CancelFunc
+}
+
+// New returns a Service. It starts nothing.
+func New(cfg Config) (*Service, error) {
+	if cfg.Storage == nil || cfg.Registry == nil {
+		return nil, errors.New("objects: no storage or registry")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.FutureRVWait == 0 {
+		cfg.FutureRVWait = 3 * time.Second
+	}
+	if cfg.ContinueTTL == 0 {
+		cfg.ContinueTTL = 5 * time.Minute
+	}
+	if cfg.BookmarkInterval == 0 {
+		cfg.BookmarkInterval = time.Minute
+	}
+	s := &Service{
+		cfg: cfg, store: cfg.Storage, registry: cfg.Registry,
+		keyLocks: newKeyLocks(), guessKeys: newGuessKeyMap(),
+	}
+	s.closed, s.close = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Close stops every watch cache; watches served from them end. The
+// service answers no more cached requests after it.
+func (s *Service) Close() {
+	s.close()
+	s.pruneCaches(true)
+}
+
+// Registry returns the served resources.
+func (s *Service) Registry() *registry.Registry { return s.registry }
+
+// Storage returns the store the service writes to, for the parts of the
+// server that keep records outside any resource (cluster IP claims).
+func (s *Service) Storage() storage.Interface { return s.store }
+
+// Counts are how the service's shortcuts fared since it started.
+type Counts struct {
+	// GuessesUsed counts the updates that started from the cache,
+	// GuessesStale those whose guess was older than etcd, and
+	// GuessesRechecked those whose answer without a write had to be
+	// re-checked against etcd.
+	GuessesUsed, GuessesStale, GuessesRechecked int64
+	// GuessesFromLastWrite counts guesses that were this service's own
+	// previous write of the key, not the cache's copy.
+	GuessesFromLastWrite int64
+	// ConflictReads counts update and delete attempts that started from
+	// the state a conflicting write returned instead of reading etcd.
+	ConflictReads int64
+	// HintsUsed counts watch-cache events built from write hints.
+	HintsUsed int64
+}
+
+// counts is Counts as it is kept: safe for concurrent use.
+type counts struct {
+	used, stale, rechecked, fromLastWrite, conflictReads, hintsUsed atomic.Int64
+}
+
+// Counts returns the shortcut counters.
+func (s *Service) Counts() Counts {
+	return Counts{
+		GuessesUsed: s.counts.used.Load(), GuessesStale: s.counts.stale.Load(),
+		GuessesRechecked: s.counts.rechecked.Load(), GuessesFromLastWrite: s.counts.fromLastWrite.Load(),
+		ConflictReads: s.counts.conflictReads.Load(), HintsUsed: s.counts.hintsUsed.Load(),
+	}
+}
+
+func gr(res *registry.Resource) schema.GroupResource {
+	return schema.GroupResource{Group: res.Group, Resource: res.Plural}
+}
+
+// authorize is the one authorization point (Hooks.Authorize).
+func (s *Service) authorize(ctx context.Context, req *Request) error {
+	if s.cfg.Hooks.Authorize == nil {
+		return nil
+	}
+	return s.cfg.Hooks.Authorize(ctx, req)
+}
+
+// admit runs Hooks.Admit; the undos release what the hooks took.
+func (s *Service) admit(ctx context.Context, req *Request, obj, old *unstructured.Unstructured) (undos, error) {
+	var us undos
+	for _, h := range s.cfg.Hooks.Admit {
+		u, err := h(ctx, req, obj, old)
+		if err != nil {
+			us.run()
+			return nil, err
+		}
+		if u != nil {
+			us = append(us, u)
+		}
+	}
+	return us, nil
+}
+
+// undos release what admission took for a write that then failed.
+type undos []func()
+
+func (us undos) run() {
+	for _, u := range us {
+		u()
+	}
+}
+
+// written runs Hooks.Written: the one place that sees every successful
+// write's stored old and new object.
+func (s *Service) written(ctx context.Context, req *Request, old, new *unstructured.Unstructured, rev int64) {
+	for _, h := range s.cfg.Hooks.Written {
+		h(ctx, Write{Request: req, Old: old, New: new, Revision: rev})
+	}
+}

@@ -1,0 +1,363 @@
+package objects
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/objwatch/objwatch/server/apistatus"
+	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/storage"
+	"github.com/objwatch/objwatch/storage/watchcache"
+)
+
+// WatchOptions are a watch's parameters.
+type WatchOptions struct {
+	// List are the decoded and validated options, with Kubernetes' watch
+	// defaults applied (internalversion.SetListOptionsDefaults).
+	List *internalversion.ListOptions
+	// Timeout is how long the watch lasts. Required.
+	Timeout time.Duration
+	// Decoded: the caller renders each object itself (a Table watch), so
+	// items carry Object or JSON, never a shared Frame.
+	Decoded bool
+}
+
+// watchRequest is a parsed and validated watch request.
+type watchRequest struct {
+	sel        selector
+	rv         int64
+	initial    bool // send synthetic ADDED events for the current state
+	initialEnd bool // end them with the initial-events-end bookmark
+	consistent bool // no resourceVersion: start from a quorum read
+	bookmarks  bool
+	timeout    time.Duration
+	decoded    bool
+}
+
+func watchRequestOf(req *Request, opts WatchOptions) (watchRequest, error) {
+	o := opts.List
+	wr := watchRequest{timeout: opts.Timeout, decoded: opts.Decoded}
+	var err error
+	if wr.sel, err = selectorOf(o, req.Resource); err != nil {
+		return wr, err
+	}
+	if req.Name != "" {
+		wr.sel.fields = fields.AndSelectors(wr.sel.fields, fields.OneTermEqualSelector("metadata.name", req.Name))
+	}
+	if wr.rv, err = ParseRV(o.ResourceVersion); err != nil {
+		return wr, err
+	}
+	wr.consistent = o.ResourceVersion == ""
+	wr.bookmarks = o.AllowWatchBookmarks
+	if o.SendInitialEvents != nil {
+		wr.initial = *o.SendInitialEvents
+	} else {
+		wr.initial = o.ResourceVersion == "" || wr.rv == 0
+	}
+	// As in Kubernetes, the initial events end with a bookmark only where
+	// bookmarks are allowed.
+	wr.initialEnd = wr.initial && wr.bookmarks
+	return wr, nil
+}
+
+// Watch starts a watch of req's resource (in req.Namespace, if set; of
+// one object, if req.Name is set): from the resource's watch cache when it
+// can serve the request, otherwise from an etcd watch. Its starting point
+// is established before it returns, so that its errors are plain errors,
+// except a *StartError: a failure Kubernetes reports inside the stream
+// (an ERROR event), not as the response. A nil Source and nil error mean
+// ctx ended while it waited. The caller owns the Source and must Stop it.
+func (s *Service) Watch(ctx context.Context, req *Request, opts WatchOptions) (Source, error) {
+	if err := s.authorize(ctx, req); err != nil {
+		return nil, err
+	}
+	wr, err := watchRequestOf(req, opts)
+	if err != nil {
+		return nil, err
+	}
+	src, err := s.cacheWatch(ctx, req, wr)
+	if errors.Is(err, errNoCache) {
+		return s.storageWatch(ctx, req, wr)
+	}
+	if src == nil {
+		return nil, err // not a typed nil
+	}
+	return src, err
+}
+
+// The types of Item.
+const (
+	Added    = watchcache.Added
+	Modified = watchcache.Modified
+	Deleted  = watchcache.Deleted
+	Bookmark = watchcache.Bookmark
+)
+
+// StartError is a failure found while starting a watch that is sent as an
+// ERROR event in the stream rather than as the response's status.
+type StartError struct{ Err error }
+
+func (e *StartError) Error() string { return e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
+
+// ErrWatchEnd ends a watch without an ERROR event.
+var ErrWatchEnd = errors.New("watch ended")
+
+// Item is one event for a watch to send.
+type Item struct {
+	Type string
+	// Frame is the encoded event, when the source has it (the watch
+	// cache's, shared by its watchers); otherwise Object or JSON is sent.
+	Frame  []byte
+	Object *unstructured.Unstructured
+	JSON   []byte
+	// At is when the server learned of the change (storage events).
+	At *time.Time
+	// Rev and InitialEnd: a bookmark's revision, and whether it ends the
+	// initial events.
+	Rev        int64
+	InitialEnd bool
+}
+
+// Source feeds one watch. It belongs to the goroutine serving the watch,
+// which must Stop it.
+type Source interface {
+	// TryNext returns the next item without blocking; ok is false when
+	// none is waiting.
+	TryNext() (it Item, ok bool)
+	// Wait blocks until an item may be waiting, idle fires or ctx ends.
+	// An error ends the watch: ErrWatchEnd quietly, any other as an ERROR
+	// event after what was sent before.
+	Wait(ctx context.Context, idle <-chan time.Time) error
+	Stop()
+}
+
+// storageWatch starts a watch served from an etcd watch: without the
+// cache, or from a revision older than the cache's history. Its starting
+// point is established before answering, so that its errors are plain
+// HTTP errors; later ones arrive as ERROR events.
+func (s *Service) storageWatch(ctx context.Context, req *Request, wr watchRequest) (Source, error) {
+	res := req.Resource
+	gr := gr(res)
+	src := &storageSource{s: s, res: res, sel: wr.sel, initialEnd: wr.initialEnd}
+	from := wr.rv + 1
+	if wr.initial {
+		if wr.rv > 0 {
+			if err := s.waitForRevision(ctx, wr.rv); err != nil {
+				return nil, err
+			}
+		}
+		items, rev, err := s.listAll(ctx, res, req.Namespace, wr.sel)
+		if err != nil {
+			return nil, err
+		}
+		src.initial, from = items, rev+1
+	} else if wr.rv == 0 {
+		rev, err := s.store.Revision(ctx)
+		if err != nil {
+			return nil, apistatus.Storage(err, gr, "")
+		}
+		from = rev + 1
+	}
+	watcher, err := s.store.Watch(ctx, res.Prefix(req.Namespace), from)
+	if err != nil {
+		return nil, apistatus.Storage(err, gr, "")
+	}
+	src.watcher, src.sent = watcher, from-1
+	if wr.bookmarks {
+		// Bookmarks go out every BookmarkInterval and once shortly before
+		// the timeout; each asks etcd for progress so the bookmark's
+		// revision covers changes elsewhere in the store too.
+		src.every, src.deadline = s.cfg.BookmarkInterval, time.Now().Add(wr.timeout)
+		src.bookmarkT = time.NewTimer(src.nextBookmark())
+	}
+	return src, nil
+}
+
+// storageSource feeds a watch from an etcd watch: the initial objects
+// first, then the changes, translated for the watch's selection.
+type storageSource struct {
+	s       *Service
+	res     *registry.Resource
+	sel     selector
+	watcher storage.Watcher
+	initial []*unstructured.Unstructured
+	// initialEnd: the initial events still have to end with a bookmark.
+	initialEnd bool
+	sent       int64 // the revision every sent event is at or below
+	pending    *storage.Event
+	err        error // ends the watch once the items before it are sent
+
+	every        time.Duration
+	deadline     time.Time
+	bookmarkT    *time.Timer // nil: no bookmarks
+	wantProgress bool
+}
+
+func (src *storageSource) nextBookmark() time.Duration {
+	d := src.every
+	if last := time.Until(src.deadline) - 2*time.Second; last > 0 && last < d {
+		d = last
+	}
+	return d
+}
+
+func (src *storageSource) bookmarkC() <-chan time.Time {
+	if src.bookmarkT == nil {
+		return nil
+	}
+	return src.bookmarkT.C
+}
+
+func (src *storageSource) bookmarkDue() {
+	if err := src.watcher.RequestProgress(context.Background()); err == nil {
+		src.wantProgress = true
+	}
+	src.bookmarkT.Reset(src.nextBookmark())
+}
+
+func (src *storageSource) TryNext() (Item, bool) {
+	if len(src.initial) > 0 {
+		obj := src.initial[0]
+		src.initial = src.initial[1:]
+		return Item{Type: watchcache.Added, Object: obj}, true
+	}
+	if src.initialEnd {
+		src.initialEnd = false
+		return Item{Type: watchcache.Bookmark, Rev: src.sent, InitialEnd: true}, true
+	}
+	for src.err == nil {
+		var ev storage.Event
+		if src.pending != nil {
+			ev, src.pending = *src.pending, nil
+		} else {
+			var ok bool
+			select {
+			case ev, ok = <-src.watcher.Events():
+				if !ok {
+					src.err = ErrWatchEnd
+					return Item{}, false
+				}
+			case <-src.bookmarkC():
+				src.bookmarkDue()
+				continue
+			default:
+				return Item{}, false
+			}
+		}
+		if it, ok := src.translate(ev); ok {
+			return it, true
+		}
+	}
+	return Item{}, false
+}
+
+// translate turns a storage event into the item to send, if any.
+func (src *storageSource) translate(ev storage.Event) (Item, bool) {
+	switch ev.Type {
+	case storage.Progress:
+		if src.wantProgress && ev.Revision >= src.sent {
+			src.wantProgress = false
+			src.sent = ev.Revision
+			return Item{Type: watchcache.Bookmark, Rev: src.sent}, true
+		}
+		return Item{}, false
+	case storage.Error:
+		src.err = apistatus.Storage(ev.Err, gr(src.res), "")
+		return Item{}, false
+	}
+	typ, obj, err := src.s.translate(src.res, src.sel, ev)
+	if err != nil {
+		src.err = apierrors.NewInternalError(err)
+		return Item{}, false
+	}
+	src.sent = ev.Revision
+	if typ == "" {
+		return Item{}, false
+	}
+	now := time.Now().UTC()
+	return Item{Type: typ, Object: obj, At: &now}, true
+}
+
+func (src *storageSource) Wait(ctx context.Context, idle <-chan time.Time) error {
+	if src.err != nil {
+		return src.err
+	}
+	if src.pending != nil || len(src.initial) > 0 || src.initialEnd {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-idle:
+	case <-src.bookmarkC():
+		src.bookmarkDue()
+	case ev, ok := <-src.watcher.Events():
+		if !ok {
+			return ErrWatchEnd
+		}
+		src.pending = &ev
+	}
+	return nil
+}
+
+func (src *storageSource) Stop() {
+	if src.bookmarkT != nil {
+		src.bookmarkT.Stop()
+	}
+	src.watcher.Stop()
+}
+
+// translate turns a storage event into a watch event for a watcher with the
+// given selection: an object entering the selection is ADDED, one leaving it
+// is DELETED (with its last matching state and the event's revision), and
+// changes outside it are dropped (empty type).
+func (s *Service) translate(res *registry.Resource, sel selector, ev storage.Event) (string, *unstructured.Unstructured, error) {
+	switch ev.Type {
+	case storage.Delete:
+		obj, err := FromStorage(res, ev.KV)
+		if err != nil {
+			return "", nil, err
+		}
+		if !sel.matches(res, obj) {
+			return "", nil, nil
+		}
+		return "DELETED", obj, nil
+	case storage.Put:
+		obj, err := FromStorage(res, ev.KV)
+		if err != nil {
+			return "", nil, err
+		}
+		cur := sel.matches(res, obj)
+		if ev.PrevKV == nil {
+			if !cur {
+				return "", nil, nil
+			}
+			return "ADDED", obj, nil
+		}
+		prevMatches := true
+		var prev *unstructured.Unstructured
+		if !sel.empty() {
+			if prev, err = FromStorage(res, *ev.PrevKV); err != nil {
+				return "", nil, err
+			}
+			prevMatches = sel.matches(res, prev)
+		}
+		typ, left, ok := watchcache.PutEvent(cur, prevMatches)
+		switch {
+		case left:
+			prev.SetResourceVersion(strconv.FormatInt(ev.Revision, 10))
+			return typ, prev, nil
+		case ok:
+			return typ, obj, nil
+		}
+	}
+	return "", nil, nil
+}

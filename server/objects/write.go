@@ -1,0 +1,519 @@
+package objects
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/objwatch/objwatch/server/apistatus"
+	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/storage"
+)
+
+// normalize applies the resource's schema to obj and handles unknown
+// fields per fieldValidation (Warn is the default, as in Kubernetes): it
+// returns the warnings to send.
+func normalize(res *registry.Resource, obj, old *unstructured.Unstructured, opts WriteOptions) ([]string, error) {
+	unknown, err := res.Strategy.Normalize(obj.Object, objectOf(old))
+	if err != nil {
+		return nil, apistatus.BadRequest("%v", err)
+	}
+	if len(unknown) == 0 {
+		return nil, nil
+	}
+	switch opts.FieldValidation {
+	case "Strict":
+		return nil, apistatus.Strict(unknown)
+	case "Ignore":
+		return nil, nil
+	}
+	warnings := make([]string, len(unknown))
+	for i, u := range unknown {
+		warnings[i] = fmt.Sprintf("unknown field %q", u)
+	}
+	return warnings, nil
+}
+
+// Create stores obj, a new object of req's resource in obj's namespace
+// (which the caller has reconciled with the request's). A name is
+// generated from generateName when obj has none. The result's Object is
+// what was stored, with its resourceVersion.
+func (s *Service) Create(ctx context.Context, req *Request, obj *unstructured.Unstructured, opts WriteOptions) (Result, error) {
+	req.DryRun = opts.DryRun
+	if err := s.authorize(ctx, req); err != nil {
+		return Result{}, err
+	}
+	res := req.Resource
+	if obj.GetName() == "" && obj.GetGenerateName() != "" {
+		obj.SetName(obj.GetGenerateName() + rand.String(5))
+	}
+	if obj.GetName() == "" {
+		return Result{}, apistatus.Invalid(res.GVK().GroupKind(), "", field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
+	}
+	prepareCreate(obj, res)
+	warnings, err := normalize(res, obj, nil, opts)
+	out := Result{Warnings: warnings}
+	if err != nil {
+		return out, err
+	}
+	if errs := res.Strategy.Validate(obj.Object, nil); len(errs) > 0 {
+		return out, apistatus.Invalid(res.GVK().GroupKind(), obj.GetName(), errs)
+	}
+	undo, err := s.admit(ctx, req, obj, nil)
+	if err != nil {
+		return out, err
+	}
+	out.Object = obj
+	if opts.DryRun {
+		return out, nil
+	}
+	b, err := ToStorage(obj)
+	if err != nil {
+		undo.run()
+		return out, apierrors.NewInternalError(err)
+	}
+	key := res.Key(obj.GetNamespace(), obj.GetName())
+	hints := s.hintsFor(res)
+	hints.add(res, key, b, obj)
+	kv, err := s.store.Create(ctx, key, b)
+	if err != nil {
+		hints.drop(key, b)
+		undo.run()
+		return Result{Warnings: warnings}, apistatus.Storage(err, gr(res), obj.GetName())
+	}
+	obj.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
+	if res.StoredAs == nil {
+		// The stored bytes with the resourceVersion are the response.
+		out.Raw = withResourceVersion(b, kv.ModRevision)
+	}
+	s.written(ctx, req, nil, obj, kv.ModRevision)
+	return out, nil
+}
+
+// prepareCreate sets what the server owns on a new object.
+func prepareCreate(obj *unstructured.Unstructured, res *registry.Resource) {
+	obj.SetUID(uuid.NewUUID())
+	obj.SetCreationTimestamp(metav1.NewTime(time.Now().UTC().Truncate(time.Second)))
+	obj.SetResourceVersion("")
+	obj.SetDeletionTimestamp(nil)
+	obj.SetDeletionGracePeriodSeconds(nil)
+	unstructured.RemoveNestedField(obj.Object, "metadata", "selfLink")
+	switch p, ok := res.Strategy.(registry.Preparer); {
+	case ok:
+		p.PrepareForCreate(obj.Object)
+	case res.Generation:
+		obj.SetGeneration(1)
+	default:
+		unstructured.RemoveNestedField(obj.Object, "metadata", "generation")
+	}
+	if lc := res.Lifecycle; lc != nil && lc.PrepareCreate != nil {
+		lc.PrepareCreate(obj)
+	}
+}
+
+// Mutation computes an update's new object from the current one (a copy,
+// which it may change and return); it is called again on every
+// optimistic-concurrency retry. A new object with a resourceVersion pins
+// the update to it: a conflict is then a 409, not a retry.
+type Mutation func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error)
+
+// Update reads the object req names, applies mutate, prepares and
+// validates the result and writes it conditionally on the read revision
+// (see guaranteedUpdate). An update that removes a deleted object's last
+// finalizer completes its deletion.
+func (s *Service) Update(ctx context.Context, req *Request, opts WriteOptions, mutate Mutation) (Result, error) {
+	req.DryRun = opts.DryRun
+	if err := s.authorize(ctx, req); err != nil {
+		return Result{}, err
+	}
+	obj, warnings, err := s.guaranteedUpdate(ctx, req, opts, mutate)
+	return Result{Object: obj, Warnings: warnings}, err
+}
+
+// guaranteedUpdate reads the current object (first from the watch cache,
+// see updatecache.go), applies mutate, prepares and validates the result
+// and writes it conditionally on the read revision.
+// A conflict is retried when the new object does not pin a
+// resourceVersion; otherwise it is a 409.
+//
+// Updates of one object through this service take turns (see keyLocks),
+// so that they do not conflict with each other.
+//
+// The warnings are those of the attempt that answered: an abandoned
+// attempt's are dropped with it.
+func (s *Service) guaranteedUpdate(ctx context.Context, req *Request, opts WriteOptions, mutate Mutation) (_ *unstructured.Unstructured, warnings []string, _ error) {
+	res := req.Resource
+	turn, err := s.keyLocks.lock(ctx, res.Key(req.Namespace, req.Name))
+	if err != nil {
+		return nil, nil, apierrors.NewTimeoutError("the update did not get its turn before the request ended", 0)
+	}
+	defer turn.unlock()
+	last, _ := turn.takeLast()
+	// g is set while an attempt starts from the watch cache's copy instead
+	// of etcd's: whatever such an attempt would answer without a successful
+	// write, it redoes from etcd instead (g.retry, see updatecache.go).
+	var g *updateGuess
+	var retry conflictRetry
+	for {
+		cur, kv, err := s.updateState(ctx, req, opts, &retry, last, &g)
+		if err != nil {
+			return nil, nil, err
+		}
+		obj, pinned, warnings, err := updated(req, opts, mutate, cur)
+		if err == nil {
+			// Nothing admitted for an update is undone yet: no hook
+			// takes anything for one.
+			_, err = s.admit(ctx, req, obj, cur)
+		}
+		if err != nil {
+			if g.retry() {
+				continue
+			}
+			return nil, warnings, err
+		}
+		if obj.GetDeletionTimestamp() != nil && !held(res, obj) {
+			// The last finalizer is gone: the deletion completes.
+			if opts.DryRun {
+				return obj, warnings, nil
+			}
+			deleted, err := s.store.Delete(ctx, kv.Key, kv.ModRevision)
+			if retry.conflict(err) && (g.conflicted() || !pinned && retry.more()) {
+				continue
+			}
+			if err != nil {
+				return nil, nil, apistatus.Storage(err, gr(res), req.Name)
+			}
+			s.updateWritten(kv.Key, deleted.ModRevision)
+			s.written(ctx, req, cur, nil, deleted.ModRevision)
+			obj.SetResourceVersion(strconv.FormatInt(deleted.ModRevision, 10))
+			return obj, warnings, nil
+		}
+		b, err := ToStorage(obj)
+		if err != nil {
+			return nil, nil, apierrors.NewInternalError(err)
+		}
+		// A guess has no stored bytes (kv.Value): whether anything changed
+		// is decided on etcd's.
+		if g.unchanged(b) && g.retry() {
+			continue
+		}
+		if string(b) == string(kv.Value) || opts.DryRun {
+			// Nothing changed: like Kubernetes, skip the write; the
+			// resourceVersion stays and no watch event is produced.
+			obj.SetResourceVersion(cur.GetResourceVersion())
+			return obj, warnings, nil
+		}
+		hints := s.hintsFor(res)
+		hints.add(res, kv.Key, b, obj)
+		nkv, err := s.store.Update(ctx, kv.Key, b, kv.ModRevision)
+		if err != nil {
+			hints.drop(kv.Key, b)
+		}
+		if retry.conflict(err) && (g.conflicted() || !pinned && retry.more()) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, apistatus.Storage(err, gr(res), req.Name)
+		}
+		s.updateWritten(kv.Key, nkv.ModRevision)
+		turn.wrote(storage.KeyValue{Key: kv.Key, Value: b, ModRevision: nkv.ModRevision})
+		obj.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
+		s.written(ctx, req, cur, obj, nkv.ModRevision)
+		return obj, warnings, nil
+	}
+}
+
+// updated applies mutate to a copy of cur and returns the object an update
+// would write (its resourceVersion cur's), whether the request pinned a
+// resourceVersion, or why the update fails: a mutation, precondition, name,
+// defaulting or validation error.
+func updated(req *Request, opts WriteOptions, mutate Mutation, cur *unstructured.Unstructured) (obj *unstructured.Unstructured, pinned bool, warnings []string, err error) {
+	res := req.Resource
+	if obj, err = mutate(cur.DeepCopy()); err != nil {
+		return nil, false, nil, err
+	}
+	pinned = obj.GetResourceVersion() != ""
+	if pinned && obj.GetResourceVersion() != cur.GetResourceVersion() {
+		return nil, true, nil, apierrors.NewConflict(gr(res), req.Name, errors.New(apistatus.ConflictMessage))
+	}
+	if obj.GetName() != req.Name {
+		return nil, pinned, nil, apistatus.BadRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), req.Name)
+	}
+	// The write is conditional on the revision read.
+	obj.SetResourceVersion(cur.GetResourceVersion())
+	prepareUpdate(obj, cur, res, req.Subresource)
+	if warnings, err = normalize(res, obj, cur, opts); err != nil {
+		return nil, pinned, nil, err
+	}
+	validate := res.Strategy.Validate
+	if p, ok := res.Strategy.(registry.Preparer); ok && req.Subresource == "status" {
+		validate = p.ValidateStatus
+	}
+	if errs := validate(obj.Object, cur.Object); len(errs) > 0 {
+		return nil, pinned, warnings, apistatus.Invalid(res.GVK().GroupKind(), req.Name, errs)
+	}
+	return obj, pinned, warnings, nil
+}
+
+// prepareUpdate keeps what clients cannot change and applies the
+// subresource rules: the main endpoint cannot change status (when the
+// resource has a status subresource) and /status changes nothing else.
+func prepareUpdate(obj, cur *unstructured.Unstructured, res *registry.Resource, subresource string) {
+	if lc := res.Lifecycle; lc != nil && lc.PrepareUpdate != nil && lc.PrepareUpdate(obj, cur, subresource) {
+		return
+	}
+	p, prepares := res.Strategy.(registry.Preparer)
+	if subresource == "status" && prepares {
+		p.PrepareForUpdate(obj.Object, cur.Object, subresource)
+		return
+	}
+	if subresource == "status" {
+		status, ok := obj.Object["status"]
+		fresh := cur.DeepCopy()
+		if ok {
+			fresh.Object["status"] = status
+		} else {
+			delete(fresh.Object, "status")
+		}
+		*obj = *fresh
+		return
+	}
+	obj.SetUID(cur.GetUID())
+	obj.SetCreationTimestamp(cur.GetCreationTimestamp())
+	obj.SetDeletionTimestamp(cur.GetDeletionTimestamp())
+	obj.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
+	obj.SetNamespace(cur.GetNamespace())
+	unstructured.RemoveNestedField(obj.Object, "metadata", "selfLink")
+	if prepares {
+		p.PrepareForUpdate(obj.Object, cur.Object, "")
+		return
+	}
+	if res.Status {
+		if st, ok := cur.Object["status"]; ok {
+			obj.Object["status"] = st
+		} else {
+			delete(obj.Object, "status")
+		}
+	}
+	if res.Generation {
+		gen := cur.GetGeneration()
+		if specChanged(obj, cur, res.Status) {
+			gen++
+		}
+		obj.SetGeneration(gen)
+	} else {
+		unstructured.RemoveNestedField(obj.Object, "metadata", "generation")
+	}
+}
+
+// specChanged reports a change outside metadata (and status, if it is a
+// subresource).
+func specChanged(a, b *unstructured.Unstructured, statusSub bool) bool {
+	strip := func(u *unstructured.Unstructured) map[string]any {
+		m := make(map[string]any, len(u.Object))
+		for k, v := range u.Object {
+			if k == "metadata" || (statusSub && k == "status") {
+				continue
+			}
+			m[k] = v
+		}
+		return m
+	}
+	return !equality.Semantic.DeepEqual(strip(a), strip(b))
+}
+
+// Delete deletes the object req names, or marks it for deletion while it
+// has finalizers (Result.Deleted is false then, and Result.Object is the
+// marked object). The resource's undeletable objects get 403.
+func (s *Service) Delete(ctx context.Context, req *Request, opts *metav1.DeleteOptions) (Result, error) {
+	req.DryRun = len(opts.DryRun) > 0
+	if err := s.authorize(ctx, req); err != nil {
+		return Result{}, err
+	}
+	res := req.Resource
+	if res.Lifecycle != nil && slices.Contains(res.Lifecycle.Undeletable, req.Name) {
+		return Result{}, apierrors.NewForbidden(gr(res), req.Name, fmt.Errorf("this %s may not be deleted", strings.ToLower(res.Kind)))
+	}
+	return s.deleteObject(ctx, req, opts)
+}
+
+// deleteObject deletes one object, or marks it for deletion while it has
+// finalizers.
+func (s *Service) deleteObject(ctx context.Context, req *Request, opts *metav1.DeleteOptions) (Result, error) {
+	res, ns, name := req.Resource, req.Namespace, req.Name
+	dryRun := len(opts.DryRun) > 0
+	var retry conflictRetry
+	for {
+		cur, kv, err := s.current(ctx, res, ns, name, retry.next())
+		if err != nil {
+			return Result{}, err
+		}
+		if p := opts.Preconditions; p != nil {
+			if p.UID != nil && *p.UID != cur.GetUID() {
+				return Result{}, &PreconditionError{UID: true, StatusError: apierrors.NewConflict(gr(res), name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cur.GetUID()))}
+			}
+			if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
+				return Result{}, &PreconditionError{StatusError: apierrors.NewConflict(gr(res), name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))}
+			}
+		}
+		finalizers := deletionFinalizers(cur.GetFinalizers(), opts)
+		deleting := cur.GetDeletionTimestamp() != nil
+		if deleting && slices.Equal(finalizers, cur.GetFinalizers()) {
+			return Result{Object: cur}, nil // under way, and this DELETE changes nothing
+		}
+		old := cur.DeepCopy()
+		cur.SetFinalizers(finalizers)
+		if !deleting && res.Lifecycle != nil && res.Lifecycle.DeletionStarts != nil {
+			res.Lifecycle.DeletionStarts(cur)
+		}
+		if held(res, cur) {
+			if !deleting {
+				now := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+				cur.SetDeletionTimestamp(&now)
+				var zero int64
+				cur.SetDeletionGracePeriodSeconds(&zero)
+				if g := cur.GetGeneration(); g > 0 {
+					cur.SetGeneration(g + 1) // as Kubernetes' BeforeDelete does
+				}
+			}
+			if dryRun {
+				return Result{Object: cur}, nil
+			}
+			b, err := ToStorage(cur)
+			if err != nil {
+				return Result{}, apierrors.NewInternalError(err)
+			}
+			nkv, err := s.store.Update(ctx, kv.Key, b, kv.ModRevision)
+			if retry.conflict(err) && retry.more() {
+				continue
+			}
+			if err != nil {
+				return Result{}, apistatus.Storage(err, gr(res), name)
+			}
+			cur.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
+			s.written(ctx, req, old, cur, nkv.ModRevision)
+			return Result{Object: cur}, nil
+		}
+		if dryRun {
+			return Result{Object: cur, Deleted: true}, nil
+		}
+		gone, err := s.store.Delete(ctx, kv.Key, kv.ModRevision)
+		if retry.conflict(err) && retry.more() {
+			continue
+		}
+		if err != nil {
+			return Result{}, apistatus.Storage(err, gr(res), name)
+		}
+		cur.SetResourceVersion(strconv.FormatInt(gone.ModRevision, 10))
+		s.written(ctx, req, old, nil, gone.ModRevision)
+		return Result{Object: cur, Deleted: true}, nil
+	}
+}
+
+// DeleteCollection deletes every object of req's resource (in
+// req.Namespace, if set) that listOpts selects, each as Delete would; an
+// object gone meanwhile is no error.
+func (s *Service) DeleteCollection(ctx context.Context, req *Request, listOpts *internalversion.ListOptions, opts *metav1.DeleteOptions) error {
+	if err := s.authorize(ctx, req); err != nil {
+		return err
+	}
+	res := req.Resource
+	if res.Lifecycle != nil && res.Lifecycle.NoDeleteCollection {
+		return apierrors.NewMethodNotSupported(gr(res), req.Verb)
+	}
+	sel, err := selectorOf(listOpts, res)
+	if err != nil {
+		return err
+	}
+	items, _, err := s.listAll(ctx, res, req.Namespace, sel)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		one := &Request{User: req.User, Verb: "delete", Resource: res, Namespace: it.GetNamespace(), Name: it.GetName()}
+		if _, err := s.deleteObject(ctx, one, opts); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// PreconditionError is the 409 of a delete whose uid (UID) or
+// resourceVersion precondition does not hold, for callers in the server
+// that act on which one failed.
+type PreconditionError struct {
+	UID bool
+	*apierrors.StatusError
+}
+
+func (e *PreconditionError) Unwrap() error { return e.StatusError }
+
+// UIDChanged reports whether err is a delete's failed uid precondition:
+// the object of that name is another one.
+func UIDChanged(err error) bool {
+	var pf *PreconditionError
+	return errors.As(err, &pf) && pf.UID
+}
+
+// held reports whether a finalizer keeps obj: one of its metadata, or
+// one its resource keeps elsewhere (a namespace's spec.finalizers).
+func held(res *registry.Resource, obj *unstructured.Unstructured) bool {
+	if len(obj.GetFinalizers()) > 0 {
+		return true
+	}
+	return res.Lifecycle != nil && res.Lifecycle.Finalizers != nil && len(res.Lifecycle.Finalizers(obj)) > 0
+}
+
+// deletionFinalizers returns the finalizers an object has once its
+// deletion with opts starts: propagationPolicy (or the deprecated
+// orphanDependents) Orphan adds the orphan finalizer, Foreground the
+// foregroundDeletion one, each removing the other, and Background removes
+// both, as in Kubernetes; the garbage collector (package gc) carries them
+// out. Without a policy the finalizers stay as they are.
+func deletionFinalizers(fs []string, opts *metav1.DeleteOptions) []string {
+	var policy metav1.DeletionPropagation
+	orphan := opts.OrphanDependents //lint:ignore SA1019 a server honours the deprecated field, as Kubernetes does
+	switch {
+	case opts.PropagationPolicy != nil:
+		policy = *opts.PropagationPolicy
+	case orphan != nil && *orphan:
+		policy = metav1.DeletePropagationOrphan
+	case orphan != nil:
+		policy = metav1.DeletePropagationBackground
+	default:
+		return fs
+	}
+	out := slices.DeleteFunc(slices.Clone(fs), func(f string) bool {
+		return f == metav1.FinalizerOrphanDependents || f == metav1.FinalizerDeleteDependents
+	})
+	switch policy {
+	case metav1.DeletePropagationOrphan:
+		out = append(out, metav1.FinalizerOrphanDependents)
+	case metav1.DeletePropagationForeground:
+		out = append(out, metav1.FinalizerDeleteDependents)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func objectOf(u *unstructured.Unstructured) map[string]any {
+	if u == nil {
+		return nil
+	}
+	return u.Object
+}

@@ -1,0 +1,235 @@
+package openapi
+
+import (
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+
+	restful "github.com/emicklei/go-restful/v3"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/language"
+	generatedopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/endpoints"
+	endpointsopenapi "k8s.io/apiserver/pkg/endpoints/openapi"
+	utilopenapi "k8s.io/apiserver/pkg/util/openapi"
+	"k8s.io/kube-openapi/pkg/builder3"
+	"k8s.io/kube-openapi/pkg/common"
+	"k8s.io/kube-openapi/pkg/common/restfuladapter"
+	"k8s.io/kube-openapi/pkg/spec3"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+
+	"github.com/objwatch/objwatch/server/registry"
+)
+
+// The OpenAPI documents of built-in resources are built the way
+// kube-apiserver builds its own: go-restful routes describing each endpoint
+// as k8s.io/apiserver's installer registers them, fed to kube-openapi's
+// builder3 with the definitions of the Go types (openapi_types.go).
+// Operations, parameters (dryRun, fieldManager, fieldValidation, ...) and
+// the x-kubernetes-group-version-kind and x-kubernetes-action extensions
+// therefore match Kubernetes'. Responses are JSON only, as objwatch serves.
+
+// openAPINamer names definitions and tags the kinds with
+// x-kubernetes-group-version-kind, as kube-apiserver's namer does.
+var openAPINamer = endpointsopenapi.NewDefinitionNamer(registry.Scheme)
+
+// routeAction is the x-kubernetes-action of each verb's operations.
+var routeAction = map[string]string{
+	"get": "get", "list": "list", "create": "post", "update": "put",
+	"patch": "patch", "delete": "delete", "deletecollection": "deletecollection",
+	"watch": "watch", "watchlist": "watchlist",
+}
+
+const prettyDoc = "If 'true', then the output is pretty printed. Defaults to 'false' unless the user-agent indicates a browser or command-line HTTP tool (curl and wget)."
+
+// builtinOpenAPI builds the OpenAPI v3 document of built-in resources that
+// share one group version.
+func builtinOpenAPI(resources []*registry.Resource, title, version string) (*spec3.OpenAPI, error) {
+	ws, roots, err := builtinWebService(resources)
+	if err != nil {
+		return nil, err
+	}
+	return builder3.BuildOpenAPISpecFromRoutes(restfuladapter.AdaptWebServices([]*restful.WebService{ws}), &common.OpenAPIV3Config{
+		Info: &spec.Info{InfoProps: spec.InfoProps{Title: title, Version: version}},
+		CommonResponses: map[int]*spec3.Response{
+			http.StatusUnauthorized: {ResponseProps: spec3.ResponseProps{Description: "Unauthorized"}},
+		},
+		GetOperationIDAndTags: endpointsopenapi.GetOperationIDAndTags,
+		GetDefinitionName:     openAPINamer.GetDefinitionName,
+		GetDefinitions:        builtinDefinitions(roots),
+	})
+}
+
+// builtinWebService describes the endpoints of built-in resources as
+// go-restful routes, and returns the Go types of their kinds and lists.
+func builtinWebService(resources []*registry.Resource) (*restful.WebService, []reflect.Type, error) {
+	ws := new(restful.WebService)
+	ws.Consumes("*/*") // as kube-apiserver: bodies but patches are decoded by Content-Type
+	var roots []reflect.Type
+	for _, res := range resources {
+		obj, err := registry.Scheme.New(res.GVK())
+		if err != nil {
+			return nil, nil, fmt.Errorf("openapi: %s: %w", res.GVR(), err)
+		}
+		list, err := registry.Scheme.New(res.GVK().GroupVersion().WithKind(res.ListKind))
+		if err != nil {
+			return nil, nil, fmt.Errorf("openapi: %s: %w", res.GVR(), err)
+		}
+		roots = append(roots, reflect.TypeOf(obj), reflect.TypeOf(list))
+		routes, err := builtinRoutes(ws, res, obj, list)
+		if err != nil {
+			return nil, nil, fmt.Errorf("openapi: %s: %w", res.GVR(), err)
+		}
+		for _, rb := range routes {
+			ws.Route(rb)
+		}
+	}
+	return ws, roots, nil
+}
+
+// builtinDefinitions returns the definitions of the generated models and
+// of every type reachable from roots.
+func builtinDefinitions(roots []reflect.Type) common.GetOpenAPIDefinitions {
+	return func(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
+		defs := utilopenapi.GetOpenAPIDefinitionsWithoutDisabledFeatures(generatedopenapi.GetOpenAPIDefinitions)(ref)
+		reflectDefinitions(defs, ref, roots...)
+		return defs
+	}
+}
+
+// builtinRoutes describes the endpoints of one built-in resource.
+func builtinRoutes(ws *restful.WebService, res *registry.Resource, obj, list runtime.Object) ([]*restful.RouteBuilder, error) {
+	root := "/apis/" + res.Group + "/" + res.Version
+	if res.Group == "" {
+		root = "/api/" + res.Version
+	}
+	kind := res.Kind
+	nameParam := ws.PathParameter("name", "name of the "+kind).DataType("string")
+	nsParam := ws.PathParameter("namespace", "object name and auth scope, such as for teams and projects").DataType("string")
+	status := &metav1.Status{}
+
+	type action struct {
+		verb, path, sub string
+		allNamespaces   bool
+	}
+	// Paths relative to root, and under root/watch/ for the deprecated
+	// watch endpoints.
+	collection := res.Plural
+	var actions []action
+	if res.Namespaced {
+		actions = append(actions,
+			action{verb: "list", path: collection, allNamespaces: true},
+			action{verb: "watchlist", path: collection, allNamespaces: true})
+		collection = "namespaces/{namespace}/" + res.Plural
+	}
+	item := collection + "/{name}"
+	actions = append(actions,
+		action{verb: "list", path: collection},
+		action{verb: "create", path: collection},
+		action{verb: "deletecollection", path: collection},
+		action{verb: "watchlist", path: collection},
+		action{verb: "get", path: item},
+		action{verb: "update", path: item},
+		action{verb: "patch", path: item},
+		action{verb: "delete", path: item},
+		action{verb: "watch", path: item},
+	)
+	if res.Status {
+		for _, v := range []string{"get", "update", "patch"} {
+			actions = append(actions, action{verb: v, path: item + "/status", sub: "status"})
+		}
+	}
+
+	var routes []*restful.RouteBuilder
+	var err error
+	addParams := func(rb *restful.RouteBuilder, options any, excluded ...string) {
+		if e := endpoints.AddObjectParams(ws, rb, options, excluded...); e != nil && err == nil {
+			err = e
+		}
+	}
+	for _, a := range actions {
+		namespaced, suffix := "", cases.Title(language.English).String(a.sub)
+		if res.Namespaced && !a.allNamespaces {
+			namespaced = "Namespaced"
+		}
+		if a.allNamespaces {
+			suffix += "ForAllNamespaces"
+		}
+		of := " the specified " + kind
+		if a.sub != "" {
+			of = " " + a.sub + " of the specified " + kind
+		}
+		article := endpoints.GetArticleForNoun(kind, " ")
+		path := root + "/" + a.path
+		var rb *restful.RouteBuilder
+		switch a.verb {
+		case "get":
+			rb = ws.GET(path).Doc("read"+of).Operation("read"+namespaced+kind+suffix).
+				Returns(http.StatusOK, "OK", obj).Writes(obj)
+		case "list":
+			rb = ws.GET(path).Doc("list or watch objects of kind "+kind).Operation("list"+namespaced+kind+suffix).
+				Produces("application/json", "application/json;stream=watch").
+				Returns(http.StatusOK, "OK", list).Writes(list)
+			addParams(rb, &metav1.ListOptions{})
+		case "watch":
+			rb = ws.GET(root+"/watch/"+a.path).Doc("watch changes to an object of kind "+kind+". deprecated: use the 'watch' parameter with a list operation instead, filtered to a single item with the 'fieldSelector' parameter.").
+				Operation("watch"+namespaced+kind+suffix).
+				Produces("application/json", "application/json;stream=watch").
+				Returns(http.StatusOK, "OK", &metav1.WatchEvent{}).Writes(&metav1.WatchEvent{})
+			addParams(rb, &metav1.ListOptions{})
+		case "watchlist":
+			rb = ws.GET(root+"/watch/"+a.path).Doc("watch individual changes to a list of "+kind+". deprecated: use the 'watch' parameter with a list operation instead.").
+				Operation("watch"+namespaced+kind+"List"+suffix).
+				Produces("application/json", "application/json;stream=watch").
+				Returns(http.StatusOK, "OK", &metav1.WatchEvent{}).Writes(&metav1.WatchEvent{})
+			addParams(rb, &metav1.ListOptions{})
+		case "create":
+			rb = ws.POST(path).Doc("create"+article+kind).Operation("create"+namespaced+kind+suffix).
+				Returns(http.StatusOK, "OK", obj).Returns(http.StatusCreated, "Created", obj).
+				Returns(http.StatusAccepted, "Accepted", obj).Reads(obj).Writes(obj)
+			addParams(rb, &metav1.CreateOptions{})
+		case "update":
+			rb = ws.PUT(path).Doc("replace"+of).Operation("replace"+namespaced+kind+suffix).
+				Returns(http.StatusOK, "OK", obj).Returns(http.StatusCreated, "Created", obj).
+				Reads(obj).Writes(obj)
+			addParams(rb, &metav1.UpdateOptions{})
+		case "patch":
+			rb = ws.PATCH(path).Doc("partially update"+of).Operation("patch"+namespaced+kind+suffix).
+				Consumes(string(types.JSONPatchType), string(types.MergePatchType),
+					string(types.StrategicMergePatchType), string(types.ApplyYAMLPatchType)).
+				Returns(http.StatusOK, "OK", obj).Returns(http.StatusCreated, "Created", obj).
+				Reads(metav1.Patch{}).Writes(obj)
+			addParams(rb, &metav1.PatchOptions{})
+		case "delete":
+			rb = ws.DELETE(path).Doc("delete"+article+kind).Operation("delete"+namespaced+kind+suffix).
+				Returns(http.StatusOK, "OK", status).Returns(http.StatusAccepted, "Accepted", status).
+				Reads(&metav1.DeleteOptions{}).Writes(status)
+			rb.ParameterNamed("body").Required(false)
+			addParams(rb, &metav1.DeleteOptions{})
+		case "deletecollection":
+			rb = ws.DELETE(path).Doc("delete collection of "+kind).Operation("deletecollection"+namespaced+kind+suffix).
+				Returns(http.StatusOK, "OK", status).Reads(&metav1.DeleteOptions{}).Writes(status)
+			rb.ParameterNamed("body").Required(false)
+			addParams(rb, &metav1.DeleteOptions{})
+			addParams(rb, &metav1.ListOptions{}, "watch", "allowWatchBookmarks")
+		}
+		rb.To(func(*restful.Request, *restful.Response) {}).Param(ws.QueryParameter("pretty", prettyDoc))
+		if a.verb != "list" && a.verb != "watch" && a.verb != "watchlist" {
+			rb.Produces("application/json")
+		}
+		if strings.Contains(a.path, "{namespace}") {
+			rb.Param(nsParam)
+		}
+		if strings.Contains(a.path, "{name}") {
+			rb.Param(nameParam)
+		}
+		rb.Metadata(endpoints.RouteMetaGVK, metav1.GroupVersionKind{Group: res.Group, Version: res.Version, Kind: kind})
+		rb.Metadata(endpoints.RouteMetaAction, routeAction[a.verb])
+		routes = append(routes, rb)
+	}
+	return routes, err
+}

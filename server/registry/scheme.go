@@ -1,0 +1,25 @@
+package registry
+
+import (
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Scheme knows the Go types of the built-in kinds, their lists and
+// the meta types (DeleteOptions); OpenAPI documents and protobuf decoding
+// use it.
+var Scheme = func() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, eventsv1.AddToScheme, coordinationv1.AddToScheme, apiextensionsv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			panic(err)
+		}
+	}
+	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	return scheme
+}()
