@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/component-helpers/auth/rbac/validation"
 )
 
@@ -22,11 +23,17 @@ import (
 //
 // the missing rules compacted, one a line, sorted and deduplicated, then
 // "; resolution errors: [...]" when some of the user's bindings name
-// missing roles. Kubernetes returns it inside a 403 (Forbidden for the
+// missing roles. Those errors are kube-apiserver's registry's, which names
+// the resource being written whatever the missing role's kind:
+// <resource>.rbac.authorization.k8s.io "x" not found, so resource is the
+// plural of the object the user writes (roles, clusterroles, rolebindings
+// or clusterrolebindings). Kubernetes returns it inside a 403 (Forbidden for the
 // role or binding being written); the "escalate" and "bind" verb checks
 // that let a user through without holding the rules are the caller's.
-func (x *Index) ConfirmNoEscalation(userName string, groups []string, namespace string, rules []rbacv1.PolicyRule) error {
-	owner, err := x.PolicyRules(userName, groups, namespace)
+func (x *Index) ConfirmNoEscalation(userName string, groups []string, namespace, resource string, rules []rbacv1.PolicyRule) error {
+	owner, err := x.policyRules(userName, groups, namespace, func(_, name string) error {
+		return apierrors.NewNotFound(rbacv1.Resource(resource), name)
+	})
 	covered, missing := validation.Covers(owner, rules)
 	if covered {
 		return nil

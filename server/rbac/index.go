@@ -340,23 +340,36 @@ func merge(a, b []*binding) []*binding {
 // roleRefRules are the rules a binding's roleRef names, or Kubernetes'
 // error for a missing role (role.rbac.authorization.k8s.io "x" not
 // found) or an unknown kind.
-func (s *snapshot) roleRefRules(ref rbacv1.RoleRef, bindingNamespace string) ([]rbacv1.PolicyRule, error) {
+//
+// notFound (nil: the authorizer's) makes the error for a missing role of
+// kind Role or ClusterRole.
+func (s *snapshot) roleRefRules(ref rbacv1.RoleRef, bindingNamespace string, notFound func(kind, name string) error) ([]rbacv1.PolicyRule, error) {
+	if notFound == nil {
+		notFound = authorizerNotFound
+	}
 	switch ref.Kind {
 	case "Role":
 		r, ok := s.roles.get(key{ns: bindingNamespace, name: ref.Name})
 		if !ok || bindingNamespace == "" {
-			return nil, apierrors.NewNotFound(rbacv1.Resource("role"), ref.Name)
+			return nil, notFound(ref.Kind, ref.Name)
 		}
 		return r.Rules, nil
 	case "ClusterRole":
 		r, ok := s.clusterRoles.get(key{name: ref.Name})
 		if !ok {
-			return nil, apierrors.NewNotFound(rbacv1.Resource("clusterrole"), ref.Name)
+			return nil, notFound(ref.Kind, ref.Name)
 		}
 		return r.Rules, nil
 	default:
 		return nil, fmt.Errorf("unsupported role reference kind: %q", ref.Kind)
 	}
+}
+
+// authorizerNotFound is the error of kube-apiserver's RBAC authorizer
+// (its informer listers) for a missing role: role.rbac.authorization.k8s.io
+// "x" not found, or clusterrole.rbac.authorization.k8s.io "x" not found.
+func authorizerNotFound(kind, name string) error {
+	return apierrors.NewNotFound(rbacv1.Resource(strings.ToLower(kind)), name)
 }
 
 // RoleRefRules returns the rules that roleRef of a binding in
@@ -366,7 +379,7 @@ func (s *snapshot) roleRefRules(ref rbacv1.RoleRef, bindingNamespace string) ([]
 // BindingAuthorized: "bind" on the role, or ConfirmNoEscalation of these
 // rules).
 func (x *Index) RoleRefRules(roleRef rbacv1.RoleRef, bindingNamespace string) ([]rbacv1.PolicyRule, error) {
-	return x.cur.Load().roleRefRules(roleRef, bindingNamespace)
+	return x.cur.Load().roleRefRules(roleRef, bindingNamespace, nil)
 }
 
 // visit calls f with each rule that applies to the user in namespace, in
@@ -374,21 +387,21 @@ func (x *Index) RoleRefRules(roleRef rbacv1.RoleRef, bindingNamespace string) ([
 // RoleBindings when namespace is not ""; bindings by name, rules in their
 // role's order), with the binding it comes from; f returning false stops.
 // It returns the resolution errors met (missing roles) in order.
-func (s *snapshot) visit(userName string, groups []string, namespace string, f func(b *binding, r *rbacv1.PolicyRule) bool) []error {
+func (s *snapshot) visit(userName string, groups []string, namespace string, notFound func(kind, name string) error, f func(b *binding, r *rbacv1.PolicyRule) bool) []error {
 	var errs []error
-	if !s.visitBindings(candidates(&s.clusterBindings, "", userName, groups), "", &errs, f) || namespace == "" {
+	if !s.visitBindings(candidates(&s.clusterBindings, "", userName, groups), "", notFound, &errs, f) || namespace == "" {
 		return errs
 	}
-	s.visitBindings(candidates(&s.bindings, namespace, userName, groups), namespace, &errs, f)
+	s.visitBindings(candidates(&s.bindings, namespace, userName, groups), namespace, notFound, &errs, f)
 	return errs
 }
 
 // visitBindings calls f with each rule of each binding's role, the
 // bindings being in namespace ns ("" for ClusterRoleBindings), adding
 // resolution errors to errs; it returns false when f stopped it.
-func (s *snapshot) visitBindings(bs []*binding, ns string, errs *[]error, f func(b *binding, r *rbacv1.PolicyRule) bool) bool {
+func (s *snapshot) visitBindings(bs []*binding, ns string, notFound func(kind, name string) error, errs *[]error, f func(b *binding, r *rbacv1.PolicyRule) bool) bool {
 	for _, b := range bs {
-		rules, err := s.roleRefRules(b.roleRef, ns)
+		rules, err := s.roleRefRules(b.roleRef, ns, notFound)
 		if err != nil {
 			*errs = append(*errs, err)
 			continue
@@ -423,7 +436,7 @@ func (s *snapshot) visitBindings(bs []*binding, ns string, errs *[]error, f func
 func (x *Index) Authorize(userName string, groups []string, a auth.Attributes) (allowed bool, reason string) {
 	s := x.cur.Load()
 	var by *binding
-	errs := s.visit(userName, groups, a.Namespace, func(b *binding, r *rbacv1.PolicyRule) bool {
+	errs := s.visit(userName, groups, a.Namespace, nil, func(b *binding, r *rbacv1.PolicyRule) bool {
 		if RuleAllows(&a, r) {
 			by = b
 			return false
@@ -489,8 +502,12 @@ func appliesToUser(s *rbacv1.Subject, userName string, groups []string, ns strin
 // Authorize's search, and the resolution errors (missing roles) as one
 // aggregate error; the rules are valid even when the error is not nil.
 func (x *Index) PolicyRules(userName string, groups []string, namespace string) ([]rbacv1.PolicyRule, error) {
+	return x.policyRules(userName, groups, namespace, nil)
+}
+
+func (x *Index) policyRules(userName string, groups []string, namespace string, notFound func(kind, name string) error) ([]rbacv1.PolicyRule, error) {
 	var rules []rbacv1.PolicyRule
-	errs := x.cur.Load().visit(userName, groups, namespace, func(_ *binding, r *rbacv1.PolicyRule) bool {
+	errs := x.cur.Load().visit(userName, groups, namespace, notFound, func(_ *binding, r *rbacv1.PolicyRule) bool {
 		rules = append(rules, *r)
 		return true
 	})
