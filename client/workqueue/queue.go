@@ -82,6 +82,9 @@ type entry[K comparable] struct {
 	dirtyAt       time.Time // zero: ready at once
 }
 
+// maxFree bounds the entries a queue keeps for reuse.
+const maxFree = 1024
+
 // Queue is a work queue of keys. See the package documentation for its
 // guarantees. All methods are safe for concurrent use. Its owner must call
 // ShutDown or ShutDownWithDrain: they stop the queue's timer goroutine.
@@ -96,6 +99,7 @@ type Queue[K comparable] struct {
 	mu       sync.Mutex
 	cond     sync.Cond // a key became ready, or shutdown
 	items    map[K]*entry[K]
+	free     []*entry[K] // entries to reuse: Add then allocates nothing
 	ready    entryHeap[K] // stateReady keys
 	waiting  entryHeap[K] // stateWaiting keys
 	seq      uint64
@@ -209,7 +213,12 @@ func (q *Queue[K]) when_locked(key K, now time.Time) time.Duration {
 func (q *Queue[K]) add_locked(k K, priority int, after time.Duration, now time.Time) {
 	e := q.items[k]
 	if e == nil {
-		e = &entry[K]{key: k, priority: priority, seq: q.seq, index: -1}
+		if n := len(q.free); n > 0 {
+			e, q.free = q.free[n-1], q.free[:n-1]
+			*e = entry[K]{key: k, priority: priority, seq: q.seq, index: -1}
+		} else {
+			e = &entry[K]{key: k, priority: priority, seq: q.seq, index: -1}
+		}
 		q.seq++
 		q.items[k] = e
 		q.countAdd()
@@ -378,6 +387,9 @@ func (q *Queue[K]) Done(key K) {
 	}
 	if !e.dirty || q.shutdown {
 		delete(q.items, key)
+		if len(q.free) < maxFree {
+			q.free = append(q.free, e)
+		}
 	} else {
 		e.dirty = false
 		e.priority = e.dirtyPriority
