@@ -34,6 +34,7 @@ type binding struct {
 	role       role
 	controller string
 	owner      client.Resource // the primary resource
+	index      int             // among the sources of its role
 }
 
 // Watch is a Source of inf's objects for Builder.For and Builder.Owns.
@@ -70,7 +71,7 @@ func (s *watchSource[T]) staleGuard(w *writes) func(Request) bool {
 }
 
 func (s *watchSource[T]) bind(b binding) (source[Request], error) {
-	h := &handlerSource[T]{inf: s.inf, preds: s.preds, name: "controller/" + b.controller}
+	h := &handlerSource[T]{inf: s.inf, preds: s.preds, name: fmt.Sprintf("controller/%s/%s%d", b.controller, [...]string{"for", "owns", "watches"}[b.role], b.index)}
 	switch b.role {
 	case rolePrimary, roleOwned:
 		if s.fn != nil {
@@ -245,20 +246,20 @@ func (b *Builder) Complete(r Reconciler[Request]) (*Controller[Request], error) 
 	var sources []source[Request]
 	if b.primary != nil {
 		owner := b.primary.resource()
-		bind := func(s Source, ro role) {
-			src, err := s.bind(binding{role: ro, controller: b.name, owner: owner})
+		bind := func(s Source, ro role, i int) {
+			src, err := s.bind(binding{role: ro, controller: b.name, owner: owner, index: i})
 			if err != nil {
 				errs = append(errs, err)
 				return
 			}
 			sources = append(sources, src)
 		}
-		bind(b.primary, rolePrimary)
-		for _, s := range b.owned {
-			bind(s, roleOwned)
+		bind(b.primary, rolePrimary, 0)
+		for i, s := range b.owned {
+			bind(s, roleOwned, i)
 		}
-		for _, s := range b.watched {
-			bind(s, roleMapped)
+		for i, s := range b.watched {
+			bind(s, roleMapped, i)
 		}
 	}
 	if len(errs) > 0 {

@@ -181,11 +181,11 @@ func (c *Controller[K]) WaitForSync(ctx context.Context) error {
 		if r.synced() {
 			continue
 		}
-		why := "no error reported"
-		if err := r.lastErr(); err != nil {
-			why = err.Error()
+		why := r.lastErr()
+		if why == nil {
+			why = errors.New("no error reported")
 		}
-		errs = append(errs, fmt.Errorf("%s: %s", r.name, why))
+		errs = append(errs, fmt.Errorf("%s: %w", r.name, why))
 	}
 	return fmt.Errorf("controller %s: %w within %v: %w", c.name, ErrSyncTimeout, c.opts.SyncTimeout, errors.Join(errs...))
 }
