@@ -203,22 +203,17 @@ func (b *Builder) For(s Source) *Builder {
 // Owns adds an owned resource: an event of one of its objects reconciles
 // the object's controller (its ownerReference with controller: true), if
 // that is of the primary resource's group and kind.
-func (b *Builder) Owns(s Source) *Builder {
-	if s == nil {
-		b.errs = append(b.errs, errors.New("Owns: nil source"))
-	} else {
-		b.owned = append(b.owned, s)
-	}
-	return b
-}
+func (b *Builder) Owns(s Source) *Builder { return b.add(&b.owned, s, "Owns") }
 
 // Watches adds a resource whose events reconcile what a map function
 // says (see Map).
-func (b *Builder) Watches(s Source) *Builder {
+func (b *Builder) Watches(s Source) *Builder { return b.add(&b.watched, s, "Watches") }
+
+func (b *Builder) add(to *[]Source, s Source, method string) *Builder {
 	if s == nil {
-		b.errs = append(b.errs, errors.New("Watches: nil source"))
+		b.errs = append(b.errs, fmt.Errorf("%s: nil source", method))
 	} else {
-		b.watched = append(b.watched, s)
+		*to = append(*to, s)
 	}
 	return b
 }

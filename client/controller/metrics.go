@@ -23,18 +23,14 @@ type metrics struct {
 	unregister                         func()
 }
 
-// collectors is a set of collectors registered, and unregistered, as one.
-type collectors []prometheus.Collector
+// Describe and Collect make the metrics one collector, registered and
+// unregistered as one.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(m, ch) }
 
-func (cs collectors) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range cs {
-		c.Describe(ch)
-	}
-}
-
-func (cs collectors) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range cs {
-		c.Collect(ch)
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	m.total.Collect(ch)
+	for _, c := range []prometheus.Metric{m.errors, m.terminal, m.panics, m.timeouts, m.staleSkips, m.duration, m.active, m.maxConcurrent} {
+		ch <- c
 	}
 }
 
@@ -71,13 +67,12 @@ func newMetrics(name string, reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range []string{"success", "error", "requeue", "requeue_after"} {
 		m.total.WithLabelValues(r)
 	}
-	cs := collectors{m.total, m.errors, m.terminal, m.panics, m.timeouts, m.staleSkips, m.duration, m.active, m.maxConcurrent}
-	if err := reg.Register(cs); err != nil {
+	if err := reg.Register(m); err != nil {
 		if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
 			return nil, fmt.Errorf("controller %s: metrics: %w (%w)", name, ErrDuplicateName, err)
 		}
 		return nil, fmt.Errorf("controller %s: metrics: %w", name, err)
 	}
-	m.unregister = func() { reg.Unregister(cs) }
+	m.unregister = func() { reg.Unregister(m) }
 	return m, nil
 }
