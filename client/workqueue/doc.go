@@ -79,6 +79,16 @@
 // to the first one's series. ShutDown unregisters the metrics, so the name
 // can be used again.
 //
+// # Performance
+//
+// BenchmarkAddGetDone (one goroutine, 1000 keys per round; 2 shared cores,
+// noisy): about 360 ns per Add+Get+Done and no allocation, against about
+// 280-530 ns for client-go's workqueue and 5.3 µs for controller-runtime's
+// priority queue. Under contention (BenchmarkParallel: 4 workers, adds
+// from every core, most of them duplicates) it is about 2-3 times slower
+// than client-go's FIFO (290-475 ns against 100-230 ns per add): the
+// priority heap costs O(log n) where client-go appends to a slice.
+//
 // # Clock
 //
 // Options.Clock (k8s.io/utils/clock) replaces the real clock in tests; the

@@ -99,7 +99,7 @@ type Queue[K comparable] struct {
 	mu       sync.Mutex
 	cond     sync.Cond // a key became ready, or shutdown
 	items    map[K]*entry[K]
-	free     []*entry[K] // entries to reuse: Add then allocates nothing
+	free     []*entry[K]  // entries to reuse: Add then allocates nothing
 	ready    entryHeap[K] // stateReady keys
 	waiting  entryHeap[K] // stateWaiting keys
 	seq      uint64

@@ -25,7 +25,9 @@ func (q ours) Add(k int) { q.Queue.Add(k) }
 
 type clientGo struct{ *k8swq.Typed[int] }
 
-type controllerRuntime struct{ priorityqueue.PriorityQueue[int] }
+type controllerRuntime struct {
+	priorityqueue.PriorityQueue[int]
+}
 
 var queues = []struct {
 	name string

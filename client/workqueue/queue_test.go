@@ -13,8 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"go.uber.org/goleak"
 	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/goleak"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/objwatch/objwatch/client/workqueue"
