@@ -236,6 +236,20 @@ func (i *SharedInformer[T]) LastResourceVersion() string {
 	return ""
 }
 
+// LastError returns the error of the informer's last failed list or
+// watch, or nil if none failed since the last attempt that read
+// something. With HasSynced false, it tells why the informer has not
+// synced (e.g. the resource does not exist, or access is forbidden).
+func (i *SharedInformer[T]) LastError() error {
+	if p := i.refl.lastErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Resource returns the resource the informer caches.
+func (i *SharedInformer[T]) Resource() client.Resource { return i.refl.client.Resource() }
+
 // Run runs the informer until ctx ends, then waits for every goroutine it
 // started (reflector, processor, handlers) to end before returning: a
 // handler call in progress finishes, notifications still queued are

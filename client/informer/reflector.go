@@ -49,7 +49,8 @@ type reflector[T client.Object] struct {
 	synced    bool   // the synced marker was logged
 	progress  bool   // the current attempt read something
 
-	lastRV atomic.Pointer[string] // resumeRV, for readers
+	lastRV  atomic.Pointer[string] // resumeRV, for readers
+	lastErr atomic.Pointer[error]  // the last failure, nil after progress
 }
 
 // run lists and watches until ctx ends.
@@ -78,6 +79,7 @@ func (r *reflector[T]) run(ctx context.Context) {
 		}
 		if r.progress {
 			r.backoff.reset()
+			r.lastErr.Store(nil)
 		}
 		switch {
 		case errors.Is(err, client.ErrGone):
@@ -92,6 +94,7 @@ func (r *reflector[T]) run(ctx context.Context) {
 			continue // the server ended the watch at its timeout: renew it
 		case err != nil && !errors.Is(err, io.EOF):
 			r.metrics.errors.Add(1)
+			r.lastErr.Store(&err)
 			r.log.Info("list/watch failed", "err", err, "resourceVersion", r.resumeRV)
 		}
 		if r.backoff.sleep(ctx) != nil {

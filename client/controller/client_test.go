@@ -1,0 +1,176 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/objwatch/objwatch/client"
+	"github.com/objwatch/objwatch/client/controller"
+	"github.com/objwatch/objwatch/client/workqueue"
+)
+
+// TestReadYourWrites: every item adds one to a counter ConfigMap it reads
+// from the cache. Read-your-writes makes each read see the previous
+// item's write: no conflict, and the count is exact. Without it, reads
+// right after a write see the old counter and the update conflicts.
+func TestReadYourWrites(t *testing.T) {
+	e := startEnv(t)
+	for _, ryw := range []bool{true, false} {
+		t.Run(fmt.Sprint("ryw=", ryw), func(t *testing.T) {
+			ns := "default"
+			if !ryw {
+				ns = "kube-public"
+			}
+			const items = 20
+			e.create(t, ns, "total", map[string]string{"n": "0"})
+			for i := range items {
+				e.create(t, ns, fmt.Sprint("item-", i), nil)
+			}
+			inf := e.configMapInformer(t, ns)
+			var (
+				cl        *controller.Client[CM]
+				mu        sync.Mutex
+				counted   = map[string]bool{}
+				conflicts atomic.Int32
+			)
+			c, err := controller.NewBuilder("ryw").For(controller.Watch(inf)).
+				WithOptions(controller.Options{DisableReadYourWrites: !ryw, Queue: workqueue.Options{BaseDelay: time.Millisecond}}).
+				Complete(controller.Func[controller.Request](func(ctx context.Context, r controller.Request) (controller.Result, error) {
+					mu.Lock()
+					done := r.Name == "total" || counted[r.Name]
+					mu.Unlock()
+					if done {
+						return controller.Result{}, nil
+					}
+					total, ok, err := cl.Get(ctx, ns, "total")
+					if err != nil || !ok {
+						return controller.Result{}, fmt.Errorf("get total: %v %w", ok, err)
+					}
+					n, _ := strconv.Atoi(total.Data["n"])
+					total = total.DeepCopy()
+					total.Data["n"] = strconv.Itoa(n + 1)
+					if _, err := cl.Update(ctx, total, metav1.UpdateOptions{}); err != nil {
+						if errors.Is(err, client.ErrConflict) {
+							conflicts.Add(1)
+						}
+						return controller.Result{}, err
+					}
+					mu.Lock()
+					counted[r.Name] = true
+					mu.Unlock()
+					return controller.Result{}, nil
+				}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl = controller.ClientFor(c, e.cms, inf)
+			run(t, c)
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				mu.Lock()
+				n := len(counted)
+				mu.Unlock()
+				if n == items {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d items counted, want %d", n, items)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			total, err := e.cms.Get(testContext(t), ns, "total", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if total.Data["n"] != strconv.Itoa(items) {
+				t.Errorf("total = %s, want %d", total.Data["n"], items)
+			}
+			switch n := conflicts.Load(); {
+			case ryw && n != 0:
+				t.Errorf("with read-your-writes: %d conflicts, want 0", n)
+			case !ryw && n == 0:
+				t.Errorf("without read-your-writes: no conflicts; the test no longer shows what it guards against")
+			}
+			t.Logf("read-your-writes %v: %d conflicts", ryw, conflicts.Load())
+		})
+	}
+}
+
+// TestStaleCacheGuard: a reconcile writes its object and asks to be
+// called again at once; it reads the object straight from the informer's
+// cache, which is stale right after the write. The guard puts the next
+// reconcile off until the cache has the write (counted); without it, the
+// reconcile acts on the stale object and conflicts.
+func TestStaleCacheGuard(t *testing.T) {
+	e := startEnv(t)
+	for _, guard := range []bool{true, false} {
+		t.Run(fmt.Sprint("guard=", guard), func(t *testing.T) {
+			name := fmt.Sprint("x-", guard)
+			e.create(t, "default", name, map[string]string{"step": "0"})
+			inf := e.configMapInformer(t, "default")
+			var (
+				cl        *controller.Client[CM]
+				conflicts atomic.Int32
+				finished  = make(chan struct{})
+			)
+			const steps = 10
+			reg := prometheus.NewPedanticRegistry()
+			c, err := controller.NewBuilder("guard").For(controller.Watch(inf)).
+				WithOptions(controller.Options{DisableReadYourWrites: !guard, Metrics: reg, Queue: workqueue.Options{BaseDelay: time.Millisecond}}).
+				Complete(controller.Func[controller.Request](func(ctx context.Context, r controller.Request) (controller.Result, error) {
+					if r.Name != name {
+						return controller.Result{}, nil
+					}
+					cm, ok := inf.Lister().Get(r.Namespace, r.Name) // no read-your-writes wait here
+					if !ok {
+						return controller.Result{}, errors.New("not cached")
+					}
+					n, _ := strconv.Atoi(cm.Data["step"])
+					if n == steps {
+						select {
+						case <-finished:
+						default:
+							close(finished)
+						}
+						return controller.Result{}, nil
+					}
+					cm = cm.DeepCopy()
+					cm.Data["step"] = strconv.Itoa(n + 1)
+					if _, err := cl.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+						if errors.Is(err, client.ErrConflict) {
+							conflicts.Add(1)
+						}
+						return controller.Result{}, err
+					}
+					return controller.Result{RequeueAfter: time.Microsecond}, nil
+				}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl = controller.ClientFor(c, e.cms, inf)
+			run(t, c)
+			select {
+			case <-finished:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the object never reached the last step")
+			}
+			skips := counter(t, reg, "objwatch_controller_stale_cache_skips_total")
+			t.Logf("guard %v: %d conflicts, %v skips", guard, conflicts.Load(), skips)
+			if guard && (conflicts.Load() != 0 || skips == 0) {
+				t.Errorf("with the guard: %d conflicts, %v skips; want 0 and some", conflicts.Load(), skips)
+			}
+			if !guard && (conflicts.Load() == 0 || skips != 0) {
+				t.Errorf("without the guard: %d conflicts, %v skips; want some and 0", conflicts.Load(), skips)
+			}
+		})
+	}
+}
