@@ -61,11 +61,11 @@ func TestTakeover(t *testing.T) {
 			var l ledger
 			cfgA, cfgB := config("a", &l), config("b", &l)
 			cfgA.ReleaseOnCancel, cfgB.ReleaseOnCancel = release, release
-			a := start(t, newREST(t, env, nil), cfgA)
+			a := start(t, newREST(t, env.Kubeconfig, nil), cfgA)
 			if s := l.waitLeader(t, "", 10*time.Second); s.who != "a" {
 				t.Fatalf("leader = %s, want a (the only candidate)", s.who)
 			}
-			b := start(t, newREST(t, env, nil), cfgB)
+			b := start(t, newREST(t, env.Kubeconfig, nil), cfgB)
 			time.Sleep(leaseDuration + retryPeriod) // b must not take a lease that a renews
 			if !a.el.IsLeader() || b.el.IsLeader() || b.el.Leader() != "a" {
 				t.Errorf("IsLeader() = %v, %v, b.Leader() = %q; want true, false, a", a.el.IsLeader(), b.el.IsLeader(), b.el.Leader())
@@ -104,7 +104,7 @@ func TestTakeover(t *testing.T) {
 
 func getLease(t *testing.T, env *testenv.Env) *coordinationv1.Lease {
 	t.Helper()
-	leases := client.For[*coordinationv1.Lease](newREST(t, env, nil), leaderelection.Leases)
+	leases := client.For[*coordinationv1.Lease](newREST(t, env.Kubeconfig, nil), leaderelection.Leases)
 	l, err := leases.Get(context.Background(), "default", "test-lease", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("Get lease: %v", err)
@@ -119,9 +119,9 @@ func TestRenewFailure(t *testing.T) {
 	env := testenv.Start(t)
 	var l ledger
 	var cut atomic.Bool
-	a := start(t, newREST(t, env, &cut), config("a", &l))
+	a := start(t, newREST(t, env.Kubeconfig, &cut), config("a", &l))
 	l.waitLeader(t, "", 10*time.Second)
-	start(t, newREST(t, env, nil), config("b", &l))
+	start(t, newREST(t, env.Kubeconfig, nil), config("b", &l))
 	time.Sleep(3 * retryPeriod)
 	cutAt := time.Now()
 	cut.Store(true)
@@ -143,10 +143,10 @@ func TestRenewFailure(t *testing.T) {
 func TestStolen(t *testing.T) {
 	env := testenv.Start(t)
 	var l ledger
-	a := start(t, newREST(t, env, nil), config("a", &l))
+	a := start(t, newREST(t, env.Kubeconfig, nil), config("a", &l))
 	l.waitLeader(t, "", 10*time.Second)
 
-	leases := client.For[*coordinationv1.Lease](newREST(t, env, nil), leaderelection.Leases)
+	leases := client.For[*coordinationv1.Lease](newREST(t, env.Kubeconfig, nil), leaderelection.Leases)
 	ctx := context.Background()
 	err := client.RetryOnConflict(ctx, func() error {
 		lease, err := leases.Get(ctx, "default", "test-lease", metav1.GetOptions{})
@@ -184,7 +184,7 @@ func (s skewed) After(d time.Duration) <-chan time.Time { return time.After(d) }
 // and the candidate's clock say.
 func TestRemoteTimeIgnored(t *testing.T) {
 	env := testenv.Start(t)
-	leases := client.For[*coordinationv1.Lease](newREST(t, env, nil), leaderelection.Leases)
+	leases := client.For[*coordinationv1.Lease](newREST(t, env.Kubeconfig, nil), leaderelection.Leases)
 	for _, tt := range []struct {
 		name        string
 		renew, skew time.Duration
@@ -209,7 +209,7 @@ func TestRemoteTimeIgnored(t *testing.T) {
 			cfg := config("a", &l)
 			cfg.Clock = skewed(tt.skew)
 			started := time.Now()
-			c := start(t, newREST(t, env, nil), cfg)
+			c := start(t, newREST(t, env.Kubeconfig, nil), cfg)
 			s := l.waitLeader(t, "", leaseDuration+maxWait+slack)
 			if took := s.from.Sub(started); took < leaseDuration {
 				t.Errorf("took the lease after %v, want at least its duration %v", took, leaseDuration)
@@ -231,7 +231,7 @@ func TestMetricsAndCallbacks(t *testing.T) {
 	cfg.Metrics = reg
 	cfg.Callbacks.OnNewLeader = func(id string) { newLeaders <- id }
 	cfg.Callbacks.OnStoppedLeading = func() { stopped <- struct{}{} }
-	a := start(t, newREST(t, env, nil), cfg)
+	a := start(t, newREST(t, env.Kubeconfig, nil), cfg)
 	l.waitLeader(t, "", 10*time.Second)
 	if err := a.el.Run(context.Background()); !errors.Is(err, leaderelection.ErrRunning) {
 		t.Errorf("second Run() = %v, want ErrRunning", err)
@@ -255,7 +255,7 @@ func TestMetricsAndCallbacks(t *testing.T) {
 	// A second elector on the same registry shares the series' families.
 	cfgB := config("b", &l)
 	cfgB.Name, cfgB.Metrics = "other-lease", reg
-	if _, err := leaderelection.New(newREST(t, env, nil), cfgB); err != nil {
+	if _, err := leaderelection.New(newREST(t, env.Kubeconfig, nil), cfgB); err != nil {
 		t.Errorf("New(second elector, same registry) error = %v", err)
 	}
 	if err := a.stop(t); err != nil {

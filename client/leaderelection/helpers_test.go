@@ -13,7 +13,6 @@ import (
 
 	"github.com/objwatch/objwatch/client"
 	"github.com/objwatch/objwatch/client/leaderelection"
-	"github.com/objwatch/objwatch/testenv"
 )
 
 // Short timings, so that the package's tests take seconds.
@@ -29,11 +28,11 @@ const (
 	slack = 500 * time.Millisecond
 )
 
-// newREST connects to env. A non-nil cut makes every request fail while
+// newREST connects to the server of kubeconfig. A non-nil cut makes every request fail while
 // it is set, as if the server had become unreachable.
-func newREST(t *testing.T, env *testenv.Env, cut *atomic.Bool) *client.REST {
+func newREST(t *testing.T, kubeconfig string, cut *atomic.Bool) *client.REST {
 	t.Helper()
-	cfg, err := client.FromKubeconfig(env.Kubeconfig, "")
+	cfg, err := client.FromKubeconfig(kubeconfig, "")
 	if err != nil {
 		t.Fatalf("FromKubeconfig: %v", err)
 	}
