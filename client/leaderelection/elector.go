@@ -112,6 +112,11 @@ func (e *Elector) Run(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
+	if ctx.Err() != nil {
+		// Taken as ctx ended: do not start leading, but do not make the
+		// others wait for the lease to expire either.
+		return e.released(ctx)
+	}
 	return e.lead(ctx, renewed)
 }
 
@@ -180,7 +185,7 @@ loop:
 			if lastErr != nil {
 				lost = fmt.Errorf("%w: %w", lost, lastErr)
 			}
-			break
+			break loop
 		}
 		rctx, cancel := context.WithTimeout(base, deadline.Sub(now))
 		held, start, err := e.try(rctx, true)
@@ -207,14 +212,7 @@ loop:
 	if lost != nil {
 		e.cfg.Log.Warn("leader election: stopped leading", "lease", e.describe(), "err", lost)
 	}
-	var err error
-	if e.cfg.ReleaseOnCancel {
-		rctx, cancel := context.WithTimeout(base, e.cfg.RenewDeadline)
-		if err = e.release(rctx); err != nil {
-			err = fmt.Errorf("release lease %s: %w", e.describe(), err)
-		}
-		cancel()
-	}
+	err := e.released(ctx)
 	if f := e.cfg.Callbacks.OnStoppedLeading; f != nil {
 		f()
 	}
@@ -354,6 +352,20 @@ func (e *Elector) takeSpec(s *coordinationv1.LeaseSpec, now time.Time, existing 
 	s.AcquireTime = nil
 	s.LeaseTransitions = &n
 	e.renewSpec(s, now)
+}
+
+// released releases the lease if ReleaseOnCancel, within RenewDeadline
+// even if ctx ended.
+func (e *Elector) released(ctx context.Context) error {
+	if !e.cfg.ReleaseOnCancel {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.RenewDeadline)
+	defer cancel()
+	if err := e.release(rctx); err != nil {
+		return fmt.Errorf("release lease %s: %w", e.describe(), err)
+	}
+	return nil
 }
 
 // release gives the lease up if this candidate still holds it, as

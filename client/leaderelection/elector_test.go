@@ -270,3 +270,45 @@ func TestMetricsAndCallbacks(t *testing.T) {
 		t.Errorf("after leading: %v", err)
 	}
 }
+
+// TestOnStartedLeadingReturns: leadership ends when OnStartedLeading
+// returns on its own, and with ReleaseOnCancel the lease is released;
+// while it has not returned after ctx ended, the lease is still renewed.
+func TestOnStartedLeadingReturns(t *testing.T) {
+	env := testenv.Start(t)
+	rc := newREST(t, env.Kubeconfig, nil)
+	var l ledger
+	cfg := config("a", &l)
+	cfg.ReleaseOnCancel = true
+	cfg.Callbacks.OnStartedLeading = func(context.Context) { time.Sleep(2 * retryPeriod) }
+	if err := leaderelection.Run(context.Background(), rc, cfg); err != nil {
+		t.Errorf("Run() = %v, want nil when OnStartedLeading returned", err)
+	}
+	if lease := getLease(t, env); *lease.Spec.HolderIdentity != "" || *lease.Spec.LeaseDurationSeconds != 1 {
+		t.Errorf("lease after release: holder %q, duration %d; want none, 1", *lease.Spec.HolderIdentity, *lease.Spec.LeaseDurationSeconds)
+	}
+
+	// Slow to stop: it keeps acting for longer than the lease lasts
+	// after ctx ended, so Run must keep the lease.
+	ctx, cancel := context.WithCancel(context.Background())
+	leading := make(chan struct{})
+	cfg.ReleaseOnCancel = false
+	cfg.Callbacks.OnStartedLeading = func(ctx context.Context) {
+		close(leading)
+		<-ctx.Done()
+		time.Sleep(leaseDuration + retryPeriod)
+	}
+	done := make(chan error, 1)
+	go func() { done <- leaderelection.Run(ctx, rc, cfg) }()
+	<-leading
+	cancel()
+	var lb ledger
+	b := start(t, newREST(t, env.Kubeconfig, nil), config("b", &lb))
+	if err := <-done; err != nil {
+		t.Errorf("Run() = %v, want nil after ctx ended", err)
+	}
+	if spans := lb.all(); len(spans) > 0 {
+		t.Errorf("b led while a's OnStartedLeading still ran")
+	}
+	b.stop(t)
+}
