@@ -56,6 +56,15 @@
 // rounded up to whole seconds, so the others never wait less than
 // configured.
 //
+// client-go's candidates tell whether a lease changed by comparing its
+// record as JSON, where renewTime has whole seconds: renewals within one
+// second look alike to them, and their wait runs from the first. So an
+// Elector runs its RenewDeadline from the first renewal that differs in
+// whole seconds (TestInterop/cut shows two leaders otherwise). With a
+// RetryPeriod under a second this shortens the deadline by up to a
+// second: choose RenewDeadline above RetryPeriod plus 1s, or leadership
+// may end although renewals succeed.
+//
 // # Concurrency
 //
 // An Elector runs in the goroutine that calls Run, which owns two more:

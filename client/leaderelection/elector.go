@@ -38,6 +38,11 @@ type Elector struct {
 	observed   coordinationv1.LeaseSpec // the lease's spec last read or written
 	observedAt time.Time                // when this candidate first saw observed
 	lease      *coordinationv1.Lease    // as last written while leading: the renewal fast path
+	// visibleAt is when this candidate sent the first write of the lease
+	// as client-go's candidates see it (see clientGoRecord): its renewals
+	// less than a second apart look alike to them, so its RenewDeadline
+	// runs from there.
+	visibleAt time.Time
 }
 
 // New returns an Elector for cfg that talks to the server through rc.
@@ -108,7 +113,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		go func() { defer close(done); e.notify(stop) }()
 		defer func() { close(stop); <-done }()
 	}
-	renewed, ok := e.acquire(ctx)
+	ok := e.acquire(ctx)
 	if !ok {
 		return nil
 	}
@@ -117,18 +122,19 @@ func (e *Elector) Run(ctx context.Context) error {
 		// others wait for the lease to expire either.
 		return e.released(ctx)
 	}
-	return e.lead(ctx, renewed)
+	return e.lead(ctx)
 }
 
-// acquire tries to take the lease until it does or ctx ends. It returns
-// when the successful write was sent.
-func (e *Elector) acquire(ctx context.Context) (time.Time, bool) {
+// acquire tries to take the lease until it does or ctx ends.
+func (e *Elector) acquire(ctx context.Context) bool {
 	for {
 		rctx, cancel := context.WithTimeout(ctx, e.cfg.RenewDeadline)
-		held, start, err := e.try(rctx, false)
+		held, err := e.try(rctx, false)
 		cancel()
-		if held {
-			return start, true
+		// A lease retaken as it was (by this identity, within the second)
+		// may be about to expire for client-go's candidates: try again.
+		if held && e.cfg.Clock.Now().Add(e.cfg.RetryPeriod).Before(e.visibleAt.Add(e.cfg.RenewDeadline)) {
+			return true
 		}
 		if err != nil && ctx.Err() == nil {
 			e.cfg.Log.Warn("leader election: acquire", "lease", e.describe(), "err", err)
@@ -136,18 +142,18 @@ func (e *Elector) acquire(ctx context.Context) (time.Time, bool) {
 		wait := e.cfg.RetryPeriod + time.Duration(rand.Float64()*jitterFactor*float64(e.cfg.RetryPeriod))
 		select {
 		case <-ctx.Done():
-			return time.Time{}, false
+			return false
 		case <-e.cfg.Clock.After(wait):
 		}
 	}
 }
 
 // lead runs OnStartedLeading and renews the lease until leadership ends.
-// renewed is when the write that took the lease was sent: the others
-// cannot have seen it before, so none takes over before renewed plus
-// LeaseDuration by their clocks, while this candidate stops at renewed
-// plus RenewDeadline by its own.
-func (e *Elector) lead(ctx context.Context, renewed time.Time) error {
+// visibleAt is when the last write that the others can tell from the one
+// before was sent: none of them saw it earlier, so none takes over before
+// visibleAt plus LeaseDuration by their clocks, while this candidate stops
+// at visibleAt plus RenewDeadline by its own.
+func (e *Elector) lead(ctx context.Context) error {
 	leadCtx, cancelLead := context.WithCancel(ctx)
 	defer cancelLead()
 	e.leading.Store(true)
@@ -165,7 +171,7 @@ func (e *Elector) lead(ctx context.Context, renewed time.Time) error {
 	var lost, lastErr error
 loop:
 	for {
-		deadline := renewed.Add(e.cfg.RenewDeadline)
+		deadline := e.visibleAt.Add(e.cfg.RenewDeadline)
 		wake := next
 		if deadline.Before(wake) {
 			wake = deadline
@@ -188,12 +194,12 @@ loop:
 			break loop
 		}
 		rctx, cancel := context.WithTimeout(base, deadline.Sub(now))
-		held, start, err := e.try(rctx, true)
+		held, err := e.try(rctx, true)
 		cancel()
 		next = clock.Now().Add(e.cfg.RetryPeriod)
 		switch {
 		case held:
-			renewed, lastErr = start, nil
+			lastErr = nil
 		case err == nil:
 			lost = fmt.Errorf("%w: lease %s taken by %q", ErrLost, e.describe(), e.Leader())
 			break loop
@@ -230,44 +236,44 @@ func (e *Elector) stopLeading() {
 
 // try reads the lease and renews it if this candidate holds it, or takes
 // it if it is free or expired. held reports whether this candidate holds
-// it now, and start when the write that made it so was sent. While
+// it now. While
 // leading, a lease found held by anyone else (even by no one: someone
 // else wrote it) is lost: held false and no error. Errors are failed
 // requests, after which the state of the lease is unknown.
-func (e *Elector) try(ctx context.Context, leading bool) (held bool, start time.Time, err error) {
+func (e *Elector) try(ctx context.Context, leading bool) (held bool, err error) {
 	clock := e.cfg.Clock
 	if leading && e.lease != nil {
 		// Fast path: the lease is most likely as this candidate last
 		// wrote it.
 		l := e.lease.DeepCopy()
-		start = clock.Now()
+		start := clock.Now()
 		e.renewSpec(&l.Spec, start)
 		got, err := e.leases.Update(ctx, l, metav1.UpdateOptions{})
 		if err == nil {
-			e.wrote(got, start)
-			return true, start, nil
+			e.wrote(got, start, &e.lease.Spec)
+			return true, nil
 		}
 		if ctx.Err() != nil {
-			return false, start, fmt.Errorf("renew lease: %w", err)
+			return false, fmt.Errorf("renew lease: %w", err)
 		}
 	}
 	cur, err := e.leases.Get(ctx, e.cfg.Namespace, e.cfg.Name, metav1.GetOptions{})
 	if errors.Is(err, client.ErrNotFound) {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name}}
-		start = clock.Now()
+		start := clock.Now()
 		e.takeSpec(&l.Spec, start, false)
 		got, err := e.leases.Create(ctx, l, metav1.CreateOptions{})
 		if errors.Is(err, client.ErrAlreadyExists) {
-			return false, start, nil // another candidate created it first
+			return false, nil // another candidate created it first
 		}
 		if err != nil {
-			return false, start, fmt.Errorf("create lease: %w", err)
+			return false, fmt.Errorf("create lease: %w", err)
 		}
-		e.wrote(got, start)
-		return true, start, nil
+		e.wrote(got, start, nil)
+		return true, nil
 	}
 	if err != nil {
-		return false, start, fmt.Errorf("get lease: %w", err)
+		return false, fmt.Errorf("get lease: %w", err)
 	}
 	// Now, after the answer: the change observed was committed before.
 	now := clock.Now()
@@ -279,23 +285,22 @@ func (e *Elector) try(ctx context.Context, leading bool) (held bool, start time.
 		e.renewSpec(&l.Spec, now)
 	} else {
 		if leading {
-			return false, start, nil
+			return false, nil
 		}
 		if holder != "" && now.Before(e.observedAt.Add(e.duration(&cur.Spec))) {
-			return false, start, nil // held, and renewed within its duration as far as this clock knows
+			return false, nil // held, and renewed within its duration as far as this clock knows
 		}
 		e.takeSpec(&l.Spec, now, true)
 	}
-	start = now
 	got, err := e.leases.Update(ctx, l, metav1.UpdateOptions{})
 	if errors.Is(err, client.ErrConflict) && holder != e.cfg.Identity {
-		return false, start, nil // another candidate wrote first
+		return false, nil // another candidate wrote first
 	}
 	if err != nil {
-		return false, start, fmt.Errorf("update lease: %w", err)
+		return false, fmt.Errorf("update lease: %w", err)
 	}
-	e.wrote(got, start)
-	return true, start, nil
+	e.wrote(got, now, &cur.Spec)
+	return true, nil
 }
 
 // observe notes the lease as read at now; its expiry counts from when its
@@ -307,11 +312,44 @@ func (e *Elector) observe(l *coordinationv1.Lease, now time.Time) {
 	e.setLeader(deref(l.Spec.HolderIdentity))
 }
 
-// wrote notes the lease as this candidate wrote it, at start.
-func (e *Elector) wrote(l *coordinationv1.Lease, start time.Time) {
+// wrote notes the lease as this candidate wrote it, at start, over prev
+// (nil if it created it).
+func (e *Elector) wrote(l *coordinationv1.Lease, start time.Time, prev *coordinationv1.LeaseSpec) {
+	if prev == nil || recordOf(prev) != recordOf(&l.Spec) {
+		e.visibleAt = start
+	}
 	e.lease = l
 	e.observed, e.observedAt = *l.Spec.DeepCopy(), start
 	e.setLeader(e.cfg.Identity)
+}
+
+// clientGoRecord is a lease as client-go's candidates compare it with
+// the one they saw before, to tell whether it was renewed: its leader
+// election record as JSON, where times have whole seconds.
+type clientGoRecord struct {
+	holder, strategy, preferred string
+	duration, transitions       int32
+	acquire, renew              int64
+}
+
+func recordOf(s *coordinationv1.LeaseSpec) clientGoRecord {
+	r := clientGoRecord{holder: deref(s.HolderIdentity), preferred: deref(s.PreferredHolder)}
+	if s.Strategy != nil {
+		r.strategy = string(*s.Strategy)
+	}
+	if s.LeaseDurationSeconds != nil {
+		r.duration = *s.LeaseDurationSeconds
+	}
+	if s.LeaseTransitions != nil {
+		r.transitions = *s.LeaseTransitions
+	}
+	if s.AcquireTime != nil && !s.AcquireTime.IsZero() {
+		r.acquire = s.AcquireTime.Unix()
+	}
+	if s.RenewTime != nil && !s.RenewTime.IsZero() {
+		r.renew = s.RenewTime.Unix()
+	}
+	return r
 }
 
 // duration is how long the lease s lasts after it was last seen to change:

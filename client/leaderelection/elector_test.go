@@ -59,7 +59,7 @@ func TestTakeover(t *testing.T) {
 		t.Run(map[bool]string{false: "expiry", true: "release"}[release], func(t *testing.T) {
 			env := testenv.Start(t)
 			var l ledger
-			cfgA, cfgB := config("a", &l), config("b", &l)
+			cfgA, cfgB := config(t, "a", &l), config(t, "b", &l)
 			cfgA.ReleaseOnCancel, cfgB.ReleaseOnCancel = release, release
 			a := start(t, newREST(t, env.Kubeconfig, nil), cfgA)
 			if s := l.waitLeader(t, "", 10*time.Second); s.who != "a" {
@@ -119,9 +119,9 @@ func TestRenewFailure(t *testing.T) {
 	env := testenv.Start(t)
 	var l ledger
 	var cut atomic.Bool
-	a := start(t, newREST(t, env.Kubeconfig, &cut), config("a", &l))
+	a := start(t, newREST(t, env.Kubeconfig, &cut), config(t, "a", &l))
 	l.waitLeader(t, "", 10*time.Second)
-	start(t, newREST(t, env.Kubeconfig, nil), config("b", &l))
+	start(t, newREST(t, env.Kubeconfig, nil), config(t, "b", &l))
 	time.Sleep(3 * retryPeriod)
 	cutAt := time.Now()
 	cut.Store(true)
@@ -143,7 +143,7 @@ func TestRenewFailure(t *testing.T) {
 func TestStolen(t *testing.T) {
 	env := testenv.Start(t)
 	var l ledger
-	a := start(t, newREST(t, env.Kubeconfig, nil), config("a", &l))
+	a := start(t, newREST(t, env.Kubeconfig, nil), config(t, "a", &l))
 	l.waitLeader(t, "", 10*time.Second)
 
 	leases := client.For[*coordinationv1.Lease](newREST(t, env.Kubeconfig, nil), leaderelection.Leases)
@@ -195,19 +195,20 @@ func TestRemoteTimeIgnored(t *testing.T) {
 		{"clock an hour behind", 0, -time.Hour},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each on its own lease
 			ctx := context.Background()
-			_ = leases.Delete(ctx, "default", "test-lease", metav1.DeleteOptions{})
+			name := strings.ToLower(strings.ReplaceAll(tt.name, " ", "-"))
 			ghost, secs, renew := "ghost", int32(2), metav1.NewMicroTime(time.Now().Add(tt.renew))
 			_, err := leases.Create(ctx, &coordinationv1.Lease{
-				ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "test-lease"},
+				ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
 				Spec:       coordinationv1.LeaseSpec{HolderIdentity: &ghost, LeaseDurationSeconds: &secs, RenewTime: &renew, AcquireTime: &renew},
 			}, metav1.CreateOptions{})
 			if err != nil {
 				t.Fatalf("Create lease: %v", err)
 			}
 			var l ledger
-			cfg := config("a", &l)
-			cfg.Clock = skewed(tt.skew)
+			cfg := config(t, "a", &l)
+			cfg.Clock, cfg.Name = skewed(tt.skew), name
 			started := time.Now()
 			c := start(t, newREST(t, env.Kubeconfig, nil), cfg)
 			s := l.waitLeader(t, "", leaseDuration+maxWait+slack)
@@ -227,7 +228,7 @@ func TestMetricsAndCallbacks(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	newLeaders := make(chan string, 10)
 	stopped := make(chan struct{}, 1)
-	cfg := config("a", &l)
+	cfg := config(t, "a", &l)
 	cfg.Metrics = reg
 	cfg.Callbacks.OnNewLeader = func(id string) { newLeaders <- id }
 	cfg.Callbacks.OnStoppedLeading = func() { stopped <- struct{}{} }
@@ -253,7 +254,7 @@ func TestMetricsAndCallbacks(t *testing.T) {
 		t.Errorf("while leading: %v", err)
 	}
 	// A second elector on the same registry shares the series' families.
-	cfgB := config("b", &l)
+	cfgB := config(t, "b", &l)
 	cfgB.Name, cfgB.Metrics = "other-lease", reg
 	if _, err := leaderelection.New(newREST(t, env.Kubeconfig, nil), cfgB); err != nil {
 		t.Errorf("New(second elector, same registry) error = %v", err)
@@ -278,7 +279,7 @@ func TestOnStartedLeadingReturns(t *testing.T) {
 	env := testenv.Start(t)
 	rc := newREST(t, env.Kubeconfig, nil)
 	var l ledger
-	cfg := config("a", &l)
+	cfg := config(t, "a", &l)
 	cfg.ReleaseOnCancel = true
 	cfg.Callbacks.OnStartedLeading = func(context.Context) { time.Sleep(2 * retryPeriod) }
 	if err := leaderelection.Run(context.Background(), rc, cfg); err != nil {
@@ -303,7 +304,7 @@ func TestOnStartedLeadingReturns(t *testing.T) {
 	<-leading
 	cancel()
 	var lb ledger
-	b := start(t, newREST(t, env.Kubeconfig, nil), config("b", &lb))
+	b := start(t, newREST(t, env.Kubeconfig, nil), config(t, "b", &lb))
 	if err := <-done; err != nil {
 		t.Errorf("Run() = %v, want nil after ctx ended", err)
 	}

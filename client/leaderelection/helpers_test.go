@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sync"
@@ -161,11 +162,12 @@ type candidate struct {
 
 // config is a Config for the test's lease with the short timings, leading
 // into l as who.
-func config(who string, l *ledger) leaderelection.Config {
+func config(t *testing.T, who string, l *ledger) leaderelection.Config {
 	return leaderelection.Config{
 		Namespace: "default", Name: "test-lease", Identity: who,
 		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
 		Callbacks: leaderelection.Callbacks{OnStartedLeading: l.lead(who)},
+		Log:       slog.New(slog.NewTextHandler(t.Output(), nil)).With("who", who),
 	}
 }
 

@@ -3,23 +3,35 @@ package leaderelection_test
 import (
 	"context"
 	"crypto/rand"
+	"errors"
+	"io"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	goleaderelection "k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
 
+	"github.com/objwatch/objwatch/client/leaderelection"
 	"github.com/objwatch/objwatch/testenv"
 )
+
+func init() {
+	// client-go's elector logs every attempt through klog.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
+}
 
 // goCandidate is one client-go leader elector on the same lease, run the
 // way a Kubernetes controller runs it.
@@ -34,7 +46,12 @@ func startClientGo(t *testing.T, kubeconfig, name, who string, release bool, l *
 	if err != nil {
 		t.Fatalf("client-go config: %v", err)
 	}
-	cc, err := coordinationclient.NewForConfig(cfg)
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatalf("client-go HTTP client: %v", err)
+	}
+	t.Cleanup(hc.CloseIdleConnections) // a reference server outlives the test
+	cc, err := coordinationclient.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		t.Fatalf("client-go client: %v", err)
 	}
@@ -76,15 +93,25 @@ func (c *goCandidate) stop() {
 	<-c.done
 }
 
+// How the first leader, objwatch's, stops in interop.
+const (
+	killed   = "expiry"  // its context is cancelled
+	released = "release" // the same, with ReleaseOnCancel
+	// Its connection is cut late in a second, just after a renewal:
+	// client-go's candidate, which sees renewTime in whole seconds, saw
+	// that renewal as no change.
+	cut = "cut"
+)
+
 // TestInterop runs objwatch's and client-go's electors on one Lease: the
-// leader is killed (its context cancelled, and with release: released)
-// and leadership moves from objwatch's to client-go's and back, never to
-// two at once.
+// leader is stopped and leadership moves from objwatch's to client-go's
+// and back, never to two at once.
 func TestInterop(t *testing.T) {
 	env := testenv.Start(t)
-	for _, release := range []bool{false, true} {
-		t.Run(map[bool]string{false: "expiry", true: "release"}[release], func(t *testing.T) {
-			interop(t, env.Kubeconfig, "interop-"+strings.ToLower(rand.Text()[:8]), release)
+	for _, how := range []string{killed, released, cut} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel() // each on its own lease
+			interop(t, env.Kubeconfig, "interop-"+strings.ToLower(rand.Text()[:8]), how)
 		})
 	}
 }
@@ -110,47 +137,69 @@ func TestInteropKube(t *testing.T) {
 		t.Skipf("reference kube-apiserver not running: %v", err)
 	}
 	conn.Close()
-	interop(t, kubeconfig, "objwatch-interop-"+strings.ToLower(rand.Text()[:8]), false)
+	for _, how := range []string{killed, cut} {
+		t.Run(how, func(t *testing.T) {
+			interop(t, kubeconfig, "objwatch-interop-"+strings.ToLower(rand.Text()[:8]), how)
+		})
+	}
 }
 
-func interop(t *testing.T, kubeconfig, name string, release bool) {
+func interop(t *testing.T, kubeconfig, name, how string) {
 	var l ledger
-	ours := func(who string) *candidate {
-		cfg := config(who, &l)
+	release := how == released
+	var cutA atomic.Bool
+	ours := func(who string, cut *atomic.Bool) *candidate {
+		cfg := config(t, who, &l)
 		cfg.Name, cfg.ReleaseOnCancel = name, release
-		return start(t, newREST(t, kubeconfig, nil), cfg)
+		if cut != nil {
+			// The least margin allowed, so that a leader that counted its
+			// deadline from a renewal client-go cannot see would overlap.
+			cfg.RenewDeadline = leaseDuration - 200*time.Millisecond
+		}
+		return start(t, newREST(t, kubeconfig, cut), cfg)
 	}
 	handover := leaseDuration + maxWait + slack
 	if release {
 		handover = maxWait + slack
 	}
 
-	a := ours("objwatch-1")
+	a := ours("objwatch-1", &cutA)
 	l.waitLeader(t, "", 10*time.Second)
 	g := startClientGo(t, kubeconfig, name, "client-go", release, &l)
 	time.Sleep(leaseDuration + retryPeriod)
 	if s, _ := l.current(); s.who != "objwatch-1" {
 		t.Fatalf("leader = %q, want objwatch-1 (client-go took a renewed lease)", s.who)
 	}
-	killed := time.Now()
-	a.stop(t)
+	stopped := time.Now()
+	if how == cut {
+		for time.Now().Nanosecond() < 850e6 || time.Now().Nanosecond() > 950e6 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		stopped = time.Now()
+		cutA.Store(true)
+		if err := a.wait(t, leaseDuration); !errors.Is(err, leaderelection.ErrLost) {
+			t.Errorf("objwatch-1: Run() = %v, want ErrLost", err)
+		}
+	} else {
+		a.stop(t)
+	}
 	s := l.waitLeader(t, "objwatch-1", handover)
 	if s.who != "client-go" {
 		t.Fatalf("leader = %q, want client-go", s.who)
 	}
-	t.Logf("client-go led %v after objwatch-1 was killed", s.from.Sub(killed))
+	t.Logf("client-go led %v after objwatch-1 was stopped", s.from.Sub(stopped))
 
-	ours("objwatch-2")
+	ours("objwatch-2", nil)
 	time.Sleep(leaseDuration + retryPeriod)
 	if s, _ := l.current(); s.who != "client-go" {
 		t.Fatalf("leader = %q, want client-go (objwatch took a renewed lease)", s.who)
 	}
-	killed = time.Now()
+	killedAt := time.Now()
 	g.stop()
 	s = l.waitLeader(t, "client-go", handover)
 	if s.who != "objwatch-2" {
 		t.Fatalf("leader = %q, want objwatch-2", s.who)
 	}
-	t.Logf("objwatch-2 led %v after client-go was killed", s.from.Sub(killed))
+	t.Logf("objwatch-2 led %v after client-go was killed", s.from.Sub(killedAt))
 	l.checkOneLeader(t)
 }
