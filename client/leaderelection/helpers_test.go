@@ -57,6 +57,13 @@ type cutTransport struct {
 
 var errCut = errors.New("connection cut by test")
 
+// CloseIdleConnections lets REST.CloseIdleConnections reach the transport.
+func (c cutTransport) CloseIdleConnections() {
+	if ci, ok := c.rt.(interface{ CloseIdleConnections() }); ok {
+		ci.CloseIdleConnections()
+	}
+}
+
 func (c cutTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if c.cut.Load() {
 		return nil, errCut

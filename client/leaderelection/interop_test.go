@@ -16,6 +16,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -50,7 +51,9 @@ func startClientGo(t *testing.T, kubeconfig, name, who string, release bool, l *
 	if err != nil {
 		t.Fatalf("client-go HTTP client: %v", err)
 	}
-	t.Cleanup(hc.CloseIdleConnections) // a reference server outlives the test
+	// A reference server outlives the test: close client-go's connections,
+	// through its wrapping round trippers.
+	t.Cleanup(func() { utilnet.CloseIdleConnectionsFor(hc.Transport) })
 	cc, err := coordinationclient.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		t.Fatalf("client-go client: %v", err)
