@@ -130,7 +130,7 @@ type Instance struct {
 	Authenticator *auth.Authenticator
 	TokenIssuer   *auth.TokenIssuer
 	Server        *server.Server
-	Store       *etcd.Store
+	Store         *etcd.Store
 	// EtcdEndpoint is the etcd client URL (embedded or the first external).
 	EtcdEndpoint string
 
