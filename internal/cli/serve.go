@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/objwatch/objwatch/internal/instance"
+	"github.com/objwatch/objwatch/server/auth"
 )
 
 func newServeCommand() *cobra.Command {
@@ -76,6 +77,12 @@ func newServeCommand() *cobra.Command {
 	f.StringVar(&o.Server.ServiceClusterIPRange, "service-cluster-ip-range", "10.0.0.0/24", "IPv4 CIDR that Services' cluster IPs are allocated from (the same on every server of an etcd); its first address is the default/kubernetes service's")
 	f.IntVar(&o.Server.GCWorkers, "gc-workers", 4, "objects the garbage collector processes at once")
 	f.DurationVar(&o.Server.GCLeaseDuration, "gc-lease-duration", 15*time.Second, "lease that elects the one server (of those on an etcd) running the garbage collector (negative: every server runs it)")
+	f.StringVar(&o.Auth.TokenAuthFile, "token-auth-file", "", "static bearer tokens, CSV lines token,user,uid[,\"group1,group2\"] as kube-apiserver's")
+	f.BoolVar(&o.Auth.Anonymous, "anonymous-auth", false, "let requests without credentials in as system:anonymous (group system:unauthenticated); bad credentials are refused either way")
+	f.StringVar(&o.Auth.ServiceAccountSigningKeyFile, "service-account-signing-key-file", "", "PEM private key (ECDSA P-256 or RSA) that signs service-account tokens (default: pki/sa.key in the data dir, created on first start; every server of an etcd needs the same key)")
+	f.StringSliceVar(&o.Auth.ServiceAccountKeyFiles, "service-account-key-file", nil, "PEM files with more public or private keys whose service-account tokens are accepted (repeatable), e.g. other servers' signing keys")
+	f.StringVar(&o.Auth.ServiceAccountIssuer, "service-account-issuer", auth.DefaultIssuer, "issuer (iss) of service-account tokens, also the API audience")
+	f.DurationVar(&o.Auth.ServiceAccountMaxTokenExpiration, "service-account-max-token-expiration", 0, "longest lifetime a token request gets (0: as asked)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
 	return cmd
 }

@@ -6,6 +6,7 @@ package instance
 import (
 	"cmp"
 	"context"
+	"crypto"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -47,10 +48,74 @@ type Options struct {
 	// accepted no bytes for this long (default 2 min): it blocks every
 	// stream's writes, which the per-watch write timeout cannot end.
 	HTTP2WriteByteTimeout time.Duration
+	// Auth configures authentication beyond the data dir's client
+	// certificates and admin token.
+	Auth AuthOptions
 	// Server tunes the API server; Storage, Authenticator and metrics are
 	// filled in.
 	Server server.Config
 	Log    *slog.Logger
+}
+
+// AuthOptions are kube-apiserver's authentication flags that objwatch has.
+type AuthOptions struct {
+	// TokenAuthFile is a static token file (--token-auth-file).
+	TokenAuthFile string
+	// Anonymous lets requests without credentials in as system:anonymous
+	// (--anonymous-auth).
+	Anonymous bool
+	// ServiceAccountSigningKeyFile is the PEM private key that signs
+	// service-account tokens (--service-account-signing-key-file);
+	// default: pki/sa.key in the data dir, created on first start. All
+	// servers of one etcd must share it (or list each other's keys in
+	// ServiceAccountKeyFiles) to accept each other's tokens.
+	ServiceAccountSigningKeyFile string
+	// ServiceAccountKeyFiles hold more PEM keys (public or private) whose
+	// tokens are accepted (--service-account-key-file).
+	ServiceAccountKeyFiles []string
+	// ServiceAccountIssuer is the tokens' iss and the API audience
+	// (--service-account-issuer); default auth.DefaultIssuer.
+	ServiceAccountIssuer string
+	// ServiceAccountMaxTokenExpiration caps requested token lifetimes
+	// (--service-account-max-token-expiration); 0: no cap.
+	ServiceAccountMaxTokenExpiration time.Duration
+}
+
+// authenticator builds the Authenticator and token issuer for o, with
+// the credentials in pki.
+func (o AuthOptions) authenticator(pki string, c *auth.Credentials) (*auth.Authenticator, *auth.TokenIssuer, error) {
+	var key crypto.Signer
+	var err error
+	if o.ServiceAccountSigningKeyFile != "" {
+		key, err = auth.LoadPrivateKey(o.ServiceAccountSigningKeyFile)
+	} else {
+		key, err = auth.EnsureServiceAccountKey(pki)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var verify []crypto.PublicKey
+	for _, f := range o.ServiceAccountKeyFiles {
+		keys, err := auth.LoadPublicKeys(f)
+		if err != nil {
+			return nil, nil, err
+		}
+		verify = append(verify, keys...)
+	}
+	issuer, err := auth.NewTokenIssuer(auth.TokenIssuerConfig{
+		Key: key, Issuer: o.ServiceAccountIssuer, MaxExpiration: o.ServiceAccountMaxTokenExpiration, VerifyKeys: verify,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	var tokens map[string]auth.User
+	if o.TokenAuthFile != "" {
+		if tokens, err = auth.ReadTokenFile(o.TokenAuthFile); err != nil {
+			return nil, nil, err
+		}
+	}
+	a := auth.New(auth.Config{Credentials: c, Tokens: tokens, ServiceAccounts: issuer, Anonymous: o.Anonymous})
+	return a, issuer, nil
 }
 
 // Instance is a running server. Its owner must call Close.
@@ -60,8 +125,12 @@ type Instance struct {
 	URL         string
 	Kubeconfig  string
 	Credentials *auth.Credentials
-	Server      *server.Server
-	Store       *etcd.Store
+	// Authenticator is the server's; TokenIssuer signs and verifies its
+	// service-account tokens.
+	Authenticator *auth.Authenticator
+	TokenIssuer   *auth.TokenIssuer
+	Server        *server.Server
+	Store         *etcd.Store
 	// EtcdEndpoint is the etcd client URL (embedded or the first external).
 	EtcdEndpoint string
 
@@ -114,7 +183,12 @@ func Start(ctx context.Context, o Options) (_ *Instance, err error) {
 	}
 	host, _, _ := net.SplitHostPort(ln.Addr().String())
 	hosts := append([]string{host}, o.Hosts...)
-	if in.Credentials, err = auth.EnsureCredentials(filepath.Join(o.DataDir, "pki"), hosts); err != nil {
+	pki := filepath.Join(o.DataDir, "pki")
+	if in.Credentials, err = auth.EnsureCredentials(pki, hosts); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	if in.Authenticator, in.TokenIssuer, err = o.Auth.authenticator(pki, in.Credentials); err != nil {
 		ln.Close()
 		return nil, err
 	}
@@ -126,7 +200,7 @@ func Start(ctx context.Context, o Options) (_ *Instance, err error) {
 	}
 	cfg := o.Server
 	cfg.Storage = in.Store
-	cfg.Authenticator = auth.NewAuthenticator(in.Credentials)
+	cfg.Authenticator = in.Authenticator
 	cfg.Metrics, cfg.Gatherer, cfg.Log = reg, reg, o.Log
 	if a, ok := ln.Addr().(*net.TCPAddr); ok && cfg.APIServerPort == 0 {
 		cfg.APIServerPort = a.Port

@@ -11,6 +11,7 @@
 //	                        and the configured hosts
 //	admin.crt, admin.key    client certificate, CN "admin", O "system:masters"
 //	admin.token             random 32-byte bearer token, hex encoded
+//	sa.key                  service-account token signing key (EnsureServiceAccountKey)
 //
 // All keys are ECDSA P-256 (small, fast and accepted by every Kubernetes
 // client), stored as PKCS #8 PEM with mode 0600. Files are written to a
@@ -25,8 +26,33 @@
 //
 // # Authentication
 //
-// An Authenticator accepts a client certificate verified against the CA
-// (user from the subject's CN, groups from its O) or a bearer token it knows,
-// and stores the resulting User in the request context with WithUser.
-// Authorization is not decided here.
+// An Authenticator (New) tries a request's credentials in kube-apiserver's
+// order:
+//
+//  1. a client certificate chaining to the CA: user CN, groups O;
+//     a certificate from another CA is refused (401) whatever follows;
+//  2. a bearer token among the static ones (the admin token, a
+//     --token-auth-file read by ReadTokenFile): its user, uid and groups;
+//  3. a bearer token that is a service-account JWT of the TokenIssuer:
+//     user system:serviceaccount:NS:NAME with the account's uid, groups
+//     system:serviceaccounts and system:serviceaccounts:NS, and extras
+//     credential-id (JTI=...) and pod-name/pod-uid for a pod-bound token;
+//     with a ServiceAccountLookup, only while the account exists with that
+//     uid. A bearer token neither step knows is refused (401);
+//  4. nothing usable: user system:anonymous in group
+//     system:unauthenticated if anonymous requests are allowed, else
+//     ErrNoCredentials (401).
+//
+// Every authenticated user has group system:authenticated, once.
+// AuthenticateToken is step 2 and 3 alone, for TokenReview. Impersonate
+// then decides whether the user may act as the one its Impersonate-*
+// headers name, asking the caller's authorizer as kube-apiserver v1.37's
+// legacy and constrained impersonation do. Authorization is not decided
+// here.
+//
+// # Concurrency
+//
+// Authenticator, TokenIssuer and Impersonator are safe for concurrent use;
+// tokens may be added and the lookup set while requests are authenticated.
+// Nothing here starts a goroutine.
 package auth
