@@ -75,11 +75,14 @@ func builtinWebService(resources []*registry.Resource) (*restful.WebService, []r
 		if err != nil {
 			return nil, nil, fmt.Errorf("openapi: %s: %w", res.GVR(), err)
 		}
-		list, err := registry.Scheme.New(res.GVK().GroupVersion().WithKind(res.ListKind))
-		if err != nil {
-			return nil, nil, fmt.Errorf("openapi: %s: %w", res.GVR(), err)
+		roots = append(roots, reflect.TypeOf(obj))
+		var list runtime.Object
+		if !res.Review {
+			if list, err = registry.Scheme.New(res.GVK().GroupVersion().WithKind(res.ListKind)); err != nil {
+				return nil, nil, fmt.Errorf("openapi: %s: %w", res.GVR(), err)
+			}
+			roots = append(roots, reflect.TypeOf(list))
 		}
-		roots = append(roots, reflect.TypeOf(obj), reflect.TypeOf(list))
 		routes, err := builtinRoutes(ws, res, obj, list)
 		if err != nil {
 			return nil, nil, fmt.Errorf("openapi: %s: %w", res.GVR(), err)
@@ -120,24 +123,33 @@ func builtinRoutes(ws *restful.WebService, res *registry.Resource, obj, list run
 	// watch endpoints.
 	collection := res.Plural
 	var actions []action
-	if res.Namespaced {
+	if res.Review {
+		// Create only: a review is answered, never stored.
+		if res.Namespaced {
+			collection = "namespaces/{namespace}/" + res.Plural
+		}
+		actions = append(actions, action{verb: "create", path: collection})
+	}
+	if res.Namespaced && !res.Review {
 		actions = append(actions,
 			action{verb: "list", path: collection, allNamespaces: true},
 			action{verb: "watchlist", path: collection, allNamespaces: true})
 		collection = "namespaces/{namespace}/" + res.Plural
 	}
 	item := collection + "/{name}"
-	actions = append(actions,
-		action{verb: "list", path: collection},
-		action{verb: "create", path: collection},
-		action{verb: "deletecollection", path: collection},
-		action{verb: "watchlist", path: collection},
-		action{verb: "get", path: item},
-		action{verb: "update", path: item},
-		action{verb: "patch", path: item},
-		action{verb: "delete", path: item},
-		action{verb: "watch", path: item},
-	)
+	if !res.Review {
+		actions = append(actions,
+			action{verb: "list", path: collection},
+			action{verb: "create", path: collection},
+			action{verb: "deletecollection", path: collection},
+			action{verb: "watchlist", path: collection},
+			action{verb: "get", path: item},
+			action{verb: "update", path: item},
+			action{verb: "patch", path: item},
+			action{verb: "delete", path: item},
+			action{verb: "watch", path: item},
+		)
+	}
 	if res.Status {
 		for _, v := range []string{"get", "update", "patch"} {
 			actions = append(actions, action{verb: v, path: item + "/status", sub: "status"})

@@ -121,16 +121,13 @@ func builtins() []*Resource {
 			Group: APIExtensionsGroup, Version: "v1", Plural: "customresourcedefinitions",
 			Singular: "customresourcedefinition", Kind: "CustomResourceDefinition",
 			ShortNames: []string{"crd", "crds"}, Categories: []string{"api-extensions"}, Lifecycle: crdLifecycle,
-			Columns: []Column{
-				{Name: "Created At", Type: "date", Description: "When the definition was created.", Value: func(obj map[string]any) any {
-					ts, _, _ := unstructured.NestedString(obj, "metadata", "creationTimestamp")
-					return ts
-				}},
-			},
+			Columns: []Column{createdAtColumn},
 			Status: true, Generation: true, PatchSchema: &apiextensionsv1.CustomResourceDefinition{},
 			Strategy: typed[apiextensionsv1.CustomResourceDefinition]{validate: validateCRD, prepare: prepareCRD},
 		},
 	}
+	rs = append(rs, rbacResources()...)
+	rs = append(rs, reviewResources()...)
 	for _, r := range rs {
 		if r.StoragePrefix == "" {
 			r.StoragePrefix = StoragePrefix(r.Group, r.Plural)

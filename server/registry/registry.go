@@ -114,6 +114,13 @@ type Resource struct {
 	// *unstructured.UnstructuredList) as a Table with Kubernetes' own
 	// table convertor (custom resources); rows carry their objects.
 	ConvertToTable func(obj runtime.Object) (*metav1.Table, error)
+	// Review: the resource only takes creates, which are answered and
+	// never stored (TokenReview, SubjectAccessReview and the like); the
+	// object service's Review hook computes the answer.
+	Review bool
+	// Reviews are subresources that take a create of another kind, answered
+	// like a Review's: a service account's "token" takes a TokenRequest.
+	Reviews map[string]*Resource
 }
 
 // ScalePaths locate the fields a /scale subresource reads and writes: JSON
@@ -169,6 +176,9 @@ func (r *Resource) Prefix(namespace string) string {
 
 // Verbs are the verbs the resource supports.
 func (r *Resource) Verbs() []string {
+	if r.Review {
+		return []string{"create"}
+	}
 	if r.Group == "" && r.Plural == "namespaces" {
 		// As in Kubernetes: namespaces are deleted one at a time.
 		return []string{"create", "delete", "get", "list", "patch", "update", "watch"}
