@@ -79,8 +79,8 @@ func (s *Service) cacheFor(res *registry.Resource) *watchcache.Cache {
 	if c := s.caches.m[res]; c != nil {
 		return c
 	}
-	if cur, ok := s.registry.Get(res.GVR()); !ok || cur != res {
-		return nil // no longer served (a CRD changed meanwhile)
+	if cur, ok := s.registry.Get(res.GVR()); !ok || cur != res || res.Review {
+		return nil // no longer served (a CRD changed meanwhile), or nothing stored
 	}
 	if s.caches.m == nil {
 		s.caches.m = map[*registry.Resource]*watchcache.Cache{}

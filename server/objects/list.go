@@ -58,6 +58,15 @@ func fieldSet(res *registry.Resource, o *unstructured.Unstructured) fields.Set {
 	return set
 }
 
+// selectedName returns the name a field selector requires, if any.
+func selectedName(o *internalversion.ListOptions) string {
+	if o == nil || o.FieldSelector == nil {
+		return ""
+	}
+	name, _ := o.FieldSelector.RequiresExactMatch("metadata.name")
+	return name
+}
+
 // selectorOf takes a request's label and field selectors from its decoded
 // options; a field the resource has no label for is 400, as in Kubernetes.
 func selectorOf(o *internalversion.ListOptions, res *registry.Resource) (selector, error) {
@@ -200,6 +209,7 @@ func (l *List) Objects() ([]*unstructured.Unstructured, error) {
 // resourceVersionMatch, limit and continue rules; o is decoded and
 // validated. The watch cache answers where those rules allow.
 func (s *Service) List(ctx context.Context, req *Request, o *internalversion.ListOptions) (*List, error) {
+	req.SelectedName = selectedName(o)
 	if err := s.authorize(ctx, req); err != nil {
 		return nil, err
 	}

@@ -98,6 +98,13 @@ type Hooks struct {
 	// Authorize decides whether req may proceed; an error (a 403 Status)
 	// refuses it. nil allows everything.
 	Authorize func(ctx context.Context, req *Request) error
+	// AuthorizationChanged, if set, returns a context that is done when
+	// Authorize's decision on req may have changed (a role or binding
+	// changed), or nil when it cannot change (the server itself, an
+	// unrestricted user). An open watch then asks Authorize again, and a
+	// refusal ends it with that error as an ERROR event: a revoked
+	// permission does not keep streaming until the watch's timeout.
+	AuthorizationChanged func(req *Request) context.Context
 	// Admit run in order before a create or update (each attempt of it)
 	// is written, with the object to write and, for an update, the
 	// current one. An error refuses the write. undo, if not nil, is
@@ -107,6 +114,11 @@ type Hooks struct {
 	Admit []func(ctx context.Context, req *Request, obj, old *unstructured.Unstructured) (undo func(), err error)
 	// Written run in order after every successful write.
 	Written []func(ctx context.Context, w Write)
+	// Review answers a create of a Review resource (req.Resource.Review)
+	// or of a review subresource (req.Resource.Reviews[req.Subresource]):
+	// obj is the decoded request, the result the answer. Nothing is
+	// stored. nil answers every review with 405.
+	Review func(ctx context.Context, req *Request, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
 }
 
 // Request is one operation on a served resource: who asks, what for, and
@@ -122,6 +134,10 @@ type Request struct {
 	Namespace   string
 	Name        string
 	Subresource string
+	// SelectedName is, for a list, watch or deletecollection, the one
+	// name its field selector requires (metadata.name=NAME), which RBAC's
+	// resourceNames may allow; the service sets it before Authorize.
+	SelectedName string
 	// DryRun: nothing is stored (set by the write methods from their
 	// options, for Admit).
 	DryRun bool

@@ -75,6 +75,11 @@ func watchRequestOf(req *Request, opts WatchOptions) (watchRequest, error) {
 // (an ERROR event), not as the response. A nil Source and nil error mean
 // ctx ended while it waited. The caller owns the Source and must Stop it.
 func (s *Service) Watch(ctx context.Context, req *Request, opts WatchOptions) (Source, error) {
+	req.SelectedName = selectedName(opts.List)
+	var changed context.Context
+	if f := s.cfg.Hooks.AuthorizationChanged; f != nil {
+		changed = f(req) // before deciding: a change after it is seen
+	}
 	if err := s.authorize(ctx, req); err != nil {
 		return nil, err
 	}
@@ -82,14 +87,77 @@ func (s *Service) Watch(ctx context.Context, req *Request, opts WatchOptions) (S
 	if err != nil {
 		return nil, err
 	}
-	src, err := s.cacheWatch(ctx, req, wr)
-	if errors.Is(err, errNoCache) {
-		return s.storageWatch(ctx, req, wr)
-	}
-	if src == nil {
+	var src Source
+	cs, err := s.cacheWatch(ctx, req, wr)
+	switch {
+	case errors.Is(err, errNoCache):
+		if src, err = s.storageWatch(ctx, req, wr); err != nil {
+			return nil, err
+		}
+	case cs == nil:
 		return nil, err // not a typed nil
+	default:
+		src = cs
 	}
-	return src, err
+	if changed == nil {
+		return src, nil
+	}
+	return &authorizedSource{Source: src, s: s, req: req, changed: changed}, nil
+}
+
+// authorizedSource ends a watch whose permission was revoked: when the
+// authorization may have changed, it asks Authorize again, and a refusal
+// is the watch's last item (an ERROR event).
+type authorizedSource struct {
+	Source
+	s       *Service
+	req     *Request
+	changed context.Context // done when the decision may have changed
+	refused error
+}
+
+// recheck asks again if the authorization changed; it reports whether the
+// watch may go on.
+func (a *authorizedSource) recheck() bool {
+	if a.refused != nil {
+		return false
+	}
+	if a.changed.Err() == nil {
+		return true
+	}
+	if a.changed = a.s.cfg.Hooks.AuthorizationChanged(a.req); a.changed == nil {
+		a.changed = context.Background() // no longer restricted
+	}
+	if err := a.s.authorize(context.Background(), a.req); err != nil {
+		a.refused = err
+		return false
+	}
+	return true
+}
+
+func (a *authorizedSource) TryNext() (Item, bool) {
+	if !a.recheck() {
+		return Item{}, false
+	}
+	return a.Source.TryNext()
+}
+
+func (a *authorizedSource) Wait(ctx context.Context, idle <-chan time.Time) error {
+	if !a.recheck() {
+		return a.refused
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(a.changed, cancel)()
+	err := a.Source.Wait(wctx, idle)
+	if ctx.Err() == nil && wctx.Err() != nil {
+		// Woken by the change, not by the watch's end.
+		if !a.recheck() {
+			return a.refused
+		}
+		return nil
+	}
+	return err
 }
 
 // The types of Item.

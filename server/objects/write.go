@@ -57,6 +57,9 @@ func (s *Service) Create(ctx context.Context, req *Request, obj *unstructured.Un
 		return Result{}, err
 	}
 	res := req.Resource
+	if rr := reviewOf(req); rr != nil {
+		return s.review(ctx, req, rr, obj, opts)
+	}
 	if obj.GetName() == "" && obj.GetGenerateName() != "" {
 		obj.SetName(obj.GetGenerateName() + rand.String(5))
 	}
@@ -101,6 +104,33 @@ func (s *Service) Create(ctx context.Context, req *Request, obj *unstructured.Un
 	}
 	s.written(ctx, req, nil, obj, kv.ModRevision)
 	return out, nil
+}
+
+// reviewOf returns the review resource a create of req asks, or nil.
+func reviewOf(req *Request) *registry.Resource {
+	if req.Subresource != "" {
+		return req.Resource.Reviews[req.Subresource]
+	}
+	if req.Resource.Review {
+		return req.Resource
+	}
+	return nil
+}
+
+// review answers a create of a review: decoded with the review's schema
+// (unknown fields per fieldValidation), answered by Hooks.Review, stored
+// nowhere.
+func (s *Service) review(ctx context.Context, req *Request, rr *registry.Resource, obj *unstructured.Unstructured, opts WriteOptions) (Result, error) {
+	warnings, err := normalize(rr, obj, nil, opts)
+	out := Result{Warnings: warnings}
+	if err != nil {
+		return out, err
+	}
+	if s.cfg.Hooks.Review == nil {
+		return out, apierrors.NewMethodNotSupported(gr(req.Resource), "create")
+	}
+	out.Object, err = s.cfg.Hooks.Review(ctx, req, obj)
+	return out, err
 }
 
 // prepareCreate sets what the server owns on a new object.
@@ -427,6 +457,7 @@ func (s *Service) deleteObject(ctx context.Context, req *Request, opts *metav1.D
 // req.Namespace, if set) that listOpts selects, each as Delete would; an
 // object gone meanwhile is no error.
 func (s *Service) DeleteCollection(ctx context.Context, req *Request, listOpts *internalversion.ListOptions, opts *metav1.DeleteOptions) error {
+	req.SelectedName = selectedName(listOpts)
 	if err := s.authorize(ctx, req); err != nil {
 		return err
 	}
