@@ -44,6 +44,11 @@ type Config struct {
 	// Authenticator authenticates requests (WithAuthentication); nil
 	// allows anonymous access.
 	Authenticator *auth.Authenticator
+	// Authorize decides requests that are not on a resource (discovery,
+	// OpenAPI, version, metrics; WithAuthentication asks it), and
+	// impersonation. nil allows them. Resource requests are authorized by
+	// the object service.
+	Authorize func(u *auth.User, a auth.Attributes) error
 	Log           *slog.Logger
 	// Metrics is where request and watch metrics are registered; nil
 	// disables them.
@@ -71,6 +76,7 @@ type API struct {
 	pacer    *watchstream.Pacer
 
 	readSem, writeSem chan struct{}
+	impersonator      auth.Impersonator // remembers which mode allowed whom
 }
 
 // New returns an API and registers its metrics.
@@ -107,9 +113,24 @@ func (a *API) WithAuthentication(next http.Handler) http.Handler {
 			WriteStatus(w, apierrors.NewUnauthorized("Unauthorized"))
 			return
 		}
-		if err := auth.ImpersonationRefused(r.Header, u, authzAttributes(r)); err != nil {
+		attrs := authzAttributes(r)
+		u, err := a.impersonator.Impersonate(r.Header, u, attrs, func(u auth.User, at auth.Attributes) bool {
+			return a.cfg.Authorize == nil || a.cfg.Authorize(&u, at) == nil
+		})
+		if err != nil {
 			WriteStatus(w, err)
 			return
+		}
+		for k := range r.Header {
+			if strings.HasPrefix(k, "Impersonate-") {
+				r.Header.Del(k) // as kube-apiserver: nothing further down sees them
+			}
+		}
+		if !attrs.ResourceRequest && a.cfg.Authorize != nil {
+			if err := a.cfg.Authorize(&u, attrs); err != nil {
+				WriteStatus(w, err)
+				return
+			}
 		}
 		next.ServeHTTP(w, r.WithContext(auth.WithUser(r.Context(), u)))
 	})
@@ -170,8 +191,13 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 		return
 	}
 	own := res.Lifecycle != nil && res.Lifecycle.UpdateSubresource != "" && info.subresource == res.Lifecycle.UpdateSubresource
-	if info.subresource != "" && !(info.subresource == "status" && res.Status) && !(info.subresource == "scale" && res.Scale != nil) && !own {
+	review := res.Reviews[info.subresource] != nil
+	if info.subresource != "" && !(info.subresource == "status" && res.Status) && !(info.subresource == "scale" && res.Scale != nil) && !own && !review {
 		WriteStatus(w, NotFoundPath())
+		return
+	}
+	if (res.Review || review) && info.verb != "create" {
+		WriteStatus(w, apierrors.NewMethodNotSupported(gr(res), info.verb))
 		return
 	}
 	if info.verb == "watch" && r.Method != http.MethodGet && r.Method != http.MethodHead {

@@ -109,6 +109,12 @@ func apiResources(res *registry.Resource) []metav1.APIResource {
 			Verbs: []string{"get", "patch", "update"},
 		})
 	}
+	for sub, rr := range res.Reviews {
+		out = append(out, metav1.APIResource{
+			Name: res.Plural + "/" + sub, Namespaced: res.Namespaced,
+			Group: rr.Group, Version: rr.Version, Kind: rr.Kind, Verbs: []string{"create"},
+		})
+	}
 	return out
 }
 

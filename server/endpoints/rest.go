@@ -118,16 +118,22 @@ func writeRawList(w http.ResponseWriter, res *registry.Resource, l *objects.List
 }
 
 func (a *API) create(w http.ResponseWriter, r *http.Request, req *objects.Request, info requestInfo) error {
-	res := req.Resource
-	opts, obj, err := a.readWrite(r, res)
+	res, typeOf := req.Resource, req.Resource
+	subReview := info.subresource != ""
+	if subReview {
+		typeOf = res.Reviews[info.subresource] // a TokenRequest for a service account's token
+	}
+	opts, obj, err := a.readWrite(r, typeOf)
 	if err != nil {
 		return err
 	}
-	if info.name != "" {
+	if info.name != "" && !subReview {
 		return apierrors.NewMethodNotSupported(gr(res), "create on a named resource")
 	}
-	if err := checkNamespace(obj, res, info); err != nil {
-		return err
+	if !subReview {
+		if err := checkNamespace(obj, res, info); err != nil {
+			return err
+		}
 	}
 	out, err := a.objects.Create(r.Context(), req, obj, opts)
 	addWarnings(w, out.Warnings)
@@ -140,7 +146,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, req *objects.Reques
 		w.Write(out.Raw)
 		return nil
 	}
-	return respond(w, r, res, http.StatusCreated, out.Object)
+	return respond(w, r, typeOf, http.StatusCreated, out.Object)
 }
 
 // readWrite reads a write request's options and its object, whose
