@@ -53,6 +53,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/objwatch/objwatch/server/access"
 	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/endpoints"
 	"github.com/objwatch/objwatch/server/lifecycle"
@@ -68,8 +69,12 @@ type Config struct {
 	// Storage holds the objects. Required.
 	Storage storage.Interface
 	// Authenticator authenticates requests; nil allows anonymous access
-	// (only for tests that exercise handlers directly).
+	// (only for tests that exercise handlers directly). Its service
+	// accounts are looked up in this server's objects.
 	Authenticator *auth.Authenticator
+	// TokenIssuer issues service-account tokens (a service account's
+	// token subresource); nil answers TokenRequests with 405.
+	TokenIssuer *auth.TokenIssuer
 	// Log receives server logs; default slog.Default().
 	Log *slog.Logger
 	// Metrics is where request metrics are registered; nil disables them.
@@ -142,6 +147,11 @@ type Config struct {
 	// against a quorum read of its revision. For tests (testenv turns it
 	// on); it costs a read per update.
 	Verify bool
+	// AlwaysAllow turns authorization off: every authenticated user may
+	// do everything, as before objwatch had RBAC. By default requests are
+	// authorized by RBAC (members of system:masters, such as the generated
+	// admin, may do everything).
+	AlwaysAllow bool
 	// GCLeaseDuration is the duration of the lease that elects the one
 	// server, among those sharing an etcd, that runs the garbage collector
 	// (default 15 s, as kube-controller-manager's; negative: every server
@@ -211,6 +221,7 @@ type Server struct {
 	registry  *registry.Registry
 	objects   *objects.Service
 	lifecycle *lifecycle.Lifecycle
+	access    *access.Access
 	api       *endpoints.API
 	openapi   *openapi.Docs
 	pacer     *watchstream.Pacer
@@ -239,20 +250,34 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	s.access, err = access.New(access.Config{
+		Registry: s.registry, Log: cfg.Log, AlwaysAllow: cfg.AlwaysAllow,
+		Authenticator: cfg.Authenticator, TokenIssuer: cfg.TokenIssuer,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	hooks := s.access.Hooks()
+	lh := s.lifecycle.Hooks()
+	hooks.Admit, hooks.Written = append(hooks.Admit, lh.Admit...), lh.Written
 	s.objects, err = objects.New(objects.Config{
 		Storage: cfg.Storage, Registry: s.registry, Log: cfg.Log,
 		FutureRVWait: cfg.FutureRVWait, ContinueTTL: cfg.ContinueTTL, BookmarkInterval: cfg.BookmarkInterval,
 		DisableWatchCache: cfg.DisableWatchCache, WatchCacheWindow: cfg.WatchCacheWindow,
 		WatchBufferEvents: cfg.WatchBufferEvents, Verify: cfg.Verify,
-		Hooks: s.lifecycle.Hooks(),
+		Hooks: hooks,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.lifecycle.Use(s.objects)
+	s.access.Use(s.objects)
+	if cfg.Authenticator != nil {
+		cfg.Authenticator.SetServiceAccountLookup(s.access.ServiceAccount)
+	}
 	s.pacer = watchstream.NewPacer(cfg.WatchFlushInterval, cfg.WatchFlushIntervalMax)
 	s.api, err = endpoints.New(endpoints.Config{
-		Objects: s.objects, Registry: s.registry, Authenticator: cfg.Authenticator,
+		Objects: s.objects, Registry: s.registry, Authenticator: cfg.Authenticator, Authorize: s.access.Authorize,
 		Log: cfg.Log, Metrics: cfg.Metrics, Pacer: s.pacer, Stopping: s.stopping,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxReadInFlight: cfg.MaxReadInFlight, MaxMutatingInFlight: cfg.MaxMutatingInFlight,
 		RequestTimeout: cfg.RequestTimeout, MinWatchTimeout: cfg.MinWatchTimeout, WatchWriteTimeout: cfg.WatchWriteTimeout,
@@ -292,10 +317,26 @@ func (s *Server) Run(ctx context.Context) error {
 	if err := s.lifecycle.Bootstrap(ctx); err != nil {
 		return fmt.Errorf("server: bootstrap: %w", err)
 	}
+	if err := s.access.Bootstrap(ctx); err != nil {
+		return fmt.Errorf("server: bootstrap RBAC policy: %w", err)
+	}
 	// Like Kubernetes, fill every resource's watch cache at start rather
 	// than on the first request.
 	s.objects.StartCaches()
-	return s.lifecycle.RunCRDs(ctx, func() { s.ready.Store(true) })
+	accessCtx, stopAccess := context.WithCancel(ctx)
+	accessDone := make(chan struct{})
+	go func() { defer close(accessDone); s.access.Run(accessCtx) }()
+	defer func() { stopAccess(); <-accessDone }()
+	return s.lifecycle.RunCRDs(ctx, func() {
+		// Ready once requests can be authorized: every role and binding
+		// is in the index.
+		select {
+		case <-s.access.Synced():
+			s.access.Settle(ctx, 5*time.Second)
+			s.ready.Store(true)
+		case <-ctx.Done():
+		}
+	})
 }
 
 // Ready reports whether Run has finished its initial work.

@@ -351,7 +351,11 @@ func stuckWatchEnds(t *testing.T, a *api, cache *watchcache.Cache, resp *http.Re
 	if err == io.EOF || n >= len(w.rvs) {
 		t.Fatalf("read %d of %d events, then %v; want fewer and an error", n, len(w.rvs), err)
 	}
-	if resp.ProtoMajor == 1 && !errors.Is(err, io.ErrUnexpectedEOF) {
+	// The connection is closed: the client sees it end mid-response, or,
+	// when the deadline cut a TLS record short and crypto/tls then sent
+	// its close_notify after the partial record, a record that fails its
+	// MAC. Either way the stream was cut off, not ended.
+	if resp.ProtoMajor == 1 && !errors.Is(err, io.ErrUnexpectedEOF) && !strings.Contains(err.Error(), "bad record MAC") {
 		t.Fatalf("read %d events, then %v; want an unexpected EOF (connection closed)", n, err)
 	}
 }

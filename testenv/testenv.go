@@ -21,11 +21,14 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/objwatch/objwatch/internal/instance"
 	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/storage/etcd"
 )
 
@@ -47,6 +50,7 @@ type Env struct {
 	// Server gives tests access to the registry and readiness.
 	Server   *server.Server
 	instance *instance.Instance
+	dataDir  string
 }
 
 // Option changes how Start builds the server.
@@ -129,7 +133,37 @@ func Start(t testing.TB, opts ...Option) *Env {
 		EtcdEndpoint: in.EtcdEndpoint,
 		Server:       in.Server,
 		instance:     in,
+		dataDir:      o.DataDir,
 	}
+}
+
+// User returns what a client needs to reach the server as user name in
+// groups (every user is also in system:authenticated): a client
+// certificate signed by the server's CA, as `objwatch user add` issues.
+// The user may do only what RBAC allows; bind roles to it as admin.
+func (e *Env) User(t testing.TB, name string, groups ...string) Config {
+	t.Helper()
+	cert, key, err := auth.IssueClientCert(filepath.Join(e.dataDir, "pki"), name, groups, time.Hour)
+	if err != nil {
+		t.Fatalf("testenv: user %s: %v", name, err)
+	}
+	return Config{Host: e.Config.Host, CAData: e.Config.CAData, CertData: cert, KeyData: key}
+}
+
+// UserKubeconfig writes a kubeconfig for User(name, groups...) and
+// returns its path, for kubectl and client-go.
+func (e *Env) UserKubeconfig(t testing.TB, name string, groups ...string) string {
+	t.Helper()
+	c := e.User(t, name, groups...)
+	b, err := auth.Kubeconfig(c.Host, c.CAData, name, c.CertData, c.KeyData, "")
+	if err != nil {
+		t.Fatalf("testenv: kubeconfig of %s: %v", name, err)
+	}
+	path := filepath.Join(t.TempDir(), name+".kubeconfig")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return path
 }
 
 // Stop stops the server before the test ends (Cleanup then does nothing).

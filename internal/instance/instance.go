@@ -201,6 +201,7 @@ func Start(ctx context.Context, o Options) (_ *Instance, err error) {
 	cfg := o.Server
 	cfg.Storage = in.Store
 	cfg.Authenticator = in.Authenticator
+	cfg.TokenIssuer = in.TokenIssuer
 	cfg.Metrics, cfg.Gatherer, cfg.Log = reg, reg, o.Log
 	if a, ok := ln.Addr().(*net.TCPAddr); ok && cfg.APIServerPort == 0 {
 		cfg.APIServerPort = a.Port

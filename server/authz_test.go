@@ -1,0 +1,377 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/objwatch/objwatch/server/auth"
+	"github.com/objwatch/objwatch/testenv"
+)
+
+// userAPI is the raw client of a user other than admin (see testenv.User).
+func userAPI(t *testing.T, env *testenv.Env, name string, groups ...string) *api {
+	t.Helper()
+	c := env.User(t, name, groups...)
+	pair, err := tls.X509KeyPair(c.CertData, c.KeyData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(c.CAData)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}, ForceAttemptHTTP2: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &api{t: t, host: c.Host, c: &http.Client{Transport: tr}}
+}
+
+// must sends a request as admin and fails the test unless it succeeds.
+func (a *api) must(method, path, body string) response {
+	a.t.Helper()
+	r := a.json(method, path, body)
+	if r.code >= 300 {
+		a.t.Fatalf("%s %s = %d %s", method, path, r.code, r.body)
+	}
+	return r
+}
+
+const (
+	roleReader = `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"cm-reader"},
+		"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["get","list","watch"]}]}`
+	bindAlice = `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"alice-reads"},
+		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"cm-reader"},
+		"subjects":[{"kind":"User","name":"alice"}]}`
+)
+
+func namespace(name string) string {
+	return `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"` + name + `"}}`
+}
+
+// tenant sets up namespaces a and b and lets alice read configmaps in a.
+func tenant(t *testing.T, admin *api) {
+	t.Helper()
+	admin.must("POST", "/api/v1/namespaces", namespace("a"))
+	admin.must("POST", "/api/v1/namespaces", namespace("b"))
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", roleReader)
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings", bindAlice)
+	for _, ns := range []string{"a", "b"} {
+		admin.must("POST", "/api/v1/namespaces/"+ns+"/configmaps", cm("one", ""))
+	}
+}
+
+// eventually retries f until it returns true or a second passes: RBAC
+// changes reach the index through a watch.
+func eventually(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 1 s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTenantScopedAccess: a user allowed to read in one namespace lists
+// and watches there, and gets Kubernetes' 403 elsewhere before anything is
+// read; discovery stays open to every authenticated user.
+func TestTenantScopedAccess(t *testing.T) {
+	env := testenv.Start(t)
+	admin := newAPI(t, env)
+	tenant(t, admin)
+	alice := userAPI(t, env, "alice")
+	eventually(t, "alice's binding", func() bool { return alice.json("GET", "/api/v1/namespaces/a/configmaps", "").code == 200 })
+
+	for _, tc := range []struct{ method, path, body, want string }{
+		{"GET", "/api/v1/namespaces/b/configmaps", "", `configmaps is forbidden: User "alice" cannot list resource "configmaps" in API group "" in the namespace "b"`},
+		{"GET", "/api/v1/configmaps", "", `configmaps is forbidden: User "alice" cannot list resource "configmaps" in API group "" at the cluster scope`},
+		{"GET", "/api/v1/namespaces/b/configmaps?watch=1", "", `configmaps is forbidden: User "alice" cannot watch resource "configmaps" in API group "" in the namespace "b"`},
+		{"GET", "/api/v1/namespaces/b/configmaps/one", "", `configmaps "one" is forbidden: User "alice" cannot get resource "configmaps" in API group "" in the namespace "b"`},
+		{"POST", "/api/v1/namespaces/a/configmaps", cm("two", ""), `configmaps is forbidden: User "alice" cannot create resource "configmaps" in API group "" in the namespace "a"`},
+		{"DELETE", "/api/v1/namespaces/a/configmaps/one", "", `configmaps "one" is forbidden: User "alice" cannot delete resource "configmaps" in API group "" in the namespace "a"`},
+		{"GET", "/api/v1/namespaces/a/secrets", "", `secrets is forbidden: User "alice" cannot list resource "secrets" in API group "" in the namespace "a"`},
+		{"GET", "/metrics", "", `forbidden: User "alice" cannot get path "/metrics"`},
+	} {
+		r := alice.json(tc.method, tc.path, tc.body)
+		if s := r.status(); r.code != http.StatusForbidden || s.Reason != "Forbidden" || s.Message != tc.want {
+			t.Errorf("%s %s as alice = %d %s\nwant 403 %q", tc.method, tc.path, r.code, r.body, tc.want)
+		}
+	}
+	for _, path := range []string{"/api/v1/namespaces/a/configmaps", "/api/v1/namespaces/a/configmaps/one", "/api", "/apis", "/api/v1", "/version", "/openapi/v2"} {
+		if r := alice.json("GET", path, ""); r.code != http.StatusOK {
+			t.Errorf("GET %s as alice = %d %s, want 200", path, r.code, truncate(r.body))
+		}
+	}
+	if r := admin.json("GET", "/api/v1/namespaces/a/configmaps/two", ""); r.code != http.StatusNotFound {
+		t.Errorf("alice's refused create stored an object: %d", r.code)
+	}
+}
+
+// TestRevokedWatchEnds: an open watch whose permission is revoked ends
+// with a 403 ERROR event within 2 s instead of streaming until its
+// timeout; until then it only ever sees its own namespace.
+func TestRevokedWatchEnds(t *testing.T) {
+	env := testenv.Start(t)
+	admin := newAPI(t, env)
+	tenant(t, admin)
+	alice := userAPI(t, env, "alice")
+	eventually(t, "alice's binding", func() bool { return alice.json("GET", "/api/v1/namespaces/a/configmaps", "").code == 200 })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", alice.host+"/api/v1/namespaces/a/configmaps?watch=1&resourceVersion=0", nil)
+	resp, err := alice.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("watch as alice = %d", resp.StatusCode)
+	}
+	events := make(chan map[string]any, 100)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			var ev map[string]any
+			if json.Unmarshal(sc.Bytes(), &ev) == nil {
+				events <- ev
+			}
+		}
+	}()
+	// Churn in both namespaces: only a's reach alice.
+	for i := range 20 {
+		for _, ns := range []string{"b", "a"} {
+			admin.must("POST", "/api/v1/namespaces/"+ns+"/configmaps", cm("c"+string(rune('a'+i)), ""))
+		}
+	}
+	seen := 0
+	for seen < 21 { // one from the initial state, twenty created
+		ev := <-events
+		md, _ := ev["object"].(map[string]any)["metadata"].(map[string]any)
+		if ev["type"] != "ADDED" || md["namespace"] != "a" {
+			t.Fatalf("alice's watch of a got %v", ev)
+		}
+		seen++
+	}
+	admin.must("DELETE", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings/alice-reads", "")
+	revoked := time.Now()
+	select {
+	case ev, ok := <-events:
+		if !ok {
+			t.Fatal("watch ended without an ERROR event")
+		}
+		st, _ := ev["object"].(map[string]any)
+		if ev["type"] != "ERROR" || st["code"] != float64(403) || !strings.Contains(st["message"].(string), `User "alice" cannot watch resource "configmaps"`) {
+			t.Fatalf("after revocation: %v, want an ERROR event with the 403", ev)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the watch went on 2 s after its binding was deleted")
+	}
+	t.Logf("watch ended %v after the binding was deleted", time.Since(revoked))
+	if _, ok := <-events; ok {
+		t.Fatal("events after the ERROR event")
+	}
+}
+
+// TestRBACEscalationRefused: a user may write roles and bindings only
+// for permissions it holds (or with escalate / bind), as in Kubernetes.
+func TestRBACEscalationRefused(t *testing.T) {
+	env := testenv.Start(t)
+	admin := newAPI(t, env)
+	tenant(t, admin)
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"rbac-writer"},
+		"rules":[{"apiGroups":["rbac.authorization.k8s.io"],"resources":["roles","rolebindings"],"verbs":["create","get"]},
+		{"apiGroups":[""],"resources":["configmaps"],"verbs":["get"]}]}`)
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"bob-writes"},
+		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"rbac-writer"},"subjects":[{"kind":"User","name":"bob"}]}`)
+	bob := userAPI(t, env, "bob")
+	eventually(t, "bob's binding", func() bool {
+		return bob.json("GET", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles/rbac-writer", "").code == 200
+	})
+	// A role with a rule bob holds is fine; one with more is refused.
+	if r := bob.json("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"ok"},
+		"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["get"]}]}`); r.code != http.StatusCreated {
+		t.Fatalf("role within bob's rules = %d %s", r.code, r.body)
+	}
+	r := bob.json("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"more"},
+		"rules":[{"apiGroups":[""],"resources":["secrets"],"verbs":["get"]}]}`)
+	const wantRole = `roles.rbac.authorization.k8s.io "more" is forbidden: user "bob" (groups=["system:authenticated"]) is attempting to grant RBAC permissions not currently held:
+{APIGroups:[""], Resources:["secrets"], Verbs:["get"]}`
+	if s := r.status(); r.code != http.StatusForbidden || s.Message != wantRole {
+		t.Errorf("role with more rules = %d %s\nwant 403 %q", r.code, r.body, wantRole)
+	}
+	// Binding cluster-admin: refused, and nothing stored.
+	r = bob.json("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"root"},
+		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cluster-admin"},"subjects":[{"kind":"User","name":"bob"}]}`)
+	if s := r.status(); r.code != http.StatusForbidden || !strings.Contains(s.Message, "is attempting to grant RBAC permissions not currently held") {
+		t.Errorf("binding cluster-admin = %d %s, want 403", r.code, r.body)
+	}
+	for _, path := range []string{"roles/more", "rolebindings/root"} {
+		if r := admin.json("GET", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/"+path, ""); r.code != http.StatusNotFound {
+			t.Errorf("refused %s was stored: %d", path, r.code)
+		}
+	}
+}
+
+// TestAccessReviews: SelfSubjectAccessReview, SubjectAccessReview,
+// SelfSubjectRulesReview and SelfSubjectReview answer as kube-apiserver.
+func TestAccessReviews(t *testing.T) {
+	env := testenv.Start(t)
+	admin := newAPI(t, env)
+	tenant(t, admin)
+	alice := userAPI(t, env, "alice", "devs")
+	eventually(t, "alice's binding", func() bool { return alice.json("GET", "/api/v1/namespaces/a/configmaps", "").code == 200 })
+	ssar := func(c *api, ns, verb string) bool {
+		r := c.json("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", `{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview",
+			"spec":{"resourceAttributes":{"namespace":"`+ns+`","verb":"`+verb+`","resource":"configmaps"}}}`)
+		if r.code != http.StatusCreated {
+			t.Fatalf("SelfSubjectAccessReview = %d %s", r.code, r.body)
+		}
+		st, _ := r.object()["status"].(map[string]any)
+		return st["allowed"] == true
+	}
+	if !ssar(alice, "a", "list") || ssar(alice, "b", "list") || ssar(alice, "a", "create") || !ssar(admin, "b", "create") {
+		t.Error("SelfSubjectAccessReview answers differ from alice's and admin's permissions")
+	}
+	r := admin.json("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview",
+		"spec":{"user":"alice","resourceAttributes":{"namespace":"a","verb":"watch","resource":"configmaps"}}}`)
+	if st, _ := r.object()["status"].(map[string]any); r.code != http.StatusCreated || st["allowed"] != true ||
+		st["reason"] != `RBAC: allowed by RoleBinding "alice-reads/a" of Role "cm-reader" to User "alice"` {
+		t.Errorf("SubjectAccessReview for alice = %d %s", r.code, r.body)
+	}
+	if r := alice.json("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview",
+		"spec":{"user":"bob","resourceAttributes":{"verb":"get","resource":"secrets"}}}`); r.code != http.StatusForbidden {
+		t.Errorf("SubjectAccessReview by alice (not allowed to create them) = %d %s", r.code, r.body)
+	}
+	r = alice.json("POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", `{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectRulesReview","spec":{"namespace":"a"}}`)
+	if !strings.Contains(string(r.body), `{"apiGroups":[""],"resources":["configmaps"],"verbs":["get","list","watch"]}`) {
+		t.Errorf("SelfSubjectRulesReview of alice in a = %d %s", r.code, r.body)
+	}
+	r = alice.json("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`)
+	if !strings.Contains(string(r.body), `"userInfo":{"groups":["devs","system:authenticated"],"username":"alice"}`) {
+		t.Errorf("SelfSubjectReview of alice = %d %s", r.code, r.body)
+	}
+}
+
+// TestImpersonation: a user allowed to impersonate acts as the other user
+// (with that user's permissions); one who is not gets Kubernetes' 403.
+func TestImpersonation(t *testing.T) {
+	env := testenv.Start(t)
+	admin := newAPI(t, env)
+	tenant(t, admin)
+	as := func(c *api, path, user string) response {
+		req, _ := http.NewRequest("GET", c.host+path, nil)
+		req.Header.Set("Impersonate-User", user)
+		resp, err := c.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		bufio.NewReader(resp.Body).WriteTo(&b)
+		return response{code: resp.StatusCode, body: []byte(b.String())}
+	}
+	// admin (system:masters) may impersonate; alice reads a, not b.
+	eventually(t, "alice's binding", func() bool { return as(admin, "/api/v1/namespaces/a/configmaps", "alice").code == 200 })
+	if r := as(admin, "/api/v1/namespaces/b/configmaps", "alice"); r.code != http.StatusForbidden ||
+		!strings.Contains(r.status().Message, `User "alice" cannot list resource "configmaps"`) {
+		t.Errorf("admin as alice in b = %d %s, want alice's 403", r.code, r.body)
+	}
+	// carol may not impersonate: kube-apiserver v1.37.2's answer.
+	carol := userAPI(t, env, "carol")
+	r := as(carol, "/api/v1/namespaces/a/configmaps", "alice")
+	const want = `configmaps is forbidden: User "carol" cannot impersonate-on:user-info:list resource "configmaps" in API group "" in the namespace "a"`
+	if s := r.status(); r.code != http.StatusForbidden || s.Message != want {
+		t.Errorf("carol as alice = %d %s\nwant 403 %q", r.code, r.body, want)
+	}
+	if r := as(carol, "/api/v1/namespaces/a/configmaps", "system:admin"); r.code != http.StatusForbidden {
+		t.Errorf("carol impersonating an admin = %d", r.code)
+	}
+}
+
+// TestBindingSeenByOtherServer: two servers on one etcd; a binding
+// created through one takes effect on the other within a second.
+func TestBindingSeenByOtherServer(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	one := testenv.Start(t, testenv.WithEtcd(etcd))
+	two := testenv.Start(t, testenv.WithEtcd(etcd))
+	tenant(t, newAPI(t, one))
+	alice := userAPI(t, two, "alice")
+	eventually(t, "the binding on the other server", func() bool {
+		return alice.json("GET", "/api/v1/namespaces/a/configmaps", "").code == 200
+	})
+}
+
+// TestKubectlAuth: kubectl auth can-i (and --list, --as), auth whoami,
+// create token and --as work as against Kubernetes.
+func TestKubectlAuth(t *testing.T) {
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		t.Skip("kubectl not on PATH")
+	}
+	env := testenv.Start(t)
+	admin := newAPI(t, env)
+	tenant(t, admin)
+	aliceKC := env.UserKubeconfig(t, "alice")
+	kubectl := func(kubeconfig string, args ...string) (string, error) {
+		out, err := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
+		return strings.TrimSpace(string(out)), err
+	}
+	eventually(t, "alice's binding", func() bool {
+		out, _ := kubectl(aliceKC, "auth", "can-i", "list", "configmaps", "-n", "a")
+		return out == "yes"
+	})
+	for _, tc := range []struct {
+		kc   string
+		args []string
+		want string
+	}{
+		{aliceKC, []string{"auth", "can-i", "list", "configmaps", "-n", "b"}, "no"},
+		{aliceKC, []string{"auth", "can-i", "create", "configmaps", "-n", "a"}, "no"},
+		{env.Kubeconfig, []string{"auth", "can-i", "list", "configmaps", "-n", "a", "--as", "alice"}, "yes"},
+		{env.Kubeconfig, []string{"auth", "can-i", "delete", "namespaces", "--all-namespaces"}, "yes"},
+	} {
+		if out, _ := kubectl(tc.kc, tc.args...); out != tc.want {
+			t.Errorf("kubectl %s = %q, want %q", strings.Join(tc.args, " "), out, tc.want)
+		}
+	}
+	if out, err := kubectl(aliceKC, "auth", "can-i", "--list", "-n", "a"); err != nil || !strings.Contains(out, "configmaps") || !strings.Contains(out, "[get list watch]") {
+		t.Errorf("kubectl auth can-i --list = %v\n%s", err, out)
+	}
+	if out, err := kubectl(aliceKC, "auth", "whoami"); err != nil || !strings.Contains(out, "alice") || !strings.Contains(out, "system:authenticated") {
+		t.Errorf("kubectl auth whoami = %v\n%s", err, out)
+	}
+	if out, err := kubectl(env.Kubeconfig, "get", "configmaps", "-n", "b", "--as", "alice"); err == nil || !strings.Contains(out, `User "alice" cannot list resource "configmaps"`) {
+		t.Errorf("kubectl --as alice in b = %v\n%s", err, out)
+	}
+	// A service account's token: kubectl create token, then use it.
+	admin.must("POST", "/api/v1/namespaces/a/serviceaccounts", `{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"bot"}}`)
+	token, err := kubectl(env.Kubeconfig, "create", "token", "bot", "-n", "a")
+	if err != nil || strings.Count(token, ".") != 2 {
+		t.Fatalf("kubectl create token = %v\n%s", err, token)
+	}
+	kc, err := auth.Kubeconfig(env.Config.Host, env.Config.CAData, "bot", nil, nil, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	botKC := filepath.Join(t.TempDir(), "bot.kubeconfig")
+	if err := os.WriteFile(botKC, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := kubectl(botKC, "auth", "whoami"); err != nil || !strings.Contains(out, "system:serviceaccount:a:bot") {
+		t.Errorf("whoami with the token = %v\n%s", err, out)
+	}
+	admin.must("DELETE", "/api/v1/namespaces/a/serviceaccounts/bot", "")
+	eventually(t, "the deleted account's token refused", func() bool {
+		out, err := kubectl(botKC, "auth", "whoami")
+		return err != nil && strings.Contains(out, "Unauthorized")
+	})
+}
