@@ -308,3 +308,27 @@ func TestReadYourWrites(t *testing.T) {
 		})
 	}
 }
+
+// TestStart: the program's path, from KUBECONFIG: the CRD is installed
+// (twice is fine) and the operator reconciles.
+func TestStart(t *testing.T) {
+	env := testenv.Start(t)
+	t.Setenv("KUBECONFIG", env.Kubeconfig)
+	a := newAPI(t, env.Kubeconfig, nil)
+	if err := installCRD(testContext(t), a.rest); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- start(ctx, options{namespace: "default", workers: 1}) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("start() = %v", err)
+		}
+	}()
+	if _, err := a.sets.Create(testContext(t), newSet("default", "started", 1, map[string]string{"a": "b"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a.waitConverged(t, "default", "started")
+}

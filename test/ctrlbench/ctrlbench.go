@@ -16,10 +16,14 @@
 //  3. initial: time until every ConfigMap carries its annotation; the
 //     reconciles it took per second of that time, and objects per second;
 //  4. heap: once reconciles stop, GC, the heap in use minus the baseline;
-//  5. updates: Writers goroutines merge-patch data.gen to "1" on every
-//     ConfigMap; latency is from each patch's response to the first
-//     reconcile that reads the patched state (0 if it came first); and
-//     reconciles per second until every annotation is "1".
+//  5. updates: an open-loop writer merge-patches data.gen to "1" on every
+//     ConfigMap at UpdateRate per second (at most Writers in flight), a
+//     load both sides keep up with, so that latency is the controller's
+//     reaction and not a backlog: from each patch's response to the first
+//     reconcile that reads the patched state (0 if it came first).
+//
+// Throughput is the initial pass's: a backlog of N objects, each taking a
+// reconcile that writes and one that reads its own write back.
 //
 // This package is under test/ because it imports controller-runtime, which
 // only tests may.
@@ -56,6 +60,7 @@ type Options struct {
 	Objects    int
 	Workers    int // concurrent reconciles (default 4)
 	Writers    int // concurrent writers (default 32)
+	UpdateRate int // patches per second of the update pass (default 250)
 }
 
 // Result is one side's measurement.
@@ -69,7 +74,7 @@ type Result struct {
 
 	UpdateSeconds    float64 // first patch to every object reconciled again
 	UpdateReconciles int64
-	P50, P99, Max    time.Duration // patch response to reconcile
+	P50, P99, Max    time.Duration // patch response to reconcile, at UpdateRate
 	Errors           int64         // reconciles that returned an error (conflicts)
 }
 
@@ -158,6 +163,7 @@ func Run(ctx context.Context, name string, o Options) (Result, error) {
 	}
 	o.Workers = cmp(o.Workers, 4)
 	o.Writers = cmp(o.Writers, 32)
+	o.UpdateRate = cmp(o.UpdateRate, 250)
 	cfg, err := client.FromKubeconfig(o.Kubeconfig, "")
 	if err != nil {
 		return Result{}, err
@@ -212,9 +218,8 @@ func Run(ctx context.Context, name string, o Options) (Result, error) {
 
 	before := rec.reconciles.Load()
 	t0 := time.Now()
-	patch := []byte(`{"data":{"gen":"1"}}`)
-	if err := parallel(ctx, o.Writers, o.Objects, func(ctx context.Context, i int) error {
-		_, err := cms.Patch(ctx, o.Namespace, fmt.Sprintf("cm-%05d", i), types.MergePatchType, patch, metav1.PatchOptions{}, "")
+	if err := paced(ctx, o.UpdateRate, o.Writers, o.Objects, func(ctx context.Context, i int) error {
+		_, err := cms.Patch(ctx, o.Namespace, fmt.Sprintf("cm-%05d", i), types.MergePatchType, []byte(`{"data":{"gen":"1"}}`), metav1.PatchOptions{}, "")
 		sent[i] = int64(time.Since(rec.start))
 		return err
 	}); err != nil {
@@ -277,6 +282,31 @@ func waitFor(ctx context.Context, cond func() bool) error {
 		}
 	}
 	return nil
+}
+
+// paced calls f(i) for i in [0, n), the i-th i/rate seconds after the
+// first, from at most workers goroutines at a time, and returns the first
+// error after every call returned.
+func paced(ctx context.Context, rate, workers, n int, f func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sem := make(chan struct{}, workers) // the calls in flight
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		if d := time.Until(t0.Add(time.Duration(i) * time.Second / time.Duration(rate))); d > 0 {
+			time.Sleep(d)
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := f(ctx, i); err != nil {
+				cancel(err)
+			}
+		})
+	}
+	wg.Wait()
+	return context.Cause(ctx)
 }
 
 // parallel calls f(i) for i in [0, n) from workers goroutines and returns
