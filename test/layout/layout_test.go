@@ -89,3 +89,33 @@ func TestServerImportsPointDown(t *testing.T) {
 		t.Errorf("go list found %d of the %d server packages", seen, len(rank))
 	}
 }
+
+// TestExamplesUseOnlyTheClientLibrary: the examples are programs a user
+// would write: objwatch's client library and k8s.io/api, apimachinery and
+// apiextensions types, never client-go, controller-runtime, the server or
+// its storage.
+func TestExamplesUseOnlyTheClientLibrary(t *testing.T) {
+	for _, d := range goList(t, "-deps", module+"/examples/...") {
+		for _, banned := range []string{module + "/server", module + "/storage", module + "/internal", module + "/testenv", "go.etcd.io/etcd/", "k8s.io/client-go", "sigs.k8s.io/controller-runtime"} {
+			if strings.HasPrefix(d, banned) {
+				t.Errorf("an example depends on %s", d)
+			}
+		}
+	}
+}
+
+// TestControllerRuntimeOnlyInTests: controller-runtime is in go.mod for
+// comparisons; only tests and the packages under test/ may import it.
+func TestControllerRuntimeOnlyInTests(t *testing.T) {
+	for _, line := range goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...") {
+		pkg, imports, _ := strings.Cut(line, " ")
+		if strings.HasPrefix(pkg, module+"/test/") {
+			continue
+		}
+		for _, imp := range strings.Fields(imports) {
+			if strings.HasPrefix(imp, "sigs.k8s.io/controller-runtime") {
+				t.Errorf("%s imports %s; only tests and test/ may", pkg, imp)
+			}
+		}
+	}
+}
