@@ -21,6 +21,7 @@ import (
 	"github.com/objwatch/objwatch/client"
 	"github.com/objwatch/objwatch/client/controller"
 	"github.com/objwatch/objwatch/client/informer"
+	"github.com/objwatch/objwatch/client/leaderelection"
 )
 
 var configMaps = client.Resource{GVR: corev1.SchemeGroupVersion.WithResource("configmaps"), Namespaced: true, Kind: "ConfigMap"}
@@ -29,6 +30,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.namespace, "namespace", "", "namespace to watch (default all)")
 	flag.IntVar(&o.workers, "workers", 2, "concurrent reconciles")
+	flag.BoolVar(&o.leaderElect, "leader-elect", false, "run only while holding the Lease kube-system/configset-operator (for several replicas)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	o.log = log
@@ -43,9 +45,10 @@ func main() {
 
 // options are the operator's settings.
 type options struct {
-	namespace string
-	workers   int
-	log       *slog.Logger
+	namespace   string
+	workers     int
+	leaderElect bool
+	log         *slog.Logger
 	// controller overrides the controller's options (tests); workers and
 	// log above are filled in.
 	controller controller.Options
@@ -66,11 +69,19 @@ func start(ctx context.Context, o options) error {
 	if err := installCRD(ctx, rest); err != nil {
 		return err
 	}
-	// LEADER ELECTION goes here: with several replicas, wrap this call so
-	// that run is called on gaining leadership and its context cancelled
-	// on losing it (run stops all work before it returns; see
-	// controller.Controller.Run).
-	return run(ctx, rest, o)
+	if !o.leaderElect {
+		return run(ctx, rest, o)
+	}
+	// With several replicas, only the holder of the Lease reconciles: run
+	// starts on gaining leadership and its context ends on losing it (run
+	// stops all work before it returns), and the Lease is released on
+	// shutdown so that another replica takes over at once.
+	var runErr error
+	err = leaderelection.Run(ctx, rest, leaderelection.Config{
+		Namespace: "kube-system", Name: "configset-operator", ReleaseOnCancel: true, Log: o.log,
+		Callbacks: leaderelection.Callbacks{OnStartedLeading: func(ctx context.Context) { runErr = run(ctx, rest, o) }},
+	})
+	return errors.Join(err, runErr)
 }
 
 // run runs the operator until ctx ends: two informers (the ConfigSets and

@@ -312,6 +312,12 @@ func TestReadYourWrites(t *testing.T) {
 // TestStart: the program's path, from KUBECONFIG: the CRD is installed
 // (twice is fine) and the operator reconciles.
 func TestStart(t *testing.T) {
+	for _, elect := range []bool{false, true} {
+		t.Run(fmt.Sprintf("leader-elect=%v", elect), func(t *testing.T) { testStart(t, elect) })
+	}
+}
+
+func testStart(t *testing.T, leaderElect bool) {
 	env := testenv.Start(t)
 	t.Setenv("KUBECONFIG", env.Kubeconfig)
 	a := newAPI(t, env.Kubeconfig, nil)
@@ -320,7 +326,7 @@ func TestStart(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- start(ctx, options{namespace: "default", workers: 1}) }()
+	go func() { done <- start(ctx, options{namespace: "default", workers: 1, leaderElect: leaderElect}) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
