@@ -375,3 +375,70 @@ func TestKubectlAuth(t *testing.T) {
 		return err != nil && strings.Contains(out, "Unauthorized")
 	})
 }
+
+// tokenAPI is a raw client that authenticates with a bearer token only.
+func tokenAPI(t *testing.T, env *testenv.Env, token string) *api {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(env.Config.CAData)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &api{t: t, host: env.Config.Host, c: &http.Client{Transport: bearer{token, tr}}}
+}
+
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// TestServiceAccountTokensAcrossServers: a token one server issues is
+// accepted by another on the same etcd (each has its own signing key and
+// publishes its public half), and by neither once the account is gone;
+// a forged or wrong-audience token is a 401.
+func TestServiceAccountTokensAcrossServers(t *testing.T) {
+	etcd := testenv.StartEtcd(t)
+	one := testenv.Start(t, testenv.WithEtcd(etcd))
+	two := testenv.Start(t, testenv.WithEtcd(etcd))
+	admin := newAPI(t, one)
+	admin.must("POST", "/api/v1/namespaces/default/serviceaccounts", `{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"bot"}}`)
+	issue := func(spec string) string {
+		r := admin.must("POST", "/api/v1/namespaces/default/serviceaccounts/bot/token", `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{`+spec+`}}`)
+		st, _ := r.object()["status"].(map[string]any)
+		token, _ := st["token"].(string)
+		if token == "" {
+			t.Fatalf("TokenRequest = %s", r.body)
+		}
+		return token
+	}
+	token := issue("")
+	whoami := func(env *testenv.Env, token string) response {
+		return tokenAPI(t, env, token).json("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`)
+	}
+	for i, env := range []*testenv.Env{one, two} {
+		eventually(t, "the token accepted by server "+string(rune('1'+i)), func() bool {
+			r := whoami(env, token)
+			return r.code == http.StatusCreated && strings.Contains(string(r.body), `"username":"system:serviceaccount:default:bot"`)
+		})
+	}
+	if r := admin.json("POST", "/api/v1/namespaces/default/serviceaccounts/bot/token", `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":300}}`); r.code != http.StatusUnprocessableEntity ||
+		!strings.Contains(r.status().Message, "spec.expirationSeconds: Invalid value: 300: may not specify a duration less than 10 minutes") {
+		t.Errorf("TokenRequest for 5 minutes = %d %s", r.code, r.body)
+	}
+	other := issue(`"audiences":["elsewhere"]`)
+	forged := token[:len(token)-4] + "AAAA"
+	for name, tok := range map[string]string{"wrong audience": other, "forged": forged, "garbage": "not-a-token"} {
+		if r := whoami(two, tok); r.code != http.StatusUnauthorized {
+			t.Errorf("%s token = %d %s, want 401", name, r.code, r.body)
+		}
+	}
+	admin.must("DELETE", "/api/v1/namespaces/default/serviceaccounts/bot", "")
+	for _, env := range []*testenv.Env{one, two} {
+		eventually(t, "the deleted account's token refused", func() bool { return whoami(env, token).code == http.StatusUnauthorized })
+	}
+}

@@ -45,6 +45,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -325,7 +326,15 @@ func (s *Server) Run(ctx context.Context) error {
 	s.objects.StartCaches()
 	accessCtx, stopAccess := context.WithCancel(ctx)
 	accessDone := make(chan struct{})
-	go func() { defer close(accessDone); s.access.Run(accessCtx) }()
+	go func() {
+		defer close(accessDone)
+		var wg sync.WaitGroup
+		if s.cfg.TokenIssuer != nil {
+			wg.Go(func() { s.lifecycle.RunServiceAccountKeys(accessCtx, s.cfg.TokenIssuer) })
+		}
+		s.access.Run(accessCtx)
+		wg.Wait()
+	}()
 	defer func() { stopAccess(); <-accessDone }()
 	return s.lifecycle.RunCRDs(ctx, func() {
 		// Ready once requests can be authorized: every role and binding

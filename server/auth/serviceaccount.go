@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -98,6 +99,9 @@ type TokenIssuer struct {
 	// verify holds the public keys tokens are accepted from by key id,
 	// the signing key's first.
 	verify []verifyKey
+	// shared are the keys other servers on the same store published (see
+	// SetSharedKeys); read without a lock.
+	shared atomic.Pointer[[]verifyKey]
 }
 
 type verifyKey struct {
@@ -338,11 +342,59 @@ func (t *TokenIssuer) Verify(token string, audiences []string) (*ServiceAccountT
 }
 
 func (t *TokenIssuer) keyFor(kid string) crypto.PublicKey {
+	if kid == "" {
+		return nil
+	}
 	for _, k := range t.verify {
-		if kid != "" && k.kid == kid {
+		if k.kid == kid {
 			return k.key
 		}
 	}
+	if shared := t.shared.Load(); shared != nil {
+		for _, k := range *shared {
+			if k.kid == kid {
+				return k.key
+			}
+		}
+	}
+	return nil
+}
+
+// KeyID returns the kid of t's signing key (its tokens' header).
+func (t *TokenIssuer) KeyID() string { return t.kid }
+
+// PublicKeyPEM returns t's signing key's public half, PKIX PEM, for other
+// servers to verify t's tokens with (SetSharedKeys).
+func (t *TokenIssuer) PublicKeyPEM() ([]byte, error) {
+	der, err := x509.MarshalPKIXPublicKey(t.key.Public())
+	if err != nil {
+		return nil, fmt.Errorf("auth: service-account key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), nil
+}
+
+// SetSharedKeys replaces the keys, besides t's own and its VerifyKeys,
+// whose tokens t accepts: those other servers sharing the store
+// published. Each is a PKIX PEM public key; one that does not parse is an
+// error and nothing changes. Safe to call while tokens are verified.
+func (t *TokenIssuer) SetSharedKeys(pems [][]byte) error {
+	var keys []verifyKey
+	for _, b := range pems {
+		block, _ := pem.Decode(b)
+		if block == nil {
+			return errors.New("auth: shared service-account key: not PEM")
+		}
+		k, err := x509.ParsePKIXPublicKey(block.Bytes)
+		if err != nil {
+			return fmt.Errorf("auth: shared service-account key: %w", err)
+		}
+		kid, err := keyID(k)
+		if err != nil {
+			return fmt.Errorf("auth: shared service-account key: %w", err)
+		}
+		keys = append(keys, verifyKey{kid: kid, key: k})
+	}
+	t.shared.Store(&keys)
 	return nil
 }
 
