@@ -442,3 +442,52 @@ func TestServiceAccountTokensAcrossServers(t *testing.T) {
 		eventually(t, "the deleted account's token refused", func() bool { return whoami(env, token).code == http.StatusUnauthorized })
 	}
 }
+
+// TestRBACAggregationAndResourceNames: a ClusterRole labelled to
+// aggregate into view extends what view's holders may do, at once; a rule
+// with resourceNames allows get of that name, and list or watch only with
+// a metadata.name field selector, as in Kubernetes.
+func TestRBACAggregationAndResourceNames(t *testing.T) {
+	env := testenv.Start(t)
+	admin := newAPI(t, env)
+	admin.must("POST", "/api/v1/namespaces", namespace("a"))
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"dana-views"},
+		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"view"},"subjects":[{"kind":"User","name":"dana"}]}`)
+	dana := userAPI(t, env, "dana")
+	eventually(t, "dana's view binding", func() bool { return dana.json("GET", "/api/v1/namespaces/a/configmaps", "").code == 200 })
+	if r := dana.json("GET", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", ""); r.code != http.StatusForbidden {
+		t.Fatalf("view lets dana list roles: %d", r.code)
+	}
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole",
+		"metadata":{"name":"roles-view","labels":{"rbac.authorization.k8s.io/aggregate-to-view":"true"}},
+		"rules":[{"apiGroups":["rbac.authorization.k8s.io"],"resources":["roles"],"verbs":["list"]}]}`)
+	eventually(t, "view aggregating roles-view", func() bool {
+		return dana.json("GET", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", "").code == 200
+	})
+	if r := admin.json("GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles/view", ""); !strings.Contains(string(r.body), `"resources":["roles"]`) {
+		t.Errorf("view's stored rules lack the aggregated one: %s", truncate(r.body))
+	}
+
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"one-secret"},
+		"rules":[{"apiGroups":[""],"resources":["secrets"],"resourceNames":["s1"],"verbs":["get","list","watch"]}]}`)
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"erin-s1"},
+		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"one-secret"},"subjects":[{"kind":"User","name":"erin"}]}`)
+	admin.must("POST", "/api/v1/namespaces/a/secrets", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s1"}}`)
+	admin.must("POST", "/api/v1/namespaces/a/secrets", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s2"}}`)
+	erin := userAPI(t, env, "erin")
+	eventually(t, "erin's binding", func() bool { return erin.json("GET", "/api/v1/namespaces/a/secrets/s1", "").code == 200 })
+	for _, tc := range []struct {
+		path string
+		code int
+	}{
+		{"/api/v1/namespaces/a/secrets/s2", http.StatusForbidden},
+		{"/api/v1/namespaces/a/secrets", http.StatusForbidden},
+		{"/api/v1/namespaces/a/secrets?fieldSelector=metadata.name%3Ds1", http.StatusOK},
+		{"/api/v1/namespaces/a/secrets?fieldSelector=metadata.name%3Ds2", http.StatusForbidden},
+		{"/api/v1/namespaces/a/secrets?watch=1&fieldSelector=metadata.name%3Ds1&timeoutSeconds=1", http.StatusOK},
+	} {
+		if r := erin.json("GET", tc.path, ""); r.code != tc.code {
+			t.Errorf("GET %s as erin = %d %s, want %d", tc.path, r.code, truncate(r.body), tc.code)
+		}
+	}
+}
