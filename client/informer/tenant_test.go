@@ -28,23 +28,23 @@ var (
 	bindingsRes   = client.Resource{GVR: rbacv1.SchemeGroupVersion.WithResource("rolebindings"), Namespaced: true, Kind: "RoleBinding"}
 )
 
-// tenancy is a test server with namespaces and a user that the admin
-// grants access.
+// tenancy is a server with namespaces and a user that admin grants
+// access.
 type tenancy struct {
-	*env
-	user string
+	admin *client.REST
+	user  string
 }
 
-func startTenancy(t *testing.T, e *env, user string, namespaces ...string) *tenancy {
+func startTenancy(t *testing.T, admin *client.REST, user string, namespaces ...string) *tenancy {
 	t.Helper()
 	ctx := testContext(t, 30*time.Second)
 	for _, ns := range namespaces {
 		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-		if _, err := client.For[*corev1.Namespace](e.admin, namespacesRes).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		if _, err := client.For[*corev1.Namespace](admin, namespacesRes).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return &tenancy{env: e, user: user}
+	return &tenancy{admin: admin, user: user}
 }
 
 // grant lets the user get, list and watch ConfigMaps in ns.
@@ -76,10 +76,11 @@ func (tn *tenancy) revoke(t *testing.T, ns string) {
 	}
 }
 
-// as returns a REST authenticating as the user, its transport wrapped.
-func (tn *tenancy) as(t *testing.T, wrap func(http.RoundTripper) http.RoundTripper) *client.REST {
+// userREST returns a REST authenticating to e as user, its transport
+// wrapped.
+func userREST(t *testing.T, e *env, user string, wrap func(http.RoundTripper) http.RoundTripper) *client.REST {
 	t.Helper()
-	c := tn.User(t, tn.user)
+	c := e.User(t, user)
 	rc, err := client.New(&client.Config{Host: c.Host, CAData: c.CAData, CertData: c.CertData, KeyData: c.KeyData, WrapTransport: wrap})
 	if err != nil {
 		t.Fatal(err)
@@ -171,13 +172,13 @@ func TestTenantNamespaces(t *testing.T) {
 
 func testTenantNamespaces(t *testing.T, compact bool) {
 	e := startEnv(t, compacting(100*time.Millisecond)...)
-	tn := startTenancy(t, e, "alice", "a", "b", "c")
+	tn := startTenancy(t, e.admin, "alice", "a", "b", "c")
 	tn.grant(t, "a")
 	tn.grant(t, "c")
 	for _, ns := range []string{"a", "b", "c"} {
 		createCM(t, e.writer, ns, "one")
 	}
-	alice := tn.as(t, byPath("a", e.cut.Wrap))
+	alice := userREST(t, e, "alice", byPath("a", e.cut.Wrap))
 	waitAllowed(t, alice, "a", "c")
 
 	reg := prometheus.NewPedanticRegistry()
@@ -317,11 +318,11 @@ func testTenantNamespaces(t *testing.T, compact bool) {
 // access is granted, and reports a revocation the same way.
 func TestTenantRefused(t *testing.T) {
 	e := startEnv(t)
-	tn := startTenancy(t, e, "alice", "a", "b")
+	tn := startTenancy(t, e.admin, "alice", "a", "b")
 	tn.grant(t, "a")
 	createCM(t, e.writer, "a", "one")
 	createCM(t, e.writer, "b", "one")
-	alice := tn.as(t, nil)
+	alice := userREST(t, e, "alice", nil)
 	waitAllowed(t, alice, "a")
 
 	reg := prometheus.NewPedanticRegistry()
@@ -397,9 +398,9 @@ func TestTenantRefused(t *testing.T) {
 // the request refused: a streaming list is a watch.
 func TestTenantClusterWide(t *testing.T) {
 	e := startEnv(t)
-	tn := startTenancy(t, e, "alice", "a")
+	tn := startTenancy(t, e.admin, "alice", "a")
 	tn.grant(t, "a")
-	alice := tn.as(t, nil)
+	alice := userREST(t, e, "alice", nil)
 	waitAllowed(t, alice, "a")
 	for _, tc := range []struct {
 		streaming bool
@@ -431,11 +432,11 @@ func TestTenantClusterWide(t *testing.T) {
 // cluster-scoped resources alone.
 func TestFactoryNamespaces(t *testing.T) {
 	e := startEnv(t)
-	tn := startTenancy(t, e, "alice", "a", "b", "c")
+	startTenancy(t, e.admin, "alice", "a", "b", "c")
 	for _, ns := range []string{"a", "b", "c"} {
 		createCM(t, e.writer, ns, "one")
 	}
-	f := informer.NewFactory(tn.admin, informer.FactoryOptions{Namespaces: []string{"c", "a"}})
+	f := informer.NewFactory(e.admin, informer.FactoryOptions{Namespaces: []string{"c", "a"}})
 	scoped := informer.For[CM](f, configMaps, informer.Selection{})
 	one := informer.For[CM](f, configMaps, informer.Selection{Namespace: "b"})
 	nss := informer.For[*corev1.Namespace](f, namespacesRes, informer.Selection{})
