@@ -103,4 +103,15 @@ func TestTenantKube(t *testing.T) {
 	if err := inf.LastError(); err != nil {
 		t.Errorf("LastError() once granted = %v", err)
 	}
+
+	all, err := informer.New(client.For[CM](alice, configMaps), informer.Options[CM]{DisableStreamingList: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, all)
+	err = all.WaitSynced(ctx)
+	want := `informer configmaps: list configmaps at the cluster scope refused: configmaps is forbidden: User "alice" cannot list resource "configmaps" in API group "" at the cluster scope`
+	if !errors.As(err, &refused) || err.Error() != want {
+		t.Errorf("WaitSynced() of a cluster-wide informer = %v, want %s", err, want)
+	}
 }
