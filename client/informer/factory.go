@@ -185,7 +185,7 @@ func (f *Factory) Run(ctx context.Context) error {
 }
 
 // WaitForSync waits until every informer made so far has synced, or ctx
-// ends.
+// ends, also while the server refuses one access (see WaitSynced).
 func (f *Factory) WaitForSync(ctx context.Context) error {
 	f.mu.Lock()
 	var fns []func() bool

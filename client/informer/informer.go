@@ -590,7 +590,8 @@ func (i *SharedInformer[T]) CheckMutations() error {
 	return i.detector.check()
 }
 
-// WaitForSync waits until the informer has synced or ctx ends.
+// WaitForSync waits until the informer has synced or ctx ends, also while
+// the server refuses it access (see WaitSynced).
 func (i *SharedInformer[T]) WaitForSync(ctx context.Context) error {
 	return WaitForSync(ctx, i.HasSynced)
 }
