@@ -58,6 +58,18 @@
 // refuses with 429 or 503 and a Retry-After are retried (up to 5 times);
 // RetryOnConflict retries optimistic-concurrency conflicts.
 //
+// # Access reviews
+//
+// REST.CanI asks whether the caller may do something (a
+// SelfSubjectAccessReview, as `kubectl auth can-i`), REST.Rules what it
+// may do in a namespace (a SelfSubjectRulesReview, as `kubectl auth can-i
+// --list`; possibly incomplete, so decide with CanI), and REST.WhoAmI who
+// the server takes it for (a SelfSubjectReview, as `kubectl auth
+// whoami`). Every user may ask these of objwatch and of Kubernetes alike.
+// A program that should work with only some namespaces can check its
+// access at start and say what is missing, instead of failing later with
+// 403s; client/informer reports the refusals it meets (RefusedError).
+//
 // # Concurrency
 //
 // Config is plain data. REST and Client are safe for concurrent use and

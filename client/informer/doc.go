@@ -75,6 +75,43 @@
 // through Factory.Err, and FactoryOptions.Name keeps two factories' names
 // apart. When Run returns, the informer's series are unregistered.
 //
+// # Tenants: namespaces and refusals
+//
+// A user allowed to read a resource only in some namespaces (a tenant, in
+// Kubernetes' RBAC: Roles bound in those namespaces, no ClusterRole
+// binding) cannot list or watch it cluster-wide. Options.Namespaces (or
+// FactoryOptions.Namespaces, for a whole factory) makes one informer over
+// a set of namespaces: it runs one reflector, one list and watch, per
+// namespace, all feeding one cache, one Lister, the same indexes and one
+// stream of notifications, with the guarantees above. Each namespace
+// resumes its watch from its own resourceVersion, and relists on its own:
+// a relist of namespace a compares and deletes only a's objects, and
+// waits only for a's changes to be applied, so other namespaces' churn
+// does not delay it. HasSynced is true once every namespace has listed;
+// an object's OnAdd says initial while its own namespace's initial list
+// is delivered. LastResourceVersion is then the smallest of the
+// namespaces' resourceVersions.
+//
+// When the server refuses a list or watch (403 Forbidden, or 401
+// Unauthorized) the informer does not retry silently: LastError returns
+// a *RefusedError naming the informer, resource, namespace ("" for the
+// cluster scope) and verb, and matching client.ErrForbidden (or
+// ErrUnauthorized) with errors.Is; the gauge
+// objwatch_informer_refused{namespace,verb} is 1; the informer logs it at
+// warning level, once per change of refusal. SharedInformer.WaitSynced
+// and Factory.WaitSynced return the refusal right away, where WaitForSync
+// would wait for ctx to end. The informer still retries, with its
+// backoff, since access may be granted later (a binding created after the
+// program started), and clears the state as soon as the server accepts a
+// list or watch; a revoked watch, which the server ends with a 403, is
+// reported the same way. Objects of a refused namespace stay in the cache
+// as last seen.
+//
+// Label selectors (a "tenant=x" label, say) make an informer read less,
+// but they are a convenience, never a security boundary: whoever may list
+// a namespace may list it without the selector. Namespaces and RBAC are
+// the boundary; ask what is allowed with client.REST.CanI and Rules.
+//
 // # The cache is read-only
 //
 // Objects returned by a Lister or passed to a handler are the cached

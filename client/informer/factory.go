@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +33,13 @@ type FactoryOptions struct {
 	// DisableStreamingList, DetectMutations: see Options.
 	DisableStreamingList bool
 	DetectMutations      bool
+	// Namespaces, if set, scopes the factory to these namespaces, as a
+	// tenant without cluster-wide access needs: For with a Selection of
+	// no namespace, for a namespaced resource, returns an informer over
+	// these namespaces (see Options.Namespaces) instead of one over all.
+	// A Selection naming a namespace, and a cluster-scoped resource, are
+	// not affected.
+	Namespaces []string
 	// Compact makes every informer of the factory keep a compact cache
 	// (see Options.Compact). It is a factory setting, not a per-informer
 	// one, so that all code sharing a factory's informers agrees on
@@ -69,6 +77,7 @@ type factoryKey struct {
 type runner interface {
 	Run(ctx context.Context) error
 	HasSynced() bool
+	refusal() error
 }
 
 // NewFactory returns a factory of informers reading through r.
@@ -96,7 +105,15 @@ func For[T client.Object](f *Factory, res client.Resource, sel Selection) *Share
 	if inf, ok := f.informers[k]; ok {
 		return inf.(*SharedInformer[T])
 	}
-	name := selectionName(res, sel.Namespace, sel.LabelSelector, sel.FieldSelector)
+	ns, namespaces := sel.Namespace, []string(nil)
+	if ns == "" && res.Namespaced && len(f.opts.Namespaces) > 0 {
+		var err error
+		if namespaces, err = scopes("", f.opts.Namespaces); err != nil {
+			panic(fmt.Sprintf("informer.For: %v", err))
+		}
+		ns = strings.Join(namespaces, ",")
+	}
+	name := selectionName(res, ns, sel.LabelSelector, sel.FieldSelector)
 	if f.opts.Name != "" {
 		name = f.opts.Name + "/" + name
 	}
@@ -105,7 +122,7 @@ func For[T client.Object](f *Factory, res client.Resource, sel Selection) *Share
 	}
 	inf, err := newInformer(client.For[T](f.rest, res), Options[T]{
 		Name:      name,
-		Namespace: sel.Namespace, LabelSelector: sel.LabelSelector, FieldSelector: sel.FieldSelector,
+		Namespace: sel.Namespace, Namespaces: namespaces, LabelSelector: sel.LabelSelector, FieldSelector: sel.FieldSelector,
 		Log:                  f.opts.Log,
 		DisableStreamingList: f.opts.DisableStreamingList, DetectMutations: f.opts.DetectMutations,
 		Compact: f.opts.Compact,
@@ -168,7 +185,7 @@ func (f *Factory) Run(ctx context.Context) error {
 }
 
 // WaitForSync waits until every informer made so far has synced, or ctx
-// ends.
+// ends, also while the server refuses one access (see WaitSynced).
 func (f *Factory) WaitForSync(ctx context.Context) error {
 	f.mu.Lock()
 	var fns []func() bool
@@ -177,4 +194,18 @@ func (f *Factory) WaitForSync(ctx context.Context) error {
 	}
 	f.mu.Unlock()
 	return WaitForSync(ctx, fns...)
+}
+
+// WaitSynced waits until every informer made so far has synced, or one is
+// refused access, or ctx ends. A refusal is returned at once, as a
+// *RefusedError naming the informer, resource, namespace and verb (those
+// of every informer refused, joined); see SharedInformer.WaitSynced.
+func (f *Factory) WaitSynced(ctx context.Context) error {
+	f.mu.Lock()
+	infs := make([]runner, 0, len(f.order))
+	for _, k := range f.order {
+		infs = append(infs, f.informers[k])
+	}
+	f.mu.Unlock()
+	return waitSynced(ctx, infs)
 }

@@ -28,6 +28,7 @@ type CM = *corev1.ConfigMap
 type env struct {
 	*testenv.Env
 	writer *client.Client[CM] // never cut
+	admin  *client.REST       // the writer's
 	reader *client.REST       // through the cutter
 	cut    *watchcut.Cutter
 }
@@ -52,7 +53,7 @@ func startEnv(t *testing.T, opts ...testenv.Option) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(wr.CloseIdleConnections)
-	e.writer = client.For[CM](wr, configMaps)
+	e.writer, e.admin = client.For[CM](wr, configMaps), wr
 	rcfg := *cfg
 	rcfg.WrapTransport = e.cut.Wrap
 	if e.reader, err = client.New(&rcfg); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,12 @@ import (
 type Options[T client.Object] struct {
 	// Namespace limits the informer to one namespace ("" for all).
 	Namespace string
+	// Namespaces, if set (and Namespace is not), limits the informer to
+	// these namespaces: it lists and watches each of them on its own, as
+	// a tenant without cluster-wide access must, into one cache, one
+	// Lister and one stream of notifications. See the package
+	// documentation, # Tenants: namespaces and refusals.
+	Namespaces []string
 	// LabelSelector and FieldSelector limit it to matching objects. An
 	// object that stops matching is deleted from the cache.
 	LabelSelector string
@@ -109,8 +116,8 @@ const (
 type SharedInformer[T client.Object] struct {
 	name     string
 	store    *Store[T]
-	log      *eventLog[T]
-	refl     *reflector[T]
+	events   chan entry[T]   // what the reflectors' logs hold, in order
+	refls    []*reflector[T] // one, or one per namespace of Options.Namespaces
 	metrics  metrics
 	detector *detector
 	logger   *slog.Logger
@@ -126,8 +133,9 @@ type SharedInformer[T client.Object] struct {
 	state      state
 	stopc      chan struct{} // closed when Run's context ends
 	wg         sync.WaitGroup
-	unregister func() // unregisters the metrics (nil without Options.Metrics)
-	synced     atomic.Bool
+	unregister func()        // unregisters the metrics (nil without Options.Metrics)
+	syncedLogs int           // reflectors whose initial list was applied
+	synced     atomic.Bool   // every reflector's initial list was applied
 	kick       chan struct{} // cap 1: the resync schedule changed
 }
 
@@ -169,9 +177,13 @@ func newInformer[T client.Object](c *client.Client[T], opts Options[T]) (*Shared
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	namespaces, err := scopes(opts.Namespace, opts.Namespaces)
+	if err != nil {
+		return nil, err
+	}
 	name := opts.Name
 	if name == "" {
-		name = selectionName(c.Resource(), opts.Namespace, opts.LabelSelector, opts.FieldSelector)
+		name = selectionName(c.Resource(), strings.Join(namespaces, ","), opts.LabelSelector, opts.FieldSelector)
 	}
 	logLen := logSize
 	if opts.Compact {
@@ -180,16 +192,22 @@ func newInformer[T client.Object](c *client.Client[T], opts Options[T]) (*Shared
 	i := &SharedInformer[T]{
 		name:   name,
 		store:  newStore(opts.Indexers, opts.Compact),
-		log:    newEventLog[T](logLen),
+		events: make(chan entry[T], logLen),
 		logger: opts.Log.With("informer", name),
 		stopc:  make(chan struct{}),
 		kick:   make(chan struct{}, 1),
 	}
-	i.refl = &reflector[T]{
-		client: c, namespace: opts.Namespace, labelSelector: opts.LabelSelector, fieldSelector: opts.FieldSelector,
-		store: i.store, out: i.log, transform: opts.Transform, pageSize: opts.PageSize,
-		minTimeout: opts.MinWatchTimeout, backoff: backoff{base: opts.InitialBackoff, max: opts.MaxBackoff},
-		log: i.logger, metrics: &i.metrics, streaming: !opts.DisableStreamingList,
+	for _, ns := range namespaces {
+		log := i.logger
+		if len(namespaces) > 1 {
+			log = log.With("namespace", ns)
+		}
+		i.refls = append(i.refls, &reflector[T]{
+			name: name, client: c, namespace: ns, labelSelector: opts.LabelSelector, fieldSelector: opts.FieldSelector,
+			store: i.store, out: newEventLog(i.events), transform: opts.Transform, pageSize: opts.PageSize,
+			minTimeout: opts.MinWatchTimeout, backoff: backoff{base: opts.InitialBackoff, max: opts.MaxBackoff},
+			log: log, metrics: &i.metrics, streaming: !opts.DisableStreamingList,
+		})
 	}
 	if !opts.Compact && (opts.DetectMutations || os.Getenv("OBJWATCH_DETECT_MUTATIONS") == "true") {
 		i.detector = newDetector(opts.OnMutation)
@@ -197,6 +215,24 @@ func newInformer[T client.Object](c *client.Client[T], opts Options[T]) (*Shared
 	return i, nil
 }
 
+// scopes returns the namespaces an informer reads, one per reflector: ""
+// for all, or Options.Namespace, or Options.Namespaces sorted, without
+// duplicates.
+func scopes(namespace string, namespaces []string) ([]string, error) {
+	if len(namespaces) == 0 {
+		return []string{namespace}, nil
+	}
+	if namespace != "" {
+		return nil, errors.New("informer: both Namespace and Namespaces are set")
+	}
+	if slices.Contains(namespaces, "") {
+		return nil, errors.New(`informer: Namespaces has "" (for all namespaces, leave Namespaces empty)`)
+	}
+	return slices.Compact(slices.Sorted(slices.Values(namespaces))), nil
+}
+
+// selectionName names an informer after what it reads; ns is its
+// namespaces, comma-separated.
 func selectionName(res client.Resource, ns, ls, fs string) string {
 	s := res.String()
 	if ns != "" {
@@ -229,26 +265,68 @@ func (i *SharedInformer[T]) HasSynced() bool { return i.synced.Load() }
 // LastResourceVersion returns the resourceVersion the informer has read up
 // to: the cache reflects it once the changes read are applied ("" before
 // the first list completed).
+//
+// With Options.Namespaces, each namespace's watch has its own
+// resourceVersion; LastResourceVersion returns the smallest, which every
+// namespace has read up to ("" until all listed, or if one is not a
+// number: Kubernetes does not promise they are).
 func (i *SharedInformer[T]) LastResourceVersion() string {
-	if p := i.refl.lastRV.Load(); p != nil {
-		return *p
+	if len(i.refls) == 1 {
+		return i.refls[0].resourceVersion()
 	}
-	return ""
+	var least string
+	var leastN uint64
+	for _, r := range i.refls {
+		rv := r.resourceVersion()
+		n, err := strconv.ParseUint(rv, 10, 64)
+		if err != nil {
+			return ""
+		}
+		if least == "" || n < leastN {
+			least, leastN = rv, n
+		}
+	}
+	return least
 }
 
 // LastError returns the error of the informer's last failed list or
-// watch, or nil if none failed since the last attempt that read
-// something. With HasSynced false, it tells why the informer has not
+// watch, or nil if none failed since the server last accepted one. With
+// HasSynced false, it tells why the informer has not
 // synced (e.g. the resource does not exist, or access is forbidden).
+// A refusal is a *RefusedError, cleared as soon as a list or watch is
+// accepted. With Options.Namespaces, it joins the namespaces' errors.
 func (i *SharedInformer[T]) LastError() error {
-	if p := i.refl.lastErr.Load(); p != nil {
-		return *p
+	var errs []error
+	for _, r := range i.refls {
+		if p := r.lastErr.Load(); p != nil {
+			errs = append(errs, *p)
+		}
 	}
-	return nil
+	return join(errs)
+}
+
+// join is errors.Join, except that it returns a single error itself.
+func join(errs []error) error {
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
+}
+
+// refusal returns the informer's refusals, joined (see RefusedError), or
+// nil while access to every namespace it reads is granted or unknown.
+func (i *SharedInformer[T]) refusal() error {
+	var errs []error
+	for _, r := range i.refls {
+		if e := r.refused.Load(); e != nil {
+			errs = append(errs, e)
+		}
+	}
+	return join(errs)
 }
 
 // Resource returns the resource the informer caches.
-func (i *SharedInformer[T]) Resource() client.Resource { return i.refl.client.Resource() }
+func (i *SharedInformer[T]) Resource() client.Resource { return i.refls[0].client.Resource() }
 
 // Run runs the informer until ctx ends, then waits for every goroutine it
 // started (reflector, processor, handlers) to end before returning: a
@@ -267,11 +345,10 @@ func (i *SharedInformer[T]) Run(ctx context.Context) error {
 	}
 	i.mu.Unlock()
 
-	i.wg.Add(2)
-	go func() {
-		defer i.wg.Done()
-		i.refl.run(ctx)
-	}()
+	for _, r := range i.refls {
+		i.wg.Go(func() { r.run(ctx) })
+	}
+	i.wg.Add(1)
 	go func() {
 		defer i.wg.Done()
 		i.process(ctx)
@@ -385,11 +462,11 @@ func (i *SharedInformer[T]) process(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case e := <-i.log.ch:
+		case e := <-i.events:
 			i.mu.Lock()
 			i.apply(e)
-			for n := 1; n < maxBatch && len(i.log.ch) > 0; n++ {
-				i.apply(<-i.log.ch)
+			for n := 1; n < maxBatch && len(i.events) > 0; n++ {
+				i.apply(<-i.events)
 			}
 			i.mu.Unlock()
 		case now := <-timerC:
@@ -403,7 +480,7 @@ func (i *SharedInformer[T]) process(ctx context.Context) {
 
 // apply applies one log entry; i.mu must be held.
 func (i *SharedInformer[T]) apply(e entry[T]) {
-	defer i.log.done()
+	defer e.from.done()
 	switch e.op {
 	case opUpsert:
 		obj := e.obj
@@ -420,7 +497,7 @@ func (i *SharedInformer[T]) apply(e entry[T]) {
 			}
 			i.detector.add(obj)
 		}
-		initial := !i.synced.Load()
+		initial := !e.from.synced // from its namespace's initial list
 		switch {
 		case !had:
 			i.notify(notification[T]{kind: kindAdd, obj: obj, key: k, initial: initial, stamp: e.stamp})
@@ -445,6 +522,10 @@ func (i *SharedInformer[T]) apply(e entry[T]) {
 		}
 		i.notify(notification[T]{kind: kindDelete, obj: final, key: e.key, unknown: unknown, stamp: e.stamp})
 	case opSynced:
+		e.from.synced = true
+		if i.syncedLogs++; i.syncedLogs < len(i.refls) {
+			return
+		}
 		i.synced.Store(true)
 		for _, r := range i.handlers {
 			r.q.markSynced()
@@ -509,9 +590,50 @@ func (i *SharedInformer[T]) CheckMutations() error {
 	return i.detector.check()
 }
 
-// WaitForSync waits until the informer has synced or ctx ends.
+// WaitForSync waits until the informer has synced or ctx ends, also while
+// the server refuses it access (see WaitSynced).
 func (i *SharedInformer[T]) WaitForSync(ctx context.Context) error {
 	return WaitForSync(ctx, i.HasSynced)
+}
+
+// WaitSynced is WaitForSync, except that it returns as soon as the server
+// refuses the informer access (a *RefusedError; with Options.Namespaces,
+// those of every namespace refused, joined) instead of waiting for the
+// informer to be granted access, which may never happen. The informer
+// itself keeps retrying. Right after a role or binding is created the
+// server may still refuse for a moment; use WaitForSync to wait it out.
+func (i *SharedInformer[T]) WaitSynced(ctx context.Context) error {
+	return waitSynced(ctx, []runner{i})
+}
+
+// waitSynced waits until every informer has synced, one of them is
+// refused access, or ctx ends.
+func waitSynced(ctx context.Context, infs []runner) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		synced := true
+		var refused []error
+		for _, inf := range infs {
+			if !inf.HasSynced() {
+				synced = false
+				if err := inf.refusal(); err != nil {
+					refused = append(refused, err)
+				}
+			}
+		}
+		switch {
+		case synced:
+			return nil
+		case refused != nil:
+			return join(refused)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // WaitForSync waits until every function reports true (e.g. informers' and

@@ -13,7 +13,7 @@ func TestKeySet(t *testing.T) {
 	for _, k := range []Key{{"a", "x"}, {"a", "y"}, {"a", "yy"}, {"b", "x"}, {"", "cluster-scoped"}} {
 		st.Put(pod(k.Namespace, k.Name, ""))
 	}
-	ks := st.keySet()
+	ks := st.keySet("")
 	ks.strike([]byte("a"), []byte("y"))
 	ks.strike([]byte("b"), []byte("x"))
 	ks.strike([]byte("a"), []byte("not-stored"))

@@ -24,6 +24,7 @@ type entry[T client.Object] struct {
 	key     Key
 	unknown bool
 	stamp   stamp
+	from    *eventLog[T] // the log it was pushed to
 }
 
 // stamp is when a change happened, for the event lag metric: its commit
@@ -45,20 +46,29 @@ const (
 	compactLogSize = 128
 )
 
-// eventLog is the ordered queue between the reflector and the processor: a
+// eventLog is the ordered queue between a reflector and the processor: a
 // plain FIFO of what the reflector read, in the order it read it. It never
 // looks at the store, merges, or reorders entries; the processor applies
 // each entry to the store in order. One goroutine pushes, one pops.
+//
+// An informer over several namespaces has a reflector, and a log, per
+// namespace; their logs share one channel, which the processor reads, but
+// each counts its own pending entries, so that a reflector about to relist
+// waits only for its own entries, not for the other namespaces' churn.
 type eventLog[T client.Object] struct {
-	ch chan entry[T]
+	ch chan entry[T] // shared by the logs of one informer
 
 	mu      sync.Mutex
 	pending int // pushed and not yet done
 	waiters []chan struct{}
+
+	// synced: the processor applied this log's opSynced. Only the
+	// processor uses it, with the informer's mu held.
+	synced bool
 }
 
-func newEventLog[T client.Object](size int) *eventLog[T] {
-	return &eventLog[T]{ch: make(chan entry[T], size)}
+func newEventLog[T client.Object](ch chan entry[T]) *eventLog[T] {
+	return &eventLog[T]{ch: ch}
 }
 
 // push appends e, waiting while the log is full.
@@ -66,6 +76,7 @@ func (l *eventLog[T]) push(ctx context.Context, e entry[T]) error {
 	l.mu.Lock()
 	l.pending++
 	l.mu.Unlock()
+	e.from = l
 	select {
 	case l.ch <- e:
 		return nil
@@ -88,8 +99,8 @@ func (l *eventLog[T]) done() {
 	}
 }
 
-// drained waits until every pushed entry has been applied, so the store
-// reflects everything the reflector has read.
+// drained waits until every entry pushed to l has been applied, so the
+// store reflects everything l's reflector has read.
 func (l *eventLog[T]) drained(ctx context.Context) error {
 	l.mu.Lock()
 	if l.pending == 0 {

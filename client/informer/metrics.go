@@ -112,6 +112,7 @@ var ErrDuplicateName = errors.New("another informer of that name exports its met
 type descs struct {
 	objects, events, lists, watches, relists, restarts, errors *prometheus.Desc
 	backlog, delivered, coalesced                              *prometheus.Desc
+	refused                                                    *prometheus.Desc
 }
 
 func newDescs(name string) descs {
@@ -133,6 +134,9 @@ func newDescs(name string) descs {
 		delivered: desc("objwatch_informer_handler_delivered_total", "Notifications delivered to a handler.", "handler"),
 		coalesced: desc("objwatch_informer_handler_coalesced_total",
 			"Notifications merged into an older one for the same object because the handler's backlog was over its bound.", "handler"),
+		refused: desc("objwatch_informer_refused",
+			`1 while the server refuses the informer's list or watch (403 or 401) in a namespace ("" for all namespaces), else 0.`,
+			"namespace", "verb"),
 	}
 }
 
@@ -156,14 +160,16 @@ func (i *SharedInformer[T]) exportMetrics(reg prometheus.Registerer) error {
 		}
 		return fmt.Errorf("informer %s: metrics: %w", i.name, err)
 	}
-	i.refl.stamps = true
+	for _, r := range i.refls {
+		r.stamps = true
+	}
 	i.unregister = func() { reg.Unregister(c) }
 	return nil
 }
 
 func (c collector[T]) Describe(ch chan<- *prometheus.Desc) {
 	d := &c.d
-	for _, desc := range []*prometheus.Desc{d.objects, d.events, d.lists, d.watches, d.relists, d.restarts, d.errors, d.backlog, d.delivered, d.coalesced} {
+	for _, desc := range []*prometheus.Desc{d.objects, d.events, d.lists, d.watches, d.relists, d.restarts, d.errors, d.backlog, d.delivered, d.coalesced, d.refused} {
 		ch <- desc
 	}
 	m := &c.inf.metrics
@@ -183,6 +189,16 @@ func (c collector[T]) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(d.relists, prometheus.CounterValue, float64(m.relists.Load()))
 	ch <- prometheus.MustNewConstMetric(d.restarts, prometheus.CounterValue, float64(m.restarts.Load()))
 	ch <- prometheus.MustNewConstMetric(d.errors, prometheus.CounterValue, float64(m.errors.Load()))
+	for _, r := range i.refls {
+		e := r.refused.Load()
+		for _, verb := range [...]string{"list", "watch"} {
+			v := 0.0
+			if e != nil && e.Verb == verb {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(d.refused, prometheus.GaugeValue, v, r.namespace, verb)
+		}
+	}
 	for _, r := range i.registrations() {
 		s := r.q.stats()
 		ch <- prometheus.MustNewConstMetric(d.backlog, prometheus.GaugeValue, float64(s.backlog), r.name)

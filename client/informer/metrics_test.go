@@ -36,6 +36,7 @@ var perInformer = map[string]int{
 	"objwatch_informer_handler_delivered_total":  1,
 	"objwatch_informer_handler_coalesced_total":  1,
 	"objwatch_informer_handler_duration_seconds": 1,
+	"objwatch_informer_refused":                  2, // by verb
 }
 
 const lagMetric = "objwatch_informer_event_lag_seconds"

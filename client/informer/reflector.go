@@ -26,8 +26,11 @@ import (
 // changed ones are logged; objects in the store but not in the list are
 // logged as deletions with an unknown final state. This is sound because
 // the reflector first waits until the processor has applied everything it
-// logged, and then only it causes store writes.
+// logged, and then only it causes store writes to its namespace. (An
+// informer over several namespaces has one reflector for each; a relist
+// compares and deletes only the objects of its own namespace.)
 type reflector[T client.Object] struct {
+	name          string // the informer's
 	client        *client.Client[T]
 	namespace     string
 	labelSelector string
@@ -48,9 +51,13 @@ type reflector[T client.Object] struct {
 	resumeRV  string // where the next watch starts
 	synced    bool   // the synced marker was logged
 	progress  bool   // the current attempt read something
+	verb      string // of the current request: "list" or "watch"
+	lists     int    // lists started
+	watches   int    // watches started
 
-	lastRV  atomic.Pointer[string] // resumeRV, for readers
-	lastErr atomic.Pointer[error]  // the last failure, nil after progress
+	lastRV  atomic.Pointer[string]       // resumeRV, for readers
+	lastErr atomic.Pointer[error]        // the last failure, nil once a request is accepted
+	refused atomic.Pointer[RefusedError] // set while the server refuses access
 }
 
 // run lists and watches until ctx ends.
@@ -94,6 +101,10 @@ func (r *reflector[T]) run(ctx context.Context) {
 			continue // the server ended the watch at its timeout: renew it
 		case err != nil && !errors.Is(err, io.EOF):
 			r.metrics.errors.Add(1)
+			if ref := r.refusal(err); ref != nil {
+				r.refuse(ref)
+				break
+			}
 			r.lastErr.Store(&err)
 			r.log.Info("list/watch failed", "err", err, "resourceVersion", r.resumeRV)
 		}
@@ -124,6 +135,14 @@ func (r *reflector[T]) received() stamp {
 	return stamp{at: time.Now()}
 }
 
+// resourceVersion returns resumeRV, for any goroutine.
+func (r *reflector[T]) resourceVersion() string {
+	if p := r.lastRV.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
 func (r *reflector[T]) setResumeRV(rv string) {
 	r.resumeRV = rv
 	r.lastRV.Store(&rv)
@@ -141,12 +160,15 @@ func (r *reflector[T]) startList(ctx context.Context) (*relist, error) {
 	if err := r.out.drained(ctx); err != nil {
 		return nil, err
 	}
-	if r.metrics.lists.Add(1) > 1 {
+	r.metrics.lists.Add(1)
+	if r.lists++; r.lists > 1 {
 		r.metrics.relists.Add(1)
 	}
 	rl := &relist{}
 	if r.store.Len() > 0 {
-		rl.unseen = r.store.keySet()
+		if ks := r.store.keySet(r.namespace); len(ks) > 0 {
+			rl.unseen = ks
+		}
 	}
 	return rl, nil
 }
@@ -215,6 +237,7 @@ func (r *reflector[T]) list(ctx context.Context) error {
 		return err
 	}
 	opts := metav1.ListOptions{LabelSelector: r.labelSelector, FieldSelector: r.fieldSelector, Limit: r.pageSize}
+	r.verb = "list"
 	for {
 		meta, err := r.client.ListRaw(ctx, r.namespace, opts, func(raw client.Raw[T]) error {
 			r.progress = true
@@ -223,6 +246,7 @@ func (r *reflector[T]) list(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("list: %w", err)
 		}
+		r.accepted()
 		if meta.Continue == "" {
 			return r.finishList(ctx, rl, meta.ResourceVersion)
 		}
@@ -250,14 +274,17 @@ func (r *reflector[T]) watch(ctx context.Context, initial bool) error {
 	} else {
 		opts.ResourceVersion = r.resumeRV
 	}
-	if r.metrics.watches.Add(1) > 1 {
+	r.metrics.watches.Add(1)
+	if r.watches++; r.watches > 1 {
 		r.metrics.restarts.Add(1)
 	}
+	r.verb = "watch"
 	w, err := r.client.Watch(ctx, r.namespace, opts)
 	if err != nil {
 		return fmt.Errorf("watch: %w", err)
 	}
 	defer w.Stop()
+	r.accepted()
 	for {
 		typ, raw, err := w.NextRaw()
 		if err != nil {

@@ -101,7 +101,7 @@ type objects[T client.Object] interface {
 	byIndex(indexName, value string) ([]T, error)
 	each(fn func(T) bool)
 	entries(fn func(k Key, obj T, blob []byte) bool)
-	keySet() keySet
+	keySet(namespace string) keySet
 	put(k Key, obj T, wantOld bool) (old T, replaced bool)
 	delete(k Key, wantOld bool) (old T, uid types.UID, ok bool)
 	// allLocked yields every key and object; core.mu must be held.
@@ -259,9 +259,10 @@ func (s *Store[T]) rangeEntries(fn func(k Key, obj T, blob []byte) bool) { s.obj
 // through its encoding, which is a bug.
 func (s *Store[T]) decode(blob []byte) T { return s.objects.decode(blob) }
 
-// keySet returns the store's keys for a relist to strike out, built from
-// the store's own strings: it decodes nothing and allocates only slices.
-func (s *Store[T]) keySet() keySet { return s.objects.keySet() }
+// keySet returns the store's keys in namespace ("" for all) for a relist
+// to strike out, built from the store's own strings: it decodes nothing
+// and allocates only slices.
+func (s *Store[T]) keySet(namespace string) keySet { return s.objects.keySet(namespace) }
 
 // Put stores obj, replacing any object with its key, and returns the
 // replaced object. It panics if a compact store cannot encode obj.
@@ -356,18 +357,30 @@ func pick[E, R any](t table[E], set map[Key]struct{}, get func(E) R) []R {
 	return out
 }
 
-// keySet returns the table's keys for a relist to strike out.
-func (t table[E]) keySet() keySet {
-	out := make(keySet, len(t))
-	for namespace, byName := range t {
-		ns := &nameSet{names: make([]string, 0, len(byName)), struck: make([]bool, len(byName))}
-		for name := range byName {
-			ns.names = append(ns.names, name)
+// keySet returns the table's keys in namespace ("" for all) for a relist
+// to strike out.
+func (t table[E]) keySet(namespace string) keySet {
+	if namespace != "" {
+		out := keySet{}
+		if byName, ok := t[namespace]; ok {
+			out[namespace] = newNameSet(byName)
 		}
-		slices.Sort(ns.names)
-		out[namespace] = ns
+		return out
+	}
+	out := make(keySet, len(t))
+	for ns, byName := range t {
+		out[ns] = newNameSet(byName)
 	}
 	return out
+}
+
+func newNameSet[E any](byName map[string]E) *nameSet {
+	ns := &nameSet{names: make([]string, 0, len(byName)), struck: make([]bool, len(byName))}
+	for name := range byName {
+		ns.names = append(ns.names, name)
+	}
+	slices.Sort(ns.names)
+	return ns
 }
 
 // tableOf is what both forms of storage do alike: look an entry up, list
@@ -393,10 +406,10 @@ func (t *tableOf[T, E]) lookupBytes(namespace, name []byte) (E, bool) {
 	return e, ok
 }
 
-func (t *tableOf[T, E]) keySet() keySet {
+func (t *tableOf[T, E]) keySet(namespace string) keySet {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.table.keySet()
+	return t.table.keySet(namespace)
 }
 
 // decodedObjects keeps the objects themselves, shared with every reader.
