@@ -11,7 +11,9 @@ import (
 	"github.com/objwatch/objwatch/client/controller"
 )
 
-func nop(context.Context, controller.Request) (controller.Result, error) { return controller.Result{}, nil }
+func nop(context.Context, controller.Request) (controller.Result, error) {
+	return controller.Result{}, nil
+}
 
 // TestBuilderErrors: every mistake is reported, once, by Complete.
 func TestBuilderErrors(t *testing.T) {
