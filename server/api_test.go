@@ -171,6 +171,24 @@ func TestUnauthenticatedGets401(t *testing.T) {
 			t.Fatalf("token %q: code = %d, want 401", token, resp.StatusCode)
 		}
 	}
+	// Health checks and the version are public; a bad token is still 401.
+	for _, tc := range []struct {
+		path, token string
+		code        int
+	}{{"/healthz", "", 200}, {"/readyz", "", 200}, {"/version", "", 200}, {"/version", "wrong", 401}, {"/api", "", 401}} {
+		req, _ := http.NewRequest("GET", env.Config.Host+tc.path, nil)
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		resp, err := anon.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.code {
+			t.Errorf("GET %s (token %q) without a certificate = %d, want %d", tc.path, tc.token, resp.StatusCode, tc.code)
+		}
+	}
 	req, _ := http.NewRequest("GET", env.Config.Host+"/api/v1/namespaces", nil)
 	req.Header.Set("Authorization", "Bearer "+env.Config.BearerToken)
 	resp, err := anon.Do(req)

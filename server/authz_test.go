@@ -491,3 +491,49 @@ func TestRBACAggregationAndResourceNames(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenReviewAndLocalAccessReview: TokenReview says whose a token is
+// (and why not, in Kubernetes' words); LocalSubjectAccessReview answers
+// for its namespace only; impersonating system:masters needs the verb.
+func TestTokenReviewAndLocalAccessReview(t *testing.T) {
+	env := testenv.Start(t)
+	admin := newAPI(t, env)
+	tenant(t, admin)
+	review := func(token string) map[string]any {
+		r := admin.must("POST", "/apis/authentication.k8s.io/v1/tokenreviews", `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"`+token+`"}}`)
+		st, _ := r.object()["status"].(map[string]any)
+		return st
+	}
+	if st := review(env.Config.BearerToken); st["authenticated"] != true || st["user"].(map[string]any)["username"] != "admin" {
+		t.Errorf("TokenReview of the admin token = %v", st)
+	}
+	if st := review("nope"); st["authenticated"] == true || st["error"] != "invalid bearer token" {
+		t.Errorf("TokenReview of a bad token = %v, want error %q", st, "invalid bearer token")
+	}
+	lsar := func(ns, specNS string) response {
+		return admin.json("POST", "/apis/authorization.k8s.io/v1/namespaces/"+ns+"/localsubjectaccessreviews", `{"apiVersion":"authorization.k8s.io/v1","kind":"LocalSubjectAccessReview",
+			"spec":{"user":"alice","resourceAttributes":{"namespace":"`+specNS+`","verb":"list","resource":"configmaps"}}}`)
+	}
+	eventually(t, "alice's binding", func() bool {
+		st, _ := lsar("a", "").object()["status"].(map[string]any)
+		return st["allowed"] == true
+	})
+	if st, _ := lsar("b", "").object()["status"].(map[string]any); st["allowed"] == true {
+		t.Errorf("LocalSubjectAccessReview in b allows alice: %v", st)
+	}
+	if r := lsar("a", "b"); r.code != http.StatusBadRequest || r.status().Message != "spec.resourceAttributes.namespace must match namespace: a" {
+		t.Errorf("LocalSubjectAccessReview naming another namespace = %d %s", r.code, r.body)
+	}
+	carol := userAPI(t, env, "carol")
+	req, _ := http.NewRequest("GET", carol.host+"/api/v1/namespaces/a/configmaps", nil)
+	req.Header.Set("Impersonate-User", "carol")
+	req.Header.Set("Impersonate-Group", "system:masters")
+	resp, err := carol.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("carol impersonating system:masters = %d, want 403", resp.StatusCode)
+	}
+}

@@ -96,7 +96,8 @@ func New(cfg Config) (*API, error) {
 }
 
 // WithAuthentication authenticates every request but the health checks
-// (401 when no authenticator recognises it), refuses impersonation the
+// and, for a request without credentials, /version (401 when no
+// authenticator recognises it), refuses impersonation the
 // user may not do, and puts the user in the request's context.
 func (a *API) WithAuthentication(next http.Handler) http.Handler {
 	if a.cfg.Authenticator == nil {
@@ -108,13 +109,19 @@ func (a *API) WithAuthentication(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		u, ok := a.cfg.Authenticator.Authenticate(r)
-		if !ok {
+		u, err := a.cfg.Authenticator.AuthenticateRequest(r)
+		if err != nil {
+			if errors.Is(err, auth.ErrNoCredentials) && (r.URL.Path == "/version" || r.URL.Path == "/version/") {
+				// The version is public, as the health checks are: a
+				// request without credentials gets it (bad ones a 401).
+				next.ServeHTTP(w, r)
+				return
+			}
 			WriteStatus(w, apierrors.NewUnauthorized("Unauthorized"))
 			return
 		}
 		attrs := authzAttributes(r)
-		u, err := a.impersonator.Impersonate(r.Header, u, attrs, func(u auth.User, at auth.Attributes) bool {
+		u, err = a.impersonator.Impersonate(r.Header, u, attrs, func(u auth.User, at auth.Attributes) bool {
 			return a.cfg.Authorize == nil || a.cfg.Authorize(&u, at) == nil
 		})
 		if err != nil {
