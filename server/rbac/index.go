@@ -415,6 +415,19 @@ func (s *snapshot) visitBindings(bs []*binding, ns string, notFound func(kind, n
 	return true
 }
 
+// Allows is Authorize without the reason: whether some rule allows a, at
+// no cost for describing the binding. Callers ask Authorize for the
+// reason of a denial.
+func (x *Index) Allows(userName string, groups []string, a *auth.Attributes) bool {
+	s := x.cur.Load()
+	allowed := false
+	s.visit(userName, groups, a.Namespace, nil, func(b *binding, r *rbacv1.PolicyRule) bool {
+		allowed = RuleAllows(a, r)
+		return !allowed
+	})
+	return allowed
+}
+
 // Authorize decides the request a of the user userName in groups as
 // Kubernetes' RBAC authorizer does. allowed true: reason says which
 // binding allowed it, e.g.
