@@ -1,0 +1,67 @@
+package objects
+
+import (
+	"context"
+	"net/http"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/objwatch/objwatch/server/apistatus"
+)
+
+// Apply is server-side apply: patch, the applied configuration of
+// opts.FieldManager (required), is merged into the object req names by
+// Config.Fields, as an update whose mutation is the merge (retried on
+// conflict from the current object unless patch pins a resourceVersion).
+// When the object does not exist, the apply creates it (Result.Created),
+// as kube-apiserver does: authorized as "patch", then also as "create",
+// and admitted as a create. An apply through a subresource never creates.
+// Conflicts with other managers' fields are 409 unless opts.Force.
+func (s *Service) Apply(ctx context.Context, req *Request, patch *unstructured.Unstructured, opts WriteOptions) (Result, error) {
+	req.DryRun = opts.DryRun
+	if err := s.authorize(ctx, req); err != nil {
+		return Result{}, err
+	}
+	fm := s.cfg.Fields
+	if fm == nil {
+		return Result{}, apistatus.New(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, "server-side apply is not enabled on this server")
+	}
+	res := req.Resource
+	mutate := func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		obj, err := fm.Apply(res, req.Subresource, cur, patch, opts.FieldManager, opts.Force)
+		if err != nil {
+			return nil, err
+		}
+		if patch.GetResourceVersion() == "" {
+			obj.SetResourceVersion("")
+		}
+		return obj, nil
+	}
+	applied := func(_, obj *unstructured.Unstructured) *unstructured.Unstructured { return obj }
+	for retried := false; ; retried = true {
+		obj, warnings, err := s.guaranteedUpdate(ctx, req, opts, mutate, applied)
+		if !apierrors.IsNotFound(err) || req.Subresource != "" || retried {
+			return Result{Object: obj, Warnings: warnings}, err
+		}
+		creq := *req
+		creq.Verb = "create"
+		if err := s.authorize(ctx, &creq); err != nil {
+			return Result{}, err
+		}
+		obj, err = fm.Apply(res, "", nil, patch, opts.FieldManager, opts.Force)
+		if err != nil {
+			return Result{}, err
+		}
+		if obj.GetName() != req.Name {
+			return Result{}, apistatus.BadRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), req.Name)
+		}
+		out, err := s.create(ctx, &creq, obj, opts, false)
+		if apierrors.IsAlreadyExists(err) {
+			continue // created meanwhile: apply to it
+		}
+		out.Created = err == nil
+		return out, err
+	}
+}
