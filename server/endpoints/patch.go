@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"sigs.k8s.io/yaml"
 
@@ -69,8 +70,14 @@ func (a *API) apply(w http.ResponseWriter, r *http.Request, req *objects.Request
 	if err != nil {
 		return err
 	}
+	// As kube-apiserver decodes it (sigs.k8s.io/yaml), but with integers
+	// as int64, as the service decodes every object.
 	var m map[string]any
-	if err := yaml.Unmarshal(body, &m); err != nil {
+	j, err := yaml.YAMLToJSON(body)
+	if err == nil {
+		err = utiljson.Unmarshal(j, &m)
+	}
+	if err != nil {
 		return apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
 	}
 	if m == nil {
