@@ -294,11 +294,13 @@ func TestApplyBadInput(t *testing.T) {
 		{"wrong kind", "?fieldManager=m", applyType, strings.Replace(good, "ConfigMap", "Secret", 1), 400, "invalid object type: /v1, Kind=Secret"},
 		{"wrong apiVersion", "?fieldManager=m", applyType, strings.Replace(good, "v1", "apps/v1", 1), 400, "invalid object type: apps/v1, Kind=ConfigMap"},
 		{"managedFields", "?fieldManager=m", applyType, strings.Replace(good, "name: bad", "name: bad\n  managedFields: []", 1), 400, "metadata.managedFields must be nil"},
-		{"not YAML", "?fieldManager=m", applyType, "a: [b\n", 400, "error decoding patch"},
+		{"not YAML", "?fieldManager=m", applyType, "a: [b\n", 400, "error encoding patch: yaml: line 1: did not find expected ',' or ']'"},
 		{"other namespace", "?fieldManager=m", applyType, strings.Replace(good, "name: bad", "name: bad\n  namespace: other", 1), 400, "the namespace of the provided object does not match the namespace sent on the request"},
 		{"other name", "?fieldManager=m", applyType, strings.Replace(good, "name: bad", "name: other", 1), 400, "the name of the object (other) does not match the name on the URL (bad)"},
-		{"undeclared field", "?fieldManager=m", applyType, good + "spec: {}\n", 500, ".spec: field not declared in schema"},
-		{"cbor", "?fieldManager=m", "application/apply-patch+cbor", good, 415, "unknown format"},
+		{"undeclared field", "?fieldManager=m", applyType, good + "spec: {}\n", 500, "failed to create typed patch object (/bad; /v1, Kind=ConfigMap): .spec: field not declared in schema"},
+		{"cbor", "?fieldManager=m", "application/apply-patch+cbor", good, 415, "415: Unsupported Media Type"},
+		{"no name", "?fieldManager=m", applyType, strings.Replace(good, "  name: bad\n", "", 1), 400, "the name of the object (bad based on URL) was undeterminable: name must be provided"},
+		{"not an object", "?fieldManager=m", applyType, "[1]", 400, "error decoding patch: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal array into Go value of type map[string]interface {}"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -74,11 +74,11 @@ func (a *API) apply(w http.ResponseWriter, r *http.Request, req *objects.Request
 	// as int64, as the service decodes every object.
 	var m map[string]any
 	j, err := yaml.YAMLToJSON(body)
-	if err == nil {
-		err = utiljson.Unmarshal(j, &m)
-	}
 	if err != nil {
-		return apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+		return apierrors.NewBadRequest(fmt.Sprintf("error encoding patch: %v", err))
+	}
+	if err := utiljson.Unmarshal(j, &m); err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: error unmarshaling JSON: while decoding JSON: %v", err))
 	}
 	if m == nil {
 		m = map[string]any{}
@@ -88,9 +88,6 @@ func (a *API) apply(w http.ResponseWriter, r *http.Request, req *objects.Request
 		if _, ok := md.(map[string]any); !ok {
 			return apistatus.BadRequest("metadata must be an object")
 		}
-	}
-	if err := checkNamespace(patch, res, requestInfo{namespace: req.Namespace}); err != nil {
-		return err
 	}
 	out, err := a.objects.Apply(r.Context(), req, patch, opts)
 	addWarnings(w, out.Warnings)
@@ -122,6 +119,9 @@ func (a *API) readPatch(r *http.Request, res *registry.Resource) (*patchBody, er
 			return nil, apistatus.New(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
 				"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
 		}
+	case string(types.ApplyCBORPatchType):
+		// As kube-apiserver without the CBOR feature gate.
+		return nil, apistatus.New(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, "415: Unsupported Media Type")
 	default:
 		return nil, apistatus.New(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
 			fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got %s)", pt))

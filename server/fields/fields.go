@@ -37,10 +37,12 @@ package fields
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -49,6 +51,7 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
+	"github.com/objwatch/objwatch/server/apistatus"
 	"github.com/objwatch/objwatch/server/registry"
 )
 
@@ -148,6 +151,11 @@ func (m *Manager) Apply(res *registry.Resource, subresource string, live, patch 
 		live = empty(res)
 	}
 	out, err := fm.Apply(live, patch, manager, force)
+	var status apierrors.APIStatus
+	if err != nil && !errors.As(err, &status) {
+		// As kube-apiserver answers an error that is no Status.
+		return nil, apistatus.New(http.StatusInternalServerError, metav1.StatusReasonUnknown, err.Error())
+	}
 	if err != nil {
 		return nil, err
 	}

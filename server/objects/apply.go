@@ -34,6 +34,9 @@ func (s *Service) Apply(ctx context.Context, req *Request, patch *unstructured.U
 		if err != nil {
 			return nil, err
 		}
+		if err := checkApplied(obj, req); err != nil {
+			return nil, err
+		}
 		if patch.GetResourceVersion() == "" {
 			obj.SetResourceVersion("")
 		}
@@ -54,8 +57,8 @@ func (s *Service) Apply(ctx context.Context, req *Request, patch *unstructured.U
 		if err != nil {
 			return Result{}, err
 		}
-		if obj.GetName() != req.Name {
-			return Result{}, apistatus.BadRequest("the name of the object (%s) does not match the name on the URL (%s)", obj.GetName(), req.Name)
+		if err := checkApplied(obj, req); err != nil {
+			return Result{}, err
 		}
 		out, err := s.create(ctx, &creq, obj, opts, false)
 		if apierrors.IsAlreadyExists(err) {
@@ -64,4 +67,24 @@ func (s *Service) Apply(ctx context.Context, req *Request, patch *unstructured.U
 		out.Created = err == nil
 		return out, err
 	}
+}
+
+// checkApplied checks an applied object's name against the request's and
+// reconciles its namespace, as kube-apiserver does after the merge.
+func checkApplied(obj *unstructured.Unstructured, req *Request) error {
+	switch name := obj.GetName(); {
+	case name == "":
+		return apistatus.BadRequest("the name of the object (%s based on URL) was undeterminable: name must be provided", req.Name)
+	case name != req.Name:
+		return apistatus.BadRequest("the name of the object (%s) does not match the name on the URL (%s)", name, req.Name)
+	}
+	switch ns := obj.GetNamespace(); {
+	case !req.Resource.Namespaced:
+		obj.SetNamespace("")
+	case ns == "":
+		obj.SetNamespace(req.Namespace)
+	case ns != req.Namespace:
+		return apistatus.BadRequest("the namespace of the provided object does not match the namespace sent on the request")
+	}
+	return nil
 }
