@@ -2,7 +2,6 @@ package objects
 
 import (
 	"context"
-	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +25,7 @@ func (s *Service) Apply(ctx context.Context, req *Request, patch *unstructured.U
 	}
 	fm := s.cfg.Fields
 	if fm == nil {
-		return Result{}, apistatus.New(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, "server-side apply is not enabled on this server")
+		return Result{}, apistatus.New(415, metav1.StatusReasonUnsupportedMediaType, "server-side apply is not enabled on this server")
 	}
 	res := req.Resource
 	mutate := func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
