@@ -53,10 +53,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/objwatch/objwatch/server/access"
 	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/endpoints"
+	"github.com/objwatch/objwatch/server/fields"
 	"github.com/objwatch/objwatch/server/lifecycle"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/openapi"
@@ -261,12 +263,18 @@ func New(cfg Config) (*Server, error) {
 	hooks := s.access.Hooks()
 	lh := s.lifecycle.Hooks()
 	hooks.Admit, hooks.Written = append(hooks.Admit, lh.Admit...), lh.Written
+	fm, err := fields.New(fields.Config{Registry: s.registry, BuiltinModels: func() (map[string]*spec.Schema, error) {
+		return openapi.BuiltinModels(s.registry)
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	s.objects, err = objects.New(objects.Config{
 		Storage: cfg.Storage, Registry: s.registry, Log: cfg.Log,
 		FutureRVWait: cfg.FutureRVWait, ContinueTTL: cfg.ContinueTTL, BookmarkInterval: cfg.BookmarkInterval,
 		DisableWatchCache: cfg.DisableWatchCache, WatchCacheWindow: cfg.WatchCacheWindow,
 		WatchBufferEvents: cfg.WatchBufferEvents, Verify: cfg.Verify,
-		Hooks: hooks,
+		Hooks: hooks, Fields: fm,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -101,6 +104,7 @@ func parseWriteOptions(r *http.Request) (objects.WriteOptions, error) {
 		fieldManager, fieldValidation string
 		errs                          field.ErrorList
 		kind                          string
+		force                         bool
 	)
 	switch r.Method {
 	case http.MethodPost:
@@ -116,6 +120,7 @@ func parseWriteOptions(r *http.Request) (objects.WriteOptions, error) {
 			return objects.WriteOptions{}, err
 		}
 		dryRun, fieldManager, fieldValidation = o.DryRun, o.FieldManager, o.FieldValidation
+		force = o.Force != nil && *o.Force
 		kind, errs = "PatchOptions", metavalidation.ValidatePatchOptions(o, types.PatchType(mediaType(r)))
 	default:
 		o := &metav1.UpdateOptions{}
@@ -128,7 +133,28 @@ func parseWriteOptions(r *http.Request) (objects.WriteOptions, error) {
 	if len(errs) > 0 {
 		return objects.WriteOptions{}, invalidOptions(kind, errs)
 	}
-	return objects.WriteOptions{DryRun: len(dryRun) > 0, FieldManager: fieldManager, FieldValidation: fieldValidation}, nil
+	if fieldManager == "" {
+		fieldManager = managerFromUserAgent(r.UserAgent())
+	}
+	return objects.WriteOptions{DryRun: len(dryRun) > 0, FieldManager: fieldManager, FieldValidation: fieldValidation, Force: force}, nil
+}
+
+// managerFromUserAgent is the field manager of a write without
+// fieldManager, as kube-apiserver names it: the User-Agent up to its first
+// "/", printable characters only, cut to the longest manager name allowed.
+func managerFromUserAgent(ua string) string {
+	prefix, _, _ := strings.Cut(ua, "/")
+	var b strings.Builder
+	for _, c := range prefix {
+		if !unicode.IsPrint(c) {
+			continue
+		}
+		if b.Len()+utf8.RuneLen(c) > metavalidation.FieldManagerMaxLength {
+			break
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
 }
 
 // deleteOptions reads a DELETE's options: from its body if it has one,

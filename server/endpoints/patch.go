@@ -10,7 +10,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"sigs.k8s.io/yaml"
 
 	"github.com/objwatch/objwatch/server/apistatus"
 	"github.com/objwatch/objwatch/server/objects"
@@ -27,6 +30,9 @@ func (a *API) patch(w http.ResponseWriter, r *http.Request, req *objects.Request
 	opts, err := parseWriteOptions(r)
 	if err != nil {
 		return err
+	}
+	if mediaType(r) == string(types.ApplyYAMLPatchType) {
+		return a.apply(w, r, req, opts)
 	}
 	p, err := a.readPatch(r, res)
 	if err != nil {
@@ -55,6 +61,46 @@ func (a *API) patch(w http.ResponseWriter, r *http.Request, req *objects.Request
 	return respond(w, r, res, http.StatusOK, out.Object)
 }
 
+// apply is server-side apply: a PATCH whose body, YAML (or JSON, which is
+// YAML), is the applied configuration of the fieldManager. It answers 201
+// when it created the object. (application/apply-patch+cbor stays 415.)
+func (a *API) apply(w http.ResponseWriter, r *http.Request, req *objects.Request, opts objects.WriteOptions) error {
+	res := req.Resource
+	body, err := a.readBody(r)
+	if err != nil {
+		return err
+	}
+	// As kube-apiserver decodes it (sigs.k8s.io/yaml), but with integers
+	// as int64, as the service decodes every object.
+	var m map[string]any
+	j, err := yaml.YAMLToJSON(body)
+	if err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("error encoding patch: %v", err))
+	}
+	if err := utiljson.Unmarshal(j, &m); err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: error unmarshaling JSON: while decoding JSON: %v", err))
+	}
+	if m == nil {
+		m = map[string]any{}
+	}
+	patch := &unstructured.Unstructured{Object: m}
+	if md, ok := m["metadata"]; ok && md != nil {
+		if _, ok := md.(map[string]any); !ok {
+			return apistatus.BadRequest("metadata must be an object")
+		}
+	}
+	out, err := a.objects.Apply(r.Context(), req, patch, opts)
+	addWarnings(w, out.Warnings)
+	if err != nil {
+		return err
+	}
+	code := http.StatusOK
+	if out.Created {
+		code = http.StatusCreated
+	}
+	return respond(w, r, res, code, out.Object)
+}
+
 // patchBody is a PATCH request's patch, read and checked.
 type patchBody struct {
 	pt   string // media type
@@ -73,12 +119,12 @@ func (a *API) readPatch(r *http.Request, res *registry.Resource) (*patchBody, er
 			return nil, apistatus.New(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
 				"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
 		}
-	case "application/apply-patch+yaml", "application/apply-patch+cbor":
-		return nil, apistatus.New(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
-			"server-side apply is not supported by objwatch yet - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json")
+	case string(types.ApplyCBORPatchType):
+		// As kube-apiserver without the CBOR feature gate.
+		return nil, apistatus.New(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, "415: Unsupported Media Type")
 	default:
 		return nil, apistatus.New(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
-			fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got %s)", pt))
+			fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got %s)", pt))
 	}
 	body, err := a.readBody(r)
 	if err != nil {

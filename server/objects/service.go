@@ -89,6 +89,23 @@ type Config struct {
 	Verify bool
 	// Hooks are where the rest of the server plugs in.
 	Hooks Hooks
+	// Fields keeps metadata.managedFields on every write and merges
+	// applies (package fields). nil: managedFields are stored as clients
+	// send them and Apply is refused with 415.
+	Fields FieldManager
+}
+
+// FieldManager keeps server-side apply's field ownership
+// (metadata.managedFields). Implementations are safe for concurrent use.
+type FieldManager interface {
+	// Update returns obj with its managedFields recording manager's
+	// change of live (nil for a create) to obj through subresource. It
+	// never fails: what it cannot track keeps live's managedFields.
+	Update(res *registry.Resource, subresource string, live, obj *unstructured.Unstructured, manager string) *unstructured.Unstructured
+	// Apply merges patch, manager's applied configuration, into live (nil
+	// when there is no object yet) and returns the object to write, or a
+	// Status error: 409 for conflicts unless force.
+	Apply(res *registry.Resource, subresource string, live, patch *unstructured.Unstructured, manager string, force bool) (*unstructured.Unstructured, error)
 }
 
 // Hooks are the named places where authorization, lifecycle, admission
@@ -157,8 +174,13 @@ type Write struct {
 // WriteOptions are the options every create, update and patch has.
 type WriteOptions struct {
 	DryRun bool
-	// FieldManager names the writer (server-side apply's field owner).
+	// FieldManager names the writer: the manager of its managedFields
+	// entry (the caller falls back to the User-Agent's first segment, as
+	// kube-apiserver does). An apply requires it.
 	FieldManager string
+	// Force: an apply takes the fields other managers own instead of
+	// failing with a conflict.
+	Force bool
 	// FieldValidation is Strict, Warn (the default) or Ignore: what an
 	// unknown field is.
 	FieldValidation string
@@ -175,6 +197,8 @@ type Result struct {
 	// Deleted: a delete removed the object (false: it is marked and kept
 	// while finalizers run).
 	Deleted bool
+	// Created: an apply created the object.
+	Created bool
 }
 
 // Service serves objects. Create it with New; call Close when done.

@@ -56,15 +56,25 @@ func (s *Service) Create(ctx context.Context, req *Request, obj *unstructured.Un
 	if err := s.authorize(ctx, req); err != nil {
 		return Result{}, err
 	}
-	res := req.Resource
 	if rr := reviewOf(req); rr != nil {
 		return s.review(ctx, req, rr, obj, opts)
 	}
+	return s.create(ctx, req, obj, opts, true)
+}
+
+// create stores a new object once authorized; track records the create in
+// its managedFields (an apply's object has them already).
+func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Unstructured, opts WriteOptions, track bool) (Result, error) {
+	res := req.Resource
 	if obj.GetName() == "" && obj.GetGenerateName() != "" {
 		obj.SetName(obj.GetGenerateName() + rand.String(5))
 	}
 	if obj.GetName() == "" {
 		return Result{}, apistatus.Invalid(res.GVK().GroupKind(), "", field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
+	}
+	if fm := s.cfg.Fields; fm != nil && track {
+		// As kube-apiserver: before the strategy prepares the object.
+		obj = fm.Update(res, "", nil, obj, opts.FieldManager)
 	}
 	prepareCreate(obj, res)
 	warnings, err := normalize(res, obj, nil, opts)
@@ -169,8 +179,19 @@ func (s *Service) Update(ctx context.Context, req *Request, opts WriteOptions, m
 	if err := s.authorize(ctx, req); err != nil {
 		return Result{}, err
 	}
-	obj, warnings, err := s.guaranteedUpdate(ctx, req, opts, mutate)
+	obj, warnings, err := s.guaranteedUpdate(ctx, req, opts, mutate, s.tracker(req, opts))
 	return Result{Object: obj, Warnings: warnings}, err
+}
+
+// tracker returns what records an update's change in managedFields, or nil.
+func (s *Service) tracker(req *Request, opts WriteOptions) func(cur, obj *unstructured.Unstructured) *unstructured.Unstructured {
+	fm := s.cfg.Fields
+	if fm == nil {
+		return nil
+	}
+	return func(cur, obj *unstructured.Unstructured) *unstructured.Unstructured {
+		return fm.Update(req.Resource, req.Subresource, cur, obj, opts.FieldManager)
+	}
 }
 
 // guaranteedUpdate reads the current object (first from the watch cache,
@@ -184,7 +205,9 @@ func (s *Service) Update(ctx context.Context, req *Request, opts WriteOptions, m
 //
 // The warnings are those of the attempt that answered: an abandoned
 // attempt's are dropped with it.
-func (s *Service) guaranteedUpdate(ctx context.Context, req *Request, opts WriteOptions, mutate Mutation) (_ *unstructured.Unstructured, warnings []string, _ error) {
+//
+// track, if not nil, records the change in the new object's managedFields.
+func (s *Service) guaranteedUpdate(ctx context.Context, req *Request, opts WriteOptions, mutate Mutation, track func(cur, obj *unstructured.Unstructured) *unstructured.Unstructured) (_ *unstructured.Unstructured, warnings []string, _ error) {
 	res := req.Resource
 	turn, err := s.keyLocks.lock(ctx, res.Key(req.Namespace, req.Name))
 	if err != nil {
@@ -202,7 +225,7 @@ func (s *Service) guaranteedUpdate(ctx context.Context, req *Request, opts Write
 		if err != nil {
 			return nil, nil, err
 		}
-		obj, pinned, warnings, err := updated(req, opts, mutate, cur)
+		obj, pinned, warnings, err := updated(req, opts, mutate, track, cur)
 		if err == nil {
 			// Nothing admitted for an update is undone yet: no hook
 			// takes anything for one.
@@ -270,7 +293,7 @@ func (s *Service) guaranteedUpdate(ctx context.Context, req *Request, opts Write
 // would write (its resourceVersion cur's), whether the request pinned a
 // resourceVersion, or why the update fails: a mutation, precondition, name,
 // defaulting or validation error.
-func updated(req *Request, opts WriteOptions, mutate Mutation, cur *unstructured.Unstructured) (obj *unstructured.Unstructured, pinned bool, warnings []string, err error) {
+func updated(req *Request, opts WriteOptions, mutate Mutation, track func(cur, obj *unstructured.Unstructured) *unstructured.Unstructured, cur *unstructured.Unstructured) (obj *unstructured.Unstructured, pinned bool, warnings []string, err error) {
 	res := req.Resource
 	if obj, err = mutate(cur.DeepCopy()); err != nil {
 		return nil, false, nil, err
@@ -284,7 +307,20 @@ func updated(req *Request, opts WriteOptions, mutate Mutation, cur *unstructured
 	}
 	// The write is conditional on the revision read.
 	obj.SetResourceVersion(cur.GetResourceVersion())
-	prepareUpdate(obj, cur, res, req.Subresource)
+	if track != nil {
+		// As kube-apiserver: before the strategy prepares the object,
+		// and what it records survives a status update's reset to cur.
+		obj = track(cur, obj)
+		mf, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "managedFields")
+		prepareUpdate(obj, cur, res, req.Subresource)
+		if found {
+			unstructured.SetNestedField(obj.Object, mf, "metadata", "managedFields")
+		} else {
+			unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
+		}
+	} else {
+		prepareUpdate(obj, cur, res, req.Subresource)
+	}
 	if warnings, err = normalize(res, obj, cur, opts); err != nil {
 		return nil, pinned, nil, err
 	}

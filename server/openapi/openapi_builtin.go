@@ -245,3 +245,24 @@ func builtinRoutes(ws *restful.WebService, res *registry.Resource, obj, list run
 	}
 	return routes, err
 }
+
+// BuiltinModels returns the OpenAPI v3 models of the built-in resources'
+// types, keyed by model name and tagged with x-kubernetes-group-version-kind,
+// as the served documents have them: the schemas server-side apply merges
+// built-in objects by (package fields).
+func BuiltinModels(r *registry.Registry) (map[string]*spec.Schema, error) {
+	var builtins []*registry.Resource
+	for _, res := range r.Resources() {
+		if !res.Custom {
+			builtins = append(builtins, res)
+		}
+	}
+	doc, err := builtinOpenAPI(builtins, "Kubernetes", "")
+	if err != nil {
+		return nil, err
+	}
+	if doc.Components == nil {
+		return nil, fmt.Errorf("openapi: no built-in models")
+	}
+	return doc.Components.Schemas, nil
+}

@@ -1,0 +1,357 @@
+// Package fields keeps metadata.managedFields, server-side apply's record of
+// which manager set which field, with Kubernetes' own machinery:
+// apimachinery's managedfields package (the field manager kube-apiserver
+// wraps around every create, update and patch) over
+// sigs.k8s.io/structured-merge-diff. Nothing of the merge semantics is
+// written here; this package only builds the field managers and their
+// schemas, and hands the object service (package objects) what it needs.
+//
+// # Schemas
+//
+// Built-in resources are typed from the OpenAPI models the server publishes
+// for them (Config.BuiltinModels: package openapi's, with the patch
+// strategy and merge keys of their Go types, so lists such as a Pod's
+// containers merge by name). Custom resources are typed from their CRD's
+// structural schema (x-kubernetes-list-type, -list-map-keys, -map-type,
+// preserve-unknown-fields), with the OpenAPI document
+// apiextensions-apiserver's builder makes of every served version of the
+// CRD merged, as kube-apiserver does, so that entries written through
+// another version still convert.
+//
+// # Conversion
+//
+// Versions of one resource are converted by setting apiVersion, which is
+// what kube-apiserver does for CRDs without a conversion webhook (the only
+// kind objwatch serves). A managedFields entry of another built-in version
+// whose schema differs fails to convert; Update then keeps the live
+// entries (as kube-apiserver's UpdateNoErrors does on any failure).
+//
+// # Concurrency
+//
+// A Manager is safe for concurrent use. It builds each resource version's
+// field managers once, on first use, and again when the resource changes
+// (a CRD update registers new resources); the built-in type converter is
+// built once, on first use of any built-in resource.
+package fields
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
+	"k8s.io/kube-openapi/pkg/spec3"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/objwatch/objwatch/server/apistatus"
+	"github.com/objwatch/objwatch/server/registry"
+)
+
+// Config configures a Manager.
+type Config struct {
+	// Registry is the served resources: a custom resource's schema merges
+	// every served version of its CRD. Required.
+	Registry *registry.Registry
+	// BuiltinModels returns the OpenAPI models of the built-in resources'
+	// types, keyed by model name and tagged with
+	// x-kubernetes-group-version-kind. Required.
+	BuiltinModels func() (map[string]*spec.Schema, error)
+}
+
+// Manager keeps the managed fields of every served resource. Create it
+// with New.
+type Manager struct {
+	cfg     Config
+	builtin func() (managedfields.TypeConverter, error)
+
+	mu     sync.Mutex
+	byGVR  map[schema.GroupVersionResource]*managers // under mu
+	custom map[string]*customConverter               // by group/plural, under mu
+}
+
+// managers are one resource version's field managers.
+type managers struct {
+	res          *registry.Resource // what they were built for
+	main, status *managedfields.FieldManager
+	err          error
+}
+
+// customConverter is the type converter of a CRD's served versions.
+type customConverter struct {
+	resources []*registry.Resource // what it was built from
+	tc        managedfields.TypeConverter
+	err       error
+}
+
+// New returns a Manager. It builds nothing yet.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Registry == nil || cfg.BuiltinModels == nil {
+		return nil, errors.New("fields: no registry or built-in models")
+	}
+	m := &Manager{cfg: cfg, byGVR: map[schema.GroupVersionResource]*managers{}, custom: map[string]*customConverter{}}
+	m.builtin = sync.OnceValues(func() (managedfields.TypeConverter, error) {
+		models, err := cfg.BuiltinModels()
+		if err != nil {
+			return nil, fmt.Errorf("fields: built-in models: %w", err)
+		}
+		tc, err := managedfields.NewTypeConverter(models, false)
+		if err != nil {
+			return nil, fmt.Errorf("fields: built-in type converter: %w", err)
+		}
+		return tc, nil
+	})
+	return m, nil
+}
+
+// Update returns obj with its managedFields recording manager's change of
+// live to obj through subresource ("" or "status"): an Update entry, merged
+// and pruned as kube-apiserver does. live is nil for a create. Managed
+// fields the client sent are taken when they decode, live's otherwise (an
+// empty list resets them). It never fails: when the fields cannot be
+// tracked obj keeps live's managedFields, as kube-apiserver's
+// UpdateNoErrors does.
+func (m *Manager) Update(res *registry.Resource, subresource string, live, obj *unstructured.Unstructured, manager string) *unstructured.Unstructured {
+	fm, err := m.managerFor(res, subresource)
+	if err != nil {
+		if live != nil {
+			obj.SetManagedFields(live.GetManagedFields())
+		}
+		return obj
+	}
+	if live == nil {
+		live = empty(res)
+	}
+	out, ok := fm.UpdateNoErrors(live, obj, manager).(*unstructured.Unstructured)
+	if !ok {
+		return obj
+	}
+	return out
+}
+
+// Apply merges patch, manager's applied configuration, into live (nil when
+// the object does not exist yet) and returns the object to write with its
+// managedFields. Errors are Kubernetes': 409 with a cause per conflicting
+// field unless force, 400 for a patch of another apiVersion or kind or
+// with managedFields, 500 (as kube-apiserver) for a patch that does not
+// fit the schema (an undeclared field, duplicate list-map keys).
+func (m *Manager) Apply(res *registry.Resource, subresource string, live, patch *unstructured.Unstructured, manager string, force bool) (*unstructured.Unstructured, error) {
+	fm, err := m.managerFor(res, subresource)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err)
+	}
+	if live == nil {
+		live = empty(res)
+	}
+	out, err := fm.Apply(live, patch, manager, force)
+	var status apierrors.APIStatus
+	if err != nil && !errors.As(err, &status) {
+		// As kube-apiserver answers an error that is no Status.
+		return nil, apistatus.New(http.StatusInternalServerError, metav1.StatusReasonUnknown, err.Error())
+	}
+	if err != nil {
+		return nil, err
+	}
+	u, ok := out.(*unstructured.Unstructured)
+	if !ok {
+		return nil, apierrors.NewInternalError(fmt.Errorf("apply returned a %T", out))
+	}
+	return u, nil
+}
+
+// empty is an object of res's kind with nothing else: what a create
+// changes, or an apply creates from.
+func empty(res *registry.Resource) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetGroupVersionKind(res.GVK())
+	return u
+}
+
+// managerFor returns res's field manager for subresource, building res's
+// managers on first use and when res changed.
+func (m *Manager) managerFor(res *registry.Resource, subresource string) (*managedfields.FieldManager, error) {
+	m.mu.Lock()
+	ms, ok := m.byGVR[res.GVR()]
+	m.mu.Unlock()
+	if !ok || ms.res != res {
+		ms = m.build(res)
+		m.mu.Lock()
+		m.byGVR[res.GVR()] = ms
+		m.mu.Unlock()
+	}
+	if ms.err != nil {
+		return nil, ms.err
+	}
+	if subresource == "status" {
+		return ms.status, nil
+	}
+	return ms.main, nil
+}
+
+// build makes res's field managers: the main resource's ignores status
+// when status is a subresource, the status subresource's ignores spec, as
+// the reset fields of Kubernetes' strategies say.
+func (m *Manager) build(res *registry.Resource) *managers {
+	ms := &managers{res: res}
+	tc, err := m.typeConverter(res)
+	if err != nil {
+		ms.err = err
+		return ms
+	}
+	gvk := res.GVK()
+	gv := fieldpath.APIVersion(gvk.GroupVersion().String())
+	reset := func(paths ...string) map[fieldpath.APIVersion]fieldpath.Filter {
+		if len(paths) == 0 {
+			return nil
+		}
+		set := fieldpath.NewSet()
+		for _, p := range paths {
+			set.Insert(fieldpath.MakePathOrDie(p))
+		}
+		return fieldpath.NewExcludeFilterSetMap(map[fieldpath.APIVersion]*fieldpath.Set{gv: set})
+	}
+	var mainReset []string
+	if res.Status {
+		mainReset = append(mainReset, "status")
+	}
+	newManager := func(sub string, r map[fieldpath.APIVersion]fieldpath.Filter) (*managedfields.FieldManager, error) {
+		// The CRD variant: the hub is the version itself, which the
+		// apiVersion-setting convertor needs; both variants are the same
+		// chain (last-applied migration, manager caps, stripped metadata).
+		return managedfields.NewDefaultCRDFieldManager(tc, convertor{}, defaulter{}, creater{}, gvk, gvk.GroupVersion(), sub, r)
+	}
+	if ms.main, err = newManager("", reset(mainReset...)); err != nil {
+		ms.err = err
+		return ms
+	}
+	if ms.status, err = newManager("status", reset("spec")); err != nil {
+		ms.err = err
+	}
+	return ms
+}
+
+// typeConverter returns the type converter for res's objects.
+func (m *Manager) typeConverter(res *registry.Resource) (managedfields.TypeConverter, error) {
+	if !res.Custom {
+		return m.builtin()
+	}
+	var versions []*registry.Resource
+	for _, r := range m.cfg.Registry.Resources() {
+		if r.Custom && r.Group == res.Group && r.Plural == res.Plural {
+			versions = append(versions, r)
+		}
+	}
+	key := res.Group + "/" + res.Plural
+	m.mu.Lock()
+	cc, ok := m.custom[key]
+	m.mu.Unlock()
+	if ok && samePointers(cc.resources, versions) {
+		return cc.tc, cc.err
+	}
+	cc = &customConverter{resources: versions}
+	cc.tc, cc.err = customTypeConverter(versions)
+	m.mu.Lock()
+	m.custom[key] = cc
+	m.mu.Unlock()
+	return cc.tc, cc.err
+}
+
+// customTypeConverter types a CRD's objects from the OpenAPI documents of
+// its served versions, merged as kube-apiserver merges them for apply; a
+// version without a document (none is built) is typed as deduced from
+// the objects, everything atomic, as kube-apiserver does without models.
+func customTypeConverter(versions []*registry.Resource) (managedfields.TypeConverter, error) {
+	var docs []*spec3.OpenAPI
+	for _, r := range versions {
+		if r.OpenAPIV3 == nil {
+			continue
+		}
+		doc, err := r.OpenAPIV3()
+		if err != nil {
+			return nil, fmt.Errorf("fields: openapi of %s: %w", r.GVR(), err)
+		}
+		docs = append(docs, doc)
+	}
+	if len(docs) == 0 {
+		return managedfields.NewDeducedTypeConverter(), nil
+	}
+	merged := docs[0]
+	if len(docs) > 1 {
+		var err error
+		if merged, err = builder.MergeSpecsV3(docs...); err != nil {
+			return nil, fmt.Errorf("fields: merge openapi of %s: %w", versions[0].GVR().GroupResource(), err)
+		}
+	}
+	if merged.Components == nil {
+		return managedfields.NewDeducedTypeConverter(), nil
+	}
+	tc, err := managedfields.NewTypeConverter(merged.Components.Schemas, false)
+	if err != nil {
+		return nil, fmt.Errorf("fields: type converter of %s: %w", versions[0].GVR().GroupResource(), err)
+	}
+	return tc, nil
+}
+
+func samePointers(a, b []*registry.Resource) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// convertor converts an object between versions of its resource by
+// setting its apiVersion (see the package doc).
+type convertor struct{}
+
+func (convertor) Convert(in, out, context any) error {
+	return errors.New("fields: conversion between objects is not supported")
+}
+
+func (convertor) ConvertToVersion(in runtime.Object, gv runtime.GroupVersioner) (runtime.Object, error) {
+	u, ok := in.(*unstructured.Unstructured)
+	if !ok {
+		return nil, fmt.Errorf("fields: cannot convert a %T", in)
+	}
+	from := u.GroupVersionKind()
+	to, ok := gv.KindForGroupVersionKinds([]schema.GroupVersionKind{from})
+	if !ok {
+		return nil, fmt.Errorf("fields: cannot convert %s to %v", from, gv)
+	}
+	if to == from {
+		return u, nil
+	}
+	out := u.DeepCopy()
+	out.SetGroupVersionKind(to)
+	return out, nil
+}
+
+func (convertor) ConvertFieldLabel(gvk schema.GroupVersionKind, label, value string) (string, string, error) {
+	return label, value, nil
+}
+
+// defaulter defaults nothing: the object service applies the resource's
+// defaults to what an apply returns, as to every write.
+type defaulter struct{}
+
+func (defaulter) Default(runtime.Object) {}
+
+// creater makes empty objects of a kind.
+type creater struct{}
+
+func (creater) New(gvk schema.GroupVersionKind) (runtime.Object, error) {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}

@@ -1,0 +1,32 @@
+package fields_test
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/kube-openapi/pkg/validation/spec"
+
+	"github.com/objwatch/objwatch/server/fields"
+	"github.com/objwatch/objwatch/server/openapi"
+	"github.com/objwatch/objwatch/server/registry"
+)
+
+func newManager(t testing.TB) (*fields.Manager, *registry.Registry) {
+	t.Helper()
+	reg := registry.New()
+	m, err := fields.New(fields.Config{Registry: reg, BuiltinModels: func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(reg) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, reg
+}
+
+func TestBuiltinModels(t *testing.T) {
+	start := time.Now()
+	_, reg := newManager(t)
+	models, err := openapi.BuiltinModels(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d models in %v", len(models), time.Since(start))
+}
