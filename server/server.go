@@ -55,6 +55,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/objwatch/objwatch/server/access"
+	"github.com/objwatch/objwatch/server/audit"
 	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/endpoints"
 	"github.com/objwatch/objwatch/server/lifecycle"
@@ -158,6 +159,10 @@ type Config struct {
 	// (default 15 s, as kube-controller-manager's; negative: every server
 	// runs it). See elector.
 	GCLeaseDuration time.Duration
+	// Audit configures the audit log (kube-apiserver's --audit-log-*
+	// flags); an empty Path records nothing. Storage and Log are filled
+	// in. See package audit.
+	Audit audit.Config
 }
 
 func (c *Config) setDefaults() {
@@ -226,6 +231,7 @@ type Server struct {
 	api       *endpoints.API
 	openapi   *openapi.Docs
 	pacer     *watchstream.Pacer
+	audit     *audit.Log // nil: no audit log
 	mux       *http.ServeMux
 
 	// stopping ends when Run returns; watches end with it.
@@ -261,6 +267,13 @@ func New(cfg Config) (*Server, error) {
 	hooks := s.access.Hooks()
 	lh := s.lifecycle.Hooks()
 	hooks.Admit, hooks.Written = append(hooks.Admit, lh.Admit...), lh.Written
+	if cfg.Audit.Path != "" {
+		cfg.Audit.Storage, cfg.Audit.Log = cfg.Storage, cfg.Log
+		if s.audit, err = audit.New(cfg.Audit); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		hooks.Written = append(hooks.Written, s.audit.Written)
+	}
 	s.objects, err = objects.New(objects.Config{
 		Storage: cfg.Storage, Registry: s.registry, Log: cfg.Log,
 		FutureRVWait: cfg.FutureRVWait, ContinueTTL: cfg.ContinueTTL, BookmarkInterval: cfg.BookmarkInterval,
@@ -279,7 +292,7 @@ func New(cfg Config) (*Server, error) {
 	s.pacer = watchstream.NewPacer(cfg.WatchFlushInterval, cfg.WatchFlushIntervalMax)
 	s.api, err = endpoints.New(endpoints.Config{
 		Objects: s.objects, Registry: s.registry, Authenticator: cfg.Authenticator, Authorize: s.access.Authorize,
-		Log: cfg.Log, Metrics: cfg.Metrics, Pacer: s.pacer, Stopping: s.stopping,
+		Log: cfg.Log, Metrics: cfg.Metrics, Pacer: s.pacer, Stopping: s.stopping, Audit: s.audit,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxReadInFlight: cfg.MaxReadInFlight, MaxMutatingInFlight: cfg.MaxMutatingInFlight,
 		RequestTimeout: cfg.RequestTimeout, MinWatchTimeout: cfg.MinWatchTimeout, WatchWriteTimeout: cfg.WatchWriteTimeout,
 	})
@@ -305,6 +318,13 @@ func (s *Server) Registry() *registry.Registry { return s.registry }
 // in step with the stored CRDs, and blocks until ctx ends. Open watches end
 // when it returns.
 func (s *Server) Run(ctx context.Context) error {
+	if s.audit != nil {
+		// Stopped last: records of requests still ending are written.
+		auditCtx, stopAudit := context.WithCancel(context.WithoutCancel(ctx))
+		auditDone := make(chan struct{})
+		go func() { defer close(auditDone); s.audit.Run(auditCtx) }()
+		defer func() { stopAudit(); <-auditDone }()
+	}
 	defer s.objects.Close()
 	defer s.stop()
 	pacerCtx, stopPacer := context.WithCancel(ctx)
@@ -353,7 +373,7 @@ func (s *Server) Ready() bool { return s.ready.Load() }
 
 // Handler returns the HTTP handler for the whole API.
 func (s *Server) Handler() http.Handler {
-	return s.api.WithRecovery(s.api.WithAuthentication(s.mux))
+	return s.api.WithRecovery(s.api.WithAuthentication(s.api.WithAudit(s.mux)))
 }
 
 func (s *Server) routes() {

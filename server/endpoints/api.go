@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/objwatch/objwatch/server/apistatus"
+	"github.com/objwatch/objwatch/server/audit"
 	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
@@ -57,6 +58,8 @@ type Config struct {
 	Pacer *watchstream.Pacer
 	// Stopping ends every open watch when it is done.
 	Stopping context.Context
+	// Audit records requests (WithAudit); nil records nothing.
+	Audit *audit.Log
 
 	MaxRequestBytes                      int64
 	MaxReadInFlight, MaxMutatingInFlight int
@@ -114,6 +117,7 @@ func (a *API) WithAuthentication(next http.Handler) http.Handler {
 			return
 		}
 		attrs := authzAttributes(r)
+		sender := u
 		u, err := a.impersonator.Impersonate(r.Header, u, attrs, func(u auth.User, at auth.Attributes) bool {
 			return a.cfg.Authorize == nil || a.cfg.Authorize(&u, at) == nil
 		})
@@ -132,7 +136,7 @@ func (a *API) WithAuthentication(next http.Handler) http.Handler {
 				return
 			}
 		}
-		next.ServeHTTP(w, r.WithContext(auth.WithUser(r.Context(), u)))
+		next.ServeHTTP(w, r.WithContext(auth.WithUser(withImpersonator(r.Context(), sender, u), u)))
 	})
 }
 
