@@ -3,9 +3,11 @@ package server_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 
 	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/server/audit"
+	"github.com/objwatch/objwatch/storage/etcd"
 	"github.com/objwatch/objwatch/testenv"
 )
 
@@ -153,5 +156,181 @@ func TestAuditRecordsDiffs(t *testing.T) {
 	}
 	if _, err := audit.Verify([]string{path}, nil); err != nil {
 		t.Errorf("Verify = %v", err)
+	}
+}
+
+const roleEditor = `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"cm-editor"},
+	"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["get","list","watch","create","update","patch","delete"]}]}`
+
+func bindEditor(name string) string {
+	return `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"` + name + `-edits"},
+		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cm-editor"},
+		"subjects":[{"kind":"User","name":"` + name + `"}]}`
+}
+
+// TestHistoryNamesAuthors: the history subresource lists a ConfigMap's
+// revisions oldest first with diffs and, from the audit log, who made each.
+func TestHistoryNamesAuthors(t *testing.T) {
+	env, _ := startAudited(t, "")
+	admin := newAPI(t, env)
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", roleEditor)
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", bindEditor("alice"))
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", bindEditor("bob"))
+	alice, bob, eve := userAPI(t, env, "alice"), userAPI(t, env, "bob"), userAPI(t, env, "eve")
+	eventually(t, "bindings", func() bool {
+		return alice.json("GET", cms, "").code == 200 && bob.json("GET", cms, "").code == 200
+	})
+	mustCode(t, "alice creates", alice.json("POST", cms, cm("h", "")), http.StatusCreated)
+	mustCode(t, "bob patches", bob.do("PATCH", cms+"/h", "application/merge-patch+json", []byte(`{"data":{"k":"bob"}}`)), http.StatusOK)
+	mustCode(t, "alice patches", alice.do("PATCH", cms+"/h", "application/merge-patch+json", []byte(`{"data":{"n":"1"}}`)), http.StatusOK)
+
+	if r := eve.json("GET", cms+"/h/history", ""); r.code != http.StatusForbidden {
+		t.Errorf("eve's history = %d %s, want 403", r.code, truncate(r.body))
+	}
+	r := alice.json("GET", cms+"/h/history", "")
+	mustCode(t, "history", r, http.StatusOK)
+	var h struct {
+		Complete bool
+		Items    []struct {
+			ResourceVersion string
+			Patch           json.RawMessage
+			ChangedPaths    []string
+			Author          *audit.Author
+		}
+	}
+	if err := json.Unmarshal(r.body, &h); err != nil {
+		t.Fatal(err)
+	}
+	if !h.Complete || len(h.Items) != 3 {
+		t.Fatalf("history = %s, want 3 revisions from the creation", r.body)
+	}
+	want := []struct{ user, verb, paths string }{{"alice", "create", ""}, {"bob", "patch", "data.k"}, {"alice", "patch", "data.n"}}
+	for i, w := range want {
+		it := h.Items[i]
+		if it.Author == nil || it.Author.User != w.user || it.Author.Verb != w.verb {
+			t.Errorf("revision %d author = %+v, want %s %s", i, it.Author, w.user, w.verb)
+		}
+		if w.paths != "" && (len(it.ChangedPaths) != 1 || it.ChangedPaths[0] != w.paths) {
+			t.Errorf("revision %d changed paths = %v, want [%s]", i, it.ChangedPaths, w.paths)
+		}
+	}
+}
+
+// TestAuditServerWrites: the garbage collector's deletions are recorded
+// as its service account's, with the removal as the diff.
+func TestAuditServerWrites(t *testing.T) {
+	env, path := startAudited(t, "")
+	a := newAPI(t, env)
+	owner := a.json("POST", cms, cm("owner", ""))
+	mustCode(t, "owner", owner, http.StatusCreated)
+	mustCode(t, "dependent", a.json("POST", cms, cm("dep", `,"ownerReferences":[`+ownerRef(t, owner, false)+`]`)), http.StatusCreated)
+	mustCode(t, "delete owner", a.json("DELETE", cms+"/owner", ""), http.StatusOK)
+	eventually5 := func(what string, f func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !f() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 10 s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	eventually5("the collector's record", func() bool { return len(completed(readEvents(t, path), "delete", "dep")) > 0 })
+	ev := completed(readEvents(t, path), "delete", "dep")[0]
+	if ev.User.Username != "system:serviceaccount:kube-system:generic-garbage-collector" {
+		t.Errorf("collector's delete recorded as %q", ev.User.Username)
+	}
+	if got := ev.Annotations[audit.PatchAnnotation]; got != `[{"op":"remove","path":""}]` {
+		t.Errorf("collector's delete patch = %s", got)
+	}
+}
+
+// TestAuditPolicy: levels per rule and omitStages as Kubernetes evaluates
+// them.
+func TestAuditPolicy(t *testing.T) {
+	policy := `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: None
+  resources: [{group: "", resources: ["configmaps"], resourceNames: ["quiet"]}]
+- level: RequestResponse
+  resources: [{group: "", resources: ["configmaps"]}]
+  omitManagedFields: true
+- level: Metadata
+`
+	env, path := startAudited(t, policy)
+	a := newAPI(t, env)
+	mustCode(t, "create loud", a.json("POST", cms, cm("loud", "")), http.StatusCreated)
+	mustCode(t, "get loud", a.json("GET", cms+"/loud", ""), http.StatusOK)
+	mustCode(t, "create quiet", a.json("POST", cms, cm("quiet", "")), http.StatusCreated)
+	mustCode(t, "patch quiet", a.do("PATCH", cms+"/quiet", "application/merge-patch+json", []byte(`{"data":{"a":"b"}}`)), http.StatusOK)
+	mustCode(t, "get ns", a.json("GET", "/api/v1/namespaces/default", ""), http.StatusOK)
+	evs := readEvents(t, path)
+	for _, ev := range evs {
+		if ev.Stage == auditv1.StageRequestReceived {
+			t.Errorf("a RequestReceived record despite omitStages: %s", ev.RequestURI)
+		}
+		if ev.ObjectRef != nil && ev.ObjectRef.Name == "quiet" && ev.Verb == "patch" {
+			t.Errorf("a record of the None-level patch: %+v", ev)
+		}
+	}
+	c := completed(evs, "create", "loud")
+	if len(c) != 1 || c[0].Level != auditv1.LevelRequestResponse || c[0].RequestObject == nil || c[0].ResponseObject == nil {
+		t.Fatalf("loud create records = %+v, want one at RequestResponse with bodies", c)
+	}
+	if g := completed(evs, "get", "loud"); len(g) != 1 || g[0].ResponseObject == nil || g[0].RequestObject != nil {
+		t.Errorf("loud get records = %+v, want one with the response only", g)
+	}
+	if strings.Contains(string(c[0].ResponseObject.Raw), "managedFields") {
+		t.Errorf("response recorded with managedFields despite omitManagedFields")
+	}
+	found := false
+	for _, ev := range evs {
+		if ev.ObjectRef != nil && ev.ObjectRef.Resource == "namespaces" && ev.Verb == "get" {
+			found = true
+			if ev.Level != auditv1.LevelMetadata || ev.ResponseObject != nil {
+				t.Errorf("namespace get at %s with response %v, want Metadata", ev.Level, ev.ResponseObject != nil)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no record of the namespace get")
+	}
+}
+
+// TestAuditCheckpoint: the head of the chain reaches etcd, and a log
+// rewritten from an earlier record on fails verification against it.
+func TestAuditCheckpoint(t *testing.T) {
+	env, path := startAudited(t, "")
+	a := newAPI(t, env)
+	for i := range 5 {
+		mustCode(t, "create", a.json("POST", cms, cm(fmt.Sprintf("c%d", i), "")), http.StatusCreated)
+	}
+	key := audit.CheckpointKey(path)
+	cli, err := etcd.NewClient(etcd.ClientConfig{Endpoints: []string{env.EtcdEndpoint}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	store, err := etcd.New(cli, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cp audit.Checkpoint
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := audit.ReadCheckpoint(t.Context(), store, key)
+		if err == nil && c.Seq >= 10 {
+			cp = c
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint of 10 records within 5 s: %+v %v", c, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := audit.Verify([]string{path}, &cp); err != nil {
+		t.Fatalf("Verify = %v", err)
 	}
 }

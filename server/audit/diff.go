@@ -57,10 +57,10 @@ func clean(o *unstructured.Unstructured) map[string]any {
 	return out
 }
 
-// diffOf returns the JSON Patch and the changed paths, both as JSON text,
+// Diff returns the JSON Patch and the changed paths, both as JSON text,
 // from old to new: a create is one add of the whole object at the root, a
 // completed deletion one remove of it.
-func diffOf(old, new *unstructured.Unstructured) (patch, paths []byte, err error) {
+func Diff(old, new *unstructured.Unstructured) (patch, paths []byte, err error) {
 	o, n := clean(old), clean(new)
 	var ops any
 	var ps []string

@@ -261,7 +261,7 @@ func withAnnotations(m map[string]string, kv ...string) map[string]string {
 // (the server's own: garbage collection, namespace cleanup, bootstrap; a
 // deletecollection's every object after the first).
 func (l *Log) Written(ctx context.Context, w objects.Write) {
-	patch, paths, err := diffOf(w.Old, w.New)
+	patch, paths, err := Diff(w.Old, w.New)
 	if err != nil {
 		l.cfg.Log.Warn("audit diff", "err", err)
 		patch, paths = nil, nil

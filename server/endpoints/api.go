@@ -196,7 +196,8 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 	}
 	own := res.Lifecycle != nil && res.Lifecycle.UpdateSubresource != "" && info.subresource == res.Lifecycle.UpdateSubresource
 	review := res.Reviews[info.subresource] != nil
-	if info.subresource != "" && !(info.subresource == "status" && res.Status) && !(info.subresource == "scale" && res.Scale != nil) && !own && !review {
+	history := info.subresource == HistorySubresource && info.verb == "get"
+	if info.subresource != "" && !(info.subresource == "status" && res.Status) && !(info.subresource == "scale" && res.Scale != nil) && !own && !review && !history {
 		WriteStatus(w, NotFoundPath())
 		return
 	}
@@ -238,6 +239,8 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 		switch {
 		case info.subresource == "scale":
 			err = a.serveScale(w, r, req, info)
+		case history:
+			err = a.history(w, r, req)
 		case info.verb == "get":
 			err = a.get(w, r, req)
 		case info.verb == "list":
