@@ -151,6 +151,7 @@ func Verify(files []string, cp *Checkpoint) (VerifyResult, error) {
 	var seq int64
 	var lastFile string
 	var lastLine int
+	prevFile, prevLine := "", 0
 	for _, name := range files {
 		f, err := os.Open(name)
 		if err != nil {
@@ -165,7 +166,7 @@ func Verify(files []string, cp *Checkpoint) (VerifyResult, error) {
 			c, err := parseChain(line)
 			if err != nil {
 				f.Close()
-				return res, &TamperError{File: name, Line: n, Reason: err.Error()}
+				return res, &TamperError{File: name, Line: n, Reason: "truncated or edited: " + err.Error()}
 			}
 			switch {
 			case res.Records == 0:
@@ -176,11 +177,13 @@ func Verify(files []string, cp *Checkpoint) (VerifyResult, error) {
 				}
 			case c.seq != seq+1:
 				f.Close()
-				return res, &TamperError{File: name, Line: n, Seq: c.seq, Reason: fmt.Sprintf("seq %d follows %d: records removed or reordered", c.seq, seq)}
+				return res, &TamperError{File: name, Line: n, Seq: c.seq, Reason: fmt.Sprintf("seq %d follows seq %d: a record was removed or reordered here", c.seq, seq)}
 			case c.prev != prev:
 				f.Close()
-				return res, &TamperError{File: name, Line: n, Seq: c.seq, Reason: fmt.Sprintf("prev-hash does not match line %d: that record, or this one, was edited", n-1)}
+				return res, &TamperError{File: prevFile, Line: prevLine, Seq: seq,
+					Reason: fmt.Sprintf("edited: its hash is not the prev-hash of the next record (%s:%d)", filepath.Base(name), n)}
 			}
+			prevFile, prevLine = name, n
 			sum := sha256.Sum256(line)
 			prev, seq = hex.EncodeToString(sum[:]), c.seq
 			res.Records++
@@ -195,7 +198,7 @@ func Verify(files []string, cp *Checkpoint) (VerifyResult, error) {
 		err = sc.Err()
 		f.Close()
 		if err != nil {
-			return res, &TamperError{File: name, Line: n + 1, Reason: err.Error()}
+			return res, &TamperError{File: name, Line: n + 1, Reason: "truncated or unreadable: " + err.Error()}
 		}
 		lastFile, lastLine = name, n
 	}
