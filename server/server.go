@@ -300,7 +300,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if cfg.Metrics != nil {
-		for _, c := range s.lifecycle.GCMetrics() {
+		cs := s.lifecycle.GCMetrics()
+		if s.audit != nil {
+			cs = append(cs, s.audit.Collectors()...)
+		}
+		for _, c := range cs {
 			if err := cfg.Metrics.Register(c); err != nil {
 				return nil, fmt.Errorf("server: %w", err)
 			}

@@ -37,7 +37,7 @@ func writeLog(t *testing.T, path string, n, maxMB int) Checkpoint {
 				Verb: "create", User: userInfo(ServerUser), RequestURI: fmt.Sprintf("/r/%d", i),
 				StageTimestamp: metav1.NowMicro(),
 				Annotations:    map[string]string{"pad": strings.Repeat("p", 2000)}}
-			if err := l.append(ev).Wait(); err != nil {
+			if err := l.append(ev, true).Wait(); err != nil {
 				t.Errorf("record %d: %v", i, err)
 			}
 		})
@@ -100,13 +100,19 @@ func TestVerifyNamesTheTamperedRecord(t *testing.T) {
 		line   int
 		reason string
 	}{
-		{"edited", func(ls [][]byte) [][]byte { ls[6] = bytes.Replace(ls[6], []byte("system:apiserver"), []byte("system:apiserveX"), 1); return ls }, nil, 7, "edited"},
+		{"edited", func(ls [][]byte) [][]byte {
+			ls[6] = bytes.Replace(ls[6], []byte("system:apiserver"), []byte("system:apiserveX"), 1)
+			return ls
+		}, nil, 7, "edited"},
 		{"removed", func(ls [][]byte) [][]byte { return append(ls[:4], ls[5:]...) }, nil, 5, "removed"},
 		{"reordered", func(ls [][]byte) [][]byte { ls[9], ls[10] = ls[10], ls[9]; return ls }, nil, 10, "reordered"},
 		{"cut mid-record", func(ls [][]byte) [][]byte { ls[19] = ls[19][:100]; return ls }, nil, 20, "truncated"},
 		{"last removed", func(ls [][]byte) [][]byte { return ls[:19] }, &cp, 19, "truncated"},
 		{"last edited", func(ls [][]byte) [][]byte { ls[19] = bytes.Replace(ls[19], []byte("/r/"), []byte("/R/"), 1); return ls }, &cp, 20, "rewritten"},
-		{"rewritten", func(ls [][]byte) [][]byte { ls[2] = bytes.Replace(ls[2], []byte("create"), []byte("update"), 1); return rechain(ls) }, &cp, 20, "rewritten"},
+		{"rewritten", func(ls [][]byte) [][]byte {
+			ls[2] = bytes.Replace(ls[2], []byte("create"), []byte("update"), 1)
+			return rechain(ls)
+		}, &cp, 20, "rewritten"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "audit.log")
@@ -172,7 +178,7 @@ func TestGroupCommit(t *testing.T) {
 	for range 64 {
 		wg.Go(func() {
 			for range 20 {
-				if err := l.append(&auditv1.Event{Verb: "create"}).Wait(); err != nil {
+				if err := l.append(&auditv1.Event{Verb: "create"}, true).Wait(); err != nil {
 					t.Error(err)
 				}
 			}
@@ -186,7 +192,7 @@ func TestGroupCommit(t *testing.T) {
 	if s.Records != 64*20 || s.Fsyncs >= s.Records/2 {
 		t.Errorf("Stats = %+v, want 1280 records in fewer than 640 fsyncs", s)
 	}
-	if err := l.append(&auditv1.Event{}).Wait(); !errors.Is(err, ErrClosed) {
+	if err := l.append(&auditv1.Event{}, true).Wait(); !errors.Is(err, ErrClosed) {
 		t.Errorf("append after Run = %v, want ErrClosed", err)
 	}
 }

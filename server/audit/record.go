@@ -126,7 +126,7 @@ func (r *Record) Stage(stage auditv1.Stage) {
 	if stage == auditv1.StageRequestReceived {
 		ev.StageTimestamp = ev.RequestReceivedTimestamp
 	}
-	r.log.append(&ev)
+	r.log.append(&ev, false)
 }
 
 // Response is how a request ended, for its ResponseComplete or Panic
@@ -173,7 +173,7 @@ func (r *Record) Complete(resp Response, wait bool) error {
 	if r.WantsResponse() && resp.Code/100 == 2 {
 		ev.ResponseObject = r.object(resp.ResponseBody)
 	}
-	b := r.log.append(&ev)
+	b := r.log.append(&ev, wait)
 	if !wait {
 		return nil
 	}
@@ -297,7 +297,7 @@ func (l *Log) Written(ctx context.Context, w objects.Write) {
 		ev.Stage, ev.StageTimestamp = auditv1.StageResponseComplete, metav1.NewMicroTime(time.Now())
 		ev.ResponseStatus = &metav1.Status{Code: http.StatusOK}
 		ev.RequestObject, ev.ResponseObject = nil, nil
-		r.log.append(&ev)
+		r.log.append(&ev, false) // the request's own record waits for it
 		return
 	}
 	if w.Request.User != nil {
@@ -331,11 +331,11 @@ func (l *Log) Written(ctx context.Context, w objects.Write) {
 		RequestReceivedTimestamp: now, StageTimestamp: now,
 		Annotations: withAnnotations(nil, ann...),
 	}
-	l.append(&ev)
+	l.append(&ev, false)
 }
 
 // append marshals ev with empty chain fields and queues it.
-func (l *Log) append(ev *auditv1.Event) *batch {
+func (l *Log) append(ev *auditv1.Event, durable bool) *batch {
 	ev.Annotations = withAnnotations(ev.Annotations, SeqAnnotation, "", PrevHashAnnotation, "")
 	line, err := json.Marshal(ev)
 	if err != nil {
@@ -344,7 +344,7 @@ func (l *Log) append(ev *auditv1.Event) *batch {
 		ev.Annotations["objwatch.io/error"] = err.Error()
 		line, _ = json.Marshal(ev)
 	}
-	return l.enqueue(line)
+	return l.enqueue(line, durable)
 }
 
 func requestURI(group, version, resource, ns, name, sub string) string {
