@@ -294,18 +294,20 @@ func (l *Log) Run(ctx context.Context) {
 // flush writes everything queued, with one fsync per file written.
 func (l *Log) flush() {
 	l.mu.Lock()
-	q, b := l.queue, l.next
+	q, b, durable := l.queue, l.next, l.durable || l.stopped
 	if len(q) == 0 {
 		l.mu.Unlock()
 		return
 	}
 	l.queue, l.next, l.durable = nil, newBatch(), false
 	l.mu.Unlock()
-	b.err = l.write(q)
+	b.err = l.write(q, durable)
 	close(b.done)
 }
 
-func (l *Log) write(q [][]byte) error {
+// write writes q; durable: and fsyncs it (else the next durable write
+// does).
+func (l *Log) write(q [][]byte, durable bool) error {
 	if l.err != nil {
 		return l.err
 	}
@@ -320,7 +322,7 @@ func (l *Log) write(q [][]byte) error {
 		rec := buf[start:]
 		if maxSize > 0 && l.size > 0 && l.size+int64(len(buf)) > maxSize {
 			// This record goes to a new file: write and sync the old one.
-			if err := l.sync(buf[:start]); err != nil {
+			if err := l.sync(buf[:start], true); err != nil {
 				return l.fail(err)
 			}
 			if err := l.rotate(); err != nil {
@@ -332,7 +334,7 @@ func (l *Log) write(q [][]byte) error {
 		l.prev = sha256.Sum256(rec)
 		buf = append(buf, '\n')
 	}
-	if err := l.sync(buf); err != nil {
+	if err := l.sync(buf, durable); err != nil {
 		return l.fail(err)
 	}
 	l.records.Add(int64(len(q)))
@@ -351,14 +353,11 @@ func (l *Log) fail(err error) error {
 	return l.err
 }
 
-// sync appends b to the current file and fsyncs it.
-func (l *Log) sync(b []byte) error {
-	if len(b) == 0 {
-		return nil
-	}
+// sync appends b to the current file and, if durable, fsyncs it.
+func (l *Log) sync(b []byte, durable bool) error {
 	n, err := l.f.Write(b)
 	l.size += int64(n)
-	if err != nil {
+	if err != nil || !durable {
 		return err
 	}
 	l.fsyncs.Add(1)
