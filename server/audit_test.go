@@ -266,6 +266,8 @@ rules:
 	mustCode(t, "create quiet", a.json("POST", cms, cm("quiet", "")), http.StatusCreated)
 	mustCode(t, "patch quiet", a.do("PATCH", cms+"/quiet", "application/merge-patch+json", []byte(`{"data":{"a":"b"}}`)), http.StatusOK)
 	mustCode(t, "get ns", a.json("GET", "/api/v1/namespaces/default", ""), http.StatusOK)
+	// Reads' records go with the next write's fsync.
+	mustCode(t, "create flush", a.json("POST", cms, cm("flush", "")), http.StatusCreated)
 	evs := readEvents(t, path)
 	for _, ev := range evs {
 		if ev.Stage == auditv1.StageRequestReceived {

@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"encoding/json"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -62,7 +61,7 @@ func clean(o *unstructured.Unstructured) map[string]any {
 // completed deletion one remove of it.
 func Diff(old, new *unstructured.Unstructured) (patch, paths []byte, err error) {
 	o, n := clean(old), clean(new)
-	var ops any
+	var ops []change.Operation
 	var ps []string
 	switch {
 	case o == nil && n == nil:
@@ -87,12 +86,8 @@ func Diff(old, new *unstructured.Unstructured) (patch, paths []byte, err error) 
 	if ps == nil {
 		ps = []string{}
 	}
-	if patch, err = json.Marshal(ops); err != nil {
-		return nil, nil, err
-	}
-	if paths, err = json.Marshal(ps); err != nil {
-		return nil, nil, err
-	}
+	patch = appendPatch(nil, ops)
+	paths = appendStrings(nil, ps)
 	return patch, paths, nil
 }
 

@@ -334,17 +334,10 @@ func (l *Log) Written(ctx context.Context, w objects.Write) {
 	l.append(&ev, false)
 }
 
-// append marshals ev with empty chain fields and queues it.
+// append encodes ev with empty chain fields and queues it.
 func (l *Log) append(ev *auditv1.Event, durable bool) *batch {
 	ev.Annotations = withAnnotations(ev.Annotations, SeqAnnotation, "", PrevHashAnnotation, "")
-	line, err := json.Marshal(ev)
-	if err != nil {
-		// Only a body that is not JSON gets here; record without it.
-		ev.RequestObject, ev.ResponseObject = nil, nil
-		ev.Annotations["objwatch.io/error"] = err.Error()
-		line, _ = json.Marshal(ev)
-	}
-	return l.enqueue(line, durable)
+	return l.enqueue(appendEvent(make([]byte, 0, 1024), ev), durable)
 }
 
 func requestURI(group, version, resource, ns, name, sub string) string {
