@@ -17,8 +17,8 @@ import (
 // The audit log's hot path encodes JSON by hand: encoding/json's
 // reflection over an Event and over the objects in a create's patch cost
 // more CPU than the rest of recording a request. The output is what
-// encoding/json writes (fields in struct order, map keys sorted), except
-// that <, > and & are not escaped; encode_test.go compares the two.
+// encoding/json writes (fields in struct order, map keys sorted);
+// encode_test.go compares the two.
 
 // appendEvent appends ev as encoding/json would encode it.
 func appendEvent(b []byte, ev *auditv1.Event) []byte {
@@ -194,15 +194,15 @@ func appendStringMap(b []byte, m map[string]string) []byte {
 
 const hexDigits = "0123456789abcdef"
 
-// appendString appends s as a JSON string: encoding/json's escapes but
-// for <, > and &, which it escapes for HTML.
+// appendString appends s as a JSON string, escaped as encoding/json (and
+// so kube-apiserver's audit log) escapes it.
 func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
 				i++
 				continue
 			}

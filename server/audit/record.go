@@ -161,6 +161,15 @@ func (r *Record) Complete(resp Response, wait bool) error {
 	r.mu.Unlock()
 	ev.Stage, ev.StageTimestamp = stage, metav1.NewMicroTime(time.Now())
 	ev.ResponseStatus = responseStatus(resp)
+	if ev.ObjectRef != nil && resp.Panic == nil {
+		// As kube-apiserver records it; objwatch authorizes in the object
+		// service and keeps no reason, so a 403 is the refusal.
+		decision := "allow"
+		if resp.Code == http.StatusForbidden {
+			decision = "forbid"
+		}
+		ev.Annotations = withAnnotations(ev.Annotations, "authorization.k8s.io/decision", decision)
+	}
 	if resp.Mutating && !wrote && !resp.DryRun && resp.Code/100 == 2 && resp.Panic == nil {
 		ev.Annotations = withAnnotations(ev.Annotations, PatchAnnotation, "[]", ChangedPathsAnnotation, "[]")
 		if rv := responseRV(resp.ResponseBody); rv != "" {
