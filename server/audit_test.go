@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -334,5 +335,42 @@ func TestAuditCheckpoint(t *testing.T) {
 	}
 	if _, err := audit.Verify([]string{path}, &cp); err != nil {
 		t.Fatalf("Verify = %v", err)
+	}
+}
+
+// TestAuditStagesAndImpersonation: a watch records ResponseStarted
+// before ResponseComplete; an impersonated request records the sender as
+// user and the impersonated user beside it.
+func TestAuditStagesAndImpersonation(t *testing.T) {
+	env, path := startAudited(t, "")
+	a := newAPI(t, env)
+	mustCode(t, "watch", a.json("GET", cms+"?watch=1&timeoutSeconds=1", ""), http.StatusOK)
+	req, _ := http.NewRequest("POST", env.Config.Host+cms, strings.NewReader(cm("as-alice", "")))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Impersonate-User", "alice")
+	resp, err := a.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("Audit-ID") == "" {
+		t.Errorf("create as alice = %d (Audit-ID %q), want 403 with an Audit-ID", resp.StatusCode, resp.Header.Get("Audit-ID"))
+	}
+	var stages []auditv1.Stage
+	var imp *auditv1.Event
+	for _, ev := range readEvents(t, path) {
+		if ev.Verb == "watch" {
+			stages = append(stages, ev.Stage)
+		}
+		if ev.Verb == "create" && ev.Stage == auditv1.StageResponseComplete {
+			imp = &ev
+		}
+	}
+	if want := []auditv1.Stage{auditv1.StageRequestReceived, auditv1.StageResponseStarted, auditv1.StageResponseComplete}; !slices.Equal(stages, want) {
+		t.Errorf("watch stages = %v, want %v", stages, want)
+	}
+	if imp == nil || imp.User.Username != "admin" || imp.ImpersonatedUser == nil || imp.ImpersonatedUser.Username != "alice" ||
+		imp.ResponseStatus.Code != 403 || imp.Annotations["authorization.k8s.io/decision"] != "forbid" {
+		t.Errorf("impersonated create's record = %+v", imp)
 	}
 }
