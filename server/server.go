@@ -56,6 +56,7 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/objwatch/objwatch/server/access"
+	"github.com/objwatch/objwatch/server/audit"
 	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/endpoints"
 	"github.com/objwatch/objwatch/server/fields"
@@ -160,6 +161,10 @@ type Config struct {
 	// (default 15 s, as kube-controller-manager's; negative: every server
 	// runs it). See elector.
 	GCLeaseDuration time.Duration
+	// Audit configures the audit log (kube-apiserver's --audit-log-*
+	// flags); an empty Path records nothing. Storage and Log are filled
+	// in. See package audit.
+	Audit audit.Config
 }
 
 func (c *Config) setDefaults() {
@@ -228,6 +233,7 @@ type Server struct {
 	api       *endpoints.API
 	openapi   *openapi.Docs
 	pacer     *watchstream.Pacer
+	audit     *audit.Log // nil: no audit log
 	mux       *http.ServeMux
 
 	// stopping ends when Run returns; watches end with it.
@@ -269,6 +275,13 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	if cfg.Audit.Path != "" {
+		cfg.Audit.Storage, cfg.Audit.Log = cfg.Storage, cfg.Log
+		if s.audit, err = audit.New(cfg.Audit); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		hooks.Written = append(hooks.Written, s.audit.Written)
+	}
 	s.objects, err = objects.New(objects.Config{
 		Storage: cfg.Storage, Registry: s.registry, Log: cfg.Log,
 		FutureRVWait: cfg.FutureRVWait, ContinueTTL: cfg.ContinueTTL, BookmarkInterval: cfg.BookmarkInterval,
@@ -287,7 +300,7 @@ func New(cfg Config) (*Server, error) {
 	s.pacer = watchstream.NewPacer(cfg.WatchFlushInterval, cfg.WatchFlushIntervalMax)
 	s.api, err = endpoints.New(endpoints.Config{
 		Objects: s.objects, Registry: s.registry, Authenticator: cfg.Authenticator, Authorize: s.access.Authorize,
-		Log: cfg.Log, Metrics: cfg.Metrics, Pacer: s.pacer, Stopping: s.stopping,
+		Log: cfg.Log, Metrics: cfg.Metrics, Pacer: s.pacer, Stopping: s.stopping, Audit: s.audit,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxReadInFlight: cfg.MaxReadInFlight, MaxMutatingInFlight: cfg.MaxMutatingInFlight,
 		RequestTimeout: cfg.RequestTimeout, MinWatchTimeout: cfg.MinWatchTimeout, WatchWriteTimeout: cfg.WatchWriteTimeout,
 	})
@@ -295,7 +308,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if cfg.Metrics != nil {
-		for _, c := range s.lifecycle.GCMetrics() {
+		cs := s.lifecycle.GCMetrics()
+		if s.audit != nil {
+			cs = append(cs, s.audit.Collectors()...)
+		}
+		for _, c := range cs {
 			if err := cfg.Metrics.Register(c); err != nil {
 				return nil, fmt.Errorf("server: %w", err)
 			}
@@ -313,6 +330,13 @@ func (s *Server) Registry() *registry.Registry { return s.registry }
 // in step with the stored CRDs, and blocks until ctx ends. Open watches end
 // when it returns.
 func (s *Server) Run(ctx context.Context) error {
+	if s.audit != nil {
+		// Stopped last: records of requests still ending are written.
+		auditCtx, stopAudit := context.WithCancel(context.WithoutCancel(ctx))
+		auditDone := make(chan struct{})
+		go func() { defer close(auditDone); s.audit.Run(auditCtx) }()
+		defer func() { stopAudit(); <-auditDone }()
+	}
 	defer s.objects.Close()
 	defer s.stop()
 	pacerCtx, stopPacer := context.WithCancel(ctx)
@@ -361,7 +385,7 @@ func (s *Server) Ready() bool { return s.ready.Load() }
 
 // Handler returns the HTTP handler for the whole API.
 func (s *Server) Handler() http.Handler {
-	return s.api.WithRecovery(s.api.WithAuthentication(s.mux))
+	return s.api.WithRecovery(s.api.WithAuthentication(s.api.WithAudit(s.mux)))
 }
 
 func (s *Server) routes() {

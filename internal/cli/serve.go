@@ -83,6 +83,11 @@ func newServeCommand() *cobra.Command {
 	f.StringSliceVar(&o.Auth.ServiceAccountKeyFiles, "service-account-key-file", nil, "PEM files with more public or private keys whose service-account tokens are accepted (repeatable), e.g. other servers' signing keys")
 	f.StringVar(&o.Auth.ServiceAccountIssuer, "service-account-issuer", auth.DefaultIssuer, "issuer (iss) of service-account tokens, also the API audience")
 	f.DurationVar(&o.Auth.ServiceAccountMaxTokenExpiration, "service-account-max-token-expiration", 0, "longest lifetime a token request gets (0: as asked)")
+	f.StringVar(&o.Server.Audit.Path, "audit-log-path", "", "write audit.k8s.io/v1 Event records, with each write's diff, to this file (empty: no audit log)")
+	f.StringVar(&o.Server.Audit.PolicyFile, "audit-policy-file", "", "audit.k8s.io/v1 Policy choosing what is recorded (default: every request at Metadata level)")
+	f.IntVar(&o.Server.Audit.MaxSizeMB, "audit-log-maxsize", 0, "megabytes the audit log grows to before it is rotated (0: never)")
+	f.IntVar(&o.Server.Audit.MaxBackups, "audit-log-maxbackup", 0, "rotated audit log files kept (0: all)")
+	f.DurationVar(&o.Server.Audit.CheckpointInterval, "audit-checkpoint-interval", 10*time.Second, "interval between checkpoints of the audit log's hash chain in etcd")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
 	return cmd
 }

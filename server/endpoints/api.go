@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/objwatch/objwatch/server/apistatus"
+	"github.com/objwatch/objwatch/server/audit"
 	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
@@ -49,7 +50,7 @@ type Config struct {
 	// impersonation. nil allows them. Resource requests are authorized by
 	// the object service.
 	Authorize func(u *auth.User, a auth.Attributes) error
-	Log           *slog.Logger
+	Log       *slog.Logger
 	// Metrics is where request and watch metrics are registered; nil
 	// disables them.
 	Metrics prometheus.Registerer
@@ -57,6 +58,8 @@ type Config struct {
 	Pacer *watchstream.Pacer
 	// Stopping ends every open watch when it is done.
 	Stopping context.Context
+	// Audit records requests (WithAudit); nil records nothing.
+	Audit *audit.Log
 
 	MaxRequestBytes                      int64
 	MaxReadInFlight, MaxMutatingInFlight int
@@ -121,6 +124,7 @@ func (a *API) WithAuthentication(next http.Handler) http.Handler {
 			return
 		}
 		attrs := authzAttributes(r)
+		sender := u
 		u, err = a.impersonator.Impersonate(r.Header, u, attrs, func(u auth.User, at auth.Attributes) bool {
 			return a.cfg.Authorize == nil || a.cfg.Authorize(&u, at) == nil
 		})
@@ -139,7 +143,7 @@ func (a *API) WithAuthentication(next http.Handler) http.Handler {
 				return
 			}
 		}
-		next.ServeHTTP(w, r.WithContext(auth.WithUser(r.Context(), u)))
+		next.ServeHTTP(w, r.WithContext(auth.WithUser(withImpersonator(r.Context(), sender, u), u)))
 	})
 }
 
@@ -199,7 +203,8 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 	}
 	own := res.Lifecycle != nil && res.Lifecycle.UpdateSubresource != "" && info.subresource == res.Lifecycle.UpdateSubresource
 	review := res.Reviews[info.subresource] != nil
-	if info.subresource != "" && !(info.subresource == "status" && res.Status) && !(info.subresource == "scale" && res.Scale != nil) && !own && !review {
+	history := info.subresource == HistorySubresource && info.verb == "get"
+	if info.subresource != "" && !(info.subresource == "status" && res.Status) && !(info.subresource == "scale" && res.Scale != nil) && !own && !review && !history {
 		WriteStatus(w, NotFoundPath())
 		return
 	}
@@ -241,6 +246,8 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 		switch {
 		case info.subresource == "scale":
 			err = a.serveScale(w, r, req, info)
+		case history:
+			err = a.history(w, r, req)
 		case info.verb == "get":
 			err = a.get(w, r, req)
 		case info.verb == "list":

@@ -54,7 +54,7 @@ func (b gcBackend) Delete(ctx context.Context, key string, uid types.UID, rev in
 		v := strconv.FormatInt(rev, 10)
 		p.ResourceVersion = &v
 	}
-	req := &objects.Request{Verb: "delete", Resource: res, Namespace: ns, Name: name}
+	req := &objects.Request{Actor: "system:serviceaccount:kube-system:generic-garbage-collector", Verb: "delete", Resource: res, Namespace: ns, Name: name}
 	_, err := b.l.objects.Delete(ctx, req, &metav1.DeleteOptions{PropagationPolicy: &policy, Preconditions: p})
 	var pf *objects.PreconditionError
 	switch {

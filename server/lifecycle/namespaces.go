@@ -132,7 +132,7 @@ func (l *Lifecycle) deleteContent(ctx context.Context, res *registry.Resource, i
 		g.Go(func() error {
 			uid := it.GetUID()
 			opts := &metav1.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &uid}}
-			req := &objects.Request{Verb: "delete", Resource: res, Namespace: it.GetNamespace(), Name: it.GetName()}
+			req := &objects.Request{Actor: "system:serviceaccount:kube-system:namespace-controller", Verb: "delete", Resource: res, Namespace: it.GetNamespace(), Name: it.GetName()}
 			out, err := l.objects.Delete(gctx, req, opts)
 			switch {
 			case apierrors.IsNotFound(err) || err != nil && objects.UIDChanged(err):

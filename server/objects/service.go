@@ -144,6 +144,10 @@ type Request struct {
 	// User is the authenticated user; nil for the server's own writes
 	// (garbage collection, namespace cleanup).
 	User *auth.User
+	// Actor names, for the server's own writes, the controller that
+	// makes them (the garbage collector's service account), for audit
+	// records; empty: the server itself.
+	Actor string
 	// Verb is Kubernetes' verb: get, list, watch, create, update, patch,
 	// delete or deletecollection.
 	Verb        string

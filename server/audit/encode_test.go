@@ -1,0 +1,64 @@
+package audit
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
+	"github.com/objwatch/objwatch/change"
+)
+
+// TestEncodeMatchesEncodingJSON: the hand-written encoders write what
+// encoding/json writes.
+func TestEncodeMatchesEncodingJSON(t *testing.T) {
+	ts := metav1.NewMicroTime(time.Date(2026, 1, 2, 3, 4, 5, 678901000, time.UTC))
+	evs := []*auditv1.Event{
+		{TypeMeta: metav1.TypeMeta{Kind: "Event", APIVersion: "audit.k8s.io/v1"}, Level: auditv1.LevelMetadata,
+			AuditID: "id", Stage: auditv1.StageRequestReceived, RequestURI: "/api/v1/namespaces/a/configmaps?x=<&>", Verb: "create",
+			User:                     authnv1.UserInfo{Username: "alice", Groups: []string{"g1", "system:authenticated"}},
+			RequestReceivedTimestamp: ts, StageTimestamp: ts},
+		{TypeMeta: metav1.TypeMeta{Kind: "Event", APIVersion: "audit.k8s.io/v1"}, Level: auditv1.LevelRequestResponse,
+			AuditID: "id2", Stage: auditv1.StageResponseComplete, RequestURI: "/x", Verb: "patch",
+			User:             authnv1.UserInfo{Username: "bob", UID: "u", Extra: map[string]authnv1.ExtraValue{"k": {"v"}}},
+			ImpersonatedUser: &authnv1.UserInfo{Username: "carol\n\"q\"\u2028\x01é"},
+			SourceIPs:        []string{"1.2.3.4"}, UserAgent: "kubectl/v1",
+			ObjectRef:                &auditv1.ObjectReference{Resource: "configmaps", Namespace: "a", Name: "b", APIVersion: "v1", Subresource: "status"},
+			ResponseStatus:           &metav1.Status{Code: 404, Status: "Failure", Message: "not found", Reason: metav1.StatusReasonNotFound},
+			RequestObject:            &runtime.Unknown{Raw: []byte(`{"a":1}`), ContentType: "application/json"},
+			ResponseObject:           &runtime.Unknown{Raw: []byte(`{"b":[1,2]}`), ContentType: "application/json"},
+			RequestReceivedTimestamp: ts, StageTimestamp: ts,
+			Annotations: map[string]string{"z": "1", "a": `[{"op":"add"}]`}},
+		{ObjectRef: &auditv1.ObjectReference{Name: "only"}, ResponseStatus: &metav1.Status{Code: 200}},
+		{ResponseStatus: &metav1.Status{Code: 409, Details: &metav1.StatusDetails{Name: "n"}}},
+	}
+	for i, ev := range evs {
+		want, _ := json.Marshal(ev)
+		got := appendEvent(nil, ev)
+		var w, g any
+		if err := json.Unmarshal(got, &g); err != nil {
+			t.Fatalf("event %d: %s: %v", i, got, err)
+		}
+		json.Unmarshal(want, &w)
+		if !reflect.DeepEqual(w, g) {
+			t.Errorf("event %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+	vals := []any{nil, true, "s", int64(-3), 1.5, 1e21, 1e-7, 123456789.0, map[string]any{"b": []any{1.0, "x", nil}, "a": map[string]any{}}, []any{}}
+	for _, v := range vals {
+		want, _ := json.Marshal(v)
+		if got := appendValue(nil, v); string(got) != string(want) {
+			t.Errorf("appendValue(%v) = %s, want %s", v, got, want)
+		}
+	}
+	ops := []change.Operation{{Op: change.OpAdd, Path: "/a", Value: nil}, {Op: change.OpRemove, Path: "/b"}, {Op: change.OpMove, From: "/c/0", Path: "/c/1"}, {Op: change.OpReplace, Path: "", Value: map[string]any{"k": "v"}}}
+	want, _ := json.Marshal(ops)
+	if got := appendPatch(nil, ops); string(got) != string(want) {
+		t.Errorf("appendPatch = %s, want %s", got, want)
+	}
+}

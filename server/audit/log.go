@@ -1,0 +1,462 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/objwatch/objwatch/storage"
+)
+
+// ErrClosed: the log's Run has returned; nothing more is recorded.
+var ErrClosed = errors.New("audit log closed")
+
+// Config configures a Log.
+type Config struct {
+	// Path is the log file (--audit-log-path). Required.
+	Path string
+	// Policy decides what is recorded; nil: LoadPolicy(PolicyFile).
+	Policy *Policy
+	// PolicyFile is an audit.k8s.io Policy file (--audit-policy-file).
+	PolicyFile string
+	// MaxSizeMB rotates the file when it would grow beyond this many
+	// megabytes (--audit-log-maxsize); 0 never rotates.
+	MaxSizeMB int
+	// MaxBackups is how many rotated files are kept
+	// (--audit-log-maxbackup); 0 keeps all.
+	MaxBackups int
+	// Storage keeps the chain's checkpoints; nil keeps none.
+	Storage storage.Interface
+	// CheckpointKey is where the head of the chain is checkpointed
+	// (default CheckpointKey(Path)).
+	CheckpointKey string
+	// CheckpointInterval between checkpoints of a changed head (default
+	// 10 s); one is also taken when Run ends.
+	CheckpointInterval time.Duration
+	Log                *slog.Logger
+}
+
+// Stats are a log's counters since it was opened.
+type Stats struct {
+	Records, Fsyncs int64
+}
+
+// Log is an audit log: records are queued by any number of requests and
+// written, in queue order, by Run's goroutine, one fsync for everything
+// queued while the previous fsync ran (group commit). A Log is safe for
+// concurrent use; its owner calls Run once and keeps it running while
+// requests are served.
+type Log struct {
+	cfg    Config
+	policy *Policy
+
+	mu      sync.Mutex // guards the fields below; never held across I/O
+	queue   [][]byte   // lines with empty chain fields, in order
+	durable bool       // a record in queue is waited for: fsync it soon
+	next    *batch     // the batch queue will be written in
+	stopped bool       // Run has returned
+
+	kick chan struct{} // 1: wakes Run when the queue was empty
+
+	// Owned by Run's goroutine (and New before it).
+	f    *os.File
+	size int64
+	seq  int64
+	prev [sha256.Size]byte
+	err  error // a failed write: everything after it fails
+
+	headMu  sync.Mutex // guards head; a leaf
+	head    Checkpoint
+	records atomic.Int64
+	fsyncs  atomic.Int64
+	buf     []byte
+	saved   int64 // the last checkpointed seq (checkpoint goroutine, then Run)
+}
+
+// batch is the records written together with one fsync. done is closed
+// once they are on disk (or failed: err).
+type batch struct {
+	done chan struct{}
+	err  error
+}
+
+func newBatch() *batch { return &batch{done: make(chan struct{})} }
+
+// Wait blocks until the batch is on disk and returns why not, if it is
+// not.
+func (b *batch) Wait() error {
+	<-b.done
+	return b.err
+}
+
+// New opens (or creates) the log file and continues the chain from its
+// last record, or from the newest rotated file's when it is empty. A
+// partial last line (the server died while writing it, before any fsync
+// acknowledged it) is cut off. New starts nothing; call Run.
+func New(cfg Config) (*Log, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("audit: no log path")
+	}
+	if cfg.Policy == nil {
+		p, err := LoadPolicy(cfg.PolicyFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Policy = p
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.CheckpointInterval == 0 {
+		cfg.CheckpointInterval = 10 * time.Second
+	}
+	if cfg.CheckpointKey == "" {
+		cfg.CheckpointKey = CheckpointKey(cfg.Path)
+	}
+	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o700); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	l := &Log{cfg: cfg, policy: cfg.Policy, next: newBatch(), kick: make(chan struct{}, 1)}
+	if err := l.open(); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	return l, nil
+}
+
+// Policy returns the log's policy.
+func (l *Log) Policy() *Policy { return l.policy }
+
+// Stats returns the log's counters.
+func (l *Log) Stats() Stats { return Stats{Records: l.records.Load(), Fsyncs: l.fsyncs.Load()} }
+
+// open opens the current file and recovers the chain's state.
+func (l *Log) open() error {
+	f, err := os.OpenFile(l.cfg.Path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	last, size, err := lastLine(f)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Seek(size, io.SeekStart); err != nil {
+		f.Close()
+		return err
+	}
+	l.f, l.size = f, size
+	if last == nil {
+		// A fresh file: the chain continues from the newest backup.
+		if bs, _ := Backups(l.cfg.Path); len(bs) > 0 {
+			if bf, err := os.Open(bs[len(bs)-1]); err == nil {
+				last, _, _ = lastLine(bf)
+				bf.Close()
+			}
+		}
+	}
+	if last != nil {
+		r, err := parseChain(last)
+		if err != nil {
+			return fmt.Errorf("last record of %s: %w", l.cfg.Path, err)
+		}
+		l.seq, l.prev = r.seq, sha256.Sum256(last)
+		l.head = Checkpoint{Seq: l.seq, Hash: hex.EncodeToString(l.prev[:])}
+	}
+	return nil
+}
+
+// lastLine returns f's last complete line (without its newline) and the
+// size of its complete lines, cutting off a partial last line.
+func lastLine(f *os.File) ([]byte, int64, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	size := st.Size()
+	var tail []byte
+	for chunk := int64(64 << 10); ; chunk *= 4 {
+		off := max(size-chunk, 0)
+		tail = make([]byte, size-off)
+		if _, err := f.ReadAt(tail, off); err != nil && err != io.EOF {
+			return nil, 0, err
+		}
+		end := bytes.LastIndexByte(tail, '\n')
+		if end < 0 && off > 0 {
+			continue
+		}
+		if end < 0 {
+			if size > 0 {
+				if err := f.Truncate(0); err != nil {
+					return nil, 0, err
+				}
+			}
+			return nil, 0, nil
+		}
+		complete := off + int64(end) + 1
+		if complete < size {
+			if err := f.Truncate(complete); err != nil {
+				return nil, 0, err
+			}
+		}
+		start := bytes.LastIndexByte(tail[:end], '\n')
+		if start < 0 && off > 0 {
+			continue
+		}
+		return tail[start+1 : end], complete, nil
+	}
+}
+
+// lazyFlush is how long a record nobody waits for may stay queued: such
+// records (RequestReceived stages, reads) wake no fsync of their own but
+// go with the next one.
+const lazyFlush = 50 * time.Millisecond
+
+// enqueue queues one record line (its chain fields empty) and returns the
+// batch it will be written in. A durable record (a mutation's, whose
+// response waits for it) is written at once with everything queued
+// before it; others within lazyFlush.
+func (l *Log) enqueue(line []byte, durable bool) *batch {
+	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		b := newBatch()
+		b.err = ErrClosed
+		close(b.done)
+		return b
+	}
+	l.queue = append(l.queue, line)
+	b := l.next
+	kick := durable && !l.durable
+	l.durable = l.durable || durable
+	l.mu.Unlock()
+	if kick {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+	return b
+}
+
+// Run writes queued records until ctx ends, then writes what is still
+// queued, takes a last checkpoint, closes the file and returns. Records
+// queued after it returns fail with ErrClosed.
+func (l *Log) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	cpCtx, stopCP := context.WithCancel(context.WithoutCancel(ctx))
+	if l.cfg.Storage != nil {
+		wg.Go(func() { l.checkpoints(cpCtx) })
+	}
+	lazy := time.NewTicker(lazyFlush)
+	defer lazy.Stop()
+	for {
+		select {
+		case <-l.kick:
+			l.flush()
+			continue
+		case <-lazy.C:
+			l.flush()
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
+	l.mu.Lock()
+	l.stopped = true
+	l.mu.Unlock()
+	l.flush()
+	stopCP()
+	wg.Wait()
+	if l.cfg.Storage != nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		l.checkpoint(ctx)
+		cancel()
+	}
+	if err := l.f.Close(); err != nil && l.err == nil {
+		l.cfg.Log.Error("audit log", "err", err)
+	}
+}
+
+// flush writes everything queued, with one fsync per file written.
+func (l *Log) flush() {
+	l.mu.Lock()
+	q, b, durable := l.queue, l.next, l.durable || l.stopped
+	if len(q) == 0 {
+		l.mu.Unlock()
+		return
+	}
+	l.queue, l.next, l.durable = nil, newBatch(), false
+	l.mu.Unlock()
+	b.err = l.write(q, durable)
+	close(b.done)
+}
+
+// write writes q; durable: and fsyncs it (else the next durable write
+// does).
+func (l *Log) write(q [][]byte, durable bool) error {
+	if l.err != nil {
+		return l.err
+	}
+	maxSize := int64(l.cfg.MaxSizeMB) << 20
+	buf := l.buf[:0]
+	var hexb [2 * sha256.Size]byte
+	for _, line := range q {
+		l.seq++
+		hex.Encode(hexb[:], l.prev[:])
+		start := len(buf)
+		buf = splice(buf, line, l.seq, hexb[:])
+		rec := buf[start:]
+		if maxSize > 0 && l.size > 0 && l.size+int64(len(buf)) > maxSize {
+			// This record goes to a new file: write and sync the old one.
+			if err := l.sync(buf[:start], true); err != nil {
+				return l.fail(err)
+			}
+			if err := l.rotate(); err != nil {
+				return l.fail(err)
+			}
+			buf = append(buf[:0], rec...)
+			rec = buf
+		}
+		l.prev = sha256.Sum256(rec)
+		buf = append(buf, '\n')
+	}
+	if err := l.sync(buf, durable); err != nil {
+		return l.fail(err)
+	}
+	l.records.Add(int64(len(q)))
+	l.headMu.Lock()
+	l.head = Checkpoint{Seq: l.seq, Hash: hex.EncodeToString(l.prev[:])}
+	l.headMu.Unlock()
+	if cap(buf) <= 4<<20 {
+		l.buf = buf
+	}
+	return nil
+}
+
+func (l *Log) fail(err error) error {
+	l.err = fmt.Errorf("audit log: %w", err)
+	l.cfg.Log.Error("audit log write failed; requests that need a record fail from now on", "err", err)
+	return l.err
+}
+
+// sync appends b to the current file and, if durable, fsyncs it.
+func (l *Log) sync(b []byte, durable bool) error {
+	n, err := l.f.Write(b)
+	l.size += int64(n)
+	if err != nil || !durable {
+		return err
+	}
+	l.fsyncs.Add(1)
+	return l.f.Sync()
+}
+
+// rotate renames the current file to a backup named as lumberjack (and so
+// kube-apiserver) names them, opens a new one and removes backups beyond
+// MaxBackups.
+func (l *Log) rotate() error {
+	if err := l.f.Close(); err != nil {
+		return err
+	}
+	ext := filepath.Ext(l.cfg.Path)
+	base := strings.TrimSuffix(l.cfg.Path, ext)
+	ts := time.Now().UTC().Format("2006-01-02T15-04-05.000")
+	backup := base + "-" + ts + ext
+	for i := 1; fileExists(backup); i++ {
+		backup = fmt.Sprintf("%s-%s.%d%s", base, ts, i, ext)
+	}
+	if err := os.Rename(l.cfg.Path, backup); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(l.cfg.Path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	l.f, l.size = f, 0
+	if d, err := os.Open(filepath.Dir(l.cfg.Path)); err == nil {
+		d.Sync() // the rename and the new file survive a crash
+		d.Close()
+	}
+	if l.cfg.MaxBackups > 0 {
+		bs, _ := Backups(l.cfg.Path)
+		for len(bs) > l.cfg.MaxBackups {
+			os.Remove(bs[0])
+			bs = bs[1:]
+		}
+	}
+	return nil
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// Backups returns the rotated files of the log at path, oldest first.
+func Backups(path string) ([]string, error) {
+	ext := filepath.Ext(path)
+	base := strings.TrimSuffix(path, ext)
+	ms, err := filepath.Glob(base + "-[0-9][0-9][0-9][0-9]-*" + ext)
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(ms) // the timestamps sort as names
+	return ms, nil
+}
+
+// Files returns the backups of the log at path, oldest first, then path:
+// the whole chain still on disk.
+func Files(path string) ([]string, error) {
+	bs, err := Backups(path)
+	if err != nil {
+		return nil, err
+	}
+	return append(bs, path), nil
+}
+
+var (
+	prevHashField = []byte(`"` + PrevHashAnnotation + `":""`)
+	seqField      = []byte(`"` + SeqAnnotation + `":""`)
+)
+
+// splice appends line to buf with its empty chain fields filled. The
+// fields are the last occurrences in the line: annotations are the last
+// member of an Event, and a key inside an embedded object's JSON can
+// only come before.
+func splice(buf, line []byte, seq int64, prevHex []byte) []byte {
+	p := bytes.LastIndex(line, prevHashField)
+	s := bytes.LastIndex(line, seqField)
+	if p < 0 || s < 0 || s < p {
+		panic("audit: record without chain fields")
+	}
+	p += len(prevHashField) - 1
+	s += len(seqField) - 1
+	buf = append(buf, line[:p]...)
+	buf = append(buf, prevHex...)
+	buf = append(buf, line[p:s]...)
+	buf = fmt.Appendf(buf, "%d", seq)
+	return append(buf, line[s:]...)
+}
+
+// Collectors are the log's metrics: records written and fsyncs, whose
+// ratio is the group commit's batching.
+func (l *Log) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "objwatch_audit_records_total", Help: "Audit records written.",
+		}, func() float64 { return float64(l.records.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "objwatch_audit_fsyncs_total", Help: "fsyncs of the audit log (each makes every record written before it durable).",
+		}, func() float64 { return float64(l.fsyncs.Load()) }),
+	}
+}

@@ -1,0 +1,409 @@
+package audit
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
+	"github.com/objwatch/objwatch/server/auth"
+	"github.com/objwatch/objwatch/server/objects"
+)
+
+// ServerUser is the user of the server's own writes (objects.Request.User
+// nil) that name no Actor: kube-apiserver's loopback user.
+var ServerUser = auth.User{Name: "system:apiserver", Groups: []string{"system:masters", "system:authenticated"}}
+
+// Record is one request's audit event while the request is served. The
+// HTTP layer makes it (Log.Begin), puts it in the request's context
+// (WithRecord) and writes its stages; the object service's Written hook
+// (Log.Written) finds it there and attaches the write's diff. A Record is
+// safe for concurrent use.
+type Record struct {
+	log      *Log
+	decision Decision
+
+	mu     sync.Mutex // guards ev and wrote
+	ev     auditv1.Event
+	wrote  bool
+	events int // more writes of the request, each its own record
+}
+
+// Request is what Begin records of an HTTP request.
+type Request struct {
+	HTTP     *http.Request
+	Received time.Time
+	// User is the authenticated user; Impersonator, when set, the user who
+	// sent the request as User.
+	User, Impersonator *auth.User
+	Attributes         Attributes
+}
+
+// Begin decides the request's level and returns its record; nil when the
+// policy records nothing of it (level None).
+func (l *Log) Begin(r Request) *Record {
+	d := l.policy.Evaluate(r.Attributes)
+	if d.Level == auditv1.LevelNone || d.Level == "" {
+		return nil
+	}
+	id := r.HTTP.Header.Get("Audit-ID")
+	if id == "" {
+		id = newUID()
+	}
+	ev := auditv1.Event{
+		TypeMeta:                 metav1.TypeMeta{Kind: "Event", APIVersion: "audit.k8s.io/v1"},
+		Level:                    d.Level,
+		AuditID:                  types.UID(id),
+		RequestURI:               r.HTTP.URL.RequestURI(),
+		Verb:                     r.Attributes.Verb,
+		SourceIPs:                sourceIPs(r.HTTP),
+		UserAgent:                r.HTTP.UserAgent(),
+		RequestReceivedTimestamp: metav1.NewMicroTime(r.Received),
+	}
+	if r.User != nil {
+		ev.User = userInfo(*r.User)
+	}
+	if r.Impersonator != nil {
+		u := ev.User
+		ev.User, ev.ImpersonatedUser = userInfo(*r.Impersonator), &u
+	}
+	if a := r.Attributes; a.ResourceRequest {
+		ev.ObjectRef = &auditv1.ObjectReference{
+			Resource: a.Resource, Namespace: a.Namespace, Name: a.Name,
+			APIGroup: a.APIGroup, APIVersion: a.APIVersion, Subresource: a.Subresource,
+		}
+	}
+	return &Record{log: l, decision: d, ev: ev}
+}
+
+// AuditID is the record's audit ID (the Audit-ID response header).
+func (r *Record) AuditID() string { return string(r.ev.AuditID) }
+
+// Level is the record's level.
+func (r *Record) Level() auditv1.Level { return r.decision.Level }
+
+// WantsRequest reports whether the request body is recorded; WantsResponse
+// the response body.
+func (r *Record) WantsRequest() bool  { return r.decision.atLeast(auditv1.LevelRequest) }
+func (r *Record) WantsResponse() bool { return r.decision.atLeast(auditv1.LevelRequestResponse) }
+
+type recordKey struct{}
+
+// WithRecord returns ctx carrying r for the Written hook.
+func WithRecord(ctx context.Context, r *Record) context.Context {
+	return context.WithValue(ctx, recordKey{}, r)
+}
+
+// RecordFrom returns the record in ctx, if any.
+func RecordFrom(ctx context.Context) *Record {
+	r, _ := ctx.Value(recordKey{}).(*Record)
+	return r
+}
+
+// Stage writes the record at stage (RequestReceived, ResponseStarted)
+// without waiting for it to reach the disk.
+func (r *Record) Stage(stage auditv1.Stage) {
+	if r.decision.omits(stage) {
+		return
+	}
+	r.mu.Lock()
+	ev := r.ev
+	r.mu.Unlock()
+	ev.Stage, ev.StageTimestamp = stage, metav1.NewMicroTime(time.Now())
+	if stage == auditv1.StageRequestReceived {
+		ev.StageTimestamp = ev.RequestReceivedTimestamp
+	}
+	r.log.append(&ev, false)
+}
+
+// Response is how a request ended, for its ResponseComplete or Panic
+// stage.
+type Response struct {
+	Code int
+	// RequestBody and ResponseBody are recorded per the level when they
+	// are JSON; ResponseBody is also read for an error's Status.
+	RequestBody, ResponseBody []byte
+	// Mutating: a create, update, patch or delete; one that succeeded and
+	// wrote nothing records an empty diff. DryRun: nothing was to be
+	// written.
+	Mutating, DryRun bool
+	// Panic is the value a handler panicked with (the Panic stage).
+	Panic any
+}
+
+// Complete writes the record's last stage and, when wait is set, returns
+// once it is on disk (or why not). A request whose response is sent only
+// after Complete returned is acknowledged with its record durable.
+func (r *Record) Complete(resp Response, wait bool) error {
+	stage := auditv1.StageResponseComplete
+	if resp.Panic != nil {
+		stage = auditv1.StagePanic
+	}
+	if r.decision.omits(stage) {
+		return nil
+	}
+	r.mu.Lock()
+	ev := r.ev
+	wrote := r.wrote
+	r.mu.Unlock()
+	ev.Stage, ev.StageTimestamp = stage, metav1.NewMicroTime(time.Now())
+	ev.ResponseStatus = responseStatus(resp)
+	if ev.ObjectRef != nil && resp.Panic == nil {
+		// As kube-apiserver records it; objwatch authorizes in the object
+		// service and keeps no reason, so a 403 is the refusal.
+		decision := "allow"
+		if resp.Code == http.StatusForbidden {
+			decision = "forbid"
+		}
+		ev.Annotations = withAnnotations(ev.Annotations, "authorization.k8s.io/decision", decision)
+	}
+	if resp.Mutating && !wrote && !resp.DryRun && resp.Code/100 == 2 && resp.Panic == nil {
+		ev.Annotations = withAnnotations(ev.Annotations, PatchAnnotation, "[]", ChangedPathsAnnotation, "[]")
+		if rv := responseRV(resp.ResponseBody); rv != "" {
+			ev.Annotations[ResourceVersionAnnotation] = rv
+		}
+	}
+	if r.WantsRequest() && resp.Mutating {
+		ev.RequestObject = r.object(resp.RequestBody)
+	}
+	if r.WantsResponse() && resp.Code/100 == 2 {
+		ev.ResponseObject = r.object(resp.ResponseBody)
+	}
+	b := r.log.append(&ev, wait)
+	if !wait {
+		return nil
+	}
+	return b.Wait()
+}
+
+// object is body as a recorded object: JSON only, without managedFields
+// when the policy says so.
+func (r *Record) object(body []byte) *runtime.Unknown {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 || body[0] != '{' || !json.Valid(body) {
+		return nil
+	}
+	if r.decision.OmitManagedFields && bytes.Contains(body, []byte(`"managedFields"`)) {
+		body = omitManagedFields(body)
+	}
+	return &runtime.Unknown{Raw: body, ContentType: runtime.ContentTypeJSON}
+}
+
+func omitManagedFields(body []byte) []byte {
+	var m map[string]any
+	if json.Unmarshal(body, &m) != nil {
+		return body
+	}
+	strip := func(o any) {
+		if om, ok := o.(map[string]any); ok {
+			if md, ok := om["metadata"].(map[string]any); ok {
+				delete(md, "managedFields")
+			}
+		}
+	}
+	strip(m)
+	if items, ok := m["items"].([]any); ok {
+		for _, it := range items {
+			strip(it)
+		}
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+func responseStatus(resp Response) *metav1.Status {
+	if resp.Panic != nil {
+		return &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
+			Message: fmt.Sprintf("APIServer panic'd: %v", resp.Panic)}
+	}
+	st := &metav1.Status{Code: int32(resp.Code)}
+	if resp.Code >= 400 {
+		var s metav1.Status
+		if json.Unmarshal(resp.ResponseBody, &s) == nil && s.Kind == "Status" {
+			st.Status, st.Message, st.Reason, st.Details = s.Status, s.Message, s.Reason, s.Details
+		}
+	}
+	return st
+}
+
+func responseRV(body []byte) string {
+	var o struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(body, &o) != nil {
+		return ""
+	}
+	return o.Metadata.ResourceVersion
+}
+
+func withAnnotations(m map[string]string, kv ...string) map[string]string {
+	out := make(map[string]string, len(m)+len(kv)/2+2)
+	for k, v := range m {
+		out[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i]] = kv[i+1]
+	}
+	return out
+}
+
+// Written is the object service's Written hook: it attaches the write's
+// diff to the request's record, or records a write no request recorded
+// (the server's own: garbage collection, namespace cleanup, bootstrap; a
+// deletecollection's every object after the first).
+func (l *Log) Written(ctx context.Context, w objects.Write) {
+	patch, paths, err := Diff(w.Old, w.New)
+	if err != nil {
+		l.cfg.Log.Warn("audit diff", "err", err)
+		patch, paths = nil, nil
+	}
+	ann := []string{ResourceVersionAnnotation, strconv.FormatInt(w.Revision, 10)}
+	if patch != nil {
+		ann = append(ann, PatchAnnotation, string(patch), ChangedPathsAnnotation, string(paths))
+	}
+	obj := w.New
+	if obj == nil {
+		obj = w.Old
+	}
+	if r := RecordFrom(ctx); r != nil {
+		r.mu.Lock()
+		if !r.wrote {
+			r.wrote = true
+			r.ev.Annotations = withAnnotations(r.ev.Annotations, ann...)
+			if r.ev.ObjectRef != nil && r.ev.ObjectRef.Name == "" && obj != nil {
+				r.ev.ObjectRef.Name = obj.GetName()
+			}
+			r.mu.Unlock()
+			return
+		}
+		ev := r.ev
+		ev.Annotations = withAnnotations(nil, ann...)
+		r.mu.Unlock()
+		ev.Verb = w.Request.Verb
+		if ev.ObjectRef != nil && obj != nil {
+			ref := *ev.ObjectRef
+			ref.Name, ref.Namespace = obj.GetName(), obj.GetNamespace()
+			ev.ObjectRef = &ref
+		}
+		ev.Stage, ev.StageTimestamp = auditv1.StageResponseComplete, metav1.NewMicroTime(time.Now())
+		ev.ResponseStatus = &metav1.Status{Code: http.StatusOK}
+		ev.RequestObject, ev.ResponseObject = nil, nil
+		r.log.append(&ev, false) // the request's own record waits for it
+		return
+	}
+	if w.Request.User != nil {
+		return // a request the policy records nothing of
+	}
+	u := ServerUser
+	if w.Request.Actor != "" {
+		u = auth.User{Name: w.Request.Actor, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
+	}
+	req := w.Request
+	res := req.Resource
+	a := Attributes{User: &u, Verb: req.Verb, ResourceRequest: true, APIGroup: res.Group, APIVersion: res.Version,
+		Resource: res.Plural, Subresource: req.Subresource, Namespace: req.Namespace, Name: req.Name}
+	d := l.policy.Evaluate(a)
+	if d.Level == auditv1.LevelNone || d.Level == "" || d.omits(auditv1.StageResponseComplete) {
+		return
+	}
+	now := metav1.NewMicroTime(time.Now())
+	name, ns := req.Name, req.Namespace
+	if obj != nil {
+		name, ns = obj.GetName(), obj.GetNamespace()
+	}
+	ev := auditv1.Event{
+		TypeMeta: metav1.TypeMeta{Kind: "Event", APIVersion: "audit.k8s.io/v1"},
+		Level:    d.Level, AuditID: types.UID(newUID()), Stage: auditv1.StageResponseComplete,
+		RequestURI: requestURI(res.Group, res.Version, res.Plural, ns, name, req.Subresource),
+		Verb:       req.Verb, User: userInfo(u), UserAgent: "objwatch",
+		ObjectRef: &auditv1.ObjectReference{Resource: res.Plural, Namespace: ns, Name: name,
+			APIGroup: res.Group, APIVersion: res.Version, Subresource: req.Subresource},
+		ResponseStatus:           &metav1.Status{Code: http.StatusOK},
+		RequestReceivedTimestamp: now, StageTimestamp: now,
+		Annotations: withAnnotations(nil, ann...),
+	}
+	l.append(&ev, false)
+}
+
+// append encodes ev with empty chain fields and queues it.
+func (l *Log) append(ev *auditv1.Event, durable bool) *batch {
+	ev.Annotations = withAnnotations(ev.Annotations, SeqAnnotation, "", PrevHashAnnotation, "")
+	return l.enqueue(appendEvent(make([]byte, 0, 1024), ev), durable)
+}
+
+func requestURI(group, version, resource, ns, name, sub string) string {
+	p := "/api/" + version
+	if group != "" {
+		p = "/apis/" + group + "/" + version
+	}
+	if ns != "" {
+		p += "/namespaces/" + ns
+	}
+	p += "/" + resource
+	if name != "" {
+		p += "/" + name
+	}
+	if sub != "" {
+		p += "/" + sub
+	}
+	return p
+}
+
+func userInfo(u auth.User) authnv1.UserInfo {
+	ui := authnv1.UserInfo{Username: u.Name, UID: u.UID, Groups: u.Groups}
+	if len(u.Extra) > 0 {
+		ui.Extra = make(map[string]authnv1.ExtraValue, len(u.Extra))
+		for k, v := range u.Extra {
+			ui.Extra[k] = v
+		}
+	}
+	return ui
+}
+
+// sourceIPs are the X-Forwarded-For addresses, X-Real-Ip, then the peer,
+// as kube-apiserver lists them.
+func sourceIPs(r *http.Request) []string {
+	var ips []string
+	for _, h := range strings.Split(r.Header.Get("X-Forwarded-For"), ",") {
+		if ip := strings.TrimSpace(h); net.ParseIP(ip) != nil {
+			ips = append(ips, ip)
+		}
+	}
+	if ip := strings.TrimSpace(r.Header.Get("X-Real-Ip")); net.ParseIP(ip) != nil {
+		ips = append(ips, ip)
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	if host != "" && (len(ips) == 0 || ips[len(ips)-1] != host) {
+		ips = append(ips, host)
+	}
+	return ips
+}
+
+func newUID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}

@@ -1,0 +1,376 @@
+package server_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
+	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/audit"
+	"github.com/objwatch/objwatch/storage/etcd"
+	"github.com/objwatch/objwatch/testenv"
+)
+
+// startAudited starts a server whose audit log is at the returned path.
+func startAudited(t *testing.T, policy string, opts ...testenv.Option) (*testenv.Env, string) {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.log")
+	pf := ""
+	if policy != "" {
+		pf = filepath.Join(dir, "policy.yaml")
+		if err := os.WriteFile(pf, []byte(policy), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts = append(opts, testenv.WithServerConfig(func(c *server.Config) {
+		c.Audit = audit.Config{Path: path, PolicyFile: pf, CheckpointInterval: 50 * time.Millisecond}
+	}))
+	return testenv.Start(t, opts...), path
+}
+
+func readEvents(t *testing.T, path string) []auditv1.Event {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var evs []auditv1.Event
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		var ev auditv1.Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("record %d: %v", len(evs)+1, err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// completed returns the ResponseComplete records of verb on configmap name.
+func completed(evs []auditv1.Event, verb, name string) []auditv1.Event {
+	var out []auditv1.Event
+	for _, ev := range evs {
+		if ev.Stage == auditv1.StageResponseComplete && ev.Verb == verb && ev.ObjectRef != nil &&
+			ev.ObjectRef.Resource == "configmaps" && ev.ObjectRef.Name == name {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// TestAuditRecordsDiffs: every mutation's record carries the change from
+// the stored old object to the new one, and is on disk when the response
+// arrives (no waiting).
+func TestAuditRecordsDiffs(t *testing.T) {
+	env, path := startAudited(t, "")
+	a := newAPI(t, env)
+	mustCode(t, "create", a.json("POST", cms, cm("a", "")), http.StatusCreated)
+	get := a.json("GET", cms+"/a", "")
+	upd := get.object()
+	upd["data"] = map[string]any{"k": "v2"}
+	b, _ := json.Marshal(upd)
+	r := a.json("PUT", cms+"/a", string(b))
+	mustCode(t, "update", r, http.StatusOK)
+	mustCode(t, "no-op update", a.json("PUT", cms+"/a", string(r.body)), http.StatusOK)
+	mustCode(t, "merge patch", a.do("PATCH", cms+"/a", "application/merge-patch+json", []byte(`{"data":{"m":"1"}}`)), http.StatusOK)
+	mustCode(t, "json patch", a.do("PATCH", cms+"/a", "application/json-patch+json", []byte(`[{"op":"remove","path":"/data/m"}]`)), http.StatusOK)
+	mustCode(t, "strategic patch", a.do("PATCH", cms+"/a", "application/strategic-merge-patch+json", []byte(`{"metadata":{"labels":{"x":"y"}}}`)), http.StatusOK)
+	mustCode(t, "delete", a.json("DELETE", cms+"/a", ""), http.StatusOK)
+
+	evs := readEvents(t, path)
+	type want struct {
+		verb  string
+		n     int
+		patch string
+		paths string
+	}
+	check := func(ev auditv1.Event, patch, paths string) {
+		t.Helper()
+		if got := ev.Annotations[audit.PatchAnnotation]; patch != "" && got != patch {
+			t.Errorf("%s patch = %s, want %s", ev.Verb, got, patch)
+		}
+		if got := ev.Annotations[audit.ChangedPathsAnnotation]; got != paths {
+			t.Errorf("%s changed paths = %s, want %s", ev.Verb, got, paths)
+		}
+		if ev.User.Username != "admin" || ev.Level != auditv1.LevelMetadata || ev.ResponseStatus == nil {
+			t.Errorf("%s record: user %q level %q status %v", ev.Verb, ev.User.Username, ev.Level, ev.ResponseStatus)
+		}
+		if ev.RequestObject != nil || ev.ResponseObject != nil {
+			t.Errorf("%s record at Metadata level has bodies", ev.Verb)
+		}
+	}
+	c := completed(evs, "create", "a")
+	if len(c) != 1 {
+		t.Fatalf("%d create records, want 1", len(c))
+	}
+	var p []map[string]any
+	json.Unmarshal([]byte(c[0].Annotations[audit.PatchAnnotation]), &p)
+	if len(p) != 1 || p[0]["op"] != "add" || p[0]["path"] != "" || p[0]["value"].(map[string]any)["data"] == nil {
+		t.Errorf("create patch = %s, want one add of the whole object", c[0].Annotations[audit.PatchAnnotation])
+	}
+	if md := p[0]["value"].(map[string]any)["metadata"].(map[string]any); md["resourceVersion"] != nil || md["managedFields"] != nil {
+		t.Errorf("create patch has noise: %v", md)
+	}
+	check(c[0], "", `["apiVersion","data","kind","metadata"]`)
+	u := completed(evs, "update", "a")
+	if len(u) != 2 {
+		t.Fatalf("%d update records, want 2", len(u))
+	}
+	check(u[0], `[{"op":"replace","path":"/data/k","value":"v2"}]`, `["data.k"]`)
+	check(u[1], `[]`, `[]`)
+	if u[1].Annotations[audit.ResourceVersionAnnotation] != u[0].Annotations[audit.ResourceVersionAnnotation] {
+		t.Errorf("no-op update's resourceVersion %s, want the update's %s", u[1].Annotations[audit.ResourceVersionAnnotation], u[0].Annotations[audit.ResourceVersionAnnotation])
+	}
+	ps := completed(evs, "patch", "a")
+	if len(ps) != 3 {
+		t.Fatalf("%d patch records, want 3", len(ps))
+	}
+	check(ps[0], `[{"op":"add","path":"/data/m","value":"1"}]`, `["data.m"]`)
+	check(ps[1], `[{"op":"remove","path":"/data/m"}]`, `["data.m"]`)
+	check(ps[2], `[{"op":"add","path":"/metadata/labels","value":{"x":"y"}}]`, `["metadata.labels"]`)
+	d := completed(evs, "delete", "a")
+	if len(d) != 1 {
+		t.Fatalf("%d delete records, want 1", len(d))
+	}
+	check(d[0], `[{"op":"remove","path":""}]`, `["apiVersion","data","kind","metadata"]`)
+	// Every request has its RequestReceived stage too.
+	n := 0
+	for _, ev := range evs {
+		if ev.Stage == auditv1.StageRequestReceived {
+			n++
+		}
+	}
+	if n < 8 {
+		t.Errorf("%d RequestReceived records, want at least 8", n)
+	}
+	if _, err := audit.Verify([]string{path}, nil); err != nil {
+		t.Errorf("Verify = %v", err)
+	}
+}
+
+const roleEditor = `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"cm-editor"},
+	"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["get","list","watch","create","update","patch","delete"]}]}`
+
+func bindEditor(name string) string {
+	return `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"` + name + `-edits"},
+		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cm-editor"},
+		"subjects":[{"kind":"User","name":"` + name + `"}]}`
+}
+
+// TestHistoryNamesAuthors: the history subresource lists a ConfigMap's
+// revisions oldest first with diffs and, from the audit log, who made each.
+func TestHistoryNamesAuthors(t *testing.T) {
+	env, _ := startAudited(t, "")
+	admin := newAPI(t, env)
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", roleEditor)
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", bindEditor("alice"))
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", bindEditor("bob"))
+	alice, bob, eve := userAPI(t, env, "alice"), userAPI(t, env, "bob"), userAPI(t, env, "eve")
+	eventually(t, "bindings", func() bool {
+		return alice.json("GET", cms, "").code == 200 && bob.json("GET", cms, "").code == 200
+	})
+	mustCode(t, "alice creates", alice.json("POST", cms, cm("h", "")), http.StatusCreated)
+	mustCode(t, "bob patches", bob.do("PATCH", cms+"/h", "application/merge-patch+json", []byte(`{"data":{"k":"bob"}}`)), http.StatusOK)
+	mustCode(t, "alice patches", alice.do("PATCH", cms+"/h", "application/merge-patch+json", []byte(`{"data":{"n":"1"}}`)), http.StatusOK)
+
+	if r := eve.json("GET", cms+"/h/history", ""); r.code != http.StatusForbidden {
+		t.Errorf("eve's history = %d %s, want 403", r.code, truncate(r.body))
+	}
+	r := alice.json("GET", cms+"/h/history", "")
+	mustCode(t, "history", r, http.StatusOK)
+	var h struct {
+		Complete bool
+		Items    []struct {
+			ResourceVersion string
+			Patch           json.RawMessage
+			ChangedPaths    []string
+			Author          *audit.Author
+		}
+	}
+	if err := json.Unmarshal(r.body, &h); err != nil {
+		t.Fatal(err)
+	}
+	if !h.Complete || len(h.Items) != 3 {
+		t.Fatalf("history = %s, want 3 revisions from the creation", r.body)
+	}
+	want := []struct{ user, verb, paths string }{{"alice", "create", ""}, {"bob", "patch", "data.k"}, {"alice", "patch", "data.n"}}
+	for i, w := range want {
+		it := h.Items[i]
+		if it.Author == nil || it.Author.User != w.user || it.Author.Verb != w.verb {
+			t.Errorf("revision %d author = %+v, want %s %s", i, it.Author, w.user, w.verb)
+		}
+		if w.paths != "" && (len(it.ChangedPaths) != 1 || it.ChangedPaths[0] != w.paths) {
+			t.Errorf("revision %d changed paths = %v, want [%s]", i, it.ChangedPaths, w.paths)
+		}
+	}
+}
+
+// TestAuditServerWrites: the garbage collector's deletions are recorded
+// as its service account's, with the removal as the diff.
+func TestAuditServerWrites(t *testing.T) {
+	env, path := startAudited(t, "")
+	a := newAPI(t, env)
+	owner := a.json("POST", cms, cm("owner", ""))
+	mustCode(t, "owner", owner, http.StatusCreated)
+	mustCode(t, "dependent", a.json("POST", cms, cm("dep", `,"ownerReferences":[`+ownerRef(t, owner, false)+`]`)), http.StatusCreated)
+	mustCode(t, "delete owner", a.json("DELETE", cms+"/owner", ""), http.StatusOK)
+	eventually5 := func(what string, f func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !f() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 10 s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	eventually5("the collector's record", func() bool { return len(completed(readEvents(t, path), "delete", "dep")) > 0 })
+	ev := completed(readEvents(t, path), "delete", "dep")[0]
+	if ev.User.Username != "system:serviceaccount:kube-system:generic-garbage-collector" {
+		t.Errorf("collector's delete recorded as %q", ev.User.Username)
+	}
+	if got := ev.Annotations[audit.PatchAnnotation]; got != `[{"op":"remove","path":""}]` {
+		t.Errorf("collector's delete patch = %s", got)
+	}
+}
+
+// TestAuditPolicy: levels per rule and omitStages as Kubernetes evaluates
+// them.
+func TestAuditPolicy(t *testing.T) {
+	policy := `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: None
+  resources: [{group: "", resources: ["configmaps"], resourceNames: ["quiet"]}]
+- level: RequestResponse
+  resources: [{group: "", resources: ["configmaps"]}]
+  omitManagedFields: true
+- level: Metadata
+`
+	env, path := startAudited(t, policy)
+	a := newAPI(t, env)
+	mustCode(t, "create loud", a.json("POST", cms, cm("loud", "")), http.StatusCreated)
+	mustCode(t, "get loud", a.json("GET", cms+"/loud", ""), http.StatusOK)
+	mustCode(t, "create quiet", a.json("POST", cms, cm("quiet", "")), http.StatusCreated)
+	mustCode(t, "patch quiet", a.do("PATCH", cms+"/quiet", "application/merge-patch+json", []byte(`{"data":{"a":"b"}}`)), http.StatusOK)
+	mustCode(t, "get ns", a.json("GET", "/api/v1/namespaces/default", ""), http.StatusOK)
+	// Reads' records go with the next write's fsync.
+	mustCode(t, "create flush", a.json("POST", cms, cm("flush", "")), http.StatusCreated)
+	evs := readEvents(t, path)
+	for _, ev := range evs {
+		if ev.Stage == auditv1.StageRequestReceived {
+			t.Errorf("a RequestReceived record despite omitStages: %s", ev.RequestURI)
+		}
+		if ev.ObjectRef != nil && ev.ObjectRef.Name == "quiet" && ev.Verb == "patch" {
+			t.Errorf("a record of the None-level patch: %+v", ev)
+		}
+	}
+	c := completed(evs, "create", "loud")
+	if len(c) != 1 || c[0].Level != auditv1.LevelRequestResponse || c[0].RequestObject == nil || c[0].ResponseObject == nil {
+		t.Fatalf("loud create records = %+v, want one at RequestResponse with bodies", c)
+	}
+	if g := completed(evs, "get", "loud"); len(g) != 1 || g[0].ResponseObject == nil || g[0].RequestObject != nil {
+		t.Errorf("loud get records = %+v, want one with the response only", g)
+	}
+	if strings.Contains(string(c[0].ResponseObject.Raw), "managedFields") {
+		t.Errorf("response recorded with managedFields despite omitManagedFields")
+	}
+	found := false
+	for _, ev := range evs {
+		if ev.ObjectRef != nil && ev.ObjectRef.Resource == "namespaces" && ev.Verb == "get" {
+			found = true
+			if ev.Level != auditv1.LevelMetadata || ev.ResponseObject != nil {
+				t.Errorf("namespace get at %s with response %v, want Metadata", ev.Level, ev.ResponseObject != nil)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no record of the namespace get")
+	}
+}
+
+// TestAuditCheckpoint: the head of the chain reaches etcd, and a log
+// rewritten from an earlier record on fails verification against it.
+func TestAuditCheckpoint(t *testing.T) {
+	env, path := startAudited(t, "")
+	a := newAPI(t, env)
+	for i := range 5 {
+		mustCode(t, "create", a.json("POST", cms, cm(fmt.Sprintf("c%d", i), "")), http.StatusCreated)
+	}
+	key := audit.CheckpointKey(path)
+	cli, err := etcd.NewClient(etcd.ClientConfig{Endpoints: []string{env.EtcdEndpoint}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	store, err := etcd.New(cli, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cp audit.Checkpoint
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := audit.ReadCheckpoint(t.Context(), store, key)
+		if err == nil && c.Seq >= 10 {
+			cp = c
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint of 10 records within 5 s: %+v %v", c, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := audit.Verify([]string{path}, &cp); err != nil {
+		t.Fatalf("Verify = %v", err)
+	}
+}
+
+// TestAuditStagesAndImpersonation: a watch records ResponseStarted
+// before ResponseComplete; an impersonated request records the sender as
+// user and the impersonated user beside it.
+func TestAuditStagesAndImpersonation(t *testing.T) {
+	env, path := startAudited(t, "")
+	a := newAPI(t, env)
+	mustCode(t, "watch", a.json("GET", cms+"?watch=1&timeoutSeconds=1", ""), http.StatusOK)
+	req, _ := http.NewRequest("POST", env.Config.Host+cms, strings.NewReader(cm("as-alice", "")))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Impersonate-User", "alice")
+	resp, err := a.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("Audit-ID") == "" {
+		t.Errorf("create as alice = %d (Audit-ID %q), want 403 with an Audit-ID", resp.StatusCode, resp.Header.Get("Audit-ID"))
+	}
+	var stages []auditv1.Stage
+	var imp *auditv1.Event
+	for _, ev := range readEvents(t, path) {
+		if ev.Verb == "watch" {
+			stages = append(stages, ev.Stage)
+		}
+		if ev.Verb == "create" && ev.Stage == auditv1.StageResponseComplete {
+			imp = &ev
+		}
+	}
+	if want := []auditv1.Stage{auditv1.StageRequestReceived, auditv1.StageResponseStarted, auditv1.StageResponseComplete}; !slices.Equal(stages, want) {
+		t.Errorf("watch stages = %v, want %v", stages, want)
+	}
+	if imp == nil || imp.User.Username != "admin" || imp.ImpersonatedUser == nil || imp.ImpersonatedUser.Username != "alice" ||
+		imp.ResponseStatus.Code != 403 || imp.Annotations["authorization.k8s.io/decision"] != "forbid" {
+		t.Errorf("impersonated create's record = %+v", imp)
+	}
+}
