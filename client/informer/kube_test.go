@@ -18,9 +18,10 @@ import (
 	"github.com/objwatch/objwatch/client/informer"
 )
 
-// kubeREST returns a REST for the reference kube-apiserver's user (admin
-// or alice), or skips the test when it does not run (see
-// /work/shared/reference/kube/README.md).
+// kubeREST returns a REST for a user (admin or alice) of a real
+// kube-apiserver run beside the tests, whose kubeconfigs are in
+// $KAS_DIR/run/USER.kubeconfig (default $TMPDIR/kube-apiserver-ref), or
+// skips the test when none runs.
 func kubeREST(t *testing.T, user string) *client.REST {
 	t.Helper()
 	dir := os.Getenv("KAS_DIR")

@@ -119,8 +119,9 @@ func TestInterop(t *testing.T) {
 	}
 }
 
-// TestInteropKube is TestInterop against the reference kube-apiserver,
-// when it runs (see /work/shared/reference/kube/README.md).
+// TestInteropKube is TestInterop against a real kube-apiserver run beside
+// the tests (its admin kubeconfig in $KAS_DIR/run/, default
+// $TMPDIR/kube-apiserver-ref), skipped when none runs.
 func TestInteropKube(t *testing.T) {
 	dir := os.Getenv("KAS_DIR")
 	if dir == "" {
