@@ -122,7 +122,7 @@ func builtins() []*Resource {
 			Singular: "customresourcedefinition", Kind: "CustomResourceDefinition",
 			ShortNames: []string{"crd", "crds"}, Categories: []string{"api-extensions"}, Lifecycle: crdLifecycle,
 			Columns: []Column{createdAtColumn},
-			Status: true, Generation: true, PatchSchema: &apiextensionsv1.CustomResourceDefinition{},
+			Status:  true, Generation: true, PatchSchema: &apiextensionsv1.CustomResourceDefinition{},
 			Strategy: typed[apiextensionsv1.CustomResourceDefinition]{validate: validateCRD, prepare: prepareCRD},
 		},
 	}
