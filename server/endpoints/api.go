@@ -107,11 +107,11 @@ func (a *API) WithAuthentication(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/healthz", "/livez", "/readyz":
+		if isHealthPath(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
+		r = withInfo(r) // parsed once for authorization, audit and routing
 		u, err := a.cfg.Authenticator.AuthenticateRequest(r)
 		if err != nil {
 			if errors.Is(err, auth.ErrNoCredentials) && (r.URL.Path == "/version" || r.URL.Path == "/version/") {
@@ -161,6 +161,16 @@ func (a *API) WithRecovery(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// isHealthPath reports whether path is a health check, which is served
+// without authentication and not audited.
+func isHealthPath(path string) bool {
+	switch path {
+	case "/healthz", "/livez", "/readyz":
+		return true
+	}
+	return false
 }
 
 // limitInFlight takes a slot for a read or mutating request; it returns

@@ -39,8 +39,7 @@ func (a *API) WithAudit(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/healthz", "/livez", "/readyz":
+		if isHealthPath(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -111,7 +110,7 @@ func withImpersonator(ctx context.Context, sender, as auth.User) context.Context
 
 // auditAttributes are what the policy matches r on.
 func auditAttributes(r *http.Request) (a audit.Attributes, mutating, watch bool) {
-	info, ok := parseResourcePath(r)
+	info, ok := resourceInfo(r)
 	if !ok {
 		return audit.Attributes{Verb: strings.ToLower(r.Method), Path: r.URL.Path}, false, false
 	}

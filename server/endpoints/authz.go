@@ -11,7 +11,7 @@ import (
 // it: a resource request's verb, group, resource, subresource, namespace
 // and name, or the path and lower-case method of any other request.
 func authzAttributes(r *http.Request) auth.Attributes {
-	info, ok := parseResourcePath(r)
+	info, ok := resourceInfo(r)
 	if !ok {
 		return auth.Attributes{Verb: strings.ToLower(r.Method), Path: r.URL.Path}
 	}

@@ -136,7 +136,7 @@ func (a *API) Resources(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	default:
-		if info, ok := parseResourcePath(r); ok {
+		if info, ok := resourceInfo(r); ok {
 			a.serveResource(w, r, info)
 			return
 		}

@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
@@ -16,6 +17,30 @@ type requestInfo struct {
 	verb        string
 	// namespaceSet: the URL had /namespaces/<ns>/ before the resource.
 	namespaceSet bool
+}
+
+type infoKey struct{}
+
+// parsed is a request's parsed path, kept in its context (withInfo).
+type parsed struct {
+	info requestInfo
+	ok   bool
+}
+
+// withInfo parses r's path once for the whole chain of filters and the
+// router (resourceInfo reads it back).
+func withInfo(r *http.Request) *http.Request {
+	info, ok := parseResourcePath(r)
+	return r.WithContext(context.WithValue(r.Context(), infoKey{}, &parsed{info, ok}))
+}
+
+// resourceInfo is parseResourcePath's answer for r, parsed once per
+// request when a filter called withInfo.
+func resourceInfo(r *http.Request) (requestInfo, bool) {
+	if p, ok := r.Context().Value(infoKey{}).(*parsed); ok {
+		return p.info, p.ok
+	}
+	return parseResourcePath(r)
 }
 
 // parseResourcePath parses /api/v1/... and /apis/<group>/<version>/...
