@@ -2,6 +2,7 @@ package audit
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -175,19 +176,20 @@ func appendStrings(b []byte, ss []string) []byte {
 }
 
 func appendStringMap(b []byte, m map[string]string) []byte {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	return appendObject(b, m, appendString)
+}
+
+// appendObject appends m as a JSON object, keys sorted as encoding/json
+// sorts them, each value with value.
+func appendObject[V any](b []byte, m map[string]V, value func([]byte, V) []byte) []byte {
 	b = append(b, '{')
-	for i, k := range keys {
+	for i, k := range slices.Sorted(maps.Keys(m)) {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = appendString(b, k)
 		b = append(b, ':')
-		b = appendString(b, m[k])
+		b = value(b, m[k])
 	}
 	return append(b, '}')
 }
@@ -263,21 +265,7 @@ func appendValue(b []byte, v any) []byte {
 	case float64:
 		return appendFloat(b, v)
 	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		b = append(b, '{')
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, k)
-			b = append(b, ':')
-			b = appendValue(b, v[k])
-		}
-		return append(b, '}')
+		return appendObject(b, v, appendValue)
 	case []any:
 		b = append(b, '[')
 		for i, e := range v {
