@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/bits"
 	"reflect"
@@ -306,4 +307,20 @@ func (h *hasher) hashStruct(n node, live uint64, depth int) (uint64, error) {
 	}
 	h.buf = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(append(h.buf, 'o'), count), sum)
 	return xxhash.Sum64(h.buf[start:]), nil
+}
+
+// WithoutNoise returns obj without the metadata fields every write changes
+// without changing the object (resourceVersion, managedFields), sharing
+// everything else with obj: what a diff of two stored states compares.
+func WithoutNoise(obj map[string]any) map[string]any {
+	md, ok := obj["metadata"].(map[string]any)
+	if !ok {
+		return obj
+	}
+	out := maps.Clone(obj)
+	md = maps.Clone(md)
+	delete(md, "resourceVersion")
+	delete(md, "managedFields")
+	out["metadata"] = md
+	return out
 }

@@ -16,8 +16,9 @@ import (
 
 // historyCmd is `objwatch history`.
 type historyCmd struct {
-	kubeconfig, context, namespace, output string
-	noColor                                bool
+	target
+	output  string
+	noColor bool
 }
 
 func newHistoryCommand() *cobra.Command {
@@ -45,9 +46,7 @@ Revisions etcd has compacted away are reported, not skipped silently:
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&h.kubeconfig, "kubeconfig", "", "kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)")
-	f.StringVar(&h.context, "context", "", "kubeconfig context (default: the current one)")
-	f.StringVarP(&h.namespace, "namespace", "n", "", "namespace (default: the context's, else default)")
+	h.target.addFlags(f)
 	f.StringVarP(&h.output, "output", "o", "", "output format: text (default) or json")
 	f.BoolVar(&h.noColor, "no-color", false, "never use colours")
 	return cmd
@@ -143,11 +142,11 @@ func (h *historyCmd) run(ctx context.Context, out io.Writer, resource, name stri
 		fmt.Fprintln(out, p.paint(ansiBold, header))
 		switch {
 		case i == 0 && !hist.Complete:
-			for _, c := range change.Between(map[string]any{}, withoutNoise(it.Object)).Changes() {
+			for _, c := range change.Between(map[string]any{}, change.WithoutNoise(it.Object)).Changes() {
 				fmt.Fprintln(out, p.changeLine(c))
 			}
 		case i > 0:
-			for _, c := range change.Between(withoutNoise(prev), withoutNoise(it.Object)).Changes() {
+			for _, c := range change.Between(change.WithoutNoise(prev), change.WithoutNoise(it.Object)).Changes() {
 				fmt.Fprintln(out, p.changeLine(c))
 			}
 		}

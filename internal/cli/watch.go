@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -27,14 +28,13 @@ import (
 // watchCmd is `objwatch watch`. Its fields are the flags plus hooks tests
 // replace.
 type watchCmd struct {
-	kubeconfig, context string
-	namespace           string
-	allNamespaces       bool
-	selector            string
-	fields              []string
-	diff                bool
-	output              string
-	noColor             bool
+	target
+	allNamespaces bool
+	selector      string
+	fields        []string
+	diff          bool
+	output        string
+	noColor       bool
 
 	now  func() time.Time                          // event times
 	wrap func(http.RoundTripper) http.RoundTripper // tests cut connections
@@ -96,9 +96,7 @@ change is missed or shown twice.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&w.kubeconfig, "kubeconfig", "", "kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)")
-	f.StringVar(&w.context, "context", "", "kubeconfig context (default: the current one)")
-	f.StringVarP(&w.namespace, "namespace", "n", "", "namespace (default: the context's, else default)")
+	w.target.addFlags(f)
 	f.BoolVarP(&w.allNamespaces, "all-namespaces", "A", false, "watch all namespaces")
 	f.StringVarP(&w.selector, "selector", "l", "", "label selector")
 	f.StringSliceVar(&w.fields, "fields", nil, "show only updates that changed one of these paths (comma-separated patterns)")
@@ -344,7 +342,7 @@ func plural(n int, what string) string {
 
 // modified prints an update unless --fields filters it out.
 func (r *watchRun) modified(old, obj *unstructured.Unstructured) {
-	d := change.Between(withoutNoise(old.Object), withoutNoise(obj.Object))
+	d := change.Between(change.WithoutNoise(old.Object), change.WithoutNoise(obj.Object))
 	var changes []change.Change
 	if r.filter != nil {
 		if !r.filter.Match(d) {
@@ -355,21 +353,6 @@ func (r *watchRun) modified(old, obj *unstructured.Unstructured) {
 		changes = d.Changes()
 	}
 	r.event(client.Modified, obj, changes)
-}
-
-// withoutNoise returns obj without the metadata fields every write changes,
-// sharing everything else.
-func withoutNoise(obj map[string]any) map[string]any {
-	md, ok := obj["metadata"].(map[string]any)
-	if !ok {
-		return obj
-	}
-	out := maps.Clone(obj)
-	md = maps.Clone(md)
-	delete(md, "resourceVersion")
-	delete(md, "managedFields")
-	out["metadata"] = md
-	return out
 }
 
 type jsonChange struct {
@@ -524,6 +507,18 @@ func isTerminal(w io.Writer) bool {
 
 // restClient connects to the server of a kubeconfig and context (the
 // defaults when both are empty); wrap, if set, wraps its transport.
+// target is which server and namespace a client command talks to: the
+// kubectl-style --kubeconfig, --context and -n flags.
+type target struct {
+	kubeconfig, context, namespace string
+}
+
+func (t *target) addFlags(f *pflag.FlagSet) {
+	f.StringVar(&t.kubeconfig, "kubeconfig", "", "kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)")
+	f.StringVar(&t.context, "context", "", "kubeconfig context (default: the current one)")
+	f.StringVarP(&t.namespace, "namespace", "n", "", "namespace (default: the context's, else default)")
+}
+
 func restClient(kubeconfig, context string, wrap func(http.RoundTripper) http.RoundTripper) (*client.REST, *client.Config, error) {
 	var (
 		cfg *client.Config

@@ -31,29 +31,12 @@ const (
 // emptyDiff is what a write that changed nothing records.
 var emptyDiff = []byte("[]")
 
-// noise are the metadata fields every write changes without changing the
-// object; diffs leave them out.
-var noise = []string{"resourceVersion", "managedFields"}
-
-// clean returns o's content without the noise fields, sharing the rest.
+// clean returns o's content without the noise fields (change.WithoutNoise).
 func clean(o *unstructured.Unstructured) map[string]any {
 	if o == nil {
 		return nil
 	}
-	out := make(map[string]any, len(o.Object))
-	for k, v := range o.Object {
-		out[k] = v
-	}
-	if md, ok := o.Object["metadata"].(map[string]any); ok {
-		m := make(map[string]any, len(md))
-		for k, v := range md {
-			if !slices.Contains(noise, k) {
-				m[k] = v
-			}
-		}
-		out["metadata"] = m
-	}
-	return out
+	return change.WithoutNoise(o.Object)
 }
 
 // Diff returns the JSON Patch and the changed paths, both as JSON text,
