@@ -22,8 +22,8 @@ import (
 
 // whyCmd is `objwatch why`: what keeps an object that is being deleted.
 type whyCmd struct {
-	kubeconfig, context, namespace string
-	now                            func() time.Time
+	target
+	now func() time.Time
 }
 
 func newWhyCommand() *cobra.Command {
@@ -49,9 +49,7 @@ this reads much more than kubectl get.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&w.kubeconfig, "kubeconfig", "", "kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster)")
-	f.StringVar(&w.context, "context", "", "kubeconfig context (default: the current one)")
-	f.StringVarP(&w.namespace, "namespace", "n", "", "namespace (default: the context's, else default)")
+	w.target.addFlags(f)
 	return cmd
 }
 

@@ -37,7 +37,7 @@ func (e *whyEnv) do(method, path, ctype, body string) {
 func (e *whyEnv) why(resource, name, ns string) string {
 	e.t.Helper()
 	var out bytes.Buffer
-	w := &whyCmd{kubeconfig: e.env.Kubeconfig, namespace: ns, now: time.Now}
+	w := &whyCmd{target: target{kubeconfig: e.env.Kubeconfig, namespace: ns}, now: time.Now}
 	if err := w.run(context.Background(), &out, resource, name); err != nil {
 		e.t.Fatalf("why %s %s: %v", resource, name, err)
 	}
