@@ -54,9 +54,19 @@ func TestServices(t *testing.T) {
 		t.Errorf("field selector spec.clusterIP = %s", r.body)
 	}
 
+	// Addresses the test asks for by name, never the one just allocated
+	// at random.
+	other := func(want string) string {
+		if want == ip {
+			return netip.MustParseAddr(want).Next().String()
+		}
+		return want
+	}
+	changed, fixed, sixty := other("10.0.0.77"), other("10.0.0.50"), other("10.0.0.60")
+
 	// Immutable; an update that leaves it out keeps it.
-	r = a.json("PUT", svcs+"/web", svc("web", `"clusterIP":"10.0.0.77",`+svcPorts))
-	if r.code != http.StatusUnprocessableEntity || !strings.Contains(r.status().Message, `spec.clusterIPs[0]: Invalid value: ["10.0.0.77"]: may not change once set`) {
+	r = a.json("PUT", svcs+"/web", svc("web", `"clusterIP":"`+changed+`",`+svcPorts))
+	if r.code != http.StatusUnprocessableEntity || !strings.Contains(r.status().Message, `spec.clusterIPs[0]: Invalid value: ["`+changed+`"]: may not change once set`) {
 		t.Errorf("update of clusterIP = %d %s, want 422", r.code, r.body)
 	}
 	r = a.json("PUT", svcs+"/web", svc("web", `"selector":{"app":"web2"},"ports":[{"port":80}]`))
@@ -65,11 +75,11 @@ func TestServices(t *testing.T) {
 	}
 
 	// A requested IP: in range, once.
-	if r := a.json("POST", svcs, svc("fixed", `"clusterIP":"10.0.0.50",`+svcPorts)); r.code != http.StatusCreated || clusterIP(t, r) != "10.0.0.50" {
+	if r := a.json("POST", svcs, svc("fixed", `"clusterIP":"`+fixed+`",`+svcPorts)); r.code != http.StatusCreated || clusterIP(t, r) != fixed {
 		t.Fatalf("create with clusterIP = %d %s", r.code, r.body)
 	}
 	for _, tc := range []struct{ ip, want string }{
-		{"10.0.0.50", "failed to allocate IP 10.0.0.50: provided IP is already allocated"},
+		{fixed, "failed to allocate IP " + fixed + ": provided IP is already allocated"},
 		{ip, "provided IP is already allocated"},
 		{"10.1.0.5", `Service "other" is invalid: spec.clusterIPs: Invalid value: ["10.1.0.5"]: failed to allocate IP 10.1.0.5: the provided network does not match the current range`},
 		{"10.0.0.255", "failed to allocate IP 10.0.0.255: the provided network does not match the current range"},
@@ -82,19 +92,19 @@ func TestServices(t *testing.T) {
 	}
 
 	// A create that fails after the allocation frees it.
-	if r := a.json("POST", svcs, svc("fixed", `"clusterIP":"10.0.0.60",`+svcPorts)); r.code != http.StatusConflict {
+	if r := a.json("POST", svcs, svc("fixed", `"clusterIP":"`+sixty+`",`+svcPorts)); r.code != http.StatusConflict {
 		t.Fatalf("create of an existing name = %d %s, want 409", r.code, r.body)
 	}
-	if r := a.json("POST", svcs, svc("sixty", `"clusterIP":"10.0.0.60",`+svcPorts)); r.code != http.StatusCreated {
-		t.Errorf("10.0.0.60 after a failed create = %d %s, want it free", r.code, r.body)
+	if r := a.json("POST", svcs, svc("sixty", `"clusterIP":"`+sixty+`",`+svcPorts)); r.code != http.StatusCreated {
+		t.Errorf("%s after a failed create = %d %s, want it free", sixty, r.code, r.body)
 	}
 
 	// Freed on delete.
 	if r := a.json("DELETE", svcs+"/fixed", ""); r.code != 200 {
 		t.Fatalf("delete = %d %s", r.code, r.body)
 	}
-	if r := a.json("POST", svcs, svc("again", `"clusterIP":"10.0.0.50",`+svcPorts)); r.code != http.StatusCreated {
-		t.Errorf("10.0.0.50 after its service was deleted = %d %s, want it free", r.code, r.body)
+	if r := a.json("POST", svcs, svc("again", `"clusterIP":"`+fixed+`",`+svcPorts)); r.code != http.StatusCreated {
+		t.Errorf("%s after its service was deleted = %d %s, want it free", fixed, r.code, r.body)
 	}
 
 	// Headless and ExternalName services get no cluster IP.
