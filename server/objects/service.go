@@ -11,16 +11,22 @@
 //
 // # Where the rest of the server plugs in
 //
-// Three named places, each a field of Hooks, run synchronously inside the
+// Five named places, each a field of Hooks, run synchronously inside the
 // request, in this order:
 //
 //   - Authorize: the one authorization point. Every method calls it first
 //     with the Request, which carries the authenticated user.
+//   - Mutate: mutating admission, on every create and update attempt
+//     (an Attempt), after managedFields are recorded and before the
+//     object is prepared, defaulted and validated. Admission policies and
+//     webhooks plug in here.
 //   - Admit: after defaulting and validation, before the write; it may
 //     refuse the write, or take something the write needs (a Service's
-//     cluster IP) and give back how to undo it. Namespace lifecycle and
-//     cluster IP allocation plug in here; admission webhooks and policies
-//     will.
+//     cluster IP) and give back how to undo it. Namespace lifecycle, RBAC
+//     escalation checks and cluster IP allocation plug in here.
+//   - Validate: validating admission, after Admit, on every create,
+//     update and delete attempt. Admission policies and webhooks plug in
+//     here.
 //   - Written: after every successful write, with the stored old and new
 //     object (old nil for a create, new nil for a completed deletion).
 //     Deletion-started bookkeeping and IP release plug in here; audit
@@ -129,6 +135,16 @@ type Hooks struct {
 	// called: no hook takes anything for one yet). Admit runs for dry
 	// runs too (req.DryRun): it must take nothing then.
 	Admit []func(ctx context.Context, req *Request, obj, old *unstructured.Unstructured) (undo func(), err error)
+	// Mutate run in order on every create and update attempt, after the
+	// change is recorded in managedFields and before the object is
+	// prepared, defaulted and validated (mutating admission: policies,
+	// then webhooks). They may change a.Object; an error refuses the
+	// write. They run for dry runs too (a.Request.DryRun).
+	Mutate []func(ctx context.Context, a *Attempt) error
+	// Validate run in order after Admit on every create, update and
+	// delete attempt (validating admission: policies, then webhooks);
+	// they must not change the object. An error refuses the write.
+	Validate []func(ctx context.Context, a *Attempt) error
 	// Written run in order after every successful write.
 	Written []func(ctx context.Context, w Write)
 	// Review answers a create of a Review resource (req.Resource.Review)
@@ -304,11 +320,12 @@ func (s *Service) authorize(ctx context.Context, req *Request) error {
 	return s.cfg.Hooks.Authorize(ctx, req)
 }
 
-// admit runs Hooks.Admit; the undos release what the hooks took.
-func (s *Service) admit(ctx context.Context, req *Request, obj, old *unstructured.Unstructured) (undos, error) {
+// admit runs Hooks.Admit, then Hooks.Validate, on a's object; the undos
+// release what the hooks took.
+func (s *Service) admit(ctx context.Context, a *Attempt) (undos, error) {
 	var us undos
 	for _, h := range s.cfg.Hooks.Admit {
-		u, err := h(ctx, req, obj, old)
+		u, err := h(ctx, a.Request, a.Object, a.Old)
 		if err != nil {
 			us.run()
 			return nil, err
@@ -316,6 +333,10 @@ func (s *Service) admit(ctx context.Context, req *Request, obj, old *unstructure
 		if u != nil {
 			us = append(us, u)
 		}
+	}
+	if err := s.validate(ctx, a); err != nil {
+		us.run()
+		return nil, err
 	}
 	return us, nil
 }

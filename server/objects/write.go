@@ -66,26 +66,33 @@ func (s *Service) Create(ctx context.Context, req *Request, obj *unstructured.Un
 // its managedFields (an apply's object has them already).
 func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Unstructured, opts WriteOptions, track bool) (Result, error) {
 	res := req.Resource
+	if fm := s.cfg.Fields; fm != nil && track {
+		// As kube-apiserver: before admission and the strategy.
+		obj = fm.Update(res, "", nil, obj, opts.FieldManager)
+	}
+	a := &Attempt{Request: req, Operation: OpCreate, Object: obj, Options: opts}
+	if err := s.mutate(ctx, a); err != nil {
+		return Result{Warnings: a.warnings}, err
+	}
+	obj = a.Object
 	if obj.GetName() == "" && obj.GetGenerateName() != "" {
 		obj.SetName(obj.GetGenerateName() + rand.String(5))
 	}
 	if obj.GetName() == "" {
-		return Result{}, apistatus.Invalid(res.GVK().GroupKind(), "", field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
-	}
-	if fm := s.cfg.Fields; fm != nil && track {
-		// As kube-apiserver: before the strategy prepares the object.
-		obj = fm.Update(res, "", nil, obj, opts.FieldManager)
+		return Result{Warnings: a.warnings}, apistatus.Invalid(res.GVK().GroupKind(), "", field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
 	}
 	prepareCreate(obj, res)
 	warnings, err := normalize(res, obj, nil, opts)
-	out := Result{Warnings: warnings}
+	out := Result{Warnings: append(a.warnings, warnings...)}
 	if err != nil {
 		return out, err
 	}
 	if errs := res.Strategy.Validate(obj.Object, nil); len(errs) > 0 {
 		return out, apistatus.Invalid(res.GVK().GroupKind(), obj.GetName(), errs)
 	}
-	undo, err := s.admit(ctx, req, obj, nil)
+	n := len(a.warnings)
+	undo, err := s.admit(ctx, a)
+	out.Warnings = append(out.Warnings, a.warnings[n:]...)
 	if err != nil {
 		return out, err
 	}
@@ -105,7 +112,7 @@ func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Un
 	if err != nil {
 		hints.drop(key, b)
 		undo.run()
-		return Result{Warnings: warnings}, apistatus.Storage(err, gr(res), obj.GetName())
+		return Result{Warnings: out.Warnings}, apistatus.Storage(err, gr(res), obj.GetName())
 	}
 	obj.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
 	if res.StoredAs == nil {
@@ -225,11 +232,15 @@ func (s *Service) guaranteedUpdate(ctx context.Context, req *Request, opts Write
 		if err != nil {
 			return nil, nil, err
 		}
-		obj, pinned, warnings, err := updated(req, opts, mutate, track, cur)
+		a := &Attempt{Request: req, Operation: OpUpdate, Old: cur, Options: opts}
+		obj, pinned, warnings, err := s.updated(ctx, a, mutate, track)
 		if err == nil {
 			// Nothing admitted for an update is undone yet: no hook
 			// takes anything for one.
-			_, err = s.admit(ctx, req, obj, cur)
+			a.Object = obj
+			n := len(a.warnings)
+			_, err = s.admit(ctx, a)
+			warnings = append(warnings, a.warnings[n:]...)
 		}
 		if err != nil {
 			if g.retry() {
@@ -293,7 +304,11 @@ func (s *Service) guaranteedUpdate(ctx context.Context, req *Request, opts Write
 // would write (its resourceVersion cur's), whether the request pinned a
 // resourceVersion, or why the update fails: a mutation, precondition, name,
 // defaulting or validation error.
-func updated(req *Request, opts WriteOptions, mutate Mutation, track func(cur, obj *unstructured.Unstructured) *unstructured.Unstructured, cur *unstructured.Unstructured) (obj *unstructured.Unstructured, pinned bool, warnings []string, err error) {
+//
+// Mutating admission (Hooks.Mutate) runs on a, whose Old is cur, between
+// the managedFields record and the preparation, as in kube-apiserver.
+func (s *Service) updated(ctx context.Context, a *Attempt, mutate Mutation, track func(cur, obj *unstructured.Unstructured) *unstructured.Unstructured) (obj *unstructured.Unstructured, pinned bool, warnings []string, err error) {
+	req, opts, cur := a.Request, a.Options, a.Old
 	res := req.Resource
 	if obj, err = mutate(cur.DeepCopy()); err != nil {
 		return nil, false, nil, err
@@ -308,9 +323,16 @@ func updated(req *Request, opts WriteOptions, mutate Mutation, track func(cur, o
 	// The write is conditional on the revision read.
 	obj.SetResourceVersion(cur.GetResourceVersion())
 	if track != nil {
-		// As kube-apiserver: before the strategy prepares the object,
-		// and what it records survives a status update's reset to cur.
+		// As kube-apiserver: before admission and the strategy, and what
+		// it records survives a status update's reset to cur.
 		obj = track(cur, obj)
+	}
+	a.Object = obj
+	if err = s.mutate(ctx, a); err != nil {
+		return nil, pinned, a.warnings, err
+	}
+	obj = a.Object
+	if track != nil {
 		mf, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "managedFields")
 		prepareUpdate(obj, cur, res, req.Subresource)
 		if found {
@@ -321,8 +343,10 @@ func updated(req *Request, opts WriteOptions, mutate Mutation, track func(cur, o
 	} else {
 		prepareUpdate(obj, cur, res, req.Subresource)
 	}
-	if warnings, err = normalize(res, obj, cur, opts); err != nil {
-		return nil, pinned, nil, err
+	warnings, err = normalize(res, obj, cur, opts)
+	warnings = append(a.warnings, warnings...)
+	if err != nil {
+		return nil, pinned, warnings, err
 	}
 	validate := res.Strategy.Validate
 	if p, ok := res.Strategy.(registry.Preparer); ok && req.Subresource == "status" {
@@ -434,6 +458,11 @@ func (s *Service) deleteObject(ctx context.Context, req *Request, opts *metav1.D
 			if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
 				return Result{}, &PreconditionError{StatusError: apierrors.NewConflict(gr(res), name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))}
 			}
+		}
+		// Validating admission sees every attempt, as in kube-apiserver,
+		// even one that then changes nothing.
+		if err := s.validate(ctx, &Attempt{Request: req, Operation: OpDelete, Old: cur, Delete: opts}); err != nil {
+			return Result{}, err
 		}
 		finalizers := deletionFinalizers(cur.GetFinalizers(), opts)
 		deleting := cur.GetDeletionTimestamp() != nil
