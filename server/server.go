@@ -65,6 +65,7 @@ import (
 	"github.com/objwatch/objwatch/server/openapi"
 	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/server/watchstream"
+	"github.com/objwatch/objwatch/server/webhook"
 	"github.com/objwatch/objwatch/storage"
 )
 
@@ -234,7 +235,10 @@ type Server struct {
 	openapi   *openapi.Docs
 	pacer     *watchstream.Pacer
 	audit     *audit.Log // nil: no audit log
-	mux       *http.ServeMux
+	// webhooks calls admission and conversion webhooks; Services are
+	// resolved by the lifecycle (ExternalName only).
+	webhooks *webhook.Client
+	mux      *http.ServeMux
 
 	// stopping ends when Run returns; watches end with it.
 	stopping context.Context
@@ -266,6 +270,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	s.webhooks = webhook.New(s.lifecycle.ResolveService)
 	hooks := s.access.Hooks()
 	lh := s.lifecycle.Hooks()
 	hooks.Admit, hooks.Written = append(hooks.Admit, lh.Admit...), lh.Written
@@ -338,6 +343,7 @@ func (s *Server) Run(ctx context.Context) error {
 		defer func() { stopAudit(); <-auditDone }()
 	}
 	defer s.objects.Close()
+	defer s.webhooks.Close()
 	defer s.stop()
 	pacerCtx, stopPacer := context.WithCancel(ctx)
 	pacerDone := make(chan struct{})

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/netip"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -307,4 +309,22 @@ func (l *Lifecycle) bootstrapKubernetesService(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// ResolveService is the webhook.Resolver of the server's webhooks: objwatch
+// runs no cluster network, so a webhook's Service must be of type
+// ExternalName, naming a host the server can reach; the port is the one
+// the webhook configuration asks for.
+func (l *Lifecycle) ResolveService(ctx context.Context, namespace, name string, port int32) (string, error) {
+	res, _ := l.registry.Get(schema.GroupVersionResource{Version: "v1", Resource: "services"})
+	svc, err := l.objects.Get(ctx, &objects.Request{Verb: "get", Resource: res, Namespace: namespace, Name: name}, nil)
+	if err != nil {
+		return "", err
+	}
+	typ, _, _ := unstructured.NestedString(svc.Object, "spec", "type")
+	host, _, _ := unstructured.NestedString(svc.Object, "spec", "externalName")
+	if typ != "ExternalName" || host == "" {
+		return "", fmt.Errorf("service %s/%s is of type %s: objwatch reaches webhook services of type ExternalName only (spec.externalName: a host this server can reach)", namespace, name, typ)
+	}
+	return net.JoinHostPort(host, strconv.Itoa(int(port))), nil
 }
