@@ -274,7 +274,7 @@ func New(cfg Config) (*Server, error) {
 	hooks := s.access.Hooks()
 	lh := s.lifecycle.Hooks()
 	hooks.Admit, hooks.Written = append(hooks.Admit, lh.Admit...), lh.Written
-	fm, err := fields.New(fields.Config{Registry: s.registry, BuiltinModels: func() (map[string]*spec.Schema, error) {
+	fm, err := fields.New(fields.Config{Registry: s.registry, Verify: cfg.Verify, BuiltinModels: func() (map[string]*spec.Schema, error) {
 		return openapi.BuiltinModels(s.registry)
 	}})
 	if err != nil {

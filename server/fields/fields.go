@@ -35,10 +35,13 @@
 package fields
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
+	"time"
 
 	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -64,6 +67,9 @@ type Config struct {
 	// types, keyed by model name and tagged with
 	// x-kubernetes-group-version-kind. Required.
 	BuiltinModels func() (map[string]*spec.Schema, error)
+	// Verify checks every shortcut (fastUpdate) against the field
+	// manager's answer and panics where they differ: for tests.
+	Verify bool
 }
 
 // Manager keeps the managed fields of every served resource. Create it
@@ -128,12 +134,60 @@ func (m *Manager) Update(res *registry.Resource, subresource string, live, obj *
 	}
 	if live == nil {
 		live = empty(res)
+	} else if mf, ok := fastUpdate(resetOf(res, subresource), subresource, live, obj, manager, time.Now()); ok {
+		if m.cfg.Verify {
+			verifyFast(fm, live, obj, manager, mf)
+		}
+		obj.Object["metadata"].(map[string]any)["managedFields"] = mf
+		return obj
 	}
 	out, ok := fm.UpdateNoErrors(live, obj, manager).(*unstructured.Unstructured)
 	if !ok {
 		return obj
 	}
 	return out
+}
+
+// resetOf is the top-level field a subresource's writes leave alone (the
+// reset fields of build): status for the main resource when status is a
+// subresource, spec for /status.
+func resetOf(res *registry.Resource, subresource string) string {
+	switch {
+	case subresource == "status":
+		return "spec"
+	case res.Status:
+		return "status"
+	}
+	return ""
+}
+
+// verifyFast panics unless the field manager, given the same update,
+// records what fastUpdate did (entry times aside: they are stamped with
+// the clock).
+func verifyFast(fm *managedfields.FieldManager, live, obj *unstructured.Unstructured, manager string, fast []any) {
+	out, ok := fm.UpdateNoErrors(live.DeepCopy(), obj.DeepCopy(), manager).(*unstructured.Unstructured)
+	if !ok {
+		panic("fields: the field manager returned no unstructured object")
+	}
+	want, _ := managedFieldsOf(out)
+	strip := func(es []any) []string {
+		var s []string
+		for _, e := range es {
+			c := map[string]any{}
+			for k, v := range e.(map[string]any) {
+				if k != "time" {
+					c[k] = v
+				}
+			}
+			b, _ := json.Marshal(c)
+			s = append(s, string(b))
+		}
+		slices.Sort(s)
+		return s
+	}
+	if a, b := strip(fast), strip(want); !slices.Equal(a, b) {
+		panic(fmt.Sprintf("fields: fastUpdate of %s/%s by %s differs from the field manager's:\nfast %s\nwant %s", obj.GetNamespace(), obj.GetName(), manager, a, b))
+	}
 }
 
 // Apply merges patch, manager's applied configuration, into live (nil when
