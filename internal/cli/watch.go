@@ -79,9 +79,11 @@ after which the changes the relist found are printed as events.
 -o json prints one JSON object per event and line instead:
 
   {"type":"MODIFIED","namespace":"default","name":"w1","resourceVersion":"1234",
-   "time":"2006-01-02T15:04:05.000Z","changes":[{"path":"spec.size","op":"replace","old":3,"new":4}]}
+   "time":"2006-01-02T15:04:05.000Z","changes":[{"path":"spec.size","op":"replace","old":3,"new":4}],
+   "patch":[{"op":"replace","path":"/spec/size","value":4}]}
 
-with changes only for MODIFIED; notes then go to stderr.
+with changes and patch (RFC 6902, JSON-pointer paths, as in the audit records) only
+for MODIFIED; notes then go to stderr.
 
 --fields PATHS shows only updates that changed one of the paths (patterns with
 wildcards: spec.replicas, metadata.labels.*, spec.containers[*].image); other
@@ -245,13 +247,13 @@ func (r *watchRun) watch(ctx context.Context) (progress bool, err error) {
 				r.modified(old, obj)
 			} else {
 				if old != nil {
-					r.event(client.Deleted, old, nil)
+					r.event(client.Deleted, old, nil, nil)
 				}
-				r.event(client.Added, obj, nil)
+				r.event(client.Added, obj, nil, nil)
 			}
 		case client.Deleted:
 			delete(r.cache, keyOf(obj))
-			r.event(client.Deleted, obj, nil)
+			r.event(client.Deleted, obj, nil, nil)
 		}
 		r.rv = obj.GetResourceVersion()
 	}
@@ -299,7 +301,7 @@ func (r *watchRun) relist(ctx context.Context) error {
 		if e.typ == client.Modified {
 			r.modified(e.old, e.obj)
 		} else {
-			r.event(e.typ, e.obj, nil)
+			r.event(e.typ, e.obj, nil, nil)
 		}
 	}
 	return nil
@@ -352,7 +354,7 @@ func (r *watchRun) modified(old, obj *unstructured.Unstructured) {
 	} else {
 		changes = d.Changes()
 	}
-	r.event(client.Modified, obj, changes)
+	r.event(client.Modified, obj, changes, d.Patch())
 }
 
 type jsonChange struct {
@@ -369,6 +371,8 @@ type jsonEvent struct {
 	ResourceVersion string           `json:"resourceVersion"`
 	Time            string           `json:"time"`
 	Changes         []jsonChange     `json:"changes,omitempty"`
+	// Patch is the RFC 6902 JSON Patch of a MODIFIED event.
+	Patch []change.Operation `json:"patch,omitempty"`
 }
 
 const (
@@ -381,7 +385,11 @@ const (
 
 // event prints one event; changes are printed only with --diff (text) or
 // for MODIFIED (json).
-func (r *watchRun) event(typ client.EventType, obj *unstructured.Unstructured, changes []change.Change) {
+//
+// patch is, for MODIFIED, the RFC 6902 JSON Patch from the previous
+// object to obj (noise left out, as the audit records have it); json
+// output carries it beside the changes.
+func (r *watchRun) event(typ client.EventType, obj *unstructured.Unstructured, changes []change.Change, patch []change.Operation) {
 	now := r.now()
 	if r.output == "json" {
 		e := jsonEvent{
@@ -389,6 +397,10 @@ func (r *watchRun) event(typ client.EventType, obj *unstructured.Unstructured, c
 			ResourceVersion: obj.GetResourceVersion(), Time: now.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
 		}
 		if typ == client.Modified {
+			e.Patch = patch
+			if e.Patch == nil {
+				e.Patch = []change.Operation{}
+			}
 			e.Changes = make([]jsonChange, 0, len(changes))
 			for _, c := range changes {
 				jc := jsonChange{Path: c.Path.String(), Op: c.Op}
