@@ -374,3 +374,34 @@ func TestAuditStagesAndImpersonation(t *testing.T) {
 		t.Errorf("impersonated create's record = %+v", imp)
 	}
 }
+
+// TestAuditUnauthenticated: a request no authenticator recognises is
+// recorded as kube-apiserver records it: once, at ResponseStarted, with
+// no user and a 401 naming the credentials tried.
+func TestAuditUnauthenticated(t *testing.T) {
+	env, path := startAudited(t, "")
+	if r := tokenAPI(t, env, "not-a-token").json("GET", cms, ""); r.code != http.StatusUnauthorized {
+		t.Fatalf("bad token = %d, want 401", r.code)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var got []auditv1.Event
+		for _, ev := range readEvents(t, path) {
+			if ev.ResponseStatus != nil && ev.ResponseStatus.Code == http.StatusUnauthorized {
+				got = append(got, ev)
+			}
+		}
+		if len(got) == 1 {
+			ev := got[0]
+			if ev.Stage != auditv1.StageResponseStarted || ev.User.Username != "" || ev.Verb != "list" ||
+				ev.ResponseStatus.Message != "Authentication failed, attempted: bearer" || ev.ObjectRef == nil || ev.ObjectRef.Resource != "configmaps" {
+				t.Fatalf("401 record = %+v, want stage ResponseStarted, no user, list configmaps, kube-apiserver's message", ev)
+			}
+			return
+		}
+		if len(got) > 1 || time.Now().After(deadline) {
+			t.Fatalf("%d records of the 401, want 1", len(got))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -129,6 +129,42 @@ func (r *Record) Stage(stage auditv1.Stage) {
 	r.log.append(&ev, false)
 }
 
+// Unauthenticated writes the record of a request no authenticator
+// recognised, as kube-apiserver does: one record, at stage
+// ResponseStarted, with no user and a 401 whose message names the
+// credentials that were tried (AuthenticationFailure).
+func (r *Record) Unauthenticated(h *http.Request) {
+	if r.decision.omits(auditv1.StageResponseStarted) {
+		return
+	}
+	ev := r.ev
+	ev.Stage, ev.StageTimestamp = auditv1.StageResponseStarted, metav1.NewMicroTime(time.Now())
+	ev.ResponseStatus = &metav1.Status{Code: http.StatusUnauthorized, Message: AuthenticationFailure(h)}
+	r.log.append(&ev, false)
+}
+
+// AuthenticationFailure is kube-apiserver's account of a request's failed
+// authentication: the kinds of credentials it carried.
+func AuthenticationFailure(h *http.Request) string {
+	var tried []string
+	if _, _, ok := h.BasicAuth(); ok {
+		tried = append(tried, "basic")
+	}
+	if f := strings.Fields(h.Header.Get("Authorization")); len(f) > 1 && strings.EqualFold(f[0], "bearer") {
+		tried = append(tried, "bearer")
+	}
+	if strings.TrimSpace(h.URL.Query().Get("access_token")) != "" {
+		tried = append(tried, "access_token")
+	}
+	if h.TLS != nil && len(h.TLS.PeerCertificates) > 0 {
+		tried = append(tried, "x509")
+	}
+	if len(tried) == 0 {
+		return "Authentication failed, no credentials provided"
+	}
+	return "Authentication failed, attempted: " + strings.Join(tried, ", ")
+}
+
 // Response is how a request ended, for its ResponseComplete or Panic
 // stage.
 type Response struct {

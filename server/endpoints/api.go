@@ -120,6 +120,12 @@ func (a *API) WithAuthentication(next http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
+			if log := a.cfg.Audit; log != nil {
+				attrs, _, _ := auditAttributes(r)
+				if rec := log.Begin(audit.Request{HTTP: r, Received: time.Now(), Attributes: attrs}); rec != nil {
+					rec.Unauthenticated(r)
+				}
+			}
 			WriteStatus(w, apierrors.NewUnauthorized("Unauthorized"))
 			return
 		}
