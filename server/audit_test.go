@@ -172,7 +172,7 @@ func bindEditor(name string) string {
 // TestHistoryNamesAuthors: the history subresource lists a ConfigMap's
 // revisions oldest first with diffs and, from the audit log, who made each.
 func TestHistoryNamesAuthors(t *testing.T) {
-	env, _ := startAudited(t, "")
+	env, path := startAudited(t, "")
 	admin := newAPI(t, env)
 	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", roleEditor)
 	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", bindEditor("alice"))
@@ -182,6 +182,20 @@ func TestHistoryNamesAuthors(t *testing.T) {
 		return alice.json("GET", cms, "").code == 200 && bob.json("GET", cms, "").code == 200
 	})
 	mustCode(t, "alice creates", alice.json("POST", cms, cm("h", "")), http.StatusCreated)
+	// Every record keeps RBAC's reason, as kube-apiserver's do; none for
+	// system:masters.
+	for _, ev := range readEvents(t, path) {
+		if ev.Stage != auditv1.StageResponseComplete || ev.Verb != "create" || (ev.User.Username != "alice" && ev.User.Username != "admin") {
+			continue
+		}
+		want := ""
+		if ev.User.Username == "alice" {
+			want = `RBAC: allowed by ClusterRoleBinding "alice-edits" of ClusterRole "cm-editor" to User "alice"`
+		}
+		if got, ok := ev.Annotations["authorization.k8s.io/reason"]; !ok || got != want || ev.Annotations["authorization.k8s.io/decision"] != "allow" {
+			t.Errorf("%s's create record: authorization annotations %q, want allow with reason %q", ev.User.Username, ev.Annotations, want)
+		}
+	}
 	mustCode(t, "bob patches", bob.do("PATCH", cms+"/h", "application/merge-patch+json", []byte(`{"data":{"k":"bob"}}`)), http.StatusOK)
 	mustCode(t, "alice patches", alice.do("PATCH", cms+"/h", "application/merge-patch+json", []byte(`{"data":{"n":"1"}}`)), http.StatusOK)
 

@@ -37,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/objwatch/objwatch/server/audit"
 	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/rbac"
@@ -150,10 +151,19 @@ func (a *Access) authorize(ctx context.Context, req *objects.Request) error {
 		return nil
 	}
 	attrs := Attributes(req)
-	if a.index.Allows(req.User.Name, req.User.Groups, &attrs) {
+	rec := audit.RecordFrom(ctx)
+	if rec == nil && a.index.Allows(req.User.Name, req.User.Groups, &attrs) {
 		return nil
 	}
-	_, reason := a.index.Authorize(req.User.Name, req.User.Groups, attrs)
+	// Refused, or audited: the audit record keeps RBAC's reason, as
+	// kube-apiserver's does.
+	ok, reason := a.index.Authorize(req.User.Name, req.User.Groups, attrs)
+	if rec != nil {
+		rec.Authorized(reason)
+	}
+	if ok {
+		return nil
+	}
 	return Forbidden(req.User, attrs, reason)
 }
 

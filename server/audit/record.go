@@ -36,10 +36,24 @@ type Record struct {
 	log      *Log
 	decision Decision
 
-	mu     sync.Mutex // guards ev and wrote
+	mu     sync.Mutex // guards ev, wrote and reason
 	ev     auditv1.Event
 	wrote  bool
 	events int // more writes of the request, each its own record
+	// reason is the authorizer's account of its last decision on the
+	// request (authorization.k8s.io/reason).
+	reason string
+}
+
+// Authorized records the authorizer's reason for its decision on the
+// request (RBAC's "RBAC: allowed by ClusterRoleBinding ..."), kept in the
+// record's authorization.k8s.io/reason annotation; without it the
+// annotation is empty, as kube-apiserver's is for system:masters and most
+// refusals.
+func (r *Record) Authorized(reason string) {
+	r.mu.Lock()
+	r.reason = reason
+	r.mu.Unlock()
 }
 
 // Request is what Begin records of an HTTP request.
@@ -193,18 +207,18 @@ func (r *Record) Complete(resp Response, wait bool) error {
 	}
 	r.mu.Lock()
 	ev := r.ev
-	wrote := r.wrote
+	wrote, reason := r.wrote, r.reason
 	r.mu.Unlock()
 	ev.Stage, ev.StageTimestamp = stage, metav1.NewMicroTime(time.Now())
 	ev.ResponseStatus = responseStatus(resp)
 	if ev.ObjectRef != nil && resp.Panic == nil {
-		// As kube-apiserver records it; objwatch authorizes in the object
-		// service and keeps no reason, so a 403 is the refusal.
+		// As kube-apiserver records them; objwatch authorizes in the
+		// object service, so a 403 is the refusal.
 		decision := "allow"
 		if resp.Code == http.StatusForbidden {
 			decision = "forbid"
 		}
-		ev.Annotations = withAnnotations(ev.Annotations, "authorization.k8s.io/decision", decision)
+		ev.Annotations = withAnnotations(ev.Annotations, "authorization.k8s.io/decision", decision, "authorization.k8s.io/reason", reason)
 	}
 	if resp.Mutating && !wrote && !resp.DryRun && resp.Code/100 == 2 && resp.Panic == nil {
 		ev.Annotations = withAnnotations(ev.Annotations, PatchAnnotation, "[]", ChangedPathsAnnotation, "[]")
