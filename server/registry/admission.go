@@ -41,16 +41,6 @@ const AdmissionGroup = admissionv1.GroupName
 // and the status's typeChecking, which kube-controller-manager fills in.
 
 func admissionPolicyResources() []*Resource {
-	paramKind := func(pk *admissionv1.ParamKind) string {
-		if pk == nil {
-			return "<unset>"
-		}
-		return pk.APIVersion + "/" + pk.Kind
-	}
-	paramKindColumn := func(get func(obj map[string]any) *admissionv1.ParamKind) Column {
-		return Column{Name: "ParamKind", Type: "string", Description: "ParamKind specifies the kind of resources used to parameterize this policy",
-			Value: func(obj map[string]any) any { return paramKind(get(obj)) }}
-	}
 	bindingColumns := []Column{
 		{Name: "PolicyName", Type: "string", Description: "PolicyName indicates the policy definition which the policy binding binded to", JSONPath: ".spec.policyName"},
 		{Name: "ParamRef", Type: "string", Description: "ParamRef indicates the param resource which sets the configuration param", Value: func(obj map[string]any) any {
@@ -60,56 +50,49 @@ func admissionPolicyResources() []*Resource {
 		}},
 		ageColumn,
 	}
-	cats := []string{"api-extensions"}
+	// The four kinds differ in name, type, columns and status only.
+	res := func(kind string, schema any, cols []Column, strategy Strategy) *Resource {
+		lower := strings.ToLower(kind)
+		plural := lower + "s"
+		if strings.HasSuffix(lower, "policy") {
+			plural = strings.TrimSuffix(lower, "y") + "ies"
+		}
+		return &Resource{Group: AdmissionGroup, Version: "v1", Plural: plural, Singular: lower, Kind: kind,
+			Categories: []string{"api-extensions"}, Generation: true, PatchSchema: schema, Columns: cols, Strategy: strategy}
+	}
+	vap := res("ValidatingAdmissionPolicy", &admissionv1.ValidatingAdmissionPolicy{},
+		policyColumns("Validations", "Validations indicates the number of validation rules defined in this configuration", "validations"),
+		typed[admissionv1.ValidatingAdmissionPolicy]{prepare: prepareVAP, validate: validateVAP})
+	vap.Status = true
 	return []*Resource{
-		{
-			Group: AdmissionGroup, Version: "v1", Plural: "validatingadmissionpolicies", Singular: "validatingadmissionpolicy",
-			Kind: "ValidatingAdmissionPolicy", Categories: cats, Status: true, Generation: true,
-			PatchSchema: &admissionv1.ValidatingAdmissionPolicy{},
-			Columns: []Column{
-				{Name: "Validations", Type: "integer", Description: "Validations indicates the number of validation rules defined in this configuration", Value: func(obj map[string]any) any {
-					v, _, _ := unstructured.NestedSlice(obj, "spec", "validations")
-					return int64(len(v))
-				}},
-				paramKindColumn(func(obj map[string]any) *admissionv1.ParamKind {
-					var p admissionv1.ValidatingAdmissionPolicy
-					_ = runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &p)
-					return p.Spec.ParamKind
-				}),
-				ageColumn,
-			},
-			Strategy: typed[admissionv1.ValidatingAdmissionPolicy]{prepare: prepareVAP, validate: validateVAP},
-		},
-		{
-			Group: AdmissionGroup, Version: "v1", Plural: "validatingadmissionpolicybindings", Singular: "validatingadmissionpolicybinding",
-			Kind: "ValidatingAdmissionPolicyBinding", Categories: cats, Generation: true,
-			PatchSchema: &admissionv1.ValidatingAdmissionPolicyBinding{}, Columns: bindingColumns,
-			Strategy: typed[admissionv1.ValidatingAdmissionPolicyBinding]{prepare: prepareVAPB, validate: validateVAPB},
-		},
-		{
-			Group: AdmissionGroup, Version: "v1", Plural: "mutatingadmissionpolicies", Singular: "mutatingadmissionpolicy",
-			Kind: "MutatingAdmissionPolicy", Categories: cats, Generation: true,
-			PatchSchema: &admissionv1.MutatingAdmissionPolicy{},
-			Columns: []Column{
-				{Name: "Mutations", Type: "integer", Description: "Mutation indicates the number of mutations rules defined in this configuration", Value: func(obj map[string]any) any {
-					v, _, _ := unstructured.NestedSlice(obj, "spec", "mutations")
-					return int64(len(v))
-				}},
-				paramKindColumn(func(obj map[string]any) *admissionv1.ParamKind {
-					var p admissionv1.MutatingAdmissionPolicy
-					_ = runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &p)
-					return p.Spec.ParamKind
-				}),
-				ageColumn,
-			},
-			Strategy: typed[admissionv1.MutatingAdmissionPolicy]{prepare: prepareMAP, validate: validateMAP},
-		},
-		{
-			Group: AdmissionGroup, Version: "v1", Plural: "mutatingadmissionpolicybindings", Singular: "mutatingadmissionpolicybinding",
-			Kind: "MutatingAdmissionPolicyBinding", Categories: cats, Generation: true,
-			PatchSchema: &admissionv1.MutatingAdmissionPolicyBinding{}, Columns: bindingColumns,
-			Strategy: typed[admissionv1.MutatingAdmissionPolicyBinding]{prepare: prepareMAPB, validate: validateMAPB},
-		},
+		vap,
+		res("ValidatingAdmissionPolicyBinding", &admissionv1.ValidatingAdmissionPolicyBinding{}, bindingColumns,
+			typed[admissionv1.ValidatingAdmissionPolicyBinding]{prepare: prepareVAPB, validate: validateVAPB}),
+		res("MutatingAdmissionPolicy", &admissionv1.MutatingAdmissionPolicy{},
+			policyColumns("Mutations", "Mutation indicates the number of mutations rules defined in this configuration", "mutations"),
+			typed[admissionv1.MutatingAdmissionPolicy]{prepare: prepareMAP, validate: validateMAP}),
+		res("MutatingAdmissionPolicyBinding", &admissionv1.MutatingAdmissionPolicyBinding{}, bindingColumns,
+			typed[admissionv1.MutatingAdmissionPolicyBinding]{prepare: prepareMAPB, validate: validateMAPB}),
+	}
+}
+
+// policyColumns are kubectl's columns of a kind of policy: the number of
+// items in spec.LIST (validations or mutations), the paramKind, the age.
+func policyColumns(name, description, list string) []Column {
+	return []Column{
+		{Name: name, Type: "integer", Description: description, Value: func(obj map[string]any) any {
+			v, _, _ := unstructured.NestedSlice(obj, "spec", list)
+			return int64(len(v))
+		}},
+		{Name: "ParamKind", Type: "string", Description: "ParamKind specifies the kind of resources used to parameterize this policy", Value: func(obj map[string]any) any {
+			apiVersion, _, _ := unstructured.NestedString(obj, "spec", "paramKind", "apiVersion")
+			kind, ok, _ := unstructured.NestedString(obj, "spec", "paramKind", "kind")
+			if _, set, _ := unstructured.NestedMap(obj, "spec", "paramKind"); !set && !ok {
+				return "<unset>"
+			}
+			return apiVersion + "/" + kind
+		}},
+		ageColumn,
 	}
 }
 

@@ -245,56 +245,61 @@ func (p *Policies) update(change func(s *state)) {
 func (p *Policies) rebuild() {
 	s := &p.state
 	set := &hookSet{}
-	vb := map[string][]*admissionv1.ValidatingAdmissionPolicyBinding{}
-	for _, b := range s.vapbs {
-		vb[b.Spec.PolicyName] = append(vb[b.Spec.PolicyName], b)
+	hooks(s.vaps, s.vapbs, s.compiledV, compileValidating,
+		func(b *admissionv1.ValidatingAdmissionPolicyBinding) string { return b.Spec.PolicyName },
+		func(pol *admissionv1.ValidatingAdmissionPolicy, bs []*admissionv1.ValidatingAdmissionPolicyBinding, e validating.Validator) {
+			h := validating.PolicyHook{Policy: pol, Bindings: bs, Evaluator: e}
+			h.ParamInformer, h.ParamScope, h.ConfigurationError = p.paramsFor(pol.Spec.ParamKind)
+			set.validating = append(set.validating, h)
+		})
+	hooks(s.maps, s.mapbs, s.compiledM, compileMutating,
+		func(b *admissionv1.MutatingAdmissionPolicyBinding) string { return b.Spec.PolicyName },
+		func(pol *admissionv1.MutatingAdmissionPolicy, bs []*admissionv1.MutatingAdmissionPolicyBinding, e mutating.PolicyEvaluator) {
+			h := mutating.PolicyHook{Policy: pol, Bindings: bs, Evaluator: e}
+			h.ParamInformer, h.ParamScope, h.ConfigurationError = p.paramsFor(pol.Spec.ParamKind)
+			if e.Error != nil && h.ConfigurationError == nil {
+				h.ConfigurationError = e.Error
+			}
+			set.mutating = append(set.mutating, h)
+		})
+	p.hooks.Store(set)
+}
+
+// hooks calls add, in policy name order, for every stored policy with
+// bindings (sorted by name, so which denies first does not depend on map
+// order) and its evaluator, compiled again when the policy's
+// resourceVersion changed; evaluators of deleted policies are dropped.
+func hooks[P interface {
+	*PT
+	GetResourceVersion() string
+}, PT any, B interface{ GetName() string }, E any](
+	policies map[string]*PT, bindings map[string]B, cache map[string]compiled[E],
+	compile func(P) E, policyName func(B) string, add func(P, []B, E),
+) {
+	byPolicy := map[string][]B{}
+	for _, b := range bindings {
+		byPolicy[policyName(b)] = append(byPolicy[policyName(b)], b)
 	}
-	for _, name := range sortedKeys(vb) {
-		pol, ok := s.vaps[name]
+	for _, name := range sortedKeys(byPolicy) {
+		pt, ok := policies[name]
 		if !ok {
 			continue // a binding of a policy not (or no longer) stored
 		}
-		c, ok := s.compiledV[name]
-		if !ok || c.rv != pol.ResourceVersion {
-			c = compiled[validating.Validator]{rv: pol.ResourceVersion, e: compileValidating(pol)}
-			s.compiledV[name] = c
+		pol := P(pt)
+		c, ok := cache[name]
+		if !ok || c.rv != pol.GetResourceVersion() {
+			c = compiled[E]{rv: pol.GetResourceVersion(), e: compile(pol)}
+			cache[name] = c
 		}
-		h := validating.PolicyHook{Policy: pol, Bindings: sortBindings(vb[name]), Evaluator: c.e}
-		h.ParamInformer, h.ParamScope, h.ConfigurationError = p.paramsFor(pol.Spec.ParamKind)
-		set.validating = append(set.validating, h)
+		bs := byPolicy[name]
+		sort.Slice(bs, func(i, j int) bool { return bs[i].GetName() < bs[j].GetName() })
+		add(pol, bs, c.e)
 	}
-	mb := map[string][]*admissionv1.MutatingAdmissionPolicyBinding{}
-	for _, b := range s.mapbs {
-		mb[b.Spec.PolicyName] = append(mb[b.Spec.PolicyName], b)
-	}
-	for _, name := range sortedKeys(mb) {
-		pol, ok := s.maps[name]
-		if !ok {
-			continue
-		}
-		c, ok := s.compiledM[name]
-		if !ok || c.rv != pol.ResourceVersion {
-			c = compiled[mutating.PolicyEvaluator]{rv: pol.ResourceVersion, e: compileMutating(pol)}
-			s.compiledM[name] = c
-		}
-		h := mutating.PolicyHook{Policy: pol, Bindings: sortBindings(mb[name]), Evaluator: c.e}
-		h.ParamInformer, h.ParamScope, h.ConfigurationError = p.paramsFor(pol.Spec.ParamKind)
-		if c.e.Error != nil && h.ConfigurationError == nil {
-			h.ConfigurationError = c.e.Error
-		}
-		set.mutating = append(set.mutating, h)
-	}
-	for name := range s.compiledV {
-		if _, ok := s.vaps[name]; !ok {
-			delete(s.compiledV, name)
+	for name := range cache {
+		if _, ok := policies[name]; !ok {
+			delete(cache, name)
 		}
 	}
-	for name := range s.compiledM {
-		if _, ok := s.maps[name]; !ok {
-			delete(s.compiledM, name)
-		}
-	}
-	p.hooks.Store(set)
 }
 
 // paramsFor is where a policy's params are read from, and the resource's
@@ -326,11 +331,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// sortBindings orders a policy's bindings by name, so that which binding
-// denies first does not depend on map order.
-func sortBindings[B interface{ GetName() string }](bs []B) []B {
-	sort.Slice(bs, func(i, j int) bool { return bs[i].GetName() < bs[j].GetName() })
-	return bs
 }
