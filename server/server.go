@@ -56,6 +56,7 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/objwatch/objwatch/server/access"
+	"github.com/objwatch/objwatch/server/admission/policy"
 	"github.com/objwatch/objwatch/server/audit"
 	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/endpoints"
@@ -231,6 +232,7 @@ type Server struct {
 	objects   *objects.Service
 	lifecycle *lifecycle.Lifecycle
 	access    *access.Access
+	policies  *policy.Policies
 	api       *endpoints.API
 	openapi   *openapi.Docs
 	pacer     *watchstream.Pacer
@@ -280,6 +282,15 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	// Admission policies run first: MutatingAdmissionPolicies before
+	// mutating webhooks, ValidatingAdmissionPolicies before validating
+	// webhooks, as in Kubernetes.
+	s.policies, err = policy.New(policy.Config{Registry: s.registry, Log: cfg.Log, Authorized: s.access.Authorized, TypeConverter: fm.TypeConverter})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	hooks.Mutate = append([]func(context.Context, *objects.Attempt) error{s.policies.Mutate}, hooks.Mutate...)
+	hooks.Validate = append([]func(context.Context, *objects.Attempt) error{s.policies.Validate}, hooks.Validate...)
 	if cfg.Audit.Path != "" {
 		cfg.Audit.Storage, cfg.Audit.Log = cfg.Storage, cfg.Log
 		if s.audit, err = audit.New(cfg.Audit); err != nil {
@@ -299,6 +310,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.lifecycle.Use(s.objects)
 	s.access.Use(s.objects)
+	s.policies.Use(s.objects)
 	if cfg.Authenticator != nil {
 		cfg.Authenticator.SetServiceAccountLookup(s.access.ServiceAccount)
 	}
@@ -353,6 +365,12 @@ func (s *Server) Run(ctx context.Context) error {
 	gcDone := make(chan struct{})
 	go func() { defer close(gcDone); s.lifecycle.RunGC(gcCtx) }()
 	defer func() { stopGC(); <-gcDone }()
+	// Policies are enforced for the server's own writes too, the
+	// bootstrap's included: their feeds start first.
+	policyCtx, stopPolicies := context.WithCancel(ctx)
+	policyDone := make(chan struct{})
+	go func() { defer close(policyDone); s.policies.Run(policyCtx) }()
+	defer func() { stopPolicies(); <-policyDone }()
 	if err := s.lifecycle.Bootstrap(ctx); err != nil {
 		return fmt.Errorf("server: bootstrap: %w", err)
 	}
@@ -380,6 +398,11 @@ func (s *Server) Run(ctx context.Context) error {
 		select {
 		case <-s.access.Synced():
 			s.access.Settle(ctx, 5*time.Second)
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-s.policies.Synced():
 			s.ready.Store(true)
 		case <-ctx.Done():
 		}

@@ -127,6 +127,20 @@ func RecordFrom(ctx context.Context) *Record {
 	return r
 }
 
+// AddAnnotation adds an annotation to the record, as admission plugins
+// add theirs in kube-apiserver (admission.Attributes.AddAnnotation): the
+// stages written after it carry it. A key already set keeps its first
+// value, and false is returned.
+func (r *Record) AddAnnotation(key, value string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.ev.Annotations[key]; ok {
+		return false
+	}
+	r.ev.Annotations = withAnnotations(r.ev.Annotations, key, value)
+	return true
+}
+
 // Stage writes the record at stage (RequestReceived, ResponseStarted)
 // without waiting for it to reach the disk.
 func (r *Record) Stage(stage auditv1.Stage) {

@@ -291,6 +291,13 @@ func (m *Manager) build(res *registry.Resource) *managers {
 	return ms
 }
 
+// TypeConverter returns the type converter that types res's objects for
+// server-side apply (for admission policies' ApplyConfiguration
+// mutations). Safe for concurrent use.
+func (m *Manager) TypeConverter(res *registry.Resource) (managedfields.TypeConverter, error) {
+	return m.typeConverter(res)
+}
+
 // typeConverter returns the type converter for res's objects.
 func (m *Manager) typeConverter(res *registry.Resource) (managedfields.TypeConverter, error) {
 	if !res.Custom {
