@@ -131,8 +131,8 @@ func watchLines(t *testing.T, a *api, path string, n int) []string {
 
 // rewriteAll puts every object of list back unchanged, as `kubectl get
 // -o json | kubectl replace -f -` does (a replace that changes nothing
-// writes only a stale value), and returns their resourceVersions by name.
-func rewriteAll(t *testing.T, a *api, list string) map[string]string {
+// writes only a stale value).
+func rewriteAll(t *testing.T, a *api, list string) {
 	t.Helper()
 	r := a.json("GET", list, "")
 	mustCode(t, "list", r, http.StatusOK)
@@ -140,16 +140,11 @@ func rewriteAll(t *testing.T, a *api, list string) map[string]string {
 	if err := json.Unmarshal(r.body, &l); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]string{}
 	for _, it := range l.Items {
-		md := it["metadata"].(map[string]any)
-		name := md["name"].(string)
+		name := it["metadata"].(map[string]any)["name"].(string)
 		b, _ := json.Marshal(it)
-		p := a.json("PUT", list+"/"+name, string(b))
-		mustCode(t, "replace "+name, p, http.StatusOK)
-		out[name] = rvOf(t, p)
+		mustCode(t, "replace "+name, a.json("PUT", list+"/"+name, string(b)), http.StatusOK)
 	}
-	return out
 }
 
 // TestEncryptionAtRest: with aesgcm for secrets, etcd holds only
@@ -267,7 +262,7 @@ func TestEncryptionKeyRotation(t *testing.T) {
 	}
 	one.Stop()
 
-	a = start("aesgcm: {keys: [{name: key2, secret: "+key2+"}, {name: key1, secret: "+key1+"}]}")
+	a = start("aesgcm: {keys: [{name: key2, secret: " + key2 + "}, {name: key1, secret: " + key1 + "}]}")
 	wantSecret(t, "old secret with (key2, key1)", a.json("GET", secrets+"/s1", ""))
 	mustCode(t, "create s3", a.json("POST", secrets, secret("s3")), http.StatusCreated)
 	wantEncrypted(t, raw, secretKey("s3"), "k8s:enc:aesgcm:v1:key2:")
@@ -290,6 +285,7 @@ func TestEncryptionKeyRotation(t *testing.T) {
 func TestEncryptionMissingKey(t *testing.T) {
 	shared := testenv.StartEtcd(t)
 	env := testenv.Start(t, testenv.WithEtcd(shared), testenv.WithEncryptionProviderConfig(encryptionConfig(t, []string{"secrets"}, aesgcm("key1", key1))))
+	before := rvOf(t, newAPI(t, env).json("GET", secrets, ""))
 	mustCode(t, "create", newAPI(t, env).json("POST", secrets, secret("s1")), http.StatusCreated)
 	env.Stop()
 	for _, c := range []struct {
@@ -304,8 +300,17 @@ func TestEncryptionMissingKey(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			env := testenv.Start(t, testenv.WithEtcd(shared), testenv.WithEncryptionProviderConfig(c.config))
 			a := newAPI(t, env)
-			for _, path := range []string{secrets + "/s1", secrets, secrets + "?limit=10", secrets + "/s1/history"} {
+			// The secrets' watch cache cannot list: reads it would serve go
+			// to etcd and get etcd's error at once, whatever their
+			// resourceVersion (see storage/watchcache).
+			for _, path := range []string{secrets + "/s1", secrets + "/s1?resourceVersion=0", secrets, secrets + "?limit=10",
+				secrets + "?resourceVersion=0", secrets + "/s1/history", secrets + "?watch=1&resourceVersion=0",
+				secrets + "?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"} {
+				began := time.Now()
 				r := a.json("GET", path, "")
+				if d := time.Since(began); d > 2*time.Second {
+					t.Errorf("GET %s took %v", path, d)
+				}
 				s := r.status()
 				if r.code != http.StatusInternalServerError || s.Reason != "InternalError" ||
 					!strings.Contains(s.Message, `unable to transform key "`+secretKey("s1")+`"`) || !strings.Contains(s.Message, c.want) {
@@ -314,6 +319,12 @@ func TestEncryptionMissingKey(t *testing.T) {
 				if strings.Contains(string(r.body), "k8s:enc") {
 					t.Errorf("GET %s served the stored bytes: %s", path, truncate(r.body))
 				}
+			}
+			// A watch from before the write ends at it with the error, as
+			// Kubernetes' etcd watch does.
+			ev := watchLines(t, a, secrets+"?watch=1&resourceVersion="+before, 1)[0]
+			if !strings.Contains(ev, `"type":"ERROR"`) || !strings.Contains(ev, `unable to transform key \"`+secretKey("s1")) || !strings.Contains(ev, c.want) {
+				t.Errorf("watch from before the write = %s, want an ERROR naming the key", ev)
 			}
 			// Writes over it fail the same way; a delete needs the object
 			// read first, as in Kubernetes.
