@@ -313,7 +313,7 @@ func TestEncryptionMissingKey(t *testing.T) {
 				}
 				s := r.status()
 				if r.code != http.StatusInternalServerError || s.Reason != "InternalError" ||
-					!strings.Contains(s.Message, `unable to transform key "`+secretKey("s1")+`"`) || !strings.Contains(s.Message, c.want) {
+					!strings.Contains(s.Message, "Key: "+secretKey("s1")+",") || !strings.Contains(s.Message, c.want) {
 					t.Errorf("GET %s = %d %s, want 500 InternalError naming the key: %s", path, r.code, truncate(r.body), c.want)
 				}
 				if strings.Contains(string(r.body), "k8s:enc") {
@@ -323,7 +323,7 @@ func TestEncryptionMissingKey(t *testing.T) {
 			// A watch from before the write ends at it with the error, as
 			// Kubernetes' etcd watch does.
 			ev := watchLines(t, a, secrets+"?watch=1&resourceVersion="+before, 1)[0]
-			if !strings.Contains(ev, `"type":"ERROR"`) || !strings.Contains(ev, `unable to transform key \"`+secretKey("s1")) || !strings.Contains(ev, c.want) {
+			if !strings.Contains(ev, `"type":"ERROR"`) || !strings.Contains(ev, "Key: "+secretKey("s1")+",") || !strings.Contains(ev, c.want) {
 				t.Errorf("watch from before the write = %s, want an ERROR naming the key", ev)
 			}
 			// Writes over it fail the same way; a delete needs the object

@@ -74,12 +74,16 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 // of the value is returned with it.
 type TransformError struct {
 	Key string
-	Err error
+	// Revision is the stored value's mod revision (0 for a write).
+	Revision int64
+	Err      error
 }
 
-// Error has Kubernetes' wording ("unable to transform key ...").
+// Error has kube-apiserver's wording for a value it cannot decrypt (its
+// corrupt-object StorageError), with the full etcd key.
 func (e *TransformError) Error() string {
-	return fmt.Sprintf("unable to transform key %q: %v", e.Key, e.Err)
+	return fmt.Sprintf("StorageError: corrupt object, Code: 7, Key: %s, ResourceVersion: %d, AdditionalErrorMsg: data from the storage is not transformable revision=%d: %v",
+		e.Key, e.Revision, e.Revision, e.Err)
 }
 
 func (e *TransformError) Unwrap() error { return e.Err }

@@ -39,7 +39,7 @@ func (s *Store) fromStorage(ctx context.Context, k *mvccpb.KeyValue) (storage.Ke
 	}
 	v, stale, err := t.TransformFromStorage(ctx, k.Value, value.DefaultContext(k.Key))
 	if err != nil {
-		return storage.KeyValue{}, &storage.TransformError{Key: out.Key, Err: err}
+		return storage.KeyValue{}, &storage.TransformError{Key: out.Key, Revision: out.ModRevision, Err: err}
 	}
 	out.Value, out.Stale = v, stale
 	return out, nil
