@@ -59,6 +59,7 @@ import (
 	"github.com/objwatch/objwatch/server/admission/policy"
 	"github.com/objwatch/objwatch/server/audit"
 	"github.com/objwatch/objwatch/server/auth"
+	"github.com/objwatch/objwatch/server/encryption"
 	"github.com/objwatch/objwatch/server/endpoints"
 	"github.com/objwatch/objwatch/server/fields"
 	"github.com/objwatch/objwatch/server/lifecycle"
@@ -167,6 +168,13 @@ type Config struct {
 	// flags); an empty Path records nothing. Storage and Log are filled
 	// in. See package audit.
 	Audit audit.Config
+	// EncryptionProviderConfig is the path of an apiserver.config.k8s.io/v1
+	// EncryptionConfiguration (kube-apiserver's
+	// --encryption-provider-config): which resources Storage keeps
+	// encrypted at rest, with which providers and keys. Empty: nothing is
+	// encrypted, and encrypted values fail to read. Every server of an
+	// etcd needs the same. See package encryption.
+	EncryptionProviderConfig string
 }
 
 func (c *Config) setDefaults() {
@@ -254,9 +262,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: no storage")
 	}
 	cfg.setDefaults()
+	// Every layer reads and writes through the transforming store.
+	store, err := encryption.Store(cfg.Storage, cfg.EncryptionProviderConfig)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	cfg.Storage = store
 	s := &Server{cfg: cfg, store: cfg.Storage, registry: registry.New()}
 	s.stopping, s.stop = context.WithCancel(context.Background())
-	var err error
 	s.lifecycle, err = lifecycle.New(lifecycle.Config{
 		Registry: s.registry, Storage: cfg.Storage, Log: cfg.Log,
 		ServiceClusterIPRange: cfg.ServiceClusterIPRange, APIServerPort: cfg.APIServerPort,

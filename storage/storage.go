@@ -6,6 +6,9 @@
 // global, monotonically increasing modification counter; the server exposes
 // them to clients as resourceVersion.
 //
+// A store may keep values transformed at rest (encrypted, see Transforming):
+// callers always see the values they wrote, never the stored form.
+//
 // The only implementation lives in storage/etcd; storage/storagetest holds the
 // conformance suite any implementation (and the watch cache in front of it)
 // must pass.
@@ -15,6 +18,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"k8s.io/apiserver/pkg/storage/value"
 )
 
 // Sentinel errors. Implementations wrap them; callers test with errors.Is.
@@ -63,10 +68,52 @@ func (e *ConflictError) Error() string {
 // Is makes errors.Is(err, ErrConflict) true.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 
+// TransformError reports a stored value that could not be transformed
+// from its form at rest (decrypted: its key is not configured, or it was
+// tampered with), or a value that could not be transformed to it. Nothing
+// of the value is returned with it.
+type TransformError struct {
+	Key string
+	// Revision is the stored value's mod revision (0 for a write).
+	Revision int64
+	Err      error
+}
+
+// Error has kube-apiserver's wording for a value it cannot decrypt (its
+// corrupt-object StorageError), with the full etcd key.
+func (e *TransformError) Error() string {
+	return fmt.Sprintf("StorageError: corrupt object, Code: 7, Key: %s, ResourceVersion: %d, AdditionalErrorMsg: data from the storage is not transformable revision=%d: %v",
+		e.Key, e.Revision, e.Revision, e.Err)
+}
+
+func (e *TransformError) Unwrap() error { return e.Err }
+
+// Transformers choose how each key's value is kept at rest: the
+// transformer of key (Kubernetes' value.Transformer, authenticated with
+// the key), or nil to store it as it is. It is called concurrently.
+type Transformers func(key string) value.Transformer
+
+// Transforming is a store that can keep values transformed at rest.
+type Transforming interface {
+	Interface
+	// WithTransformers returns a store on the same data whose writes
+	// store t(key)'s transformation of each value and whose reads (gets,
+	// lists, watch events, conflicts' current values, deletions' last
+	// values) transform it back. A value that cannot be transformed back
+	// is a *TransformError, never returned as it is stored.
+	WithTransformers(t Transformers) Interface
+}
+
 // KeyValue is one stored value and its revisions.
 type KeyValue struct {
 	Key   string
 	Value []byte
+	// Stale: Value was read through a transformer other than the one
+	// writes use (encrypted with an older key, or not encrypted at all): a
+	// write of the same value would store it differently, so an update
+	// that changes nothing must still write it (as Kubernetes does) to
+	// re-encrypt it.
+	Stale bool
 	// CreateRevision is the revision of the create that started this key's
 	// current life; ModRevision the revision of its last change. For a
 	// deleted key delivered in a watch event, ModRevision is the deletion's

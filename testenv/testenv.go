@@ -93,6 +93,13 @@ func WithHTTP2WriteByteTimeout(d time.Duration) Option {
 	return func(o *instance.Options) { o.HTTP2WriteByteTimeout = d }
 }
 
+// WithEncryptionProviderConfig keeps the resources the
+// EncryptionConfiguration file at path lists encrypted in etcd (see
+// server.Config.EncryptionProviderConfig).
+func WithEncryptionProviderConfig(path string) Option {
+	return func(o *instance.Options) { o.Server.EncryptionProviderConfig = path }
+}
+
 // WithLogger sends server logs to l (default: discarded).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *instance.Options) { o.Log = l }

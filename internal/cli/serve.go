@@ -88,6 +88,7 @@ func newServeCommand() *cobra.Command {
 	f.IntVar(&o.Server.Audit.MaxSizeMB, "audit-log-maxsize", 0, "megabytes the audit log grows to before it is rotated (0: never)")
 	f.IntVar(&o.Server.Audit.MaxBackups, "audit-log-maxbackup", 0, "rotated audit log files kept (0: all)")
 	f.DurationVar(&o.Server.Audit.CheckpointInterval, "audit-checkpoint-interval", 10*time.Second, "interval between checkpoints of the audit log's hash chain in etcd")
+	f.StringVar(&o.Server.EncryptionProviderConfig, "encryption-provider-config", "", "apiserver.config.k8s.io/v1 EncryptionConfiguration choosing the resources encrypted at rest in etcd and their keys (aesgcm, aescbc, secretbox, identity), as kube-apiserver's; every server of an etcd needs the same (default: nothing encrypted)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
 	return cmd
 }

@@ -182,10 +182,12 @@ func (s *Service) listFromCache(ctx context.Context, res *registry.Resource, ns 
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.FutureRVWait)
 		err := c.WaitFor(wctx, plan.minRev)
 		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.Is(err, watchcache.ErrNotReady):
+			return nil, errNoCache // its list failed: etcd answers
+		case err != nil:
 			return nil, apistatus.TooLarge()
 		}
 	default:
@@ -216,6 +218,8 @@ func (s *Service) getFromCache(ctx context.Context, res *registry.Resource, ns, 
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return nil, ctx.Err()
+	case errors.Is(err, watchcache.ErrNotReady):
+		return nil, errNoCache // its list failed: etcd answers
 	case err != nil && rev > 0:
 		return nil, apistatus.TooLarge()
 	case err != nil:
@@ -251,10 +255,12 @@ func (s *Service) cacheWatch(ctx context.Context, req *Request, wr watchRequest)
 		wctx, cancel := context.WithTimeout(ctx, s.cfg.FutureRVWait)
 		err := c.WaitFor(wctx, wr.rv)
 		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, nil
-			}
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return nil, nil
+		case errors.Is(err, watchcache.ErrNotReady):
+			return nil, errNoCache // its list failed: etcd answers
+		case err != nil:
 			return nil, &StartError{apistatus.TooLarge()}
 		}
 	case wr.consistent:

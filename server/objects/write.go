@@ -274,9 +274,10 @@ func (s *Service) guaranteedUpdate(ctx context.Context, req *Request, opts Write
 		if g.unchanged(b) && g.retry() {
 			continue
 		}
-		if string(b) == string(kv.Value) || opts.DryRun {
+		if (string(b) == string(kv.Value) && !kv.Stale) || opts.DryRun {
 			// Nothing changed: like Kubernetes, skip the write; the
-			// resourceVersion stays and no watch event is produced.
+			// resourceVersion stays and no watch event is produced. A
+			// stale value (encrypted with an older key) is written again.
 			obj.SetResourceVersion(cur.GetResourceVersion())
 			return obj, warnings, nil
 		}

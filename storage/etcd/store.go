@@ -6,6 +6,20 @@
 // Every write is a single etcd transaction that compares the key's mod
 // revision (or absence) before writing, so a write either fully happens at
 // the expected state or not at all. Revisions are etcd's store revisions.
+//
+// # Values at rest
+//
+// A Store made by WithTransformers keeps values transformed at rest
+// (transform.go): every value written (create, update) is stored as its
+// key's transformer makes it, and every value read (get, list at any
+// revision, watch events with their previous values, a conflict's current
+// value, a deletion's last value) is transformed back before anyone sees
+// it, as Kubernetes' etcd3 store does. The transformers are Kubernetes'
+// own (k8s.io/apiserver/pkg/storage/value): encryption with the k8s:enc:
+// prefixes, authenticated with the etcd key (value.DefaultContext). A value
+// that cannot be transformed back is a *storage.TransformError; a watch
+// meeting one ends with it (an Error event), as Kubernetes' etcd watch
+// does. Callers never see a stored form.
 package etcd
 
 import (
@@ -29,9 +43,11 @@ import (
 type Store struct {
 	cli     *clientv3.Client
 	latency *prometheus.HistogramVec
+	// transform, if not nil, chooses each key's transformer at rest.
+	transform storage.Transformers
 }
 
-var _ storage.Interface = (*Store)(nil)
+var _ storage.Transforming = (*Store)(nil)
 
 // New returns a Store on cli. If reg is not nil, etcd request latencies are
 // registered there as objwatch_etcd_request_duration_seconds{operation}.
@@ -56,6 +72,7 @@ func (s *Store) observe(op string, start time.Time) {
 	s.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
 }
 
+// kv is k as etcd stores it; fromStorage transforms its value back.
 func kv(k *mvccpb.KeyValue) storage.KeyValue {
 	return storage.KeyValue{Key: string(k.Key), Value: k.Value, CreateRevision: k.CreateRevision, ModRevision: k.ModRevision}
 }
@@ -81,7 +98,7 @@ func (s *Store) Get(ctx context.Context, key string) (storage.KeyValue, error) {
 	if len(resp.Kvs) == 0 {
 		return storage.KeyValue{}, fmt.Errorf("get %s: %w", key, storage.ErrNotFound)
 	}
-	return kv(resp.Kvs[0]), nil
+	return s.fromStorage(ctx, resp.Kvs[0])
 }
 
 // List reads a page of the keys under prefix.
@@ -107,7 +124,9 @@ func (s *Store) List(ctx context.Context, prefix string, opts storage.ListOption
 		out.Revision = opts.Revision
 	}
 	for i, k := range resp.Kvs {
-		out.KVs[i] = kv(k)
+		if out.KVs[i], err = s.fromStorage(ctx, k); err != nil {
+			return storage.ListResult{}, err
+		}
 	}
 	if resp.More {
 		out.Remaining = resp.Count - int64(len(resp.Kvs))
@@ -149,9 +168,13 @@ func (s *Store) Count(ctx context.Context, prefix string) (int64, error) {
 // Create stores value under key if absent.
 func (s *Store) Create(ctx context.Context, key string, value []byte) (storage.KeyValue, error) {
 	defer s.observe("create", time.Now())
+	stored, err := s.toStorage(ctx, key, value)
+	if err != nil {
+		return storage.KeyValue{}, err
+	}
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(value))).
+		Then(clientv3.OpPut(key, stored)).
 		Commit()
 	if err != nil {
 		return storage.KeyValue{}, fmt.Errorf("create %s: %w", key, err)
@@ -166,9 +189,13 @@ func (s *Store) Create(ctx context.Context, key string, value []byte) (storage.K
 // Update replaces key's value if its mod revision is expectedRevision.
 func (s *Store) Update(ctx context.Context, key string, value []byte, expectedRevision int64) (storage.KeyValue, error) {
 	defer s.observe("update", time.Now())
+	stored, err := s.toStorage(ctx, key, value)
+	if err != nil {
+		return storage.KeyValue{}, err
+	}
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", expectedRevision)).
-		Then(clientv3.OpPut(key, string(value), clientv3.WithPrevKV())).
+		Then(clientv3.OpPut(key, stored, clientv3.WithPrevKV())).
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
@@ -179,7 +206,7 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, expectedRe
 		if len(kvs) == 0 {
 			return storage.KeyValue{}, fmt.Errorf("update %s: %w", key, storage.ErrNotFound)
 		}
-		return storage.KeyValue{}, &storage.ConflictError{Op: "update", Current: kv(kvs[0])}
+		return storage.KeyValue{}, s.conflict(ctx, "update", kvs[0])
 	}
 	rev := resp.Header.Revision
 	create := rev
@@ -189,7 +216,10 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, expectedRe
 	return storage.KeyValue{Key: key, Value: value, CreateRevision: create, ModRevision: rev}, nil
 }
 
-// Delete removes key, conditionally on its mod revision when expectedRevision > 0.
+// Delete removes key, conditionally on its mod revision when
+// expectedRevision > 0. If the deleted value cannot be transformed back,
+// the key is deleted all the same and the *storage.TransformError comes
+// with a KeyValue without Value.
 func (s *Store) Delete(ctx context.Context, key string, expectedRevision int64) (storage.KeyValue, error) {
 	defer s.observe("delete", time.Now())
 	cmp := clientv3.Compare(clientv3.ModRevision(key), ">", 0)
@@ -209,15 +239,19 @@ func (s *Store) Delete(ctx context.Context, key string, expectedRevision int64) 
 		if len(kvs) == 0 {
 			return storage.KeyValue{}, fmt.Errorf("delete %s: %w", key, storage.ErrNotFound)
 		}
-		return storage.KeyValue{}, &storage.ConflictError{Op: "delete", Current: kv(kvs[0])}
+		return storage.KeyValue{}, s.conflict(ctx, "delete", kvs[0])
 	}
 	prev := resp.Responses[0].GetResponseDeleteRange().PrevKvs
 	if len(prev) == 0 {
 		return storage.KeyValue{}, fmt.Errorf("delete %s: %w", key, storage.ErrNotFound)
 	}
-	out := kv(prev[0])
+	out, err := s.fromStorage(ctx, prev[0])
+	if err != nil {
+		// Deleted all the same; only its last value is unreadable.
+		out = storage.KeyValue{Key: key, CreateRevision: prev[0].CreateRevision}
+	}
 	out.ModRevision = resp.Header.Revision
-	return out, nil
+	return out, err
 }
 
 // DeletePrefix removes every key under prefix in one revision.
@@ -255,6 +289,7 @@ func (s *Store) Compact(ctx context.Context, revision int64) error {
 func (s *Store) Watch(ctx context.Context, prefix string, fromRevision int64) (storage.Watcher, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &watcher{
+		store:  s,
 		etcd:   clientv3.NewWatcher(s.cli),
 		out:    make(chan storage.Event),
 		cancel: cancel,
@@ -272,6 +307,7 @@ func (s *Store) Watch(ctx context.Context, prefix string, fromRevision int64) (s
 }
 
 type watcher struct {
+	store  *Store // transforms the values back
 	etcd   clientv3.Watcher
 	out    chan storage.Event
 	cancel context.CancelFunc
@@ -323,22 +359,11 @@ func (w *watcher) run(ctx context.Context, ch clientv3.WatchChan, from int64) {
 			continue
 		}
 		for _, ev := range resp.Events {
-			e := storage.Event{Revision: ev.Kv.ModRevision}
-			switch ev.Type {
-			case clientv3.EventTypePut:
-				e.Type = storage.Put
-				e.KV = kv(ev.Kv)
-				if ev.PrevKv != nil {
-					p := kv(ev.PrevKv)
-					e.PrevKV = &p
-				}
-			case clientv3.EventTypeDelete:
-				e.Type = storage.Delete
-				if ev.PrevKv != nil {
-					e.KV = kv(ev.PrevKv)
-				}
-				e.KV.Key = string(ev.Kv.Key)
-				e.KV.ModRevision = ev.Kv.ModRevision
+			e, err := w.event(ctx, ev)
+			if err != nil {
+				// As Kubernetes' etcd watch: the watch ends with the error.
+				send(storage.Event{Type: storage.Error, Err: fmt.Errorf("watch: %w", err), Revision: ev.Kv.ModRevision})
+				return
 			}
 			if !send(e) {
 				return
@@ -348,4 +373,34 @@ func (w *watcher) run(ctx context.Context, ch clientv3.WatchChan, from int64) {
 	if ctx.Err() == nil {
 		send(storage.Event{Type: storage.Error, Err: errors.New("watch: etcd watch channel closed")})
 	}
+}
+
+// event translates one etcd event, transforming its values back.
+func (w *watcher) event(ctx context.Context, ev *clientv3.Event) (storage.Event, error) {
+	e := storage.Event{Revision: ev.Kv.ModRevision}
+	var err error
+	switch ev.Type {
+	case clientv3.EventTypePut:
+		e.Type = storage.Put
+		if e.KV, err = w.store.fromStorage(ctx, ev.Kv); err != nil {
+			return e, err
+		}
+		if ev.PrevKv != nil {
+			p, err := w.store.fromStorage(ctx, ev.PrevKv)
+			if err != nil {
+				return e, err
+			}
+			e.PrevKV = &p
+		}
+	case clientv3.EventTypeDelete:
+		e.Type = storage.Delete
+		if ev.PrevKv != nil {
+			if e.KV, err = w.store.fromStorage(ctx, ev.PrevKv); err != nil {
+				return e, err
+			}
+		}
+		e.KV.Key = string(ev.Kv.Key)
+		e.KV.ModRevision = ev.Kv.ModRevision
+	}
+	return e, nil
 }

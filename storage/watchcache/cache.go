@@ -20,6 +20,16 @@
 // least Window, bounded by MaxHistory events; a start revision older than
 // that is ErrCompacted.
 //
+// # A failed list
+//
+// A list that fails (the store is unavailable, or holds a value it cannot
+// transform back: encrypted with a key the server lacks) makes the cache
+// not ready until a list succeeds, as Kubernetes' cacher: its watchers end
+// with the error and WaitFor answers ErrNotReady wrapping it at once, so
+// that the caller reads the store instead and reports what the store says
+// (for an undecryptable value, an error naming its key). The cache never
+// serves a list that silently lacks an object it could not read.
+//
 // # Concurrency
 //
 // A Cache is safe for concurrent use. Run owns the feed goroutine; Stop
@@ -99,6 +109,8 @@ type Cache struct {
 	oldest   int64
 	watchers map[*Watcher]struct{}
 	ready    bool
+	// listErr is why the last list failed, while the cache is not ready.
+	listErr error
 	// changed is closed and replaced whenever rev advances.
 	changed chan struct{}
 
@@ -186,7 +198,11 @@ func (c *Cache) listAndWatch(ctx context.Context) error {
 	for {
 		lr, err := c.cfg.Store.List(ctx, c.cfg.Prefix, storage.ListOptions{Revision: rev, Limit: 10000, StartKey: start})
 		if err != nil {
-			return fmt.Errorf("list: %w", err)
+			err = fmt.Errorf("list: %w", err)
+			if ctx.Err() == nil {
+				c.listFailed(err)
+			}
+			return err
 		}
 		rev = lr.Revision
 		for _, kv := range lr.KVs {
@@ -215,7 +231,7 @@ func (c *Cache) listAndWatch(ctx context.Context) error {
 	for wt := range c.watchers {
 		c.end_locked(wt, fmt.Errorf("watch cache relisted: %w", storage.ErrCompacted))
 	}
-	c.objects, c.labels, c.history, c.oldest, c.ready = objects, index, nil, rev, true
+	c.objects, c.labels, c.history, c.oldest, c.ready, c.listErr = objects, index, nil, rev, true, nil
 	c.advance_locked(rev)
 	c.mu.Unlock()
 
@@ -252,6 +268,18 @@ func (c *Cache) listAndWatch(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// listFailed makes the cache not ready because of err (see the package
+// doc): its watchers end, and waiters learn it.
+func (c *Cache) listFailed(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for wt := range c.watchers {
+		c.end_locked(wt, fmt.Errorf("watch cache: %w", err))
+	}
+	c.ready, c.listErr = false, err
+	c.advance_locked(c.rev) // wakes WaitFor
 }
 
 // apply adds one storage event to the state, the history and every watcher.
@@ -327,14 +355,18 @@ func (c *Cache) Ready() bool {
 	return c.ready
 }
 
-// WaitFor waits until the cache is ready and at revision rev or later.
+// WaitFor waits until the cache is ready and at revision rev or later. A
+// cache whose last list failed answers ErrNotReady (wrapping why) at once.
 func (c *Cache) WaitFor(ctx context.Context, rev int64) error {
 	for {
 		c.mu.RLock()
-		ready, cur, changed := c.ready, c.rev, c.changed
+		ready, cur, changed, listErr := c.ready, c.rev, c.changed, c.listErr
 		c.mu.RUnlock()
 		if ready && cur >= rev {
 			return nil
+		}
+		if !ready && listErr != nil {
+			return fmt.Errorf("%w: %w", ErrNotReady, listErr)
 		}
 		if ready {
 			select {
