@@ -122,7 +122,8 @@ func (s *Service) guessCurrent(ctx context.Context, res *registry.Resource, key 
 		// Exactly what getCurrent would return had nobody written since:
 		// the stored value itself, decoded the same way. No waiting for
 		// the cache to have it.
-		if cur, err := FromStorage(res, last); err == nil {
+		if objs, err := decodeStored(ctx, res, []storage.KeyValue{last}); err == nil {
+			cur := objs[0]
 			if s.cfg.Verify {
 				s.verifyGuess(ctx, res, &watchcache.Object{Key: key, Rev: last.ModRevision}, cur)
 			}
@@ -132,7 +133,7 @@ func (s *Service) guessCurrent(ctx context.Context, res *registry.Resource, key 
 		}
 	}
 	c := s.existingCache(res)
-	if c == nil || !c.Ready() || res.StoredAs != nil {
+	if c == nil || !c.Ready() || res.StoredAs != nil || convertsOnWrite(res) {
 		// A cache holding another form than the stored one cannot tell
 		// whether an update changes nothing (see unchanged).
 		return nil, nil
