@@ -345,7 +345,7 @@ func checkResponse(apiVersion string, uid types.UID, resp *review) error {
 func callMessage(err error) string {
 	var ce *webhook.CallError
 	if errors.As(err, &ce) && ce.Status != 0 {
-		body := strings.TrimPrefix(ce.Err.Error(), fmt.Sprintf("the server responded with status %d: ", ce.Status))
+		body := strings.TrimSpace(strings.TrimPrefix(ce.Err.Error(), fmt.Sprintf("the server responded with status %d: ", ce.Status)))
 		return apierrors.NewGenericServerResponse(ce.Status, http.MethodPost, schema.GroupResource{}, "", body, 0, true).Error()
 	}
 	return err.Error()

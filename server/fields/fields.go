@@ -35,6 +35,7 @@
 package fields
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -225,7 +226,7 @@ func (m *Manager) build(res *registry.Resource) *managers {
 		// The CRD variant: the hub is the version itself, which the
 		// apiVersion-setting convertor needs; both variants are the same
 		// chain (last-applied migration, manager caps, stripped metadata).
-		return managedfields.NewDefaultCRDFieldManager(tc, convertor{}, defaulter{}, creater{}, gvk, gvk.GroupVersion(), sub, r)
+		return managedfields.NewDefaultCRDFieldManager(tc, convertor{versions: res.Versions}, defaulter{}, creater{}, gvk, gvk.GroupVersion(), sub, r)
 	}
 	if ms.main, err = newManager("", reset(mainReset...)); err != nil {
 		ms.err = err
@@ -312,14 +313,16 @@ func samePointers(a, b []*registry.Resource) bool {
 }
 
 // convertor converts an object between versions of its resource by
-// setting its apiVersion (see the package doc).
-type convertor struct{}
+// setting its apiVersion (see the package doc), or with the resource's
+// converter when it has one (a CRD's conversion webhook, as
+// kube-apiserver's field manager converts with the CRD's converter).
+type convertor struct{ versions registry.Converter }
 
 func (convertor) Convert(in, out, context any) error {
 	return errors.New("fields: conversion between objects is not supported")
 }
 
-func (convertor) ConvertToVersion(in runtime.Object, gv runtime.GroupVersioner) (runtime.Object, error) {
+func (c convertor) ConvertToVersion(in runtime.Object, gv runtime.GroupVersioner) (runtime.Object, error) {
 	u, ok := in.(*unstructured.Unstructured)
 	if !ok {
 		return nil, fmt.Errorf("fields: cannot convert a %T", in)
@@ -333,6 +336,11 @@ func (convertor) ConvertToVersion(in runtime.Object, gv runtime.GroupVersioner) 
 		return u, nil
 	}
 	out := u.DeepCopy()
+	if c.versions != nil && to.GroupKind() == from.GroupKind() {
+		if err := c.versions.Convert(context.Background(), []*unstructured.Unstructured{out}, to.Version); err != nil {
+			return nil, err
+		}
+	}
 	out.SetGroupVersionKind(to)
 	return out, nil
 }

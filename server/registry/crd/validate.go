@@ -40,6 +40,12 @@ func PrepareDefinitionForUpdate(crd, old *apiextensionsv1.CustomResourceDefiniti
 	addStoredVersion(crd)
 }
 
+// RecordStorageVersion adds the storage version to status.storedVersions
+// if it is not there, as Kubernetes' CRD strategy does on every create and
+// update: a changed storage version is recorded, so that the objects still
+// stored in the old one are known to be.
+func RecordStorageVersion(crd *apiextensionsv1.CustomResourceDefinition) { addStoredVersion(crd) }
+
 func addStoredVersion(crd *apiextensionsv1.CustomResourceDefinition) {
 	for _, v := range crd.Spec.Versions {
 		if !v.Storage {
