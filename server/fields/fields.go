@@ -20,11 +20,13 @@
 //
 // # Conversion
 //
-// Versions of one resource are converted by setting apiVersion, which is
-// what kube-apiserver does for CRDs without a conversion webhook (the only
-// kind objwatch serves). A managedFields entry of another built-in version
-// whose schema differs fails to convert; Update then keeps the live
-// entries (as kube-apiserver's UpdateNoErrors does on any failure).
+// Versions of one resource are converted with the resource's converter
+// (registry.Resource.Versions: a CRD's None strategy sets apiVersion, a
+// conversion webhook is called), as kube-apiserver's field manager uses the
+// CRD's converter; without one, by setting apiVersion. A managedFields
+// entry of another built-in version whose schema differs fails to convert;
+// Update then keeps the live entries (as kube-apiserver's UpdateNoErrors
+// does on any failure). Entries keep the apiVersion they were written in.
 //
 // # Concurrency
 //

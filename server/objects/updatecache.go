@@ -23,7 +23,11 @@ package objects
 // keeps it encoded (decodeForCache, or a write hint that tests check
 // against it); decoding that JSON gives back getCurrent's object. Custom
 // resources stored in another version are no exception: the cache of the
-// requested version converts them exactly as getCurrent does.
+// requested version converts them exactly as getCurrent does. But the
+// cache of a version other than the storage version holds another form
+// than an update writes, so it cannot tell an update that changes nothing:
+// those updates guess only from this server's last write (its stored
+// bytes), never from the cache.
 //
 // A guess is only taken from a cache that exists (none is started for it)
 // and has finished its initial list. After this server wrote a key, its
