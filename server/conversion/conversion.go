@@ -248,12 +248,6 @@ func (w *Webhook) reviewVersion() (string, error) {
 // returns the converted objects, checked and with their metadata restored,
 // in objs' order. objs are not changed.
 func (w *Webhook) call(ctx context.Context, objs []*unstructured.Unstructured, raws [][]byte, to schema.GroupVersion) ([]*unstructured.Unstructured, error) {
-	// As kube-apiserver, the messages name the kind of the first object
-	// sent (the one object it sends).
-	in := objs[0].GroupVersionKind()
-	fail := func(format string, args ...any) error {
-		return &Error{fmt.Sprintf("conversion webhook for %v ", in) + fmt.Sprintf(format, args...)}
-	}
 	apiVersion, err := w.reviewVersion()
 	if err != nil {
 		return nil, &Error{err.Error()}
@@ -268,9 +262,16 @@ func (w *Webhook) call(ctx context.Context, objs []*unstructured.Unstructured, r
 	}
 	var resp review
 	if err := w.client.Post(ctx, w.ep, callTimeout, &req, &resp); err != nil {
-		return nil, fail("failed: %v", callMessage(err))
+		return nil, failure(objs, "failed: %v", callMessage(err))
 	}
-	if err := checkResponse(apiVersion, uid, &resp); err != nil {
+	return w.converted(objs, apiVersion, uid, &resp, to)
+}
+
+// converted checks a webhook's answer resp to a review of apiVersion and
+// uid for objs, and returns the converted objects in objs' order.
+func (w *Webhook) converted(objs []*unstructured.Unstructured, apiVersion string, uid types.UID, resp *review, to schema.GroupVersion) ([]*unstructured.Unstructured, error) {
+	fail := func(format string, args ...any) error { return failure(objs, format, args...) }
+	if err := checkResponse(apiVersion, uid, resp); err != nil {
 		return nil, fail("failed: %v", err)
 	}
 	got := resp.Response.ConvertedObjects
@@ -440,4 +441,10 @@ func restoreObjectMeta(original, converted *unstructured.Unstructured) error {
 		restored[fld] = got
 	}
 	return nil
+}
+
+// failure is a conversion error in kube-apiserver's words, which name the
+// kind of the first object sent (the one object it sends).
+func failure(objs []*unstructured.Unstructured, format string, args ...any) error {
+	return &Error{fmt.Sprintf("conversion webhook for %v ", objs[0].GroupVersionKind()) + fmt.Sprintf(format, args...)}
 }
