@@ -28,6 +28,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/testenv"
 )
 
@@ -248,8 +249,8 @@ func rawJSON(tb testing.TB, c *http.Client, url, method, body string) (int, []by
 }
 
 // startWidgets starts a server serving Widgets converted by a new webhook.
-func startWidgets(t testing.TB) (*testenv.Env, *convWebhook) {
-	env := testenv.Start(t)
+func startWidgets(t testing.TB, opts ...testenv.Option) (*testenv.Env, *convWebhook) {
+	env := testenv.Start(t, opts...)
 	c, host := env.HTTPClient(), env.Config.Host
 	w := startConvWebhook(t)
 	if code, b := rawJSON(t, c, host+"/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "POST", widgetCRD(w.srv.URL+"/convert", w.caPEM, "v1")); code != http.StatusCreated {
@@ -528,6 +529,32 @@ func TestConversionWebhook(t *testing.T) {
 			t.Errorf("get b (stored in v1) in v2, webhook down = %d %s", r.code, r.body)
 		}
 	})
+}
+
+// TestConversionWebhookWatchFromEtcd: a watch served from etcd (no watch
+// cache) whose event does not convert ends with an ERROR event, as
+// kube-apiserver's etcd watcher ends it.
+func TestConversionWebhookWatchFromEtcd(t *testing.T) {
+	env, w := startWidgets(t, testenv.WithServerConfig(func(c *server.Config) { c.DisableWatchCache = true }))
+	a := newAPI(t, env)
+	rv := rvOf(t, a.json("POST", widgetsV1, widgetV1("a", "3")))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := watchWidgets(t, ctx, a, widgetsV2+"?watch=1&resourceVersion="+rv)
+	mustCode(t, "create b", a.json("POST", widgetsV1, widgetV1("b", "4")), http.StatusCreated)
+	if ev := nextEvent(t, events, 5*time.Second); ev["type"] != "ADDED" || specOf(ev["object"].(map[string]any))["replicas"] != float64(4) {
+		t.Fatalf("watch in v2 got %v", ev)
+	}
+	w.setMode("500")
+	mustCode(t, "create c", a.json("POST", widgetsV1, widgetV1("c", "5")), http.StatusCreated)
+	ev := nextEvent(t, events, 5*time.Second)
+	st, _ := ev["object"].(map[string]any)
+	if msg, _ := st["message"].(string); ev["type"] != "ERROR" || st["code"] != float64(500) || !strings.Contains(msg, "conversion webhook for example.com/v1, Kind=Widget failed") {
+		t.Fatalf("after a failed conversion: %v, want an ERROR event", ev)
+	}
+	if ev, ok := <-events; ok {
+		t.Errorf("the watch went on after its ERROR event: %v", ev)
+	}
 }
 
 // BenchmarkConversionList lists N widgets stored in v1 through etcd
