@@ -286,6 +286,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.webhooks = webhook.New(s.lifecycle.ResolveService)
+	s.lifecycle.UseWebhooks(s.webhooks) // conversion webhooks
 	hooks := s.access.Hooks()
 	lh := s.lifecycle.Hooks()
 	hooks.Admit, hooks.Written = append(hooks.Admit, lh.Admit...), lh.Written

@@ -20,11 +20,13 @@
 //
 // # Conversion
 //
-// Versions of one resource are converted by setting apiVersion, which is
-// what kube-apiserver does for CRDs without a conversion webhook (the only
-// kind objwatch serves). A managedFields entry of another built-in version
-// whose schema differs fails to convert; Update then keeps the live
-// entries (as kube-apiserver's UpdateNoErrors does on any failure).
+// Versions of one resource are converted with the resource's converter
+// (registry.Resource.Versions: a CRD's None strategy sets apiVersion, a
+// conversion webhook is called), as kube-apiserver's field manager uses the
+// CRD's converter; without one, by setting apiVersion. A managedFields
+// entry of another built-in version whose schema differs fails to convert;
+// Update then keeps the live entries (as kube-apiserver's UpdateNoErrors
+// does on any failure). Entries keep the apiVersion they were written in.
 //
 // # Concurrency
 //
@@ -35,6 +37,7 @@
 package fields
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -279,7 +282,7 @@ func (m *Manager) build(res *registry.Resource) *managers {
 		// The CRD variant: the hub is the version itself, which the
 		// apiVersion-setting convertor needs; both variants are the same
 		// chain (last-applied migration, manager caps, stripped metadata).
-		return managedfields.NewDefaultCRDFieldManager(tc, convertor{}, defaulter{}, creater{}, gvk, gvk.GroupVersion(), sub, r)
+		return managedfields.NewDefaultCRDFieldManager(tc, convertor{versions: res.Versions}, defaulter{}, creater{}, gvk, gvk.GroupVersion(), sub, r)
 	}
 	if ms.main, err = newManager("", reset(mainReset...)); err != nil {
 		ms.err = err
@@ -373,14 +376,16 @@ func samePointers(a, b []*registry.Resource) bool {
 }
 
 // convertor converts an object between versions of its resource by
-// setting its apiVersion (see the package doc).
-type convertor struct{}
+// setting its apiVersion (see the package doc), or with the resource's
+// converter when it has one (a CRD's conversion webhook, as
+// kube-apiserver's field manager converts with the CRD's converter).
+type convertor struct{ versions registry.Converter }
 
 func (convertor) Convert(in, out, context any) error {
 	return errors.New("fields: conversion between objects is not supported")
 }
 
-func (convertor) ConvertToVersion(in runtime.Object, gv runtime.GroupVersioner) (runtime.Object, error) {
+func (c convertor) ConvertToVersion(in runtime.Object, gv runtime.GroupVersioner) (runtime.Object, error) {
 	u, ok := in.(*unstructured.Unstructured)
 	if !ok {
 		return nil, fmt.Errorf("fields: cannot convert a %T", in)
@@ -394,6 +399,11 @@ func (convertor) ConvertToVersion(in runtime.Object, gv runtime.GroupVersioner) 
 		return u, nil
 	}
 	out := u.DeepCopy()
+	if c.versions != nil && to.GroupKind() == from.GroupKind() {
+		if err := c.versions.Convert(context.Background(), []*unstructured.Unstructured{out}, to.Version); err != nil {
+			return nil, err
+		}
+	}
 	out.SetGroupVersionKind(to)
 	return out, nil
 }

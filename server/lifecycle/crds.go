@@ -17,9 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/objwatch/objwatch/server/apistatus"
+	"github.com/objwatch/objwatch/server/conversion"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/server/registry/crd"
+	"github.com/objwatch/objwatch/server/webhook"
 	"github.com/objwatch/objwatch/storage"
 )
 
@@ -137,7 +139,7 @@ func (l *Lifecycle) serveCRD(ctx context.Context, obj *unstructured.Unstructured
 	if cur, ok := l.registry.CustomToken(def.Name); ok && cur == token {
 		return
 	}
-	resources, err := customResources(def)
+	resources, err := customResources(def, l.webhooks)
 	if err == nil {
 		err = l.registry.SetCustom(def.Name, token, resources)
 	}
@@ -185,9 +187,14 @@ func (l *Lifecycle) writeCRDStatus(ctx context.Context, obj *unstructured.Unstru
 }
 
 // customResources builds the served resources of a CRD, one per served
-// version, all stored under one prefix.
-func customResources(def *apiextensionsv1.CustomResourceDefinition) ([]*registry.Resource, error) {
+// version, all stored under one prefix and sharing one converter (through
+// client, for a conversion webhook).
+func customResources(def *apiextensionsv1.CustomResourceDefinition, client *webhook.Client) ([]*registry.Resource, error) {
 	d, err := crd.New(def)
+	if err != nil {
+		return nil, err
+	}
+	conv, err := conversion.For(client, def, d)
 	if err != nil {
 		return nil, err
 	}
@@ -211,6 +218,7 @@ func customResources(def *apiextensionsv1.CustomResourceDefinition) ([]*registry
 			Custom:        true,
 			StoragePrefix: registry.StoragePrefix(def.Spec.Group, names.Plural),
 			Strategy:      crStrategy{def: d, version: cv},
+			Versions:      conv,
 
 			DeprecationWarning: cv.DeprecationWarning(),
 			ValidFieldLabel:    cv.ValidateFieldLabel,
@@ -254,8 +262,10 @@ func (c crStrategy) Normalize(obj, old map[string]any) ([]string, error) {
 	return c.def.Decode(obj, c.version.Name())
 }
 
+// Stored decodes obj in the version it is stored in: the object service
+// then converts it to the version served (registry.Resource.Versions).
 func (c crStrategy) Stored(obj map[string]any) error {
-	return c.def.DecodeStored(obj, c.version.Name())
+	return c.def.DecodeStored(obj, "")
 }
 
 func (c crStrategy) Validate(obj, old map[string]any) field.ErrorList {

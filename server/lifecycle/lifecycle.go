@@ -38,6 +38,7 @@ import (
 
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/server/webhook"
 	"github.com/objwatch/objwatch/storage"
 )
 
@@ -65,6 +66,8 @@ type Lifecycle struct {
 	store    storage.Interface
 	objects  *objects.Service
 	gc       *gcRunner
+	// webhooks calls CRDs' conversion webhooks (see UseWebhooks).
+	webhooks *webhook.Client
 
 	// crdTerminating holds the names of the custom resource definitions
 	// being deleted (see checkCRDActive).
@@ -90,6 +93,11 @@ func New(cfg Config) (*Lifecycle, error) {
 // Use sets the object service the lifecycle writes through. Call it once,
 // before anything else but Hooks.
 func (l *Lifecycle) Use(s *objects.Service) { l.objects = s }
+
+// UseWebhooks gives the lifecycle the client that calls CRDs' conversion
+// webhooks; call it before RunCRDs. Without one, a CRD whose conversion
+// strategy is Webhook is not served.
+func (l *Lifecycle) UseWebhooks(c *webhook.Client) { l.webhooks = c }
 
 // Hooks are what the lifecycle adds to every request of the object
 // service: before a write, a namespace's and a definition's state is

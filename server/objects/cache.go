@@ -138,10 +138,17 @@ func (s *Service) cacheDecoder(res *registry.Resource, hints *writeHints) watchc
 	}
 }
 
-// decodeForCache decodes a stored value of res for the cache.
+// decodeForCache decodes a stored value of res for the cache: converted
+// once for every watcher of res's version. A conversion webhook that
+// fails is retried (watchcache.ErrRetry): the cache waits for it rather
+// than leave the object out.
 func decodeForCache(res *registry.Resource) watchcache.Decoder {
 	return func(kv storage.KeyValue) (*watchcache.Object, error) {
 		obj, err := FromStorage(res, kv)
+		var ce *ConversionError
+		if errors.As(err, &ce) && res.Versions.Remote() {
+			return nil, fmt.Errorf("%w: %w", watchcache.ErrRetry, err)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -164,12 +171,24 @@ func filterOf(sel selector, ns string) watchcache.Filter {
 // errNoCache sends a request down the storage path.
 var errNoCache = errors.New("not served from the watch cache")
 
+// usableCache returns res's cache, or nil when the request goes to etcd:
+// no cache, or the cache of a version converted by a webhook that has
+// not loaded (the webhook fails: etcd's answer says why, where the cache
+// would wait).
+func (s *Service) usableCache(res *registry.Resource) *watchcache.Cache {
+	c := s.cacheFor(res)
+	if c == nil || (res.Versions != nil && res.Versions.Remote() && !c.Ready()) {
+		return nil
+	}
+	return c
+}
+
 // listFromCache serves a list from the cache when Kubernetes' rules allow
 // it: no continue token or limit, and no exact revision. A consistent list
 // (no resourceVersion) waits for the cache to catch up with etcd and falls
 // back to etcd if that takes too long.
 func (s *Service) listFromCache(ctx context.Context, res *registry.Resource, ns string, sel selector, plan listPlan) (*List, error) {
-	c := s.cacheFor(res)
+	c := s.usableCache(res)
 	if c == nil || plan.fromCont || plan.rev > 0 || (plan.limit > 0 && !plan.any) {
 		return nil, errNoCache
 	}
@@ -208,7 +227,7 @@ func (s *Service) listFromCache(ctx context.Context, res *registry.Resource, ns 
 
 // getFromCache reads one object from the cache once it has reached rev.
 func (s *Service) getFromCache(ctx context.Context, res *registry.Resource, ns, name string, rev int64) (*unstructured.Unstructured, error) {
-	c := s.cacheFor(res)
+	c := s.usableCache(res)
 	if c == nil {
 		return nil, errNoCache
 	}
@@ -236,7 +255,7 @@ func (s *Service) getFromCache(ctx context.Context, res *registry.Resource, ns, 
 // (having written nothing) when the cache cannot serve it, and no source
 // and no error when ctx ended while it waited.
 func (s *Service) cacheWatch(ctx context.Context, req *Request, wr watchRequest) (*cacheSource, error) {
-	c := s.cacheFor(req.Resource)
+	c := s.usableCache(req.Resource)
 	if c == nil {
 		return nil, errNoCache
 	}

@@ -2,10 +2,15 @@ package objects
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/objwatch/objwatch/server/apistatus"
@@ -33,21 +38,95 @@ func Decode(b []byte) (*unstructured.Unstructured, error) {
 }
 
 // FromStorage decodes a stored value and stamps it with its revision and
-// the apiVersion of the version it is served as.
+// the apiVersion of the version it is served as, converting it to that
+// version (see decodeStored; a conversion webhook is called without a
+// deadline of the caller's).
 func FromStorage(res *registry.Resource, kv storage.KeyValue) (*unstructured.Unstructured, error) {
-	var m map[string]any
-	if err := json.Unmarshal(kv.Value, &m); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+	objs, err := decodeStored(context.Background(), res, []storage.KeyValue{kv})
+	if err != nil {
+		return nil, err
 	}
-	if err := res.Strategy.Stored(m); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
-	}
-	u := &unstructured.Unstructured{Object: m}
-	u.SetAPIVersion(res.APIVersion())
-	u.SetKind(res.Kind)
-	u.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
-	return u, nil
+	return objs[0], nil
 }
+
+// decodeStored decodes stored values of res and stamps each with its
+// revision and res's apiVersion. Objects of a resource served in several
+// versions (res.Versions) are converted from the version each is stored
+// in to res's, all in one conversion: one ConversionReview for a page of
+// a list. A failed conversion is a *ConversionError.
+func decodeStored(ctx context.Context, res *registry.Resource, kvs []storage.KeyValue) ([]*unstructured.Unstructured, error) {
+	out := make([]*unstructured.Unstructured, len(kvs))
+	for i, kv := range kvs {
+		var m map[string]any
+		if err := json.Unmarshal(kv.Value, &m); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+		}
+		if err := res.Strategy.Stored(m); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+		}
+		out[i] = &unstructured.Unstructured{Object: m}
+	}
+	if res.Versions != nil && len(out) > 0 {
+		if err := res.Versions.Convert(ctx, out, res.Version); err != nil {
+			return nil, &ConversionError{Key: kvs[0].Key, Rev: kvs[0].ModRevision, N: len(kvs), Err: err}
+		}
+	}
+	for i, u := range out {
+		u.SetAPIVersion(res.APIVersion())
+		u.SetKind(res.Kind)
+		u.SetResourceVersion(strconv.FormatInt(kvs[i].ModRevision, 10))
+	}
+	return out, nil
+}
+
+// ConversionError is a stored object (or N of them, the first under Key)
+// that could not be converted to the version read: its conversion webhook
+// failed or answered wrongly. For one object its message is
+// kube-apiserver's for an object its storage cannot decode.
+type ConversionError struct {
+	Key string
+	Rev int64
+	N   int
+	Err error
+}
+
+func (e *ConversionError) Error() string {
+	if e.N > 1 {
+		return e.Err.Error()
+	}
+	// kube-apiserver's keys are relative to its /registry prefix.
+	return fmt.Sprintf("StorageError: corrupt object, Code: 7, Key: %s, ResourceVersion: 0, AdditionalErrorMsg: object not decodable revision=%d: %v",
+		strings.TrimPrefix(e.Key, strings.TrimSuffix(registry.Root, "/")), e.Rev, e.Err)
+}
+
+func (e *ConversionError) Unwrap() error { return e.Err }
+
+// storedForm encodes obj for storage (see ToStorage) in res's storage
+// version: a copy of obj is converted first when obj is in another
+// version (converted is then true, and the bytes are not obj's). A failed
+// conversion is kube-apiserver's 500 with the converter's message, and
+// nothing is written.
+func storedForm(ctx context.Context, res *registry.Resource, obj *unstructured.Unstructured) (b []byte, converted bool, err error) {
+	if res.Versions != nil {
+		to := res.Versions.StorageVersion()
+		if gv := (schema.GroupVersion{Group: res.Group, Version: to}).String(); obj.GetAPIVersion() != gv {
+			c := obj.DeepCopy()
+			c.SetResourceVersion("") // as kube-apiserver: not sent to the webhook
+			if err := res.Versions.Convert(ctx, []*unstructured.Unstructured{c}, to); err != nil {
+				return nil, false, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http500, Message: err.Error()}}
+			}
+			obj, converted = c, true
+		}
+	}
+	b, err = ToStorage(obj)
+	if err != nil {
+		return nil, false, apierrors.NewInternalError(err)
+	}
+	return b, converted, nil
+}
+
+// http500 is the code of an error kube-apiserver has no Status for.
+const http500 = 500
 
 // ToStorage encodes obj for storage: without resourceVersion, which is the
 // etcd revision and not stored.
@@ -75,4 +154,11 @@ func ParseRV(s string) (int64, error) {
 		return 0, apistatus.BadRequest("invalid resource version %q: must be a non-negative integer", s)
 	}
 	return n, nil
+}
+
+// convertsOnWrite reports whether res's objects are stored in another
+// version than res's: its watch cache then holds another form than the
+// stored one.
+func convertsOnWrite(res *registry.Resource) bool {
+	return res.Versions != nil && res.Versions.StorageVersion() != res.Version
 }

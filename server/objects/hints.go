@@ -41,7 +41,7 @@ const maxHints = 4096
 // the cache would hold it, without a resourceVersion), if res's cache can
 // use it.
 func (h *writeHints) add(res *registry.Resource, key string, value []byte, obj *unstructured.Unstructured) {
-	if h == nil || res.StoredAs != nil || (res.Custom && obj.GetAPIVersion() != res.APIVersion()) {
+	if h == nil || res.StoredAs != nil || convertsOnWrite(res) || (res.Custom && obj.GetAPIVersion() != res.APIVersion()) {
 		return
 	}
 	o := &watchcache.Object{

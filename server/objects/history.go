@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/objwatch/objwatch/server/apistatus"
@@ -44,9 +43,9 @@ func (s *Service) History(ctx context.Context, req *Request) (History, error) {
 	}
 	var h History
 	for {
-		obj, err := FromStorage(res, kv)
+		obj, _, err := decodeCurrent(ctx, res, kv)
 		if err != nil {
-			return History{}, apierrors.NewInternalError(err)
+			return History{}, err
 		}
 		h.Revisions = append(h.Revisions, obj)
 		if kv.ModRevision == kv.CreateRevision {

@@ -279,11 +279,14 @@ func (s *Service) readList(ctx context.Context, res *registry.Resource, ns strin
 			return nil, meta, apistatus.Storage(err, gr(res), "")
 		}
 		rev = lr.Revision
+		// One conversion for the page: the selectors match the objects
+		// in the version read.
+		objs, err := decodeStored(ctx, res, lr.KVs)
+		if err != nil {
+			return nil, meta, apierrors.NewInternalError(err)
+		}
 		for i, kv := range lr.KVs {
-			obj, err := FromStorage(res, kv)
-			if err != nil {
-				return nil, meta, apierrors.NewInternalError(err)
-			}
+			obj := objs[i]
 			if !sel.matches(res, obj) {
 				continue
 			}

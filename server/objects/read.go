@@ -69,14 +69,14 @@ func (s *Service) getCurrent(ctx context.Context, res *registry.Resource, ns, na
 	if err != nil {
 		return nil, kv, apistatus.Storage(err, gr(res), name)
 	}
-	return decodeCurrent(res, kv)
+	return decodeCurrent(ctx, res, kv)
 }
 
 // decodeCurrent decodes a stored value read from etcd for an update.
-func decodeCurrent(res *registry.Resource, kv storage.KeyValue) (*unstructured.Unstructured, storage.KeyValue, error) {
-	obj, err := FromStorage(res, kv)
+func decodeCurrent(ctx context.Context, res *registry.Resource, kv storage.KeyValue) (*unstructured.Unstructured, storage.KeyValue, error) {
+	objs, err := decodeStored(ctx, res, []storage.KeyValue{kv})
 	if err != nil {
 		return nil, kv, apierrors.NewInternalError(err)
 	}
-	return obj, kv, nil
+	return objs[0], kv, nil
 }

@@ -62,7 +62,7 @@ func (c *conflictRetry) first() bool { return c.attempts == 1 }
 func (s *Service) current(ctx context.Context, res *registry.Resource, ns, name string, known *storage.KeyValue) (*unstructured.Unstructured, storage.KeyValue, error) {
 	if known != nil {
 		s.counts.conflictReads.Add(1)
-		return decodeCurrent(res, *known)
+		return decodeCurrent(ctx, res, *known)
 	}
 	return s.getCurrent(ctx, res, ns, name)
 }

@@ -42,6 +42,16 @@
 // from the watch cache's copy when it can stand in for etcd's (see
 // updatecache.go).
 //
+// # Versions
+//
+// A resource served in several versions over one storage (a CRD's,
+// registry.Resource.Versions) is written in its storage version and read
+// in the version asked for: every stored object is converted on the way
+// out (a list page in one conversion; a watch cache converts each event
+// once for all its watchers) and every written object on the way in. A
+// conversion webhook's failure on a write is a 500 before anything is
+// written; on a read a 500 InternalError, with kube-apiserver's messages.
+//
 // # Concurrency
 //
 // A Service is safe for concurrent use. It owns one watch cache per served

@@ -23,7 +23,11 @@ package objects
 // keeps it encoded (decodeForCache, or a write hint that tests check
 // against it); decoding that JSON gives back getCurrent's object. Custom
 // resources stored in another version are no exception: the cache of the
-// requested version converts them exactly as getCurrent does.
+// requested version converts them exactly as getCurrent does. But the
+// cache of a version other than the storage version holds another form
+// than an update writes, so it cannot tell an update that changes nothing:
+// those updates guess only from this server's last write (its stored
+// bytes), never from the cache.
 //
 // A guess is only taken from a cache that exists (none is started for it)
 // and has finished its initial list. After this server wrote a key, its
@@ -122,7 +126,8 @@ func (s *Service) guessCurrent(ctx context.Context, res *registry.Resource, key 
 		// Exactly what getCurrent would return had nobody written since:
 		// the stored value itself, decoded the same way. No waiting for
 		// the cache to have it.
-		if cur, err := FromStorage(res, last); err == nil {
+		if objs, err := decodeStored(ctx, res, []storage.KeyValue{last}); err == nil {
+			cur := objs[0]
 			if s.cfg.Verify {
 				s.verifyGuess(ctx, res, &watchcache.Object{Key: key, Rev: last.ModRevision}, cur)
 			}
@@ -132,7 +137,7 @@ func (s *Service) guessCurrent(ctx context.Context, res *registry.Resource, key 
 		}
 	}
 	c := s.existingCache(res)
-	if c == nil || !c.Ready() || res.StoredAs != nil {
+	if c == nil || !c.Ready() || res.StoredAs != nil || convertsOnWrite(res) {
 		// A cache holding another form than the stored one cannot tell
 		// whether an update changes nothing (see unchanged).
 		return nil, nil

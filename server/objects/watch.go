@@ -387,7 +387,11 @@ func (src *storageSource) Stop() {
 // given selection: an object entering the selection is ADDED, one leaving it
 // is DELETED (with its last matching state and the event's revision), and
 // changes outside it are dropped (empty type).
+//
+// The objects are converted to res's version, the current and previous
+// state in one conversion; the caller's goroutine waits for it.
 func (s *Service) translate(res *registry.Resource, sel selector, ev storage.Event) (string, *unstructured.Unstructured, error) {
+	ctx := context.Background()
 	switch ev.Type {
 	case storage.Delete:
 		obj, err := FromStorage(res, ev.KV)
@@ -399,10 +403,15 @@ func (s *Service) translate(res *registry.Resource, sel selector, ev storage.Eve
 		}
 		return "DELETED", obj, nil
 	case storage.Put:
-		obj, err := FromStorage(res, ev.KV)
+		kvs := []storage.KeyValue{ev.KV}
+		if ev.PrevKV != nil && !sel.empty() {
+			kvs = append(kvs, *ev.PrevKV)
+		}
+		objs, err := decodeStored(ctx, res, kvs)
 		if err != nil {
 			return "", nil, err
 		}
+		obj := objs[0]
 		cur := sel.matches(res, obj)
 		if ev.PrevKV == nil {
 			if !cur {
@@ -412,10 +421,8 @@ func (s *Service) translate(res *registry.Resource, sel selector, ev storage.Eve
 		}
 		prevMatches := true
 		var prev *unstructured.Unstructured
-		if !sel.empty() {
-			if prev, err = FromStorage(res, *ev.PrevKV); err != nil {
-				return "", nil, err
-			}
+		if len(objs) > 1 {
+			prev = objs[1]
 			prevMatches = sel.matches(res, prev)
 		}
 		typ, left, ok := watchcache.PutEvent(cur, prevMatches)

@@ -100,10 +100,10 @@ func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Un
 	if opts.DryRun {
 		return out, nil
 	}
-	b, err := ToStorage(obj)
+	b, converted, err := storedForm(ctx, res, obj)
 	if err != nil {
 		undo.run()
-		return out, apierrors.NewInternalError(err)
+		return out, err
 	}
 	key := res.Key(obj.GetNamespace(), obj.GetName())
 	hints := s.hintsFor(res)
@@ -115,7 +115,7 @@ func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Un
 		return Result{Warnings: out.Warnings}, apistatus.Storage(err, gr(res), obj.GetName())
 	}
 	obj.SetResourceVersion(strconv.FormatInt(kv.ModRevision, 10))
-	if res.StoredAs == nil {
+	if res.StoredAs == nil && !converted {
 		// The stored bytes with the resourceVersion are the response.
 		out.Raw = withResourceVersion(b, kv.ModRevision)
 	}
@@ -265,9 +265,9 @@ func (s *Service) guaranteedUpdate(ctx context.Context, req *Request, opts Write
 			obj.SetResourceVersion(strconv.FormatInt(deleted.ModRevision, 10))
 			return obj, warnings, nil
 		}
-		b, err := ToStorage(obj)
+		b, _, err := storedForm(ctx, res, obj)
 		if err != nil {
-			return nil, nil, apierrors.NewInternalError(err)
+			return nil, warnings, err
 		}
 		// A guess has no stored bytes (kv.Value): whether anything changed
 		// is decided on etcd's.
@@ -488,9 +488,9 @@ func (s *Service) deleteObject(ctx context.Context, req *Request, opts *metav1.D
 			if dryRun {
 				return Result{Object: cur}, nil
 			}
-			b, err := ToStorage(cur)
+			b, _, err := storedForm(ctx, res, cur)
 			if err != nil {
-				return Result{}, apierrors.NewInternalError(err)
+				return Result{}, err
 			}
 			nkv, err := s.store.Update(ctx, kv.Key, b, kv.ModRevision)
 			if retry.conflict(err) && retry.more() {

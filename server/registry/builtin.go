@@ -141,9 +141,12 @@ func prepareCRD(obj, old *apiextensionsv1.CustomResourceDefinition) {
 	crd.SetDefaults(obj)
 	if old == nil {
 		crd.PrepareDefinitionForCreate(obj)
+		return
 	}
 	// On update the server itself keeps status (a subresource) and
-	// maintains generation.
+	// maintains generation; a new storage version joins
+	// status.storedVersions, as in Kubernetes.
+	crd.RecordStorageVersion(obj)
 }
 
 func validateCRD(obj, old *apiextensionsv1.CustomResourceDefinition) field.ErrorList {

@@ -9,6 +9,7 @@
 package registry
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -81,6 +82,12 @@ type Resource struct {
 	// core/v1 events): Strategy.Stored converts a stored object into this
 	// resource's form, StoredAs.ToStorage (through StorageForm) back.
 	StoredAs *Conversion
+	// Versions, if set, converts the objects of a resource served in
+	// several versions that share one storage (custom resources): objects
+	// are written in Versions.StorageVersion() and every object read is
+	// converted to this resource's version (objects stored in an older
+	// storage version too). nil: objects are read as they are stored.
+	Versions Converter
 	// PatchSchema is a Go value of the resource's type for strategic merge
 	// patch; nil when the resource does not support it.
 	PatchSchema any
@@ -121,6 +128,22 @@ type Resource struct {
 	// Reviews are subresources that take a create of another kind, answered
 	// like a Review's: a service account's "token" takes a TokenRequest.
 	Reviews map[string]*Resource
+}
+
+// Converter converts objects between the versions of one resource: a
+// custom resource definition's conversion strategy (None or Webhook).
+// Implementations are safe for concurrent use.
+type Converter interface {
+	// StorageVersion is the version objects are written in.
+	StorageVersion() string
+	// Convert converts objs, each in a version of the resource, to
+	// version (of the resource's group), in place: all of them or, with an
+	// error, none. A remote converter converts them in as few calls as it
+	// can (one ConversionReview for a list).
+	Convert(ctx context.Context, objs []*unstructured.Unstructured, version string) error
+	// Remote reports whether Convert calls out (a conversion webhook):
+	// it may then fail for a while, until the webhook answers again.
+	Remote() bool
 }
 
 // ScalePaths locate the fields a /scale subresource reads and writes: JSON

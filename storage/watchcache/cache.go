@@ -73,8 +73,17 @@ type Object struct {
 }
 
 // Decoder turns a stored value into an Object. kv.ModRevision is the
-// revision to stamp as resourceVersion.
+// revision to stamp as resourceVersion. A value that does not decode is
+// logged and left out, unless the error wraps ErrRetry.
 type Decoder func(kv storage.KeyValue) (*Object, error)
+
+// ErrRetry, wrapped by a Decoder's error, says the value may decode later
+// (a conversion webhook that does not answer): the cache does not leave
+// it out but stalls on it, as Kubernetes' watch cache does, retrying with
+// backoff until it decodes or the cache stops. Its watchers get nothing
+// newer meanwhile; an initial list that meets one fails and is retried,
+// and the cache is not ready until one succeeds.
+var ErrRetry = errors.New("retry decoding")
 
 // Config configures a Cache.
 type Config struct {
@@ -207,6 +216,9 @@ func (c *Cache) listAndWatch(ctx context.Context) error {
 		rev = lr.Revision
 		for _, kv := range lr.KVs {
 			o, err := c.cfg.Decode(kv)
+			if errors.Is(err, ErrRetry) {
+				return fmt.Errorf("list: %w", err)
+			}
 			if err != nil {
 				c.cfg.Log.Error("watch cache: decode", "key", kv.Key, "err", err)
 				continue
@@ -262,7 +274,7 @@ func (c *Cache) listAndWatch(ctx context.Context) error {
 				}
 				c.mu.Unlock()
 			default:
-				if err := c.apply(ev); err != nil {
+				if err := c.apply(ctx, ev); err != nil {
 					return err
 				}
 			}
@@ -283,8 +295,18 @@ func (c *Cache) listFailed(err error) {
 }
 
 // apply adds one storage event to the state, the history and every watcher.
-func (c *Cache) apply(ev storage.Event) error {
+// A value to retry (ErrRetry) is retried here until it decodes or ctx ends.
+func (c *Cache) apply(ctx context.Context, ev storage.Event) error {
 	obj, err := c.cfg.Decode(ev.KV)
+	for backoff := 100 * time.Millisecond; errors.Is(err, ErrRetry); backoff = min(2*backoff, 5*time.Second) {
+		c.cfg.Log.Warn("watch cache: decode, retrying", "key", ev.KV.Key, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		obj, err = c.cfg.Decode(ev.KV)
+	}
 	if err != nil {
 		c.cfg.Log.Error("watch cache: decode", "key", ev.KV.Key, "err", err)
 		return nil

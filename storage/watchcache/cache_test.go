@@ -281,6 +281,11 @@ func TestSlowWatcherEndsWithoutBlockingOthers(t *testing.T) {
 func TestHistoryWindow(t *testing.T) {
 	e := setup(t)
 	c := e.cache(watchcache.Config{MaxHistory: 3})
+	// The window is counted from the initial list: let it finish before
+	// the writes (it raced, failing under -count and load).
+	if err := c.WaitFor(e.ctx, 0); err != nil {
+		t.Fatal(err)
+	}
 	first := e.put("a", "o", "0", nil)
 	var last int64
 	for i := range 6 {

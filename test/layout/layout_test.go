@@ -67,6 +67,7 @@ func TestServerImportsPointDown(t *testing.T) {
 		"server/encryption":       2,
 		"server/rbac":             1,
 		"server/registry":         1,
+		"server/conversion":       1,
 		"server/registry/crd":     0,
 		"server/apistatus":        0,
 		"server/auth":             0,

@@ -18,8 +18,12 @@ import (
 )
 
 // ErrUnsupportedConversion is returned by New for a CRD whose conversion
-// strategy is not None.
-var ErrUnsupportedConversion = errors.New("only the None conversion strategy is supported")
+// strategy is neither None nor Webhook.
+var ErrUnsupportedConversion = errors.New("only the None and Webhook conversion strategies are supported")
+
+// ErrNeedsWebhook is returned by Convert for a change of version of a CRD
+// whose conversion strategy is Webhook: package conversion makes it.
+var ErrNeedsWebhook = errors.New("the conversion between versions is the conversion webhook's")
 
 // Definition is what the server needs to serve the custom resources of one
 // CustomResourceDefinition. It is immutable and safe for concurrent use; a
@@ -30,6 +34,7 @@ type Definition struct {
 	names                 apiextensionsv1.CustomResourceDefinitionNames
 	namespaced            bool
 	preserveUnknownFields bool
+	webhook               bool // conversion strategy Webhook
 	versions              map[string]*Version
 	sorted                []*Version // by Kubernetes' version priority, highest first
 	storage               *Version
@@ -41,8 +46,12 @@ type Definition struct {
 // none have been accepted yet.
 func New(crd *apiextensionsv1.CustomResourceDefinition) (*Definition, error) {
 	crd = crd.DeepCopy()
+	webhook := false
 	if c := crd.Spec.Conversion; c != nil && c.Strategy != apiextensionsv1.NoneConverter {
-		return nil, fmt.Errorf("crd %s: conversion strategy %q: %w", crd.Name, c.Strategy, ErrUnsupportedConversion)
+		if c.Strategy != apiextensionsv1.WebhookConverter || c.Webhook == nil || c.Webhook.ClientConfig == nil {
+			return nil, fmt.Errorf("crd %s: conversion strategy %q: %w", crd.Name, c.Strategy, ErrUnsupportedConversion)
+		}
+		webhook = true
 	}
 	d := &Definition{
 		name:                  crd.Name,
@@ -50,6 +59,7 @@ func New(crd *apiextensionsv1.CustomResourceDefinition) (*Definition, error) {
 		names:                 crd.Spec.Names,
 		namespaced:            crd.Spec.Scope == apiextensionsv1.NamespaceScoped,
 		preserveUnknownFields: crd.Spec.PreserveUnknownFields,
+		webhook:               webhook,
 		versions:              map[string]*Version{},
 	}
 	if crd.Status.AcceptedNames.Plural != "" {
@@ -112,6 +122,11 @@ func (d *Definition) Versions() []*Version {
 // StorageVersion returns the version objects are stored in.
 func (d *Definition) StorageVersion() *Version { return d.storage }
 
+// Webhook reports whether the CRD's conversion strategy is Webhook:
+// Convert then only stamps and prunes objects already in the version asked
+// for, and package conversion converts between versions.
+func (d *Definition) Webhook() bool { return d.webhook }
+
 // Decode prepares a custom resource decoded from a request body for version,
 // as kube-apiserver's decoder does: in the schema of the object's own
 // apiVersion it drops unknown fields (and unknown metadata fields), drops
@@ -140,7 +155,9 @@ func (d *Definition) Decode(obj map[string]interface{}, version string) (unknown
 // DecodeStored prepares a custom resource read from storage for version, as
 // kube-apiserver's storage codec does: like Decode, except that malformed
 // metadata fields are dropped instead of failing, and a missing generation
-// becomes 1. Defaults are those of the stored version.
+// becomes 1. Defaults are those of the stored version. With version "",
+// obj stays in the version it was stored in (for a conversion webhook to
+// convert next).
 func (d *Definition) DecodeStored(obj map[string]interface{}, version string) error {
 	_, s, err := d.coerce(obj, coerceOptions{dropInvalidMetadata: true, repairGeneration: true})
 	if err != nil {
@@ -149,12 +166,25 @@ func (d *Definition) DecodeStored(obj map[string]interface{}, version string) er
 	if s != nil {
 		structuraldefaulting.Default(obj, s)
 	}
+	if version == "" {
+		return nil
+	}
 	return d.Convert(obj, version)
+}
+
+// Prune coerces obj in the schema of its own apiVersion: what
+// kube-apiserver does to the objects a conversion webhook returns (unknown
+// fields and non-nullable nulls dropped, metadata of embedded resources
+// coerced), before they are stored or served.
+func (d *Definition) Prune(obj map[string]interface{}) error {
+	_, _, err := d.coerce(obj, coerceOptions{})
+	return err
 }
 
 // Convert converts obj in place to version with the None strategy: it sets
 // apiVersion, then prunes obj in the schema of version. Use it with the
-// storage version before writing an object.
+// storage version before writing an object. For a CRD with a conversion
+// webhook, a change of version is ErrNeedsWebhook.
 func (d *Definition) Convert(obj map[string]interface{}, version string) error {
 	to := d.versions[version]
 	if to == nil {
@@ -174,6 +204,9 @@ func (d *Definition) Convert(obj map[string]interface{}, version string) error {
 	if gv.Version == version {
 		// Pruning again in the same schema changes nothing: skip it.
 		return nil
+	}
+	if d.webhook {
+		return fmt.Errorf("convert %s to %s: %w", gv, version, ErrNeedsWebhook)
 	}
 	obj["apiVersion"] = schema.GroupVersion{Group: d.group, Version: version}.String()
 	_, _, err = d.coerce(obj, coerceOptions{})

@@ -21,9 +21,12 @@
 // behaviour, including CEL rules and validation ratcheting on update, is
 // Kubernetes' own, with identical error messages.
 //
-// objwatch supports only the None conversion strategy: versions of a CRD
+// Both conversion strategies are served. With None, versions of a CRD
 // differ in apiVersion, schema, subresources and printer columns, not in
-// shape. ValidateDefinition rejects conversion webhooks.
+// shape, and Convert converts. With Webhook, Convert only prunes objects
+// already in the version asked for; the conversion webhook (package
+// conversion, which calls it and checks its answer) converts between
+// versions, and Prune coerces what it returns.
 //
 // # Serving a CustomResourceDefinition
 //

@@ -40,6 +40,12 @@ func PrepareDefinitionForUpdate(crd, old *apiextensionsv1.CustomResourceDefiniti
 	addStoredVersion(crd)
 }
 
+// RecordStorageVersion adds the storage version to status.storedVersions
+// if it is not there, as Kubernetes' CRD strategy does on every create and
+// update: a changed storage version is recorded, so that the objects still
+// stored in the old one are known to be.
+func RecordStorageVersion(crd *apiextensionsv1.CustomResourceDefinition) { addStoredVersion(crd) }
+
 func addStoredVersion(crd *apiextensionsv1.CustomResourceDefinition) {
 	for _, v := range crd.Spec.Versions {
 		if !v.Storage {
@@ -58,23 +64,21 @@ func addStoredVersion(crd *apiextensionsv1.CustomResourceDefinition) {
 // ValidateDefinition validates crd for creation with Kubernetes' own rules
 // (names, metadata.name == plural.group, scope, exactly one storage version,
 // structural schemas with pruned defaults, CEL rule costs, printer columns,
-// subresources, ...), plus objwatch's: the conversion strategy must be None.
-// crd is expected to have been through SetDefaults and
+// subresources, the conversion webhook's clientConfig and
+// conversionReviewVersions, ...). crd is expected to have been through SetDefaults and
 // PrepareDefinitionForCreate.
 func ValidateDefinition(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) field.ErrorList {
 	in, errs := toInternal(crd)
 	if len(errs) > 0 {
 		return errs
 	}
-	errs = validation.ValidateCustomResourceDefinition(ctx, in)
-	return append(errs, validateConversion(crd)...)
+	return validation.ValidateCustomResourceDefinition(ctx, in)
 }
 
 // ValidateDefinitionUpdate validates the update of old to crd with
 // Kubernetes' own rules (which, for example, keep names immutable once the
-// CRD is established and ratchet rules the old CRD did not meet), plus
-// objwatch's: the conversion strategy must be None. crd is expected to have
-// been through SetDefaults and PrepareDefinitionForUpdate.
+// CRD is established and ratchet rules the old CRD did not meet). crd is
+// expected to have been through SetDefaults and PrepareDefinitionForUpdate.
 func ValidateDefinitionUpdate(ctx context.Context, crd, old *apiextensionsv1.CustomResourceDefinition) field.ErrorList {
 	in, errs := toInternal(crd)
 	if len(errs) > 0 {
@@ -84,21 +88,7 @@ func ValidateDefinitionUpdate(ctx context.Context, crd, old *apiextensionsv1.Cus
 	if len(errs) > 0 {
 		return errs
 	}
-	errs = validation.ValidateCustomResourceDefinitionUpdate(ctx, in, oldIn)
-	return append(errs, validateConversion(crd)...)
-}
-
-func validateConversion(crd *apiextensionsv1.CustomResourceDefinition) field.ErrorList {
-	c := crd.Spec.Conversion
-	if c == nil || c.Strategy == apiextensionsv1.NoneConverter {
-		return nil
-	}
-	p := field.NewPath("spec", "conversion", "strategy")
-	if c.Strategy == apiextensionsv1.WebhookConverter {
-		return field.ErrorList{field.Invalid(p, c.Strategy, `objwatch does not support conversion webhooks; use "None"`)}
-	}
-	// Kubernetes' validation already reports other values as unsupported.
-	return nil
+	return validation.ValidateCustomResourceDefinitionUpdate(ctx, in, oldIn)
 }
 
 func toInternal(crd *apiextensionsv1.CustomResourceDefinition) (*apiextensions.CustomResourceDefinition, field.ErrorList) {

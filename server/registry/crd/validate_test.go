@@ -63,7 +63,16 @@ func TestValidateDefinition(t *testing.T) {
 		{"non-structural schema", func(c *apiextensionsv1.CustomResourceDefinition) {
 			c.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = apiextensionsv1.JSONSchemaProps{}
 		}, []fieldErr{{field.ErrorTypeRequired, "spec.versions[0].schema.openAPIV3Schema.properties[spec].type"}}},
-		{"webhook conversion", webhook, []fieldErr{{field.ErrorTypeInvalid, "spec.conversion.strategy"}}},
+		{"webhook conversion", webhook, nil},
+		{"webhook conversion, http", func(c *apiextensionsv1.CustomResourceDefinition) {
+			webhook(c)
+			u := "http://example.com/convert"
+			c.Spec.Conversion.Webhook.ClientConfig.URL = &u
+		}, []fieldErr{{field.ErrorTypeInvalid, "spec.conversion.webhookClientConfig.url"}}},
+		{"webhook conversion, unknown review version", func(c *apiextensionsv1.CustomResourceDefinition) {
+			webhook(c)
+			c.Spec.Conversion.Webhook.ConversionReviewVersions = []string{"v2beta"}
+		}, []fieldErr{{field.ErrorTypeInvalid, "spec.conversion.conversionReviewVersions"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,14 +87,30 @@ func TestValidateDefinition(t *testing.T) {
 	}
 }
 
+// TestValidateDefinitionWebhookMessage: the messages are kube-apiserver's
+// (v1.37.2) for the same CRDs.
 func TestValidateDefinitionWebhookMessage(t *testing.T) {
-	c := testCRD(t)
-	c.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter}
-	PrepareDefinitionForCreate(c)
-	errs := ValidateDefinition(context.Background(), c)
-	want := `spec.conversion.strategy: Invalid value: "Webhook": objwatch does not support conversion webhooks; use "None"`
-	if len(errs) == 0 || errs[len(errs)-1].Error() != want {
-		t.Errorf("ValidateDefinition() = %v, want last %s", errs, want)
+	for _, tc := range []struct {
+		conv *apiextensionsv1.CustomResourceConversion
+		want string
+	}{
+		{&apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter},
+			"spec.conversion.webhookClientConfig: Required value: required when strategy is set to Webhook"},
+		{&apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter, Webhook: &apiextensionsv1.WebhookConversion{
+			ClientConfig: &apiextensionsv1.WebhookClientConfig{}, ConversionReviewVersions: []string{"v2beta"}}},
+			"spec.conversion.conversionReviewVersions: Invalid value: [\"v2beta\"]: must include at least one of v1, v1beta1"},
+	} {
+		c := testCRD(t)
+		c.Spec.Conversion = tc.conv
+		PrepareDefinitionForCreate(c)
+		errs := ValidateDefinition(context.Background(), c)
+		found := false
+		for _, e := range errs {
+			found = found || e.Error() == tc.want
+		}
+		if !found {
+			t.Errorf("ValidateDefinition() = %v, want %s", errs, tc.want)
+		}
 	}
 }
 
@@ -119,7 +144,6 @@ func TestValidateDefinitionUpdate(t *testing.T) {
 		}, []fieldErr{
 			{field.ErrorTypeRequired, "spec.conversion.webhookClientConfig"},
 			{field.ErrorTypeRequired, "spec.conversion.conversionReviewVersions"},
-			{field.ErrorTypeInvalid, "spec.conversion.strategy"},
 		}, 2},
 	}
 	for _, tt := range tests {
