@@ -90,6 +90,7 @@ func New(cfg Config) (*API, error) {
 	if cfg.Objects == nil || cfg.Registry == nil || cfg.Pacer == nil || cfg.Stopping == nil || cfg.Log == nil {
 		return nil, errors.New("endpoints: incomplete config")
 	}
+	limitJSONPatchCopies(cfg.MaxRequestBytes)
 	m, err := newMetrics(cfg.Metrics, cfg.Pacer.Window)
 	if err != nil {
 		return nil, fmt.Errorf("endpoints: %w", err)
