@@ -1,8 +1,8 @@
 package server_test
 
 import (
-	"context"
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -238,7 +238,8 @@ func doublingPatch() string {
 // levels JSONSchemaProps deep (each the "not" of the one around it),
 // built from the inside out in reverse so that it takes linear time.
 func deepCRD(levels int) []byte {
-	var rev []byte // the encoding, last byte first
+	// rev is the encoding, last byte first.
+	var rev []byte
 	field := func(num protowire.Number, start int) { // wrap rev[start:] as field num
 		n := len(rev) - start
 		for _, b := range slices.Backward(protowire.AppendVarint(nil, uint64(n))) {
@@ -258,8 +259,8 @@ func deepCRD(levels int) []byte {
 	for range levels {
 		field(28, 0) // JSONSchemaProps.not
 	}
-	field(1, 0) // CustomResourceValidation.openAPIV3Schema
-	field(4, 0) // CustomResourceDefinitionVersion.schema
+	field(1, 0)  // CustomResourceValidation.openAPIV3Schema
+	field(4, 0)  // CustomResourceDefinitionVersion.schema
 	str(1, "v1") // .name
 	field(7, 0)  // CustomResourceDefinitionSpec.versions
 	field(2, 0)  // CustomResourceDefinition.spec

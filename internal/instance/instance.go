@@ -217,8 +217,8 @@ func Start(ctx context.Context, o Options) (_ *Instance, err error) {
 		return nil, err
 	}
 	in.http = &http.Server{
-		Handler:           in.Server.Handler(),
-		TLSConfig:         in.Credentials.ServerTLSConfig(),
+		Handler:   in.Server.Handler(),
+		TLSConfig: in.Credentials.ServerTLSConfig(),
 		// Slow clients, as kube-apiserver bounds them: headers (and the
 		// TLS handshake) within ReadHeaderTimeout, idle keep-alive
 		// connections closed after 90 s, headers of at most 1 MiB. No
