@@ -46,7 +46,7 @@ func writers(t *testing.T, env *testenv.Env, admin *api, users ...string) []*api
 }
 
 // userTLS is the HTTP/1.1 TLS client config of user name.
-func userTLS(t *testing.T, env *testenv.Env, name string) *tls.Config {
+func userTLS(t testing.TB, env *testenv.Env, name string) *tls.Config {
 	t.Helper()
 	c := env.User(t, name)
 	pair, err := tls.X509KeyPair(c.CertData, c.KeyData)
