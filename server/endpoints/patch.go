@@ -158,8 +158,32 @@ func (a *API) readPatch(r *http.Request, res *registry.Resource) (*patchBody, er
 		if len(p.ops) > maxJSONPatchOps {
 			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the allowed maximum operations in a JSON patch is %d, got %d", maxJSONPatchOps, len(p.ops)))
 		}
+		if err := checkRootOps(p.ops); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
+}
+
+// checkRootOps refuses the operations on the whole document (path "")
+// without a value that the JSON patch library dereferences: a test or a
+// replace of the root without "value" (or with null) panics in it, and
+// kube-apiserver v1.37.2 panics on them (its stream is reset). They fail
+// as the library fails them with a value: no document equals no value,
+// and a replacement of the root must be an object.
+func checkRootOps(ops jsonpatch.Patch) error {
+	for _, op := range ops {
+		if path, err := op.Path(); err != nil || path != "" || op["value"] != nil {
+			continue
+		}
+		switch op.Kind() {
+		case "test":
+			return invalidPatch(fmt.Errorf("testing value  failed: %w", jsonpatch.ErrTestFailed))
+		case "replace":
+			return invalidPatch(errors.New("replace operation value must be object or array"))
+		}
+	}
+	return nil
 }
 
 // applyTo patches the JSON document orig and decodes the result, an
