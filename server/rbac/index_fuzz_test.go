@@ -133,6 +133,15 @@ func (m *rbacModel) allows(user string, groups []string, a *auth.Attributes) boo
 	return false
 }
 
+// modelValues lists the objects of one of the model's maps.
+func modelValues[T any, K comparable](m map[K]any) []T {
+	var out []T
+	for _, v := range m {
+		out = append(out, v.(T))
+	}
+	return out
+}
+
 // directRuleAllows is Kubernetes' RuleAllows as its RBAC documentation
 // states it.
 func directRuleAllows(a *auth.Attributes, r *rbacv1.PolicyRule) bool {
@@ -200,23 +209,8 @@ func FuzzIndexAuthorize(f *testing.F) {
 				x.DeleteClusterRoleBinding(name)
 				delete(m.crbs, name)
 			default: // a relist: the index from scratch, as the model has it
-				var roles []*rbacv1.Role
-				var crs []*rbacv1.ClusterRole
-				var rbs []*rbacv1.RoleBinding
-				var crbs []*rbacv1.ClusterRoleBinding
-				for _, v := range m.roles {
-					roles = append(roles, v.(*rbacv1.Role))
-				}
-				for _, v := range m.clusterRoles {
-					crs = append(crs, v.(*rbacv1.ClusterRole))
-				}
-				for _, v := range m.roleBindings {
-					rbs = append(rbs, v.(*rbacv1.RoleBinding))
-				}
-				for _, v := range m.crbs {
-					crbs = append(crbs, v.(*rbacv1.ClusterRoleBinding))
-				}
-				x.Replace(roles, crs, rbs, crbs)
+				x.Replace(modelValues[*rbacv1.Role](m.roles), modelValues[*rbacv1.ClusterRole](m.clusterRoles),
+					modelValues[*rbacv1.RoleBinding](m.roleBindings), modelValues[*rbacv1.ClusterRoleBinding](m.crbs))
 			}
 		}
 		for range 4 {
