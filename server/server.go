@@ -94,6 +94,11 @@ type Config struct {
 	// (default 400 and 200, as Kubernetes); beyond them requests get 429.
 	// Watches do not count.
 	MaxReadInFlight, MaxMutatingInFlight int
+	// UserInFlightShare is the share of each of those limits that one
+	// user may hold (default 0.5, rounded up; 1: no per-user share); a
+	// user beyond it gets 429 while others are still served. Members of
+	// system:masters are never refused. See package endpoints.
+	UserInFlightShare float64
 	// RequestTimeout bounds non-watch requests (default 60 s).
 	RequestTimeout time.Duration
 	// MinWatchTimeout: watches without timeoutSeconds end after a random
@@ -333,7 +338,8 @@ func New(cfg Config) (*Server, error) {
 		Objects: s.objects, Registry: s.registry, Authenticator: cfg.Authenticator, Authorize: s.access.Authorize,
 		Log: cfg.Log, Metrics: cfg.Metrics, Pacer: s.pacer, Stopping: s.stopping, Audit: s.audit,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxReadInFlight: cfg.MaxReadInFlight, MaxMutatingInFlight: cfg.MaxMutatingInFlight,
-		RequestTimeout: cfg.RequestTimeout, MinWatchTimeout: cfg.MinWatchTimeout, WatchWriteTimeout: cfg.WatchWriteTimeout,
+		UserInFlightShare: cfg.UserInFlightShare,
+		RequestTimeout:    cfg.RequestTimeout, MinWatchTimeout: cfg.MinWatchTimeout, WatchWriteTimeout: cfg.WatchWriteTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)

@@ -48,6 +48,12 @@ type Options struct {
 	// accepted no bytes for this long (default 2 min): it blocks every
 	// stream's writes, which the per-watch write timeout cannot end.
 	HTTP2WriteByteTimeout time.Duration
+	// ReadHeaderTimeout bounds how long a client may take to send a
+	// request's headers (and the TLS handshake before them) before its
+	// connection is closed (default 32 s, as kube-apiserver). A request's
+	// body is bounded by the request timeout instead (server.Config.
+	// RequestTimeout; see package endpoints).
+	ReadHeaderTimeout time.Duration
 	// Auth configures authentication beyond the data dir's client
 	// certificates and admin token.
 	Auth AuthOptions
@@ -211,9 +217,16 @@ func Start(ctx context.Context, o Options) (_ *Instance, err error) {
 		return nil, err
 	}
 	in.http = &http.Server{
-		Handler:           in.Server.Handler(),
-		TLSConfig:         in.Credentials.ServerTLSConfig(),
-		ReadHeaderTimeout: 30 * time.Second,
+		Handler:   in.Server.Handler(),
+		TLSConfig: in.Credentials.ServerTLSConfig(),
+		// Slow clients, as kube-apiserver bounds them: headers (and the
+		// TLS handshake) within ReadHeaderTimeout, idle keep-alive
+		// connections closed after 90 s, headers of at most 1 MiB. No
+		// ReadTimeout: watches are long; a body that trickles in is cut
+		// off at its request's deadline (endpoints).
+		ReadHeaderTimeout: cmp.Or(o.ReadHeaderTimeout, 32*time.Second),
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(o.Log.Handler(), slog.LevelDebug),
 		// An HTTP/2 client that stops reading the whole connection blocks
 		// every stream's writes, which the per-watch write timeout cannot

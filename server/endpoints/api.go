@@ -63,7 +63,10 @@ type Config struct {
 
 	MaxRequestBytes                      int64
 	MaxReadInFlight, MaxMutatingInFlight int
-	RequestTimeout                       time.Duration
+	// UserInFlightShare is the share of each in-flight limit that one
+	// user may hold (0: DefaultUserInFlightShare; 1 or more: no share).
+	UserInFlightShare float64
+	RequestTimeout    time.Duration
 	// MinWatchTimeout: watches without timeoutSeconds end after a random
 	// duration in [MinWatchTimeout, 2*MinWatchTimeout).
 	MinWatchTimeout   time.Duration
@@ -78,8 +81,8 @@ type API struct {
 	metrics  *metrics
 	pacer    *watchstream.Pacer
 
-	readSem, writeSem chan struct{}
-	impersonator      auth.Impersonator // remembers which mode allowed whom
+	reads, mutations *inFlight
+	impersonator     auth.Impersonator // remembers which mode allowed whom
 }
 
 // New returns an API and registers its metrics.
@@ -87,14 +90,15 @@ func New(cfg Config) (*API, error) {
 	if cfg.Objects == nil || cfg.Registry == nil || cfg.Pacer == nil || cfg.Stopping == nil || cfg.Log == nil {
 		return nil, errors.New("endpoints: incomplete config")
 	}
+	limitJSONPatchCopies(cfg.MaxRequestBytes)
 	m, err := newMetrics(cfg.Metrics, cfg.Pacer.Window)
 	if err != nil {
 		return nil, fmt.Errorf("endpoints: %w", err)
 	}
 	return &API{
 		cfg: cfg, objects: cfg.Objects, registry: cfg.Registry, metrics: m, pacer: cfg.Pacer,
-		readSem:  make(chan struct{}, cfg.MaxReadInFlight),
-		writeSem: make(chan struct{}, cfg.MaxMutatingInFlight),
+		reads:     newInFlight(cfg.MaxReadInFlight, cfg.UserInFlightShare),
+		mutations: newInFlight(cfg.MaxMutatingInFlight, cfg.UserInFlightShare),
 	}, nil
 }
 
@@ -179,24 +183,6 @@ func isHealthPath(path string) bool {
 	return false
 }
 
-// limitInFlight takes a slot for a read or mutating request; it returns
-// false (and has answered 429) when none is free.
-func (a *API) limitInFlight(w http.ResponseWriter, verb string) (release func(), ok bool) {
-	sem := a.readSem
-	switch verb {
-	case "create", "update", "patch", "delete", "deletecollection":
-		sem = a.writeSem
-	}
-	select {
-	case sem <- struct{}{}:
-		return func() { <-sem }, true
-	default:
-		err := apierrors.NewTooManyRequests("too many requests, please try again later", 1)
-		WriteStatus(w, err)
-		return nil, false
-	}
-}
-
 // NotFoundPath is Kubernetes' 404 for a path it does not serve.
 func NotFoundPath() error {
 	return &apierrors.StatusError{ErrStatus: metav1.Status{
@@ -250,7 +236,7 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 			a.watch(w, r, req)
 			return
 		}
-		release, ok := a.limitInFlight(w, info.verb)
+		release, ok := a.limitInFlight(w, r, info.verb)
 		if !ok {
 			return
 		}
@@ -258,6 +244,14 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 		ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
 		defer cancel()
 		r = r.WithContext(ctx)
+		if r.Body != nil && r.Body != http.NoBody {
+			// A body that trickles in must not hold its slot past the
+			// request's deadline: its reads fail then (see readBody).
+			// Where the writer cannot (tests' recorders), the body is
+			// read without a deadline.
+			deadline, _ := ctx.Deadline()
+			_ = http.NewResponseController(w).SetReadDeadline(deadline)
+		}
 		var err error
 		switch {
 		case info.subresource == "scale":

@@ -1,10 +1,12 @@
 package endpoints
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"os"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,12 +26,23 @@ func (a *API) readBody(r *http.Request) ([]byte, error) {
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, a.cfg.MaxRequestBytes+1))
 	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) || r.Context().Err() != nil {
+			// The body did not arrive before the request's deadline (set
+			// on the connection by serveResource).
+			return nil, bodyTimeout()
+		}
 		return nil, apistatus.BadRequest("read request body: %v", err)
 	}
 	if int64(len(b)) > a.cfg.MaxRequestBytes {
 		return nil, tooBig(a.cfg.MaxRequestBytes)
 	}
 	return b, nil
+}
+
+// bodyTimeout is the answer to a request whose body is still arriving at
+// its deadline: the Status of any request that ran out of time.
+func bodyTimeout() error {
+	return apierrors.NewTimeoutError("request did not complete within the allowed duration", 0)
 }
 
 func tooBig(limit int64) error {
@@ -66,12 +79,54 @@ func decodeProtobuf(body []byte) (*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, apistatus.BadRequest("the body of the request was malformed: %v", err)
 	}
+	if err := checkDepth(m, maxDepth); err != nil {
+		// Protobuf has no depth limit, but the object's JSON, as stored
+		// and served, would be refused by every JSON decoder of
+		// Kubernetes, this server's included.
+		return nil, apistatus.BadRequest("the body of the request was malformed: %v", err)
+	}
 	u := &unstructured.Unstructured{Object: m}
 	u.SetGroupVersionKind(gvk)
 	if md, ok := m["metadata"].(map[string]any); ok && md["creationTimestamp"] == nil {
 		delete(md, "creationTimestamp")
 	}
 	return u, nil
+}
+
+// maxDepth is the deepest nesting of JSON objects and arrays that
+// Kubernetes decodes (sigs.k8s.io/json's scanner, apimachinery's
+// util/json and go.yaml.in/yaml all refuse deeper documents): the body's
+// outermost object is level 1.
+const maxDepth = 10000
+
+// checkDepth fails if v, a decoded JSON value, nests objects and arrays
+// deeper than limit levels. It recurses at most limit+1 deep.
+func checkDepth(v any, limit int) error {
+	var walk func(v any, depth int) error
+	walk = func(v any, depth int) error {
+		switch v := v.(type) {
+		case map[string]any:
+			if depth++; depth > limit {
+				return fmt.Errorf("exceeded max depth of %d", limit)
+			}
+			for _, e := range v {
+				if err := walk(e, depth); err != nil {
+					return err
+				}
+			}
+		case []any:
+			if depth++; depth > limit {
+				return fmt.Errorf("exceeded max depth of %d", limit)
+			}
+			for _, e := range v {
+				if err := walk(e, depth); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return walk(v, 0)
 }
 
 // decodeBody decodes a JSON, YAML or (built-in types) protobuf object body.

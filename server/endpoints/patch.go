@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +23,20 @@ import (
 
 // maxJSONPatchOps is Kubernetes' limit on operations in one JSON patch.
 const maxJSONPatchOps = 10000
+
+// limitJSONPatchCopies bounds how much the "copy" operations of one JSON
+// patch may add to the document (a copy of an array into itself doubles
+// it: 30 of them would take terabytes) to n bytes, as kube-apiserver
+// bounds them to its request size limit. The library's limit is global to
+// the process: the smallest one asked for wins.
+func limitJSONPatchCopies(n int64) {
+	for {
+		old := atomic.LoadInt64(&jsonpatch.AccumulatedCopySizeLimit)
+		if n <= 0 || (old > 0 && old <= n) || atomic.CompareAndSwapInt64(&jsonpatch.AccumulatedCopySizeLimit, old, n) {
+			return
+		}
+	}
+}
 
 // Patch bodies are applied with the JSON patch library apimachinery itself
 // uses (evanphx/json-patch v4) and apimachinery's strategic merge patch.
@@ -130,6 +145,11 @@ func (a *API) readPatch(r *http.Request, res *registry.Resource) (*patchBody, er
 	if err != nil {
 		return nil, err
 	}
+	if !json.Valid(body) {
+		// As kube-apiserver, for every patch type but apply; this also
+		// refuses bodies nested deeper than 10,000 levels.
+		return nil, apierrors.NewBadRequest("invalid JSON patch")
+	}
 	p := &patchBody{pt: pt, body: body}
 	if pt == "application/json-patch+json" {
 		if p.ops, err = jsonpatch.DecodePatch(body); err != nil {
@@ -138,10 +158,32 @@ func (a *API) readPatch(r *http.Request, res *registry.Resource) (*patchBody, er
 		if len(p.ops) > maxJSONPatchOps {
 			return nil, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("the allowed maximum operations in a JSON patch is %d, got %d", maxJSONPatchOps, len(p.ops)))
 		}
-	} else if !json.Valid(body) {
-		return nil, apistatus.BadRequest("the patch is not valid JSON")
+		if err := checkRootOps(p.ops); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
+}
+
+// checkRootOps refuses the operations on the whole document (path "")
+// without a value that the JSON patch library dereferences: a test or a
+// replace of the root without "value" (or with null) panics in it, and
+// kube-apiserver v1.37.2 panics on them (its stream is reset). They fail
+// as the library fails them with a value: no document equals no value,
+// and a replacement of the root must be an object.
+func checkRootOps(ops jsonpatch.Patch) error {
+	for _, op := range ops {
+		if path, err := op.Path(); err != nil || path != "" || op["value"] != nil {
+			continue
+		}
+		switch op.Kind() {
+		case "test":
+			return invalidPatch(fmt.Errorf("testing value  failed: %w", jsonpatch.ErrTestFailed))
+		case "replace":
+			return invalidPatch(errors.New("replace operation value must be object or array"))
+		}
+	}
+	return nil
 }
 
 // applyTo patches the JSON document orig and decodes the result, an
