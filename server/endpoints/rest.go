@@ -10,6 +10,7 @@ import (
 
 	"github.com/objwatch/objwatch/server/apistatus"
 	"github.com/objwatch/objwatch/server/auth"
+	"github.com/objwatch/objwatch/server/fields"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
 )
@@ -27,15 +28,17 @@ func (info requestInfo) request(r *http.Request, res *registry.Resource) *object
 	return req
 }
 
-// respond writes an object, or a Table of it when the client asked for one.
+// respond writes an object as the client asked for it (see negotiate).
 func respond(w http.ResponseWriter, r *http.Request, res *registry.Resource, code int, obj *unstructured.Unstructured) error {
-	if v, ok := wantsTable(r); ok {
-		t := table(res, v, []*unstructured.Unstructured{obj}, r.URL.Query().Get("includeObject"))
-		t.ResourceVersion = obj.GetResourceVersion()
-		WriteJSON(w, code, t)
-		return nil
+	o, err := negotiate(r)
+	if err != nil {
+		return err
 	}
-	WriteJSON(w, code, obj.Object)
+	v, err := o.object(res, obj)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, code, v)
 	return nil
 }
 
@@ -66,23 +69,31 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, req *objects.Request)
 		return err
 	}
 	res := req.Resource
-	if v, ok := wantsTable(r); ok {
+	neg, err := negotiate(r)
+	if err != nil {
+		return err
+	}
+	if neg.as != "" {
 		items, err := l.Objects()
 		if err != nil {
 			return err
 		}
-		t := table(res, v, items, r.URL.Query().Get("includeObject"))
-		t.ListMeta = l.Meta
-		WriteJSON(w, http.StatusOK, t)
+		v, err := neg.list(res, items, l.Meta)
+		if err != nil {
+			return err
+		}
+		WriteJSON(w, http.StatusOK, v)
 		return nil
 	}
 	if l.Raw != nil {
-		writeRawList(w, res, l)
-		return nil
+		return writeRawList(w, res, l, neg)
 	}
 	out := make([]any, len(l.Items))
 	for i, it := range l.Items {
 		out[i] = it.Object
+		if neg.drop {
+			out[i] = fields.WithoutManagedFields(it.Object)
+		}
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{
 		"kind": res.ListKind, "apiVersion": res.APIVersion(), "metadata": l.Meta, "items": out,
@@ -91,10 +102,21 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, req *objects.Request)
 }
 
 // writeRawList writes a list whose objects are already encoded (the watch
-// cache's): the list is their concatenation.
-func writeRawList(w http.ResponseWriter, res *registry.Resource, l *objects.List) {
+// cache's): the list is their concatenation (without their managedFields
+// when o drops them).
+func writeRawList(w http.ResponseWriter, res *registry.Resource, l *objects.List, o output) error {
+	raw := l.Raw
+	if o.drop {
+		raw = make([][]byte, len(l.Raw))
+		for i, b := range l.Raw {
+			var err error
+			if raw[i], err = o.rawJSON(b); err != nil {
+				return apierrors.NewInternalError(err)
+			}
+		}
+	}
 	n := 128
-	for _, o := range l.Raw {
+	for _, o := range raw {
 		n += len(o) + 1
 	}
 	b := make([]byte, 0, n)
@@ -105,7 +127,7 @@ func writeRawList(w http.ResponseWriter, res *registry.Resource, l *objects.List
 	b = append(b, `","metadata":{"resourceVersion":"`...)
 	b = append(b, l.Meta.ResourceVersion...)
 	b = append(b, `"},"items":[`...)
-	for i, o := range l.Raw {
+	for i, o := range raw {
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -115,6 +137,7 @@ func writeRawList(w http.ResponseWriter, res *registry.Resource, l *objects.List
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	w.Write(b)
+	return nil
 }
 
 func (a *API) create(w http.ResponseWriter, r *http.Request, req *objects.Request, info requestInfo) error {
@@ -140,7 +163,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, req *objects.Reques
 	if err != nil {
 		return err
 	}
-	if _, table := wantsTable(r); !table && out.Raw != nil {
+	if o, err := negotiate(r); err == nil && o.as == "" && !o.drop && out.Raw != nil {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		w.Write(out.Raw)
