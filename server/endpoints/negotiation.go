@@ -124,6 +124,11 @@ func (o output) object(res *registry.Resource, obj *unstructured.Unstructured) (
 	case asPartial:
 		return o.partial(obj), nil
 	case asPartialList:
+		if res.Custom {
+			// As kube-apiserver answers for a custom resource, whose
+			// Unstructured passes for a list until it is read as one.
+			return nil, apistatus.New(http.StatusInternalServerError, "", "content is not a list")
+		}
 		return nil, notAcceptable("you requested PartialObjectMetadataList, but the requested object is not a list (%s)", goType(res, false))
 	}
 	if o.drop {
