@@ -129,11 +129,44 @@ func (m *Manager) Update(res *registry.Resource, subresource string, live, obj *
 	if live == nil {
 		live = empty(res)
 	}
-	out, ok := fm.UpdateNoErrors(live, obj, manager).(*unstructured.Unstructured)
+	// kube-apiserver decodes a built-in object with its defaults, so its
+	// managed fields include what defaulting set: track those of the
+	// defaulted object (the object service defaults obj itself later).
+	tracked := obj
+	if !res.Custom && res.Strategy != nil {
+		tracked = obj.DeepCopy()
+		if _, err := res.Strategy.Normalize(tracked.Object, objectOf(live)); err != nil {
+			tracked = obj
+		}
+		for _, p := range setAfterTracking[res.GVK().GroupKind()] {
+			if _, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, p...); !ok {
+				unstructured.RemoveNestedField(tracked.Object, p...)
+			}
+		}
+	}
+	out, ok := fm.UpdateNoErrors(live, tracked, manager).(*unstructured.Unstructured)
 	if !ok {
 		return obj
 	}
+	if tracked != obj {
+		obj.SetManagedFields(out.GetManagedFields())
+		return obj
+	}
 	return out
+}
+
+// setAfterTracking are the fields objwatch's defaulting sets that
+// kube-apiserver sets only after its field manager ran (in its REST
+// storage), so that a writer who did not send them does not own them.
+var setAfterTracking = map[schema.GroupKind][][]string{
+	{Kind: "Service"}: {{"spec", "ipFamilies"}, {"spec", "ipFamilyPolicy"}},
+}
+
+func objectOf(u *unstructured.Unstructured) map[string]any {
+	if u == nil {
+		return nil
+	}
+	return u.Object
 }
 
 // Apply merges patch, manager's applied configuration, into live (nil when
@@ -167,9 +200,14 @@ func (m *Manager) Apply(res *registry.Resource, subresource string, live, patch 
 }
 
 // empty is an object of res's kind with nothing else: what a create
-// changes, or an apply creates from.
+// changes, or an apply creates from. For a built-in kind it is, as in
+// kube-apiserver, the zero value of its Go type (a Service has an empty
+// spec, so that a create does not own spec itself).
 func empty(res *registry.Resource) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{}}
+	if z, ok := res.Strategy.(interface{ Zero() map[string]any }); ok && !res.Custom {
+		u.Object = z.Zero()
+	}
 	u.SetGroupVersionKind(res.GVK())
 	return u
 }
@@ -225,7 +263,7 @@ func (m *Manager) build(res *registry.Resource) *managers {
 		// The CRD variant: the hub is the version itself, which the
 		// apiVersion-setting convertor needs; both variants are the same
 		// chain (last-applied migration, manager caps, stripped metadata).
-		return managedfields.NewDefaultCRDFieldManager(tc, convertor{}, defaulter{}, creater{}, gvk, gvk.GroupVersion(), sub, r)
+		return managedfields.NewDefaultCRDFieldManager(tc, convertor{}, defaulter{}, creater{res}, gvk, gvk.GroupVersion(), sub, r)
 	}
 	if ms.main, err = newManager("", reset(mainReset...)); err != nil {
 		ms.err = err
@@ -347,11 +385,11 @@ type defaulter struct{}
 
 func (defaulter) Default(runtime.Object) {}
 
-// creater makes empty objects of a kind.
-type creater struct{}
+// creater makes empty objects of res's kind (see empty).
+type creater struct{ res *registry.Resource }
 
-func (creater) New(gvk schema.GroupVersionKind) (runtime.Object, error) {
-	u := &unstructured.Unstructured{Object: map[string]any{}}
+func (c creater) New(gvk schema.GroupVersionKind) (runtime.Object, error) {
+	u := empty(c.res)
 	u.SetGroupVersionKind(gvk)
 	return u, nil
 }

@@ -314,3 +314,15 @@ func validateLease(l, _ *coordinationv1.Lease) field.ErrorList {
 	}
 	return errs
 }
+
+// Zero is the zero value of T as an object: what Kubernetes' field manager
+// compares a created object with (struct fields such as spec are there,
+// empty).
+func (s typed[T]) Zero() map[string]any {
+	var v T
+	out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v)
+	if err != nil {
+		return map[string]any{}
+	}
+	return out
+}
