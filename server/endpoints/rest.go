@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"encoding/json"
 	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -187,7 +188,36 @@ func (a *API) readWrite(r *http.Request, typeOf *registry.Resource) (objects.Wri
 	if err != nil {
 		return opts, nil, err
 	}
-	return opts, obj, checkTypeMeta(obj, typeOf)
+	if err := checkTypeMeta(obj, typeOf); err != nil {
+		return opts, nil, err
+	}
+	return opts, obj, checkManagedFields(obj, typeOf)
+}
+
+// checkManagedFields refuses a built-in object whose managedFields are not
+// a list of entries, as kube-apiserver refuses to decode it. (Entries that
+// decode but do not make sense are the field manager's to ignore, as
+// kube-apiserver ignores them.)
+func checkManagedFields(obj *unstructured.Unstructured, typeOf *registry.Resource) error {
+	md, _ := obj.Object["metadata"].(map[string]any)
+	mf, ok := md["managedFields"]
+	if !ok || typeOf.Custom {
+		return nil
+	}
+	if _, list := mf.([]any); list {
+		return nil
+	}
+	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"managedFields": mf}})
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	var v struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return apistatus.BadRequest("%s in version %q cannot be handled as a %s: %v", typeOf.Kind, typeOf.Version, typeOf.Kind, err)
+	}
+	return nil
 }
 
 // checkNamed checks that an update's object has the URL's name, and
