@@ -42,3 +42,23 @@ spec:
 		t.Errorf("ports after a second manager's apply: %v", ports)
 	}
 }
+
+// TestSecretStringData: stringData is merged into data and never stored,
+// and the applier owns what it sent, as kube-apiserver v1.37.2 records.
+func TestSecretStringData(t *testing.T) {
+	env := testenv.Start(t)
+	a := newAPI(t, env)
+	const secrets = "/api/v1/namespaces/default/secrets"
+	r := a.do("PATCH", secrets+"/sec1?fieldManager=kubectl", applyType, []byte("apiVersion: v1\nkind: Secret\nmetadata: {name: sec1}\nstringData: {password: hello}\ndata: {user: YWRtaW4=}\n"))
+	mustCode(t, "apply", r, http.StatusCreated)
+	wantEntries(t, "apply", r, `kubectl/Apply v1 {"f:data":{"f:user":{}},"f:stringData":{"f:password":{}}}`)
+	o := a.json("GET", secrets+"/sec1", "").object()
+	if d, _ := o["data"].(map[string]any); d["password"] != "aGVsbG8=" || d["user"] != "YWRtaW4=" || o["stringData"] != nil {
+		t.Errorf("stored secret: data %v, stringData %v", o["data"], o["stringData"])
+	}
+	r = a.json("POST", secrets, `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"sec2"},"stringData":{"k":"v"}}`)
+	mustCode(t, "create", r, http.StatusCreated)
+	if o := r.object(); o["stringData"] != nil || o["data"].(map[string]any)["k"] != "dg==" {
+		t.Errorf("created secret: %s", r.body)
+	}
+}

@@ -139,7 +139,9 @@ func (m *Manager) Update(res *registry.Resource, subresource string, live, obj *
 			tracked = obj
 		}
 		for _, p := range setAfterTracking[res.GVK().GroupKind()] {
-			if _, ok, _ := unstructured.NestedFieldNoCopy(obj.Object, p...); !ok {
+			if v, ok, _ := unstructured.NestedFieldCopy(obj.Object, p...); ok {
+				_ = unstructured.SetNestedField(tracked.Object, v, p...)
+			} else {
 				unstructured.RemoveNestedField(tracked.Object, p...)
 			}
 		}
@@ -155,11 +157,13 @@ func (m *Manager) Update(res *registry.Resource, subresource string, live, obj *
 	return out
 }
 
-// setAfterTracking are the fields objwatch's defaulting sets that
-// kube-apiserver sets only after its field manager ran (in its REST
-// storage), so that a writer who did not send them does not own them.
+// setAfterTracking are the fields objwatch's defaulting sets or changes
+// that kube-apiserver changes only after its field manager ran (in its
+// REST storage, or converting a Secret's stringData into data): the
+// managed fields are computed with them as the writer sent them.
 var setAfterTracking = map[schema.GroupKind][][]string{
 	{Kind: "Service"}: {{"spec", "ipFamilies"}, {"spec", "ipFamilyPolicy"}},
+	{Kind: "Secret"}:  {{"data"}, {"stringData"}},
 }
 
 func objectOf(u *unstructured.Unstructured) map[string]any {

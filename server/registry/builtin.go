@@ -28,11 +28,20 @@ const (
 const maxDataBytes = 1 << 20
 
 // defaultSecret gives a secret without a type the Opaque type, as
-// Kubernetes' defaulting does.
+// Kubernetes' defaulting does, and merges stringData into data (its
+// values win), as Kubernetes' conversion does: stringData is write-only,
+// never stored.
 func defaultSecret(obj, _ *corev1.Secret) {
 	if obj.Type == "" {
 		obj.Type = corev1.SecretTypeOpaque
 	}
+	if len(obj.StringData) > 0 && obj.Data == nil {
+		obj.Data = make(map[string][]byte, len(obj.StringData))
+	}
+	for k, v := range obj.StringData {
+		obj.Data[k] = []byte(v)
+	}
+	obj.StringData = nil
 }
 
 // ageColumn is the Age column that Kubernetes' built-in tables end with.
