@@ -18,14 +18,16 @@ import (
 
 const dropAccept = "application/json;drop=metadata.managedFields"
 
-// accept sends a request with an Accept header.
+// accept sends a request with an Accept header (none if "").
 func (a *api) accept(method, path, accept, contentType string, body []byte) response {
 	a.t.Helper()
 	req, err := http.NewRequest(method, a.host+path, bytes.NewReader(body))
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	req.Header.Set("Accept", accept)
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
