@@ -91,7 +91,8 @@ type request struct {
 	query       url.Values
 	body        []byte
 	contentType string
-	watch       bool // long-running: no Config.Timeout
+	accept      string // the Accept header (default application/json)
+	watch       bool   // long-running: no Config.Timeout
 }
 
 // maxRetries bounds retries of requests the server refused with 429 or 503
@@ -130,7 +131,11 @@ func (r *REST) do(ctx context.Context, req request) (*http.Response, error) {
 		if err != nil {
 			return nil, err
 		}
-		hr.Header.Set("Accept", "application/json")
+		accept := req.accept
+		if accept == "" {
+			accept = "application/json"
+		}
+		hr.Header.Set("Accept", accept)
 		hr.Header.Set("User-Agent", r.userAgent)
 		if req.contentType != "" {
 			hr.Header.Set("Content-Type", req.contentType)

@@ -33,7 +33,7 @@ func (c *Client[T]) ListRaw(ctx context.Context, namespace string, opts metav1.L
 		ctx, cancel = context.WithTimeout(ctx, c.rest.timeout)
 		defer cancel()
 	}
-	resp, err := c.rest.do(ctx, request{method: http.MethodGet, path: p, query: listQuery(opts)})
+	resp, err := c.rest.do(ctx, request{method: http.MethodGet, path: p, query: listQuery(opts), accept: c.accept})
 	if err != nil {
 		return meta, err
 	}
@@ -152,7 +152,7 @@ func (c *Client[T]) Watch(ctx context.Context, namespace string, opts metav1.Lis
 	}
 	opts.Watch = true
 	ctx, cancel := context.WithCancel(ctx)
-	resp, err := c.rest.do(ctx, request{method: http.MethodGet, path: p, query: listQuery(opts), watch: true})
+	resp, err := c.rest.do(ctx, request{method: http.MethodGet, path: p, query: listQuery(opts), watch: true, accept: c.accept})
 	if err != nil {
 		cancel()
 		return nil, err

@@ -2,10 +2,8 @@ package server_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -48,20 +46,7 @@ func (r response) object() map[string]any {
 
 func (a *api) do(method, path, contentType string, body []byte) response {
 	a.t.Helper()
-	req, err := http.NewRequest(method, a.host+path, bytes.NewReader(body))
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := a.c.Do(req)
-	if err != nil {
-		a.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{code: resp.StatusCode, body: b, header: resp.Header}
+	return a.accept(method, path, "", contentType, body)
 }
 
 func (a *api) json(method, path string, body string) response {

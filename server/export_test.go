@@ -64,3 +64,7 @@ func mustServe(s *Server, gvr schema.GroupVersionResource) *registry.Resource {
 	}
 	return res
 }
+
+// DroppedFramesEncoded is how many watch-cache frames without
+// managedFields s encoded.
+func DroppedFramesEncoded(s *Server) int64 { return s.objects.DroppedFramesEncoded() }

@@ -46,6 +46,17 @@ type Options[T client.Object] struct {
 	// metadata.namespace, name, uid and resourceVersion.
 	Transform func(T) (T, error)
 
+	// DropManagedFields leaves metadata.managedFields out of the cache and
+	// of what handlers get: the informer asks the server not to send them
+	// (Client.WithoutManagedFields, KEP-5958's Accept parameter, which
+	// objwatch honours), and clears them itself when a server sends them
+	// anyway, before Transform. They are server-side apply's bookkeeping,
+	// often a third to a half of an object's bytes, and few controllers
+	// read them. Off by default, as in Kubernetes' informers, because code
+	// that extracts an apply configuration from cached objects
+	// (managedfields.ExtractInto) needs them.
+	DropManagedFields bool
+
 	// Compact keeps cached objects encoded and compressed (protobuf for
 	// k8s.io/api types, else JSON; then zstd with a dictionary trained on
 	// the first objects) instead of decoded, with
@@ -197,6 +208,11 @@ func newInformer[T client.Object](c *client.Client[T], opts Options[T]) (*Shared
 		stopc:  make(chan struct{}),
 		kick:   make(chan struct{}, 1),
 	}
+	transform := opts.Transform
+	if opts.DropManagedFields {
+		c = c.WithoutManagedFields()
+		transform = withoutManagedFields(opts.Transform)
+	}
 	for _, ns := range namespaces {
 		log := i.logger
 		if len(namespaces) > 1 {
@@ -204,7 +220,7 @@ func newInformer[T client.Object](c *client.Client[T], opts Options[T]) (*Shared
 		}
 		i.refls = append(i.refls, &reflector[T]{
 			name: name, client: c, namespace: ns, labelSelector: opts.LabelSelector, fieldSelector: opts.FieldSelector,
-			store: i.store, out: newEventLog(i.events), transform: opts.Transform, pageSize: opts.PageSize,
+			store: i.store, out: newEventLog(i.events), transform: transform, pageSize: opts.PageSize,
 			minTimeout: opts.MinWatchTimeout, backoff: backoff{base: opts.InitialBackoff, max: opts.MaxBackoff},
 			log: log, metrics: &i.metrics, streaming: !opts.DisableStreamingList,
 		})
@@ -213,6 +229,20 @@ func newInformer[T client.Object](c *client.Client[T], opts Options[T]) (*Shared
 		i.detector = newDetector(opts.OnMutation)
 	}
 	return i, nil
+}
+
+// withoutManagedFields clears an object's managedFields, then applies
+// next (if set).
+func withoutManagedFields[T client.Object](next func(T) (T, error)) func(T) (T, error) {
+	return func(obj T) (T, error) {
+		if obj.GetManagedFields() != nil {
+			obj.SetManagedFields(nil)
+		}
+		if next == nil {
+			return obj, nil
+		}
+		return next(obj)
+	}
 }
 
 // scopes returns the namespaces an informer reads, one per reflector: ""

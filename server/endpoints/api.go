@@ -8,6 +8,21 @@
 // Request filters (recovery, authentication and impersonation) wrap the
 // handlers; the facade (package server) composes them with its routes.
 //
+// # Content negotiation
+//
+// Responses are JSON. The Accept header's first JSON clause the server can
+// answer (negotiation.go) picks a conversion, as in Kubernetes:
+// as=Table, as=PartialObjectMetadata or as=PartialObjectMetadataList with
+// g=meta.k8s.io and v=v1 or v1beta1, on get, list, watch and the answers
+// of writes (a list asked as PartialObjectMetadata, or an object as a
+// list, is Kubernetes' 406). Beyond Kubernetes 1.37, the parameter
+// drop=metadata.managedFields of KEP-5958 (for example
+// "Accept: application/json;drop=metadata.managedFields") leaves
+// metadata.managedFields out of every object returned, converted or not,
+// including watch events: a watch served from the watch cache shares one
+// encoding without managedFields per event among all the watches that
+// drop them, as the full encoding is shared among the others.
+//
 // # Concurrency
 //
 // An API is safe for concurrent use by any number of requests. It starts
@@ -229,6 +244,11 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 	if res.DeprecationWarning != "" {
 		// Every request to a deprecated version, as kube-apiserver warns.
 		addWarnings(w, []string{res.DeprecationWarning})
+	}
+	if _, err := negotiate(r); err != nil {
+		// As Kubernetes, which negotiates before doing anything.
+		WriteStatus(w, err)
+		return
 	}
 	req := info.request(r, res)
 	a.instrument(w, info, func(w http.ResponseWriter) {

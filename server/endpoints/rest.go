@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"encoding/json"
 	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/objwatch/objwatch/server/apistatus"
 	"github.com/objwatch/objwatch/server/auth"
+	"github.com/objwatch/objwatch/server/fields"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
 )
@@ -27,15 +29,17 @@ func (info requestInfo) request(r *http.Request, res *registry.Resource) *object
 	return req
 }
 
-// respond writes an object, or a Table of it when the client asked for one.
+// respond writes an object as the client asked for it (see negotiate).
 func respond(w http.ResponseWriter, r *http.Request, res *registry.Resource, code int, obj *unstructured.Unstructured) error {
-	if v, ok := wantsTable(r); ok {
-		t := table(res, v, []*unstructured.Unstructured{obj}, r.URL.Query().Get("includeObject"))
-		t.ResourceVersion = obj.GetResourceVersion()
-		WriteJSON(w, code, t)
-		return nil
+	o, err := negotiate(r)
+	if err != nil {
+		return err
 	}
-	WriteJSON(w, code, obj.Object)
+	v, err := o.object(res, obj)
+	if err != nil {
+		return err
+	}
+	WriteJSON(w, code, v)
 	return nil
 }
 
@@ -66,23 +70,31 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, req *objects.Request)
 		return err
 	}
 	res := req.Resource
-	if v, ok := wantsTable(r); ok {
+	neg, err := negotiate(r)
+	if err != nil {
+		return err
+	}
+	if neg.as != "" {
 		items, err := l.Objects()
 		if err != nil {
 			return err
 		}
-		t := table(res, v, items, r.URL.Query().Get("includeObject"))
-		t.ListMeta = l.Meta
-		WriteJSON(w, http.StatusOK, t)
+		v, err := neg.list(res, items, l.Meta)
+		if err != nil {
+			return err
+		}
+		WriteJSON(w, http.StatusOK, v)
 		return nil
 	}
 	if l.Raw != nil {
-		writeRawList(w, res, l)
-		return nil
+		return writeRawList(w, res, l, neg)
 	}
 	out := make([]any, len(l.Items))
 	for i, it := range l.Items {
 		out[i] = it.Object
+		if neg.drop {
+			out[i] = fields.WithoutManagedFields(it.Object)
+		}
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{
 		"kind": res.ListKind, "apiVersion": res.APIVersion(), "metadata": l.Meta, "items": out,
@@ -91,10 +103,21 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, req *objects.Request)
 }
 
 // writeRawList writes a list whose objects are already encoded (the watch
-// cache's): the list is their concatenation.
-func writeRawList(w http.ResponseWriter, res *registry.Resource, l *objects.List) {
+// cache's): the list is their concatenation (without their managedFields
+// when o drops them).
+func writeRawList(w http.ResponseWriter, res *registry.Resource, l *objects.List, o output) error {
+	raw := l.Raw
+	if o.drop {
+		raw = make([][]byte, len(l.Raw))
+		for i, b := range l.Raw {
+			var err error
+			if raw[i], err = o.rawJSON(b); err != nil {
+				return apierrors.NewInternalError(err)
+			}
+		}
+	}
 	n := 128
-	for _, o := range l.Raw {
+	for _, o := range raw {
 		n += len(o) + 1
 	}
 	b := make([]byte, 0, n)
@@ -105,7 +128,7 @@ func writeRawList(w http.ResponseWriter, res *registry.Resource, l *objects.List
 	b = append(b, `","metadata":{"resourceVersion":"`...)
 	b = append(b, l.Meta.ResourceVersion...)
 	b = append(b, `"},"items":[`...)
-	for i, o := range l.Raw {
+	for i, o := range raw {
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -115,6 +138,7 @@ func writeRawList(w http.ResponseWriter, res *registry.Resource, l *objects.List
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	w.Write(b)
+	return nil
 }
 
 func (a *API) create(w http.ResponseWriter, r *http.Request, req *objects.Request, info requestInfo) error {
@@ -140,7 +164,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, req *objects.Reques
 	if err != nil {
 		return err
 	}
-	if _, table := wantsTable(r); !table && out.Raw != nil {
+	if o, err := negotiate(r); err == nil && o.as == "" && !o.drop && out.Raw != nil {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		w.Write(out.Raw)
@@ -164,7 +188,36 @@ func (a *API) readWrite(r *http.Request, typeOf *registry.Resource) (objects.Wri
 	if err != nil {
 		return opts, nil, err
 	}
-	return opts, obj, checkTypeMeta(obj, typeOf)
+	if err := checkTypeMeta(obj, typeOf); err != nil {
+		return opts, nil, err
+	}
+	return opts, obj, checkManagedFields(obj, typeOf)
+}
+
+// checkManagedFields refuses a built-in object whose managedFields are not
+// a list of entries, as kube-apiserver refuses to decode it. (Entries that
+// decode but do not make sense are the field manager's to ignore, as
+// kube-apiserver ignores them.)
+func checkManagedFields(obj *unstructured.Unstructured, typeOf *registry.Resource) error {
+	md, _ := obj.Object["metadata"].(map[string]any)
+	mf, ok := md["managedFields"]
+	if !ok || typeOf.Custom {
+		return nil
+	}
+	if _, list := mf.([]any); list {
+		return nil
+	}
+	b, err := json.Marshal(map[string]any{"metadata": map[string]any{"managedFields": mf}})
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	var v struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return apistatus.BadRequest("%s in version %q cannot be handled as a %s: %v", typeOf.Kind, typeOf.Version, typeOf.Kind, err)
+	}
+	return nil
 }
 
 // checkNamed checks that an update's object has the URL's name, and

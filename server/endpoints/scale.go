@@ -246,20 +246,11 @@ func respondScaleOf(w http.ResponseWriter, r *http.Request, res *registry.Resour
 	return respondScale(w, r, sc)
 }
 
-// respondScale writes a Scale, or a Table of it when the client asked for
-// one.
+// respondScale writes a Scale as the client asked for it (see negotiate).
 func respondScale(w http.ResponseWriter, r *http.Request, sc *autoscalingv1.Scale) error {
-	v, ok := wantsTable(r)
-	if !ok {
-		WriteJSON(w, http.StatusOK, sc)
-		return nil
-	}
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(sc)
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
-	t := table(scaleResource, v, []*unstructured.Unstructured{{Object: m}}, r.URL.Query().Get("includeObject"))
-	t.ResourceVersion = sc.ResourceVersion
-	WriteJSON(w, http.StatusOK, t)
-	return nil
+	return respond(w, r, scaleResource, http.StatusOK, &unstructured.Unstructured{Object: m})
 }

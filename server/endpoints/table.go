@@ -2,9 +2,7 @@ package endpoints
 
 import (
 	"fmt"
-	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,34 +10,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/jsonpath"
 
+	"github.com/objwatch/objwatch/server/fields"
 	"github.com/objwatch/objwatch/server/registry"
 )
 
-// wantsTable reports whether the Accept header asks for a meta.k8s.io Table,
-// and which version of it.
-func wantsTable(r *http.Request) (version string, ok bool) {
-	for _, clause := range strings.Split(r.Header.Get("Accept"), ",") {
-		if !strings.Contains(clause, "as=Table") || !strings.Contains(clause, "g=meta.k8s.io") {
-			continue
-		}
-		for _, v := range []string{"v1", "v1beta1"} {
-			if strings.Contains(clause, "v="+v+";") || strings.HasSuffix(strings.TrimSpace(clause), "v="+v) {
-				return v, true
-			}
-		}
-	}
-	return "", false
-}
-
 // table renders objects as a metav1.Table with the resource's columns.
 // includeObject follows Kubernetes: Metadata by default (rows carry a
-// PartialObjectMetadata), Object or None on request.
-func table(res *registry.Resource, version string, objs []*unstructured.Unstructured, includeObject string) *metav1.Table {
+// PartialObjectMetadata), Object or None on request; drop leaves
+// metadata.managedFields out of what the rows carry.
+func table(res *registry.Resource, version string, objs []*unstructured.Unstructured, includeObject string, drop bool) *metav1.Table {
 	if res.ConvertToTable != nil {
 		if t, err := convertedTable(res, objs); err == nil {
 			t.TypeMeta = metav1.TypeMeta{Kind: "Table", APIVersion: "meta.k8s.io/" + version}
 			for i := range t.Rows {
-				t.Rows[i].Object = rowObject(objs[i], includeObject)
+				t.Rows[i].Object = rowObject(objs[i], version, includeObject, drop)
 			}
 			return t
 		}
@@ -76,7 +60,7 @@ func table(res *registry.Resource, version string, objs []*unstructured.Unstruct
 		if len(res.Columns) == 0 {
 			cells = append(cells, registry.Age(o.GetCreationTimestamp().Time))
 		}
-		t.Rows = append(t.Rows, metav1.TableRow{Cells: cells, Object: rowObject(o, includeObject)})
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: cells, Object: rowObject(o, version, includeObject, drop)})
 	}
 	return t
 }
@@ -99,18 +83,19 @@ func convertedTable(res *registry.Resource, objs []*unstructured.Unstructured) (
 }
 
 // rowObject is what a table row carries of o: as Kubernetes, its
-// PartialObjectMetadata by default, the object or nothing on request.
-func rowObject(o *unstructured.Unstructured, includeObject string) runtime.RawExtension {
+// PartialObjectMetadata (in the Table's version) by default, the object or
+// nothing on request.
+func rowObject(o *unstructured.Unstructured, version, includeObject string, drop bool) runtime.RawExtension {
 	switch includeObject {
 	case "None":
 		return runtime.RawExtension{}
 	case "Object":
+		if drop {
+			o = fields.WithoutManagedFieldsObject(o)
+		}
 		return runtime.RawExtension{Object: o}
 	}
-	return runtime.RawExtension{Object: &metav1.PartialObjectMetadata{
-		TypeMeta:   metav1.TypeMeta{Kind: "PartialObjectMetadata", APIVersion: "meta.k8s.io/v1"},
-		ObjectMeta: objectMeta(o),
-	}}
+	return runtime.RawExtension{Object: output{version: version, drop: drop}.partial(o)}
 }
 
 func objectMeta(o *unstructured.Unstructured) metav1.ObjectMeta {

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/objwatch/objwatch/server/apistatus"
 	"github.com/objwatch/objwatch/server/objects"
@@ -45,10 +45,13 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, req *objects.Request
 		WriteStatus(w, err)
 		return
 	}
-	var wr watchRequest
-	wr.tableVersion, _ = wantsTable(r)
-	wr.includeObject = r.URL.Query().Get("includeObject")
-	opts := objects.WatchOptions{List: o, Decoded: wr.tableVersion != ""}
+	neg, err := negotiate(r)
+	if err != nil {
+		WriteStatus(w, err)
+		return
+	}
+	wr := watchRequest{output: neg}
+	opts := objects.WatchOptions{List: o, Decoded: neg.as != "", DropManagedFields: neg.drop && neg.as == ""}
 	if o.TimeoutSeconds != nil {
 		opts.Timeout = time.Duration(*o.TimeoutSeconds) * time.Second
 	}
@@ -81,6 +84,11 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, req *objects.Request
 		sendError(json.NewEncoder(ww), ww, late.Err)
 	case err != nil:
 		WriteStatus(w, err)
+	case src != nil && neg.as == asPartialList:
+		// As in Kubernetes, whose watch cannot make a list of an event:
+		// the stream ends without one.
+		src.Stop()
+		ww.Start()
 	case src != nil:
 		a.serveWatch(ctx, ww, res, &wr, src)
 	}
@@ -88,8 +96,7 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, req *objects.Request
 
 // watchRequest is how a watch renders its events.
 type watchRequest struct {
-	tableVersion  string // a Table watch's meta.k8s.io version
-	includeObject string
+	output // negotiated from the Accept header
 }
 
 // serveWatch sends src's items until the watch ends.
@@ -176,8 +183,8 @@ func (a *API) serveWatch(ctx context.Context, ww *watchstream.Writer, res *regis
 func writeItem(enc *json.Encoder, ww *watchstream.Writer, res *registry.Resource, wr *watchRequest, it objects.Item) error {
 	switch {
 	case it.Type == objects.Bookmark:
-		return enc.Encode(watchEvent{Type: it.Type, Object: bookmarkObject(res, it.Rev, it.InitialEnd)})
-	case wr.tableVersion != "":
+		return enc.Encode(watchEvent{Type: it.Type, Object: bookmarkObject(res, wr.output, it.Rev, it.InitialEnd)})
+	case wr.as != "":
 		obj := it.Object
 		if obj == nil {
 			var err error
@@ -185,25 +192,36 @@ func writeItem(enc *json.Encoder, ww *watchstream.Writer, res *registry.Resource
 				return err
 			}
 		}
-		t := table(res, wr.tableVersion, []*unstructured.Unstructured{obj}, wr.includeObject)
-		t.ResourceVersion = obj.GetResourceVersion()
-		return enc.Encode(watchEvent{Type: it.Type, Object: t})
+		v, err := wr.object(res, obj)
+		if err != nil {
+			return err
+		}
+		return enc.Encode(watchEvent{Type: it.Type, Object: v})
 	case it.Frame != nil:
+		// The source's shared encoding (without managedFields when the
+		// watch drops them: objects.WatchOptions.DropManagedFields).
 		_, err := ww.Write(it.Frame)
 		return err
 	default:
-		return enc.Encode(watchEvent{Type: it.Type, Object: it.Object.Object, CommitTime: it.At})
+		v, _ := wr.object(res, it.Object)
+		return enc.Encode(watchEvent{Type: it.Type, Object: v, CommitTime: it.At})
 	}
 }
 
 // bookmarkObject is a bookmark's object: kind, apiVersion and
-// metadata.resourceVersion (and the initial-events-end annotation).
-func bookmarkObject(res *registry.Resource, rev int64, initialEnd bool) map[string]any {
+// metadata.resourceVersion (and the initial-events-end annotation). A
+// PartialObjectMetadata watch's bookmarks are PartialObjectMetadata, as in
+// Kubernetes.
+func bookmarkObject(res *registry.Resource, o output, rev int64, initialEnd bool) map[string]any {
 	md := map[string]any{"resourceVersion": strconv.FormatInt(rev, 10)}
 	if initialEnd {
 		md["annotations"] = map[string]any{initialEventsEnd: "true"}
 	}
-	return map[string]any{"kind": res.Kind, "apiVersion": res.APIVersion(), "metadata": md}
+	kind, apiVersion := res.Kind, res.APIVersion()
+	if o.as == asPartial {
+		kind, apiVersion = asPartial, metav1.GroupName+"/"+o.version
+	}
+	return map[string]any{"kind": kind, "apiVersion": apiVersion, "metadata": md}
 }
 
 // eventTypes are the types a watch sends, in eventCounts order.

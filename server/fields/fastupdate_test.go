@@ -1,4 +1,4 @@
-package fields
+package fields_test
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
+	"github.com/objwatch/objwatch/server/fields"
 	"github.com/objwatch/objwatch/server/openapi"
 	"github.com/objwatch/objwatch/server/registry"
 )
@@ -21,7 +22,7 @@ import (
 // checks that the shortcut answered most of the value-only changes.
 func TestFastUpdateMatchesFieldManager(t *testing.T) {
 	reg := registry.New()
-	m, err := New(Config{Registry: reg, Verify: true, BuiltinModels: func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(reg) }})
+	m, err := fields.New(fields.Config{Registry: reg, Verify: true, BuiltinModels: func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(reg) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,12 +55,12 @@ func TestFastUpdateMatchesFieldManager(t *testing.T) {
 				unstructured.SetNestedField(obj.Object, fmt.Sprint(i%3), "metadata", "labels", "app")
 			}
 			now := time.Now()
-			want, ok := fastUpdate("", "", live, obj, manager, now)
+			want, ok := fields.FastUpdate("", "", live, obj, manager, now)
 			got := m.Update(res, "", live, obj, manager)
 			if ok {
 				fast++
-				mf, _ := managedFieldsOf(got)
-				if !jsonEqual(mf, want) {
+				mf, _ := fields.ManagedFieldsOf(got)
+				if !fields.JSONEqual(mf, want) {
 					t.Fatalf("seed %d step %d: Update stored %v, fastUpdate answered %v", seed, i, mf, want)
 				}
 			} else {
@@ -118,7 +119,7 @@ func TestFastUpdateDeclines(t *testing.T) {
 		live := base(tc.entries...)
 		obj := live.DeepCopy()
 		tc.change(obj)
-		mf, ok := fastUpdate(tc.reset, "", live, obj, "m", now)
+		mf, ok := fields.FastUpdate(tc.reset, "", live, obj, "m", now)
 		if ok != tc.fast {
 			t.Errorf("%s: fastUpdate answered %t, want %t", tc.name, ok, tc.fast)
 			continue
@@ -140,7 +141,7 @@ func TestFastUpdateDeclines(t *testing.T) {
 // manager's.
 func BenchmarkUpdateTracking(b *testing.B) {
 	reg := registry.New()
-	m, err := New(Config{Registry: reg, BuiltinModels: func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(reg) }})
+	m, err := fields.New(fields.Config{Registry: reg, BuiltinModels: func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(reg) }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func BenchmarkUpdateTracking(b *testing.B) {
 		"metadata": map[string]any{"name": "bench", "namespace": "ns", "resourceVersion": "5"},
 		"data":     data,
 	}}, "bench")
-	fm, _ := m.managerFor(res, "")
+	fm, _ := m.FieldManagerFor(res, "")
 	for _, mode := range []string{"fast", "full"} {
 		b.Run(mode, func(b *testing.B) {
 			i := 0

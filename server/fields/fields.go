@@ -135,20 +135,68 @@ func (m *Manager) Update(res *registry.Resource, subresource string, live, obj *
 		}
 		return obj
 	}
+	if live != nil && !defaults(res) {
+		// An object without defaults is tracked as it is (when it fits
+		// the schema, which fastUpdate requires: no key added).
+		if m.fast(fm, res, subresource, live, obj, obj, manager) {
+			return obj
+		}
+	}
+	// kube-apiserver decodes a built-in object with its defaults, so its
+	// managed fields include what defaulting set: track those of the
+	// defaulted object (the object service defaults obj itself later).
+	tracked := obj
+	if !res.Custom && res.Strategy != nil {
+		tracked = obj.DeepCopy()
+		if _, err := res.Strategy.Normalize(tracked.Object, objectOf(live)); err != nil {
+			tracked = obj
+		}
+		for _, p := range setAfterTracking[res.GVK().GroupKind()] {
+			if v, ok, _ := unstructured.NestedFieldCopy(obj.Object, p...); ok {
+				_ = unstructured.SetNestedField(tracked.Object, v, p...)
+			} else {
+				unstructured.RemoveNestedField(tracked.Object, p...)
+			}
+		}
+	}
 	if live == nil {
 		live = empty(res)
-	} else if mf, ok := fastUpdate(resetOf(res, subresource), subresource, live, obj, manager, time.Now()); ok {
-		if m.cfg.Verify {
-			verifyFast(fm, live, obj, manager, mf)
-		}
-		obj.Object["metadata"].(map[string]any)["managedFields"] = mf
+	} else if m.fast(fm, res, subresource, live, tracked, obj, manager) {
 		return obj
 	}
-	out, ok := fm.UpdateNoErrors(live, obj, manager).(*unstructured.Unstructured)
+	out, ok := fm.UpdateNoErrors(live, tracked, manager).(*unstructured.Unstructured)
 	if !ok {
 		return obj
 	}
+	if tracked != obj {
+		obj.SetManagedFields(out.GetManagedFields())
+		return obj
+	}
 	return out
+}
+
+// fast sets obj's managedFields to fastUpdate's answer for tracked (obj,
+// or its defaulted copy) and reports whether it had one.
+func (m *Manager) fast(fm *managedfields.FieldManager, res *registry.Resource, subresource string, live, tracked, obj *unstructured.Unstructured, manager string) bool {
+	mf, ok := fastUpdate(resetOf(res, subresource), subresource, live, tracked, manager, time.Now())
+	if !ok {
+		return false
+	}
+	if m.cfg.Verify {
+		verifyFast(fm, live, tracked, manager, mf)
+	}
+	obj.Object["metadata"].(map[string]any)["managedFields"] = mf
+	return true
+}
+
+// defaults reports whether res's objects are tracked after defaulting:
+// built-in resources whose strategy sets defaults.
+func defaults(res *registry.Resource) bool {
+	if res.Custom || res.Strategy == nil {
+		return false
+	}
+	c, ok := res.Strategy.(registry.Canonical)
+	return !ok || !c.SetsNoDefaults()
 }
 
 // resetOf is the top-level field a subresource's writes leave alone (the
@@ -193,6 +241,22 @@ func verifyFast(fm *managedfields.FieldManager, live, obj *unstructured.Unstruct
 	}
 }
 
+// setAfterTracking are the fields objwatch's defaulting sets or changes
+// that kube-apiserver changes only after its field manager ran (in its
+// REST storage, or converting a Secret's stringData into data): the
+// managed fields are computed with them as the writer sent them.
+var setAfterTracking = map[schema.GroupKind][][]string{
+	{Kind: "Service"}: {{"spec", "ipFamilies"}, {"spec", "ipFamilyPolicy"}},
+	{Kind: "Secret"}:  {{"data"}, {"stringData"}},
+}
+
+func objectOf(u *unstructured.Unstructured) map[string]any {
+	if u == nil {
+		return nil
+	}
+	return u.Object
+}
+
 // Apply merges patch, manager's applied configuration, into live (nil when
 // the object does not exist yet) and returns the object to write with its
 // managedFields. Errors are Kubernetes': 409 with a cause per conflicting
@@ -224,9 +288,14 @@ func (m *Manager) Apply(res *registry.Resource, subresource string, live, patch 
 }
 
 // empty is an object of res's kind with nothing else: what a create
-// changes, or an apply creates from.
+// changes, or an apply creates from. For a built-in kind it is, as in
+// kube-apiserver, the zero value of its Go type (a Service has an empty
+// spec, so that a create does not own spec itself).
 func empty(res *registry.Resource) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{}}
+	if z, ok := res.Strategy.(interface{ Zero() map[string]any }); ok && !res.Custom {
+		u.Object = z.Zero()
+	}
 	u.SetGroupVersionKind(res.GVK())
 	return u
 }
@@ -282,7 +351,7 @@ func (m *Manager) build(res *registry.Resource) *managers {
 		// The CRD variant: the hub is the version itself, which the
 		// apiVersion-setting convertor needs; both variants are the same
 		// chain (last-applied migration, manager caps, stripped metadata).
-		return managedfields.NewDefaultCRDFieldManager(tc, convertor{versions: res.Versions}, defaulter{}, creater{}, gvk, gvk.GroupVersion(), sub, r)
+		return managedfields.NewDefaultCRDFieldManager(tc, convertor{versions: res.Versions}, defaulter{}, creater{res}, gvk, gvk.GroupVersion(), sub, r)
 	}
 	if ms.main, err = newManager("", reset(mainReset...)); err != nil {
 		ms.err = err
@@ -418,11 +487,11 @@ type defaulter struct{}
 
 func (defaulter) Default(runtime.Object) {}
 
-// creater makes empty objects of a kind.
-type creater struct{}
+// creater makes empty objects of res's kind (see empty).
+type creater struct{ res *registry.Resource }
 
-func (creater) New(gvk schema.GroupVersionKind) (runtime.Object, error) {
-	u := &unstructured.Unstructured{Object: map[string]any{}}
+func (c creater) New(gvk schema.GroupVersionKind) (runtime.Object, error) {
+	u := empty(c.res)
 	u.SetGroupVersionKind(gvk)
 	return u, nil
 }

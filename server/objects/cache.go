@@ -28,6 +28,9 @@ type caches struct {
 	mu    sync.Mutex
 	m     map[*registry.Resource]*watchcache.Cache
 	hints map[*registry.Resource]*writeHints
+	// dropped are the frames without managedFields of recent events,
+	// shared by the watches that drop them.
+	dropped frameMemo
 }
 
 // hintsFor returns the write hints of res's cache, nil when it has none.
@@ -304,7 +307,11 @@ func (s *Service) cacheWatch(ctx context.Context, req *Request, wr watchRequest)
 		// started): etcd may still have it, or answers 410 itself.
 		return nil, errNoCache
 	}
-	return &cacheSource{cw: cw, rv: wr.rv, bookmarks: wr.bookmarks, decoded: wr.decoded}, nil
+	src := &cacheSource{cw: cw, rv: wr.rv, bookmarks: wr.bookmarks, decoded: wr.decoded}
+	if wr.drop {
+		src.dropped = &s.caches.dropped
+	}
+	return src, nil
 }
 
 // cacheSource feeds a watch from a watch-cache watcher, whose events are
@@ -313,7 +320,8 @@ type cacheSource struct {
 	cw        *watchcache.Watcher
 	rv        int64 // the watch's resourceVersion, for a 410
 	bookmarks bool
-	decoded   bool // the watch renders objects itself, not the shared frames
+	decoded   bool       // the watch renders objects itself, not the shared frames
+	dropped   *frameMemo // set when the watch drops managedFields
 }
 
 func (c *cacheSource) TryNext() (Item, bool) {
@@ -329,6 +337,13 @@ func (c *cacheSource) TryNext() (Item, bool) {
 			return Item{Type: it.Type, Rev: it.Rev, InitialEnd: it.InitialEnd}, true
 		case c.decoded:
 			return Item{Type: it.Type, JSON: it.Object.JSON}, true
+		case c.dropped != nil:
+			b, err := c.dropped.frame(it)
+			if err != nil {
+				// Not an object the server encoded: send it whole.
+				b = it.Frame()
+			}
+			return Item{Type: it.Type, Frame: b}, true
 		default:
 			return Item{Type: it.Type, Frame: it.Frame()}, true
 		}

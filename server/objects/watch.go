@@ -27,6 +27,11 @@ type WatchOptions struct {
 	// Decoded: the caller renders each object itself (a Table watch), so
 	// items carry Object or JSON, never a shared Frame.
 	Decoded bool
+	// DropManagedFields: the shared frames a watch-cache watch sends are
+	// the encodings without metadata.managedFields (each made once for
+	// all the watches that drop them, see frameMemo). Items that carry
+	// Object are the caller's to strip.
+	DropManagedFields bool
 }
 
 // watchRequest is a parsed and validated watch request.
@@ -39,11 +44,12 @@ type watchRequest struct {
 	bookmarks  bool
 	timeout    time.Duration
 	decoded    bool
+	drop       bool
 }
 
 func watchRequestOf(req *Request, opts WatchOptions) (watchRequest, error) {
 	o := opts.List
-	wr := watchRequest{timeout: opts.Timeout, decoded: opts.Decoded}
+	wr := watchRequest{timeout: opts.Timeout, decoded: opts.Decoded, drop: opts.DropManagedFields}
 	var err error
 	if wr.sel, err = selectorOf(o, req.Resource); err != nil {
 		return wr, err

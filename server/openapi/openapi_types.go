@@ -25,14 +25,63 @@ import (
 //     cannot see; check new built-in kinds against Kubernetes' schemas);
 //   - patchStrategy and patchMergeKey tags become x-kubernetes-patch-*
 //     extensions, which kubectl apply needs for strategic merge patches;
-//   - list-type, map-type and enum markers live in comments only and are
-//     not published.
+//   - list-type, list-map-key and map-type markers live in comments only:
+//     fieldMarkers has those of the served types, with the defaults of
+//     list-map keys (server-side apply needs both: a Service's ports are
+//     keyed by port and protocol, TCP when unset); enum markers are not
+//     published.
 
 // optionalFields are the fields of reflected models that have no omitempty
 // but a +optional comment.
 var optionalFields = map[string][]string{
 	"io.k8s.api.core.v1.Event": {"reportingComponent", "reportingInstance"},
 }
+
+// fieldMarkers are the extensions Kubernetes (v1.37.2's generated OpenAPI)
+// publishes for fields of the reflected models from their +listType,
+// +listMapKey and +mapType comments, by model name and property; a list
+// with a patch merge key and no list type is taken as a map keyed by it,
+// one without either as atomic, which is what these say too. Check new
+// built-in kinds against Kubernetes' schemas.
+var fieldMarkers = map[string]map[string]spec.Extensions{
+	"io.k8s.api.core.v1.ServiceSpec": {
+		"ports":                    listMap("port", "protocol"),
+		"selector":                 {"x-kubernetes-map-type": "atomic"},
+		"clusterIPs":               atomicList(),
+		"externalIPs":              atomicList(),
+		"loadBalancerSourceRanges": atomicList(),
+		"ipFamilies":               atomicList(),
+	},
+	"io.k8s.api.core.v1.ServiceStatus":       {"conditions": listMap("type")},
+	"io.k8s.api.core.v1.LoadBalancerStatus":  {"ingress": atomicList()},
+	"io.k8s.api.core.v1.LoadBalancerIngress": {"ports": atomicList()},
+	"io.k8s.api.core.v1.NamespaceSpec":       {"finalizers": atomicList()},
+	"io.k8s.api.core.v1.NamespaceStatus":     {"conditions": listMap("type")},
+	"io.k8s.api.core.v1.ServiceAccount":      {"secrets": listMap("name"), "imagePullSecrets": atomicList()},
+	"io.k8s.api.rbac.v1.AggregationRule":     {"clusterRoleSelectors": atomicList()},
+	"io.k8s.api.rbac.v1.ClusterRole":         {"rules": atomicList()},
+	"io.k8s.api.rbac.v1.Role":                {"rules": atomicList()},
+	"io.k8s.api.rbac.v1.ClusterRoleBinding":  {"subjects": atomicList()},
+	"io.k8s.api.rbac.v1.RoleBinding":         {"subjects": atomicList()},
+	"io.k8s.api.rbac.v1.PolicyRule":          {"verbs": atomicList(), "apiGroups": atomicList(), "resources": atomicList(), "resourceNames": atomicList(), "nonResourceURLs": atomicList()},
+}
+
+// fieldDefaults are the defaults Kubernetes publishes for fields that key
+// a list map (server-side apply keys an item without them by the
+// default).
+var fieldDefaults = map[string]map[string]any{
+	"io.k8s.api.core.v1.ServicePort": {"protocol": "TCP"},
+}
+
+func listMap(keys ...string) spec.Extensions {
+	k := make([]any, len(keys))
+	for i, key := range keys {
+		k[i] = key
+	}
+	return spec.Extensions{"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": k}
+}
+
+func atomicList() spec.Extensions { return spec.Extensions{"x-kubernetes-list-type": "atomic"} }
 
 // reflectDefinitions adds to defs the definitions of every type reachable
 // from roots that defs lacks, keyed by OpenAPI model name. ref makes the
@@ -127,6 +176,12 @@ func (r *reflector) fields(s *spec.Schema, t reflect.Type, deps *[]string) {
 		}
 		if v := f.Tag.Get("patchMergeKey"); v != "" {
 			p.AddExtension("x-kubernetes-patch-merge-key", v)
+		}
+		for k, v := range fieldMarkers[modelName(t)][name] {
+			p.AddExtension(k, v)
+		}
+		if v, ok := fieldDefaults[modelName(t)][name]; ok {
+			p.Default = v
 		}
 		s.SetProperty(name, p)
 		if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") && !slices.Contains(optionalFields[modelName(t)], name) {

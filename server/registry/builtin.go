@@ -28,11 +28,20 @@ const (
 const maxDataBytes = 1 << 20
 
 // defaultSecret gives a secret without a type the Opaque type, as
-// Kubernetes' defaulting does.
+// Kubernetes' defaulting does, and merges stringData into data (its
+// values win), as Kubernetes' conversion does: stringData is write-only,
+// never stored.
 func defaultSecret(obj, _ *corev1.Secret) {
 	if obj.Type == "" {
 		obj.Type = corev1.SecretTypeOpaque
 	}
+	if len(obj.StringData) > 0 && obj.Data == nil {
+		obj.Data = make(map[string][]byte, len(obj.StringData))
+	}
+	for k, v := range obj.StringData {
+		obj.Data[k] = []byte(v)
+	}
+	obj.StringData = nil
 }
 
 // ageColumn is the Age column that Kubernetes' built-in tables end with.
@@ -187,6 +196,9 @@ func (s typed[T]) decode(obj map[string]any) (*T, []string, error) {
 
 func (s typed[T]) Stored(map[string]any) error { return nil }
 
+// SetsNoDefaults: Normalize only round-trips obj through T (see Canonical).
+func (s typed[T]) SetsNoDefaults() bool { return s.prepare == nil }
+
 func (s typed[T]) Normalize(obj, old map[string]any) ([]string, error) {
 	v, unknown, err := s.decode(obj)
 	if err != nil {
@@ -317,4 +329,16 @@ func validateLease(l, _ *coordinationv1.Lease) field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("spec", "leaseTransitions"), *t, "must be greater than or equal to 0"))
 	}
 	return errs
+}
+
+// Zero is the zero value of T as an object: what Kubernetes' field manager
+// compares a created object with (struct fields such as spec are there,
+// empty).
+func (s typed[T]) Zero() map[string]any {
+	var v T
+	out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v)
+	if err != nil {
+		return map[string]any{}
+	}
+	return out
 }

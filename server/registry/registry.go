@@ -40,6 +40,13 @@ type Strategy interface {
 	Validate(obj, old map[string]any) field.ErrorList
 }
 
+// Canonical is a Strategy that may report that its Normalize sets no
+// defaults: it only decodes into the schema and drops unknown fields, so
+// an object that already fits the schema comes back as it was.
+type Canonical interface {
+	SetsNoDefaults() bool
+}
+
 // Preparer is a Strategy with the rules of its kind for what clients may
 // not set (status behind a status subresource, metadata.generation) and
 // for updates through /status: custom resources, with Kubernetes' own

@@ -1,0 +1,185 @@
+package endpoints
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/munnerz/goautoneg"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/objwatch/objwatch/server/apistatus"
+	"github.com/objwatch/objwatch/server/fields"
+	"github.com/objwatch/objwatch/server/registry"
+)
+
+// The conversions a client may ask for with the as, g and v parameters of
+// an Accept media type, as in Kubernetes.
+const (
+	asTable       = "Table"
+	asPartial     = "PartialObjectMetadata"
+	asPartialList = "PartialObjectMetadataList"
+)
+
+// output is how a response renders objects, negotiated from the request's
+// Accept header: as the object itself (as ""), or converted to a
+// meta.k8s.io Table, PartialObjectMetadata or PartialObjectMetadataList of
+// version; without metadata.managedFields when the client asked
+// (drop=metadata.managedFields, see the package doc).
+type output struct {
+	as, version   string
+	drop          bool
+	includeObject string // a Table's rows: Metadata (default), Object or None
+}
+
+// negotiate picks the first clause of the Accept header that the server
+// can answer, as Kubernetes' negotiation does (goautoneg's order: by
+// quality, then as written). The server writes JSON only: a clause of
+// another media type (protobuf, CBOR, YAML) is skipped, and when no clause
+// is JSON the answer is plain JSON, which every Kubernetes client decodes
+// by its Content-Type. A clause asking for a conversion the server does
+// not know is skipped too; when every JSON clause is, the answer is
+// Kubernetes' 406.
+func negotiate(r *http.Request) (output, error) {
+	out := output{includeObject: r.URL.Query().Get("includeObject")}
+	header := r.Header.Get("Accept")
+	if header == "" {
+		return out, nil
+	}
+	refused := false
+	for _, c := range goautoneg.ParseAccept(header) {
+		if !(c.Type == "application" && c.SubType == "json") && !(c.Type == "application" && c.SubType == "*") && !(c.Type == "*" && c.SubType == "*") {
+			continue
+		}
+		o, ok := clauseOutput(c.Params)
+		if !ok {
+			refused = true
+			continue
+		}
+		o.includeObject = out.includeObject
+		return o, nil
+	}
+	if refused {
+		return out, notAcceptable("only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf")
+	}
+	return out, nil
+}
+
+// clauseOutput is the output one Accept clause asks for; ok is false for a
+// conversion the server cannot make. Unknown parameters are ignored, as
+// Kubernetes ignores them.
+func clauseOutput(params map[string]string) (output, bool) {
+	var o output
+	as, g, v := params["as"], params["g"], params["v"]
+	o.drop = fields.DropsManagedFields(params[fields.DropParameter])
+	if as == "" && g == "" && v == "" {
+		return o, true
+	}
+	if g != metav1.GroupName || (v != "v1" && v != "v1beta1") {
+		return o, false
+	}
+	switch as {
+	case asTable, asPartial, asPartialList:
+		o.as, o.version = as, v
+		return o, true
+	}
+	return o, false
+}
+
+func notAcceptable(format string, args ...any) error {
+	return apistatus.New(http.StatusNotAcceptable, metav1.StatusReasonNotAcceptable, fmt.Sprintf(format, args...))
+}
+
+// goType is how Kubernetes' messages name the Go type of res's objects
+// (or lists): *core.ConfigMap, *apps.Deployment, and for custom resources
+// *unstructured.Unstructured.
+func goType(res *registry.Resource, list bool) string {
+	if res.Custom {
+		if list {
+			return "*unstructured.UnstructuredList"
+		}
+		return "*unstructured.Unstructured"
+	}
+	pkg := "core"
+	if res.Group != "" {
+		pkg, _, _ = strings.Cut(res.Group, ".")
+	}
+	kind := res.Kind
+	if list {
+		kind = res.ListKind
+	}
+	return "*" + pkg + "." + kind
+}
+
+// object renders one object (not a list) as o asks, or Kubernetes' 406
+// for a list conversion.
+func (o output) object(res *registry.Resource, obj *unstructured.Unstructured) (any, error) {
+	switch o.as {
+	case asTable:
+		t := table(res, o.version, []*unstructured.Unstructured{obj}, o.includeObject, o.drop)
+		t.ResourceVersion = obj.GetResourceVersion()
+		return t, nil
+	case asPartial:
+		return o.partial(obj), nil
+	case asPartialList:
+		if res.Custom {
+			// As kube-apiserver answers for a custom resource, whose
+			// Unstructured passes for a list until it is read as one.
+			return nil, apistatus.New(http.StatusInternalServerError, "", "content is not a list")
+		}
+		return nil, notAcceptable("you requested PartialObjectMetadataList, but the requested object is not a list (%s)", goType(res, false))
+	}
+	if o.drop {
+		return fields.WithoutManagedFields(obj.Object), nil
+	}
+	return obj.Object, nil
+}
+
+// partial is obj's PartialObjectMetadata in o's version.
+func (o output) partial(obj *unstructured.Unstructured) *metav1.PartialObjectMetadata {
+	m := objectMeta(obj)
+	if o.drop {
+		m.ManagedFields = nil
+	}
+	return &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{Kind: asPartial, APIVersion: metav1.GroupName + "/" + o.version},
+		ObjectMeta: m,
+	}
+}
+
+// list renders a list as o asks: a Table, a PartialObjectMetadataList, or
+// Kubernetes' 406 for PartialObjectMetadata. It returns nil for a plain
+// list, which the caller writes itself.
+func (o output) list(res *registry.Resource, items []*unstructured.Unstructured, meta metav1.ListMeta) (any, error) {
+	switch o.as {
+	case asTable:
+		t := table(res, o.version, items, o.includeObject, o.drop)
+		t.ListMeta = meta
+		return t, nil
+	case asPartial:
+		return nil, notAcceptable("you requested PartialObjectMetadata, but the requested object is a list (%s)", goType(res, true))
+	case asPartialList:
+		l := &metav1.PartialObjectMetadataList{
+			TypeMeta: metav1.TypeMeta{Kind: asPartialList, APIVersion: metav1.GroupName + "/" + o.version},
+			ListMeta: meta,
+			Items:    make([]metav1.PartialObjectMetadata, len(items)),
+		}
+		for i, it := range items {
+			l.Items[i] = *o.partial(it)
+		}
+		return l, nil
+	}
+	return nil, nil
+}
+
+// rawJSON returns an encoded object as o asks for it: b itself, or b
+// without metadata.managedFields. Only a plain output (as "") may be
+// written from encoded bytes.
+func (o output) rawJSON(b []byte) ([]byte, error) {
+	if !o.drop {
+		return b, nil
+	}
+	return fields.DropManagedFieldsJSON(b)
+}

@@ -1,0 +1,19 @@
+package fields
+
+import (
+	"k8s.io/apimachinery/pkg/util/managedfields"
+
+	"github.com/objwatch/objwatch/server/registry"
+)
+
+// Internals for the external tests (package fields_test imports openapi,
+// which imports this package through endpoints).
+var (
+	FastUpdate      = fastUpdate
+	ManagedFieldsOf = managedFieldsOf
+	JSONEqual       = jsonEqual
+)
+
+func (m *Manager) FieldManagerFor(res *registry.Resource, subresource string) (*managedfields.FieldManager, error) {
+	return m.managerFor(res, subresource)
+}
