@@ -55,7 +55,7 @@ func TestServerImportsPointDown(t *testing.T) {
 	// of a lower rank (or outside the server).
 	rank := map[string]int{
 		"server": 7, "server/openapi": 6, "server/endpoints": 5, "server/lifecycle": 5,
-		"server/audit": 4, "server/objects": 3, "server/access": 5, "server/rbac": 1, "server/gc": 2, "server/fields": 2, "server/registry": 1, "server/registry/crd": 0,
+		"server/audit": 4, "server/objects": 3, "server/access": 5, "server/admission/webhook": 5, "server/rbac": 1, "server/gc": 2, "server/fields": 2, "server/registry": 1, "server/registry/crd": 0,
 		"server/apistatus": 0, "server/auth": 0, "server/watchstream": 0, "server/webhook": 0,
 	}
 	seen := 0
