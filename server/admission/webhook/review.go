@@ -11,6 +11,7 @@ import (
 	admissionv1beta1 "k8s.io/api/admission/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
@@ -47,7 +48,11 @@ func encodeReview(review runtime.Object) ([]byte, error) {
 			if e.Object == nil {
 				continue
 			}
-			b, err := json.Marshal(e.Object)
+			var v any = e.Object
+			if u, ok := e.Object.(*unstructured.Unstructured); ok {
+				v = u.Object // encoding/json is faster than the unstructured codec
+			}
+			b, err := json.Marshal(v)
 			if err != nil {
 				return err
 			}
