@@ -60,7 +60,6 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission/plugin/cel"
 	apiwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook"
@@ -147,59 +146,23 @@ func (p *Plugin) Run(ctx context.Context) {
 // follow keeps one configuration kind current: a watch with its initial
 // events, again after every failure.
 func (p *Plugin) follow(ctx context.Context, res *registry.Resource, listed func()) {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := p.watchOnce(ctx, res, listed)
-		if ctx.Err() != nil {
-			return
-		}
-		p.cfg.Log.Warn("admission webhook: watch of "+res.Plural+" ended; listing again", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-}
-
-func (p *Plugin) watchOnce(ctx context.Context, res *registry.Resource, listed func()) error {
-	yes := true
-	opts := objects.WatchOptions{
-		List:    &internalversion.ListOptions{Watch: true, AllowWatchBookmarks: true, SendInitialEvents: &yes},
-		Timeout: feedWatchTimeout, Decoded: true,
-	}
-	wctx, cancel := context.WithTimeout(ctx, feedWatchTimeout)
-	defer cancel()
-	src, err := p.objects.Watch(wctx, &objects.Request{Verb: "watch", Resource: res}, opts)
-	if err != nil || src == nil {
-		return err
-	}
-	defer src.Stop()
-	configs := map[string][]byte{} // name → the configuration's JSON
+	var configs map[string][]byte // name → the configuration's JSON
 	initial := true
-	for {
-		it, ok := src.TryNext()
-		if !ok {
-			if err := src.Wait(wctx, nil); err != nil {
-				if wctx.Err() != nil && ctx.Err() == nil {
-					return errors.New("watch timed out")
-				}
-				return err
-			}
-			continue
-		}
+	p.objects.Follow(ctx, res, feedWatchTimeout, func() {
+		configs, initial = map[string][]byte{}, true
+	}, func(it objects.Item) error {
 		switch {
 		case it.Type == objects.Bookmark && it.InitialEnd:
 			initial = false
 			p.install(res.Kind, configs)
 			listed()
-			continue
+			return nil
 		case it.Type == objects.Bookmark:
-			continue
+			return nil
 		}
 		b := it.JSON
 		if it.Object != nil {
+			var err error
 			if b, err = json.Marshal(it.Object.Object); err != nil {
 				return err
 			}
@@ -213,21 +176,22 @@ func (p *Plugin) watchOnce(ctx context.Context, res *registry.Resource, listed f
 		if err := json.Unmarshal(b, &meta); err != nil {
 			return err
 		}
-		name := meta.Metadata.Name
+		key := [2]string{res.Kind, meta.Metadata.Name}
 		if it.Type == objects.Deleted {
-			delete(configs, name)
-			p.revisions.Delete([2]string{res.Kind, name})
+			delete(configs, key[1])
+			p.revisions.Delete(key)
 		} else {
-			configs[name] = b
+			configs[key[1]] = b
 		}
 		if !initial {
 			p.install(res.Kind, configs)
 		}
 		if it.Type != objects.Deleted {
 			rv, _ := strconv.ParseInt(meta.Metadata.ResourceVersion, 10, 64)
-			p.revisions.Store([2]string{res.Kind, name}, rv)
+			p.revisions.Store(key, rv)
 		}
-	}
+		return nil
+	})
 }
 
 // install replaces the webhooks of one kind with those of configs.
@@ -238,33 +202,36 @@ func (p *Plugin) install(kind string, configs map[string][]byte) {
 	}
 	// As kube-apiserver: configurations sorted by name.
 	slices.Sort(names)
+	mutating := kind == "MutatingWebhookConfiguration"
 	hooks := []apiwebhook.WebhookAccessor{}
 	for _, n := range names {
 		var err error
-		if kind == "MutatingWebhookConfiguration" {
+		if mutating {
 			var c admissionregistrationv1.MutatingWebhookConfiguration
-			if err = json.Unmarshal(configs[n], &c); err == nil {
-				for i := range c.Webhooks {
-					h := c.Webhooks[i]
-					registry.DefaultMutatingWebhook(&h)
-					hooks = append(hooks, apiwebhook.NewMutatingWebhookAccessor(webhookUID(n, h.Name, i), n, &h))
-				}
+			if err = json.Unmarshal(configs[n], &c); err != nil {
+				c.Webhooks = nil
+			}
+			for i := range c.Webhooks {
+				h := &c.Webhooks[i]
+				registry.DefaultMutatingWebhook(h)
+				hooks = append(hooks, apiwebhook.NewMutatingWebhookAccessor(webhookUID(n, h.Name, i), n, h))
 			}
 		} else {
 			var c admissionregistrationv1.ValidatingWebhookConfiguration
-			if err = json.Unmarshal(configs[n], &c); err == nil {
-				for i := range c.Webhooks {
-					h := c.Webhooks[i]
-					registry.DefaultValidatingWebhook(&h)
-					hooks = append(hooks, apiwebhook.NewValidatingWebhookAccessor(webhookUID(n, h.Name, i), n, &h))
-				}
+			if err = json.Unmarshal(configs[n], &c); err != nil {
+				c.Webhooks = nil
+			}
+			for i := range c.Webhooks {
+				h := &c.Webhooks[i]
+				registry.DefaultValidatingWebhook(h)
+				hooks = append(hooks, apiwebhook.NewValidatingWebhookAccessor(webhookUID(n, h.Name, i), n, h))
 			}
 		}
 		if err != nil {
 			p.cfg.Log.Error("admission webhook: decode "+kind, "name", n, "err", err)
 		}
 	}
-	if kind == "MutatingWebhookConfiguration" {
+	if mutating {
 		p.mutating.Store(&hooks)
 	} else {
 		p.validating.Store(&hooks)
