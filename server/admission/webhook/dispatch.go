@@ -407,7 +407,11 @@ func (p *Plugin) namespaceLabels(ctx context.Context, c *call, ns string, isName
 func (p *Plugin) callMutating(ctx context.Context, c *call, h *admissionregistrationv1.MutatingWebhook, inv *generic.WebhookInvocation, round, idx int) (changed bool, err error) {
 	annKey := fmt.Sprintf("round_%d_index_%d", round, idx)
 	defer func() {
-		v, _ := json.Marshal(map[string]any{"configuration": inv.Webhook.GetConfigurationName(), "webhook": h.Name, "mutated": changed})
+		v, _ := json.Marshal(struct {
+			Configuration string `json:"configuration"`
+			Webhook       string `json:"webhook"`
+			Mutated       bool   `json:"mutated"`
+		}{inv.Webhook.GetConfigurationName(), h.Name, changed})
 		c.annotate(mutationAnnotationPrefix+annKey, string(v))
 	}()
 	result, err := p.callHook(ctx, c, h.Name, h.ClientConfig, h.SideEffects, h.TimeoutSeconds, inv, true, c.a.Warn)
@@ -444,7 +448,12 @@ func (p *Plugin) callMutating(ctx context.Context, c *call, h *admissionregistra
 	}
 	changed = !apiequality.Semantic.DeepEqual(c.a.Object.Object, obj.Object)
 	if c.record != nil && c.record.WantsRequest() {
-		v, _ := json.Marshal(map[string]any{"configuration": inv.Webhook.GetConfigurationName(), "webhook": h.Name, "patch": patch, "patchType": string(admissionv1.PatchTypeJSONPatch)})
+		v, _ := json.Marshal(struct {
+			Configuration string          `json:"configuration"`
+			Webhook       string          `json:"webhook"`
+			Patch         jsonpatch.Patch `json:"patch,omitempty"`
+			PatchType     string          `json:"patchType,omitempty"`
+		}{inv.Webhook.GetConfigurationName(), h.Name, patch, string(admissionv1.PatchTypeJSONPatch)})
 		c.annotate(patchAnnotationPrefix+annKey, string(v))
 	}
 	c.setObject(obj)
