@@ -57,6 +57,7 @@ import (
 
 	"github.com/objwatch/objwatch/server/access"
 	"github.com/objwatch/objwatch/server/admission/policy"
+	admissionwebhook "github.com/objwatch/objwatch/server/admission/webhook"
 	"github.com/objwatch/objwatch/server/audit"
 	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/encryption"
@@ -246,10 +247,12 @@ type Server struct {
 	lifecycle *lifecycle.Lifecycle
 	access    *access.Access
 	policies  *policy.Policies
-	api       *endpoints.API
-	openapi   *openapi.Docs
-	pacer     *watchstream.Pacer
-	audit     *audit.Log // nil: no audit log
+	// admissionWebhooks enforces the webhook configurations.
+	admissionWebhooks *admissionwebhook.Plugin
+	api               *endpoints.API
+	openapi           *openapi.Docs
+	pacer             *watchstream.Pacer
+	audit             *audit.Log // nil: no audit log
 	// webhooks calls admission and conversion webhooks; Services are
 	// resolved by the lifecycle (ExternalName only).
 	webhooks *webhook.Client
@@ -295,6 +298,13 @@ func New(cfg Config) (*Server, error) {
 	hooks := s.access.Hooks()
 	lh := s.lifecycle.Hooks()
 	hooks.Admit, hooks.Written = append(hooks.Admit, lh.Admit...), lh.Written
+	// Admission webhooks come after any admission policy, as in
+	// kube-apiserver's plugin order.
+	if s.admissionWebhooks, err = admissionwebhook.New(admissionwebhook.Config{Registry: s.registry, Client: s.webhooks, Log: cfg.Log}); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	hooks.Mutate = append(hooks.Mutate, s.admissionWebhooks.Mutate)
+	hooks.Validate = append(hooks.Validate, s.admissionWebhooks.Validate)
 	fm, err := fields.New(fields.Config{Registry: s.registry, Verify: cfg.Verify, BuiltinModels: func() (map[string]*spec.Schema, error) {
 		return openapi.BuiltinModels(s.registry)
 	}})
@@ -330,6 +340,7 @@ func New(cfg Config) (*Server, error) {
 	s.lifecycle.Use(s.objects)
 	s.access.Use(s.objects)
 	s.policies.Use(s.objects)
+	s.admissionWebhooks.Use(s.objects)
 	if cfg.Authenticator != nil {
 		cfg.Authenticator.SetServiceAccountLookup(s.access.ServiceAccount)
 	}
@@ -391,6 +402,13 @@ func (s *Server) Run(ctx context.Context) error {
 	policyDone := make(chan struct{})
 	go func() { defer close(policyDone); s.policies.Run(policyCtx) }()
 	defer func() { stopPolicies(); <-policyDone }()
+	// The webhook configurations are followed before anything is
+	// written: admission waits until they are known, the bootstrap's
+	// writes included.
+	webhooksCtx, stopWebhooks := context.WithCancel(ctx)
+	webhooksDone := make(chan struct{})
+	go func() { defer close(webhooksDone); s.admissionWebhooks.Run(webhooksCtx) }()
+	defer func() { stopWebhooks(); <-webhooksDone }()
 	if err := s.lifecycle.Bootstrap(ctx); err != nil {
 		return fmt.Errorf("server: bootstrap: %w", err)
 	}
@@ -413,10 +431,16 @@ func (s *Server) Run(ctx context.Context) error {
 	}()
 	defer func() { stopAccess(); <-accessDone }()
 	return s.lifecycle.RunCRDs(ctx, func() {
-		// Ready once requests can be authorized: every role and binding
-		// is in the index.
+		// Ready once requests can be authorized and admitted: every role
+		// and binding is in the index, every webhook configuration and
+		// admission policy known.
 		select {
 		case <-s.access.Synced():
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-s.admissionWebhooks.Synced():
 			s.access.Settle(ctx, 5*time.Second)
 		case <-ctx.Done():
 			return
@@ -427,6 +451,14 @@ func (s *Server) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	})
+}
+
+// AdmissionWebhookInstalled reports whether this server enforces the
+// admission webhook configuration of kind (MutatingWebhookConfiguration
+// or ValidatingWebhookConfiguration) named name at resourceVersion rv or
+// later; testenv waits for it after registering a webhook.
+func (s *Server) AdmissionWebhookInstalled(kind, name string, rv int64) bool {
+	return s.admissionWebhooks.Installed(kind, name, rv)
 }
 
 // Ready reports whether Run has finished its initial work.

@@ -3,13 +3,11 @@ package access
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -103,48 +101,11 @@ func (a *Access) Run(ctx context.Context) {
 // initial events, again after every failure.
 func (a *Access) follow(ctx context.Context, res *registry.Resource, k kind, listed func()) {
 	known := map[[2]string]bool{} // namespace, name
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := a.watchOnce(ctx, res, k, known, listed)
-		if ctx.Err() != nil {
-			return
-		}
-		a.cfg.Log.Warn("access: watch of "+k.plural+" ended; listing again", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-}
-
-func (a *Access) watchOnce(ctx context.Context, res *registry.Resource, k kind, known map[[2]string]bool, listed func()) error {
-	yes := true
-	opts := objects.WatchOptions{
-		List:    &internalversion.ListOptions{Watch: true, AllowWatchBookmarks: true, SendInitialEvents: &yes},
-		Timeout: feedWatchTimeout, Decoded: true,
-	}
-	wctx, cancel := context.WithTimeout(ctx, feedWatchTimeout)
-	defer cancel()
-	src, err := a.objects.Watch(wctx, &objects.Request{Verb: "watch", Resource: res}, opts)
-	if err != nil || src == nil {
-		return err
-	}
-	defer src.Stop()
-	initial := map[[2]string]bool{}
+	var initial map[[2]string]bool
 	inInitial := true
-	for {
-		it, ok := src.TryNext()
-		if !ok {
-			if err := src.Wait(wctx, nil); err != nil {
-				if wctx.Err() != nil && ctx.Err() == nil {
-					return fmt.Errorf("watch timed out")
-				}
-				return err
-			}
-			continue
-		}
+	a.objects.Follow(ctx, res, feedWatchTimeout, func() {
+		initial, inInitial = map[[2]string]bool{}, true
+	}, func(it objects.Item) error {
 		switch {
 		case it.Type == objects.Bookmark && it.InitialEnd:
 			for key := range known {
@@ -156,9 +117,9 @@ func (a *Access) watchOnce(ctx context.Context, res *registry.Resource, k kind, 
 			inInitial = false
 			a.changedNow()
 			listed()
-			continue
+			return nil
 		case it.Type == objects.Bookmark:
-			continue
+			return nil
 		}
 		u := it.Object
 		if u == nil {
@@ -178,7 +139,7 @@ func (a *Access) watchOnce(ctx context.Context, res *registry.Resource, k kind, 
 			}
 			if err := k.set(a.index, b, u); err != nil {
 				a.cfg.Log.Error("access: decode "+k.plural, "name", key, "err", err)
-				continue
+				return nil
 			}
 			known[key] = true
 			if inInitial {
@@ -188,5 +149,6 @@ func (a *Access) watchOnce(ctx context.Context, res *registry.Resource, k kind, 
 		if !inInitial {
 			a.changedNow()
 		}
-	}
+		return nil
+	})
 }

@@ -329,6 +329,27 @@ func withAnnotations(m map[string]string, kv ...string) map[string]string {
 	return out
 }
 
+// WriterOf is the user a request acts as: its User, or for the server's
+// own writes the controller's service account its Actor names (in
+// kube-system, as kube-controller-manager's), else ServerUser.
+func WriterOf(req *objects.Request) auth.User {
+	switch {
+	case req.User != nil:
+		return *req.User
+	case req.Actor != "":
+		return auth.User{Name: req.Actor, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
+	}
+	return ServerUser
+}
+
+// Annotate adds annotations (key, value pairs) to the record: admission
+// webhooks' audit annotations. Safe for concurrent use.
+func (r *Record) Annotate(kv ...string) {
+	r.mu.Lock()
+	r.ev.Annotations = withAnnotations(r.ev.Annotations, kv...)
+	r.mu.Unlock()
+}
+
 // Written is the object service's Written hook: it attaches the write's
 // diff to the request's record, or records a write no request recorded
 // (the server's own: garbage collection, namespace cleanup, bootstrap; a
@@ -376,10 +397,7 @@ func (l *Log) Written(ctx context.Context, w objects.Write) {
 	if w.Request.User != nil {
 		return // a request the policy records nothing of
 	}
-	u := ServerUser
-	if w.Request.Actor != "" {
-		u = auth.User{Name: w.Request.Actor, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
-	}
+	u := WriterOf(w.Request)
 	req := w.Request
 	res := req.Resource
 	a := Attributes{User: &u, Verb: req.Verb, ResourceRequest: true, APIGroup: res.Group, APIVersion: res.Version,

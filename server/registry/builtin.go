@@ -138,6 +138,7 @@ func builtins() []*Resource {
 	rs = append(rs, rbacResources()...)
 	rs = append(rs, reviewResources()...)
 	rs = append(rs, admissionPolicyResources()...)
+	rs = append(rs, webhookResources()...)
 	for _, r := range rs {
 		if r.StoragePrefix == "" {
 			r.StoragePrefix = StoragePrefix(r.Group, r.Plural)

@@ -97,26 +97,75 @@ func (e *CallError) Unwrap() error { return e.Err }
 // Post sends in as JSON to ep and decodes the answer into out, within
 // timeout (0: 10 s, kube-apiserver's default for webhooks).
 func (c *Client) Post(ctx context.Context, ep Endpoint, timeout time.Duration, in, out any) error {
-	u, serverName, err := c.target(ctx, ep)
-	if err != nil {
-		return err
-	}
 	body, err := json.Marshal(in)
 	if err != nil {
 		return fmt.Errorf("encoding the review: %w", err)
+	}
+	resp, err := c.send(ctx, ep, timeout, body, false)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return &CallError{URL: resp.URL, Status: resp.StatusCode, Err: fmt.Errorf("the server responded with status %d: %s", resp.StatusCode, truncate(resp.Body, 200))}
+	}
+	if err := json.Unmarshal(resp.Body, out); err != nil {
+		return &CallError{URL: resp.URL, Err: fmt.Errorf("the response is not a valid review: %v", err)}
+	}
+	return nil
+}
+
+// Response is a webhook's answer as received.
+type Response struct {
+	// URL is where the request went (with its timeout parameter).
+	URL         string
+	StatusCode  int
+	ContentType string
+	Body        []byte
+}
+
+// Send posts body, a JSON review, to ep within timeout (0: 10 s) and
+// returns the answer whatever its status, for callers that interpret
+// statuses and bodies as client-go's rest client does (admission
+// webhooks). Like that client, it tells the webhook the time left in a
+// timeout=<seconds>s query parameter. The error is a *CallError when no
+// answer came: the connection, TLS, the deadline, an answer over 3 MiB;
+// or a plain error when ep names no reachable target.
+func (c *Client) Send(ctx context.Context, ep Endpoint, timeout time.Duration, body []byte) (*Response, error) {
+	return c.send(ctx, ep, timeout, body, true)
+}
+
+func (c *Client) send(ctx context.Context, ep Endpoint, timeout time.Duration, body []byte, timeoutParam bool) (*Response, error) {
+	u, serverName, err := c.target(ctx, ep)
+	if err != nil {
+		return nil, err
 	}
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if deadline, ok := ctx.Deadline(); ok && timeoutParam {
+		if left := time.Until(deadline); left > 0 {
+			// Whole seconds, rounded up, as client-go's Request.Timeout.
+			if t := left.Truncate(time.Second); t != left {
+				left = t + time.Second
+			}
+			pu, err := url.Parse(u)
+			if err == nil {
+				q := pu.Query()
+				q.Set("timeout", left.String())
+				pu.RawQuery = q.Encode()
+				u = pu.String()
+			}
+		}
+	}
 	hc, err := c.client(ep.CABundle, serverName)
 	if err != nil {
-		return &CallError{URL: u, Err: err}
+		return nil, &CallError{URL: u, Err: err}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
-		return &CallError{URL: u, Err: err}
+		return nil, &CallError{URL: u, Err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
@@ -126,24 +175,18 @@ func (c *Client) Post(ctx context.Context, ep Endpoint, timeout time.Duration, i
 		if errors.As(err, &ue) {
 			err = ue.Err // CallError names the URL already
 		}
-		return &CallError{URL: u, Err: err}
+		return nil, &CallError{URL: u, Err: err}
 	}
 	defer resp.Body.Close()
 	// A review answer is small; 3 MiB is kube-apiserver's request limit.
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 3<<20+1))
 	if err != nil {
-		return &CallError{URL: u, Err: err}
-	}
-	if resp.StatusCode != http.StatusOK {
-		return &CallError{URL: u, Status: resp.StatusCode, Err: fmt.Errorf("the server responded with status %d: %s", resp.StatusCode, truncate(b, 200))}
+		return nil, &CallError{URL: u, Err: err}
 	}
 	if len(b) > 3<<20 {
-		return &CallError{URL: u, Err: errors.New("the response is larger than 3 MiB")}
+		return nil, &CallError{URL: u, Err: errors.New("the response is larger than 3 MiB")}
 	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return &CallError{URL: u, Err: fmt.Errorf("the response is not a valid review: %v", err)}
-	}
-	return nil
+	return &Response{URL: u, StatusCode: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: b}, nil
 }
 
 func truncate(b []byte, n int) string {

@@ -10,7 +10,6 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -114,50 +113,13 @@ func (p *Policies) Run(ctx context.Context) {
 }
 
 // follow keeps one resource's objects in the state: a watch with its
-// initial events, again after every failure.
+// initial events (objects.Service.Follow), again after every failure.
 func (p *Policies) follow(ctx context.Context, res *registry.Resource, f feed, listed func()) {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := p.watchOnce(ctx, res, f, listed)
-		if ctx.Err() != nil {
-			return
-		}
-		p.cfg.Log.Warn("admission policy: watch of "+f.plural+" ended; listing again", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-}
-
-func (p *Policies) watchOnce(ctx context.Context, res *registry.Resource, f feed, listed func()) error {
-	yes := true
-	opts := objects.WatchOptions{
-		List:    &internalversion.ListOptions{Watch: true, AllowWatchBookmarks: true, SendInitialEvents: &yes},
-		Timeout: feedWatchTimeout, Decoded: true,
-	}
-	wctx, cancel := context.WithTimeout(ctx, feedWatchTimeout)
-	defer cancel()
-	src, err := p.objects.Watch(wctx, &objects.Request{Verb: "watch", Resource: res}, opts)
-	if err != nil || src == nil {
-		return err
-	}
-	defer src.Stop()
-	initial := map[string]bool{}
+	var initial map[string]bool
 	inInitial := true
-	for {
-		it, ok := src.TryNext()
-		if !ok {
-			if err := src.Wait(wctx, nil); err != nil {
-				if wctx.Err() != nil && ctx.Err() == nil {
-					return fmt.Errorf("watch timed out")
-				}
-				return err
-			}
-			continue
-		}
+	p.objects.Follow(ctx, res, feedWatchTimeout, func() {
+		initial, inInitial = map[string]bool{}, true
+	}, func(it objects.Item) error {
 		if it.Type == objects.Bookmark {
 			if it.InitialEnd {
 				// What the list no longer has was deleted meanwhile.
@@ -171,10 +133,11 @@ func (p *Policies) watchOnce(ctx context.Context, res *registry.Resource, f feed
 				inInitial = false
 				listed()
 			}
-			continue
+			return nil
 		}
 		u := it.Object
 		if u == nil {
+			var err error
 			if u, err = objects.Decode(it.JSON); err != nil {
 				return err
 			}
@@ -201,7 +164,8 @@ func (p *Policies) watchOnce(ctx context.Context, res *registry.Resource, f feed
 		if setErr != nil {
 			p.cfg.Log.Error("admission policy: decode "+f.plural, "name", name, "err", setErr)
 		}
-	}
+		return nil
+	})
 }
 
 // names are the names f's resource has in s.

@@ -1,0 +1,279 @@
+// Package webhook enforces admission webhooks: the stored
+// admissionregistration.k8s.io/v1 ValidatingWebhookConfigurations and
+// MutatingWebhookConfigurations, called as kube-apiserver's
+// MutatingAdmissionWebhook and ValidatingAdmissionWebhook plugins call
+// them, from the object service's Mutate and Validate hooks.
+//
+// # What is the same as Kubernetes
+//
+// Every create, update (patches and applies included) and delete attempt
+// of every writer (clients, the garbage collector, namespace cleanup) is
+// matched against each webhook: rules (operations, apiGroups, apiVersions,
+// resources with subresources and wildcards, scope), namespaceSelector
+// (the namespace's labels; a namespace's own labels for namespaces),
+// objectSelector (the new or the old object), matchConditions (CEL,
+// Kubernetes' own matcher; the authorizer variable is not bound), and
+// kube-apiserver's exemptions (webhook configurations and admission
+// policies are never sent to webhooks; review resources never reach
+// admission). A matching webhook gets an AdmissionReview v1 built by
+// k8s.io/apiserver's own request builder (uid, kind, resource,
+// subResource, requestKind, requestResource, name, namespace, operation,
+// userInfo, object, oldObject, dryRun, options) over HTTPS (package
+// server/webhook), with its timeoutSeconds. Mutating webhooks run first,
+// one after the other in configuration-name order, their JSONPatch
+// responses applied; reinvocationPolicy IfNeeded reinvokes a webhook once
+// when a later one changed the object. Validating webhooks then run in
+// parallel. failurePolicy Fail refuses the write when a webhook cannot be
+// called or answers badly, Ignore goes on; a dry run is refused by a
+// webhook whose sideEffects are not None or NoneOnDryRun. Denials,
+// failures and their messages are kube-apiserver's, warnings become
+// Warning headers, and audit annotations join the request's audit record.
+// A webhook's mutation is in the write's audit diff, which is taken from
+// the stored objects.
+//
+// # What differs
+//
+// objwatch serves one version of each resource, so matchPolicy Equivalent
+// matches what Exact matches: there is no other version to convert to.
+// The user of the server's own writes is the controller's service account
+// (objects.Request.Actor) or system:apiserver.
+//
+// # Concurrency
+//
+// A Plugin is safe for concurrent use. Run keeps the configurations
+// current from watches and blocks until its context ends; the caller owns
+// that goroutine. Until the configurations were first listed, Mutate and
+// Validate wait for them.
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission/plugin/cel"
+	apiwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/objwatch/objwatch/server/objects"
+	"github.com/objwatch/objwatch/server/registry"
+	webhookclient "github.com/objwatch/objwatch/server/webhook"
+)
+
+// Config configures a Plugin.
+type Config struct {
+	Registry *registry.Registry
+	// Client calls the webhooks.
+	Client *webhookclient.Client
+	Log    *slog.Logger
+}
+
+// Plugin holds the current webhook configurations and calls them.
+type Plugin struct {
+	cfg      Config
+	objects  *objects.Service
+	compiler cel.ConditionCompiler
+
+	// mutating and validating are the current webhooks, in
+	// configuration-name order, then in the order of each
+	// configuration's list; replaced whole on every change.
+	mutating, validating atomic.Pointer[[]apiwebhook.WebhookAccessor]
+	// revisions are the resourceVersions of the installed
+	// configurations, by kind and name.
+	revisions sync.Map // [2]string → int64
+	synced    chan struct{}
+}
+
+// New returns a Plugin with no webhooks; Use an object service, then Run.
+func New(cfg Config) (*Plugin, error) {
+	if cfg.Registry == nil || cfg.Client == nil || cfg.Log == nil {
+		return nil, errors.New("admission webhook: incomplete config")
+	}
+	p := &Plugin{cfg: cfg, synced: make(chan struct{}),
+		compiler: cel.NewConditionCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))}
+	empty := []apiwebhook.WebhookAccessor{}
+	p.mutating.Store(&empty)
+	p.validating.Store(&empty)
+	return p, nil
+}
+
+// Use sets the object service the configurations are read from and the
+// namespaces' labels looked up in. Call it once, before Run.
+func (p *Plugin) Use(s *objects.Service) { p.objects = s }
+
+// Synced is closed once both configuration kinds were listed.
+func (p *Plugin) Synced() <-chan struct{} { return p.synced }
+
+// feedWatchTimeout is how long one watch of the configurations lasts
+// before it is started again from a fresh list.
+const feedWatchTimeout = 10 * time.Minute
+
+// Run keeps the webhooks current from watches of both configuration
+// resources until ctx ends.
+func (p *Plugin) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	var left atomic.Int32
+	left.Store(2)
+	for _, plural := range []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"} {
+		res, ok := p.cfg.Registry.Get(schema.GroupVersionResource{Group: registry.AdmissionRegistrationGroup, Version: "v1", Resource: plural})
+		if !ok {
+			panic("admission webhook: " + plural + " not served")
+		}
+		var once sync.Once
+		wg.Go(func() {
+			p.follow(ctx, res, func() {
+				once.Do(func() {
+					if left.Add(-1) == 0 {
+						close(p.synced)
+					}
+				})
+			})
+		})
+	}
+	wg.Wait()
+}
+
+// follow keeps one configuration kind current: a watch with its initial
+// events, again after every failure.
+func (p *Plugin) follow(ctx context.Context, res *registry.Resource, listed func()) {
+	var configs map[string][]byte // name → the configuration's JSON
+	initial := true
+	p.objects.Follow(ctx, res, feedWatchTimeout, func() {
+		configs, initial = map[string][]byte{}, true
+	}, func(it objects.Item) error {
+		switch {
+		case it.Type == objects.Bookmark && it.InitialEnd:
+			initial = false
+			p.install(res.Kind, configs)
+			listed()
+			return nil
+		case it.Type == objects.Bookmark:
+			return nil
+		}
+		b := it.JSON
+		if it.Object != nil {
+			var err error
+			if b, err = json.Marshal(it.Object.Object); err != nil {
+				return err
+			}
+		}
+		var meta struct {
+			Metadata struct {
+				Name            string
+				ResourceVersion string
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(b, &meta); err != nil {
+			return err
+		}
+		key := [2]string{res.Kind, meta.Metadata.Name}
+		if it.Type == objects.Deleted {
+			delete(configs, key[1])
+			p.revisions.Delete(key)
+		} else {
+			configs[key[1]] = b
+		}
+		if !initial {
+			p.install(res.Kind, configs)
+		}
+		if it.Type != objects.Deleted {
+			rv, _ := strconv.ParseInt(meta.Metadata.ResourceVersion, 10, 64)
+			p.revisions.Store(key, rv)
+		}
+		return nil
+	})
+}
+
+// install replaces the webhooks of one kind with those of configs.
+func (p *Plugin) install(kind string, configs map[string][]byte) {
+	names := make([]string, 0, len(configs))
+	for n := range configs {
+		names = append(names, n)
+	}
+	// As kube-apiserver: configurations sorted by name.
+	slices.Sort(names)
+	mutating := kind == "MutatingWebhookConfiguration"
+	hooks := []apiwebhook.WebhookAccessor{}
+	for _, n := range names {
+		var err error
+		if mutating {
+			var c admissionregistrationv1.MutatingWebhookConfiguration
+			if err = json.Unmarshal(configs[n], &c); err != nil {
+				c.Webhooks = nil
+			}
+			for i := range c.Webhooks {
+				h := &c.Webhooks[i]
+				registry.DefaultMutatingWebhook(h)
+				hooks = append(hooks, apiwebhook.NewMutatingWebhookAccessor(webhookUID(n, h.Name, i), n, h))
+			}
+		} else {
+			var c admissionregistrationv1.ValidatingWebhookConfiguration
+			if err = json.Unmarshal(configs[n], &c); err != nil {
+				c.Webhooks = nil
+			}
+			for i := range c.Webhooks {
+				h := &c.Webhooks[i]
+				registry.DefaultValidatingWebhook(h)
+				hooks = append(hooks, apiwebhook.NewValidatingWebhookAccessor(webhookUID(n, h.Name, i), n, h))
+			}
+		}
+		if err != nil {
+			p.cfg.Log.Error("admission webhook: decode "+kind, "name", n, "err", err)
+		}
+	}
+	if mutating {
+		p.mutating.Store(&hooks)
+	} else {
+		p.validating.Store(&hooks)
+	}
+}
+
+// Installed reports whether the configuration of kind
+// (MutatingWebhookConfiguration or ValidatingWebhookConfiguration) named
+// name is enforced at resourceVersion rv or later: for tests that wait
+// for a configuration they wrote.
+func (p *Plugin) Installed(kind, name string, rv int64) bool {
+	v, ok := p.revisions.Load([2]string{kind, name})
+	return ok && v.(int64) >= rv
+}
+
+// webhookUID identifies a webhook within the current set, as
+// kube-apiserver's configuration manager names them.
+func webhookUID(config, name string, i int) string {
+	return fmt.Sprintf("%s/%s/%d", config, name, i)
+}
+
+// wait returns once the configurations were listed, or ctx's error.
+func (p *Plugin) wait(ctx context.Context) error {
+	select {
+	case <-p.synced:
+		return nil
+	default:
+	}
+	select {
+	case <-p.synced:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// exempt reports whether a request is never sent to webhooks, as in
+// kube-apiserver: admission configuration resources (to prevent
+// circular dependencies).
+func exempt(res *registry.Resource) bool {
+	if res.Group != registry.AdmissionRegistrationGroup {
+		return false
+	}
+	return strings.HasSuffix(res.Kind, "WebhookConfiguration") || strings.HasPrefix(res.Kind, "ValidatingAdmissionPolicy") || strings.HasPrefix(res.Kind, "MutatingAdmissionPolicy")
+}
