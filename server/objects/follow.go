@@ -16,7 +16,8 @@ import (
 // 100 ms to 5 s, logged) and every timeout, until ctx ends. begin is
 // called before each watch's first item, each on every item (bookmarks
 // included) in order; an error from each restarts the watch. The RBAC
-// index and the admission webhook configurations are fed this way. It
+// index, the admission webhook configurations and the admission policies
+// are fed this way. It
 // blocks, calling begin and each from its own goroutine only.
 func (s *Service) Follow(ctx context.Context, res *registry.Resource, timeout time.Duration, begin func(), each func(Item) error) {
 	backoff := 100 * time.Millisecond
