@@ -9,6 +9,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metavalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -180,10 +181,14 @@ type validatingConverter interface {
 	FromUnstructuredWithValidation(u map[string]any, obj any, returnUnknownFields bool) error
 }
 
+// decode converts obj to T, without its metadata.managedFields: the field
+// manager (package fields) keeps them and nothing typed reads them, and
+// converting each entry's fieldsV1 and time costs more than the rest of a
+// small object.
 func (s typed[T]) decode(obj map[string]any) (*T, []string, error) {
 	var v T
 	var unknown []string
-	err := any(runtime.DefaultUnstructuredConverter).(validatingConverter).FromUnstructuredWithValidation(obj, &v, true)
+	err := any(runtime.DefaultUnstructuredConverter).(validatingConverter).FromUnstructuredWithValidation(withoutManagedFields(obj), &v, true)
 	if err != nil {
 		if !runtime.IsStrictDecodingError(err) {
 			return nil, nil, err
@@ -218,6 +223,11 @@ func (s typed[T]) Normalize(obj, old map[string]any) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	if mf, ok := managedFieldsIn(obj); ok {
+		if md, ok := out["metadata"].(map[string]any); ok {
+			md["managedFields"] = mf // as the field manager wrote them
+		}
+	}
 	// Keep the identity fields the typed round trip may not carry.
 	for k := range obj {
 		delete(obj, k)
@@ -237,12 +247,12 @@ func (s typed[T]) Validate(obj, old map[string]any) field.ErrorList {
 	if nameFn == nil {
 		nameFn = metavalidation.NameIsDNSSubdomain
 	}
-	u := &unstructured.Unstructured{Object: obj}
+	u := validationMeta{&unstructured.Unstructured{Object: obj}}
 	var errs field.ErrorList
 	if old == nil {
 		errs = metavalidation.ValidateObjectMetaAccessor(u, u.GetNamespace() != "", nameFn, field.NewPath("metadata"))
 	} else {
-		errs = metavalidation.ValidateObjectMetaAccessorUpdate(u, &unstructured.Unstructured{Object: old}, field.NewPath("metadata"))
+		errs = metavalidation.ValidateObjectMetaAccessorUpdate(u, validationMeta{&unstructured.Unstructured{Object: old}}, field.NewPath("metadata"))
 	}
 	if s.validate == nil {
 		return errs
@@ -340,6 +350,73 @@ func (s typed[T]) Zero() map[string]any {
 	out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v)
 	if err != nil {
 		return map[string]any{}
+	}
+	return out
+}
+
+// withoutManagedFields returns obj, or a shallow copy of it without
+// metadata.managedFields when it has them (obj is not changed).
+func withoutManagedFields(obj map[string]any) map[string]any {
+	md, ok := obj["metadata"].(map[string]any)
+	if !ok {
+		return obj
+	}
+	if _, ok := md["managedFields"]; !ok {
+		return obj
+	}
+	view := make(map[string]any, len(obj))
+	for k, v := range obj {
+		view[k] = v
+	}
+	mdv := make(map[string]any, len(md))
+	for k, v := range md {
+		if k != "managedFields" {
+			mdv[k] = v
+		}
+	}
+	view["metadata"] = mdv
+	return view
+}
+
+func managedFieldsIn(obj map[string]any) (any, bool) {
+	md, _ := obj["metadata"].(map[string]any)
+	mf, ok := md["managedFields"]
+	return mf, ok
+}
+
+// validationMeta is an object's metadata for apimachinery's ObjectMeta
+// validation, which reads of the managedFields entries only the operation,
+// fieldsType, manager and subresource: those are read from the entries
+// directly, without converting each one's fieldsV1 and time. Entries that
+// are not all strings where strings belong are converted as usual (and
+// fail as usual).
+type validationMeta struct{ *unstructured.Unstructured }
+
+func (m validationMeta) GetManagedFields() []metav1.ManagedFieldsEntry {
+	mf, ok := managedFieldsIn(m.Object)
+	if !ok {
+		return nil
+	}
+	items, ok := mf.([]any)
+	if !ok {
+		return m.Unstructured.GetManagedFields()
+	}
+	out := make([]metav1.ManagedFieldsEntry, len(items))
+	for i, it := range items {
+		e, ok := it.(map[string]any)
+		if !ok {
+			return m.Unstructured.GetManagedFields()
+		}
+		var fs [4]string
+		for j, k := range []string{"manager", "operation", "fieldsType", "subresource"} {
+			v, present := e[k]
+			if s, isString := v.(string); isString {
+				fs[j] = s
+			} else if present && v != nil {
+				return m.Unstructured.GetManagedFields()
+			}
+		}
+		out[i] = metav1.ManagedFieldsEntry{Manager: fs[0], Operation: metav1.ManagedFieldsOperationType(fs[1]), FieldsType: fs[2], Subresource: fs[3]}
 	}
 	return out
 }
