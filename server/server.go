@@ -300,7 +300,7 @@ func New(cfg Config) (*Server, error) {
 	hooks.Admit, hooks.Written = append(hooks.Admit, lh.Admit...), lh.Written
 	// Admission webhooks come after any admission policy, as in
 	// kube-apiserver's plugin order.
-	if s.admissionWebhooks, err = admissionwebhook.New(admissionwebhook.Config{Registry: s.registry, Client: s.webhooks, Log: cfg.Log}); err != nil {
+	if s.admissionWebhooks, err = admissionwebhook.New(admissionwebhook.Config{Registry: s.registry, Client: s.webhooks, Log: cfg.Log, Authorized: s.access.Authorized}); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	hooks.Mutate = append(hooks.Mutate, s.admissionWebhooks.Mutate)

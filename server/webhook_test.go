@@ -539,3 +539,25 @@ func TestWebhookValidatingInParallel(t *testing.T) {
 		t.Errorf("create took %v with two 600 ms webhooks, want them called in parallel", d)
 	}
 }
+
+// TestWebhookMatchConditionAuthorizer: a matchCondition's authorizer
+// checks what the request's user may do, as the server decides it.
+func TestWebhookMatchConditionAuthorizer(t *testing.T) {
+	env := testenv.Start(t)
+	admin := newAPI(t, env)
+	deny := func(_ context.Context, r *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+		return &admissionv1.AdmissionResponse{Result: &metav1.Status{Message: "caught " + r.Name}}
+	}
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", roleEditor)
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", bindEditor("alice"))
+	alice := userAPI(t, env, "alice")
+	eventually(t, "alice's binding", func() bool { return alice.json("GET", cms, "").code == 200 })
+	env.Webhook(t, testenv.WebhookOptions{Name: "authz", Validating: deny, Rules: configMapRules,
+		Validate: func(h *admissionregistrationv1.ValidatingWebhook) {
+			h.MatchConditions = []admissionregistrationv1.MatchCondition{
+				{Name: "no-secrets", Expression: `!authorizer.group('').resource('secrets').namespace('default').check('list').allowed()`},
+			}
+		}})
+	admin.must("POST", cms, cm("by-admin", ""))
+	wantStatus(t, alice.json("POST", cms, cm("by-alice", "")), 400, `admission webhook "authz.testenv.objwatch.io" denied the request: caught by-alice`)
+}

@@ -279,6 +279,7 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request, req *objects.Reques
 		return err
 	}
 	out, err := a.objects.Delete(r.Context(), req, opts)
+	addWarnings(w, out.Warnings)
 	if err != nil {
 		return err
 	}

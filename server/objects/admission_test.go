@@ -121,8 +121,12 @@ func TestAdmissionOrder(t *testing.T) {
 		t.Fatalf("after refused writes: %v %v, want k=2 kept", got, err)
 	}
 	refuse[objects.OpDelete] = false
-	if _, err := s.Delete(ctx, req("delete", "a"), &metav1.DeleteOptions{}); err != nil {
+	del, err := s.Delete(ctx, req("delete", "a"), &metav1.DeleteOptions{})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !slices.Equal(del.Warnings, []string{"validated DELETE"}) {
+		t.Fatalf("delete warnings %q, want validating admission's", del.Warnings)
 	}
 	check("delete", "validate DELETE a old=true")
 }

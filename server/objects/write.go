@@ -443,7 +443,12 @@ func (s *Service) Delete(ctx context.Context, req *Request, opts *metav1.DeleteO
 
 // deleteObject deletes one object, or marks it for deletion while it has
 // finalizers.
-func (s *Service) deleteObject(ctx context.Context, req *Request, opts *metav1.DeleteOptions) (Result, error) {
+//
+// The warnings of validating admission (the last attempt's) are in the
+// result, whether or not the delete succeeded.
+func (s *Service) deleteObject(ctx context.Context, req *Request, opts *metav1.DeleteOptions) (out Result, _ error) {
+	var warnings []string
+	defer func() { out.Warnings = append(out.Warnings, warnings...) }()
 	res, ns, name := req.Resource, req.Namespace, req.Name
 	dryRun := len(opts.DryRun) > 0
 	var retry conflictRetry
@@ -462,7 +467,10 @@ func (s *Service) deleteObject(ctx context.Context, req *Request, opts *metav1.D
 		}
 		// Validating admission sees every attempt, as in kube-apiserver,
 		// even one that then changes nothing.
-		if err := s.validate(ctx, &Attempt{Request: req, Operation: OpDelete, Old: cur, Delete: opts}); err != nil {
+		a := &Attempt{Request: req, Operation: OpDelete, Old: cur, Delete: opts}
+		err = s.validate(ctx, a)
+		warnings = a.warnings
+		if err != nil {
 			return Result{}, err
 		}
 		finalizers := deletionFinalizers(cur.GetFinalizers(), opts)

@@ -158,31 +158,21 @@ type syncedInformer struct{ cache.SharedIndexInformer }
 func (syncedInformer) HasSynced() bool { return true }
 
 // authz is the CEL authorizer's view of the server's authorization: the
-// same decisions as for requests (RBAC), for the request's user; the
-// server's own writes are allowed everything, as they are everywhere.
+// same decisions as for requests (RBAC), for the user of the check (the
+// request's); the server's own writes are allowed everything, as they are
+// everywhere (auth.Authorizer).
 type authz struct {
 	authorized func(u *auth.User, attrs auth.Attributes) (bool, string)
 }
 
-func (z authz) Authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+func (z authz) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 	var u *auth.User
 	switch info := a.GetUser().(type) {
 	case *serverUser, nil:
 	default:
 		u = &auth.User{Name: info.GetName(), UID: info.GetUID(), Groups: info.GetGroups(), Extra: info.GetExtra()}
 	}
-	attrs := auth.Attributes{
-		ResourceRequest: a.IsResourceRequest(), Verb: a.GetVerb(), APIGroup: a.GetAPIGroup(), Resource: a.GetResource(),
-		Subresource: a.GetSubresource(), Namespace: a.GetNamespace(), Name: a.GetName(), Path: a.GetPath(),
-	}
-	if u == nil || z.authorized == nil {
-		return authorizer.DecisionAllow, "", nil
-	}
-	ok, reason := z.authorized(u, attrs)
-	if ok {
-		return authorizer.DecisionAllow, reason, nil
-	}
-	return authorizer.DecisionNoOpinion, reason, nil
+	return auth.Authorizer(u, z.authorized).Authorize(ctx, a)
 }
 
 func gvkOf(apiVersion, kind string) (schema.GroupVersionKind, error) {

@@ -32,6 +32,7 @@ import (
 
 	"github.com/objwatch/objwatch/server/apistatus"
 	"github.com/objwatch/objwatch/server/audit"
+	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
 	webhookclient "github.com/objwatch/objwatch/server/webhook"
@@ -339,7 +340,7 @@ func (p *Plugin) shouldCall(ctx context.Context, c *call, h apiwebhook.WebhookAc
 		return nil, nil
 	}
 	if len(h.GetMatchConditions()) > 0 {
-		res := h.GetCompiledMatcher(p.compiler).Match(ctx, c.va, nil, nil)
+		res := h.GetCompiledMatcher(p.compiler).Match(ctx, c.va, nil, auth.Authorizer(c.a.Request.User, p.cfg.Authorized))
 		if res.Error != nil {
 			p.cfg.Log.Warn("admission webhook: failed evaluating match conditions, failing closed", "webhook", h.GetName(), "err", res.Error)
 			return nil, apierrors.NewForbidden(c.attr.GetResource().GroupResource(), c.attr.GetName(), res.Error)

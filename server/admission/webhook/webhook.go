@@ -12,7 +12,8 @@
 // resources with subresources and wildcards, scope), namespaceSelector
 // (the namespace's labels; a namespace's own labels for namespaces),
 // objectSelector (the new or the old object), matchConditions (CEL,
-// Kubernetes' own matcher; the authorizer variable is not bound), and
+// Kubernetes' own matcher; the authorizer variable decides for the
+// request's user as the server does, through Config.Authorized), and
 // kube-apiserver's exemptions (webhook configurations and admission
 // policies are never sent to webhooks; review resources never reach
 // admission). A matching webhook gets an AdmissionReview v1 built by
@@ -65,6 +66,7 @@ import (
 	apiwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook"
 	"k8s.io/apiserver/pkg/cel/environment"
 
+	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
 	webhookclient "github.com/objwatch/objwatch/server/webhook"
@@ -76,6 +78,10 @@ type Config struct {
 	// Client calls the webhooks.
 	Client *webhookclient.Client
 	Log    *slog.Logger
+	// Authorized decides the checks of the authorizer variable of
+	// matchConditions for the request's user (the server's decisions);
+	// nil allows every check.
+	Authorized func(u *auth.User, attrs auth.Attributes) (bool, string)
 }
 
 // Plugin holds the current webhook configurations and calls them.
