@@ -99,7 +99,10 @@ func readResponse(t *testing.T, conn *tls.Conn, within time.Duration) (*http.Res
 // are bodies that trickle in, which the server cuts off at the request
 // timeout (504, connection closed), giving their slots back.
 func TestUserInFlightShare(t *testing.T) {
-	const timeout = 3 * time.Second
+	// Long enough that, on a loaded machine (CI runs it with -race), the
+	// server has read the slow creates' headers well before it cuts
+	// their bodies off.
+	const timeout = 8 * time.Second
 	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) {
 		c.MaxMutatingInFlight, c.UserInFlightShare, c.RequestTimeout = 4, 0.5, timeout
 	}))
