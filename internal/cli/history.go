@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/objwatch/objwatch/change"
+	"github.com/objwatch/objwatch/client"
 )
 
 // historyCmd is `objwatch history`.
@@ -83,22 +84,8 @@ func (h *historyCmd) run(ctx context.Context, out io.Writer, resource, name stri
 	if err != nil {
 		return err
 	}
-	path := "/api/" + res.GVR.Version
-	if res.GVR.Group != "" {
-		path = "/apis/" + res.GVR.Group + "/" + res.GVR.Version
-	}
-	ns := ""
-	if res.Namespaced {
-		ns = h.namespace
-		if ns == "" {
-			ns = cfg.Namespace
-		}
-		if ns == "" {
-			ns = "default"
-		}
-		path += "/namespaces/" + url.PathEscape(ns)
-	}
-	path += "/" + res.GVR.Resource + "/" + url.PathEscape(name) + "/history"
+	path, ns := h.objectPath(cfg, res, name)
+	path += "/history"
 	b, err := rc.Raw(ctx, path)
 	if err != nil {
 		return fmt.Errorf("history of %s %s: %w", res, name, err)
@@ -153,4 +140,25 @@ func (h *historyCmd) run(ctx context.Context, out io.Writer, resource, name stri
 		prev = it.Object
 	}
 	return nil
+}
+
+// objectPath returns the URL path of the object name of res, in the
+// namespace of the flags (else the kubeconfig context's, else default)
+// when res is namespaced, and that namespace.
+func (t *target) objectPath(cfg *client.Config, res client.Resource, name string) (path, ns string) {
+	path = "/api/" + res.GVR.Version
+	if res.GVR.Group != "" {
+		path = "/apis/" + res.GVR.Group + "/" + res.GVR.Version
+	}
+	if res.Namespaced {
+		ns = t.namespace
+		if ns == "" {
+			ns = cfg.Namespace
+		}
+		if ns == "" {
+			ns = "default"
+		}
+		path += "/namespaces/" + url.PathEscape(ns)
+	}
+	return path + "/" + res.GVR.Resource + "/" + url.PathEscape(name), ns
 }
