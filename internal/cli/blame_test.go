@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/objwatch/objwatch/change"
 	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/server/audit"
 	"github.com/objwatch/objwatch/testenv"
@@ -121,5 +122,44 @@ func checkBlame(t *testing.T, lines map[string][]string, want map[string][]strin
 				t.Errorf("line %q annotated %q, want %q…", text, got[i], w[i])
 			}
 		}
+	}
+}
+
+// TestBlameSetsAndIndexes: list items named by value (v:) and by index
+// (i:) map to their lines; an unowned item is not annotated.
+func TestBlameSetsAndIndexes(t *testing.T) {
+	now := time.Date(2026, 1, 2, 15, 10, 0, 0, time.UTC)
+	obj := map[string]any{
+		"metadata": map[string]any{
+			"finalizers": []any{"a.example/x", "b.example/y"},
+			"managedFields": []any{
+				map[string]any{"manager": "fin", "operation": "Apply", "time": "2026-01-02T15:07:00Z",
+					"fieldsV1": map[string]any{"f:metadata": map[string]any{"f:finalizers": map[string]any{`v:"b.example/y"`: map[string]any{}}}}},
+				map[string]any{"manager": "idx", "operation": "Update", "subresource": "status", "time": "2026-01-02T15:09:00Z",
+					"fieldsV1": map[string]any{"f:status": map[string]any{"f:list": map[string]any{"i:1": map[string]any{"f:v": map[string]any{}}}}}},
+			},
+		},
+		"status": map[string]any{"list": []any{map[string]any{"v": int64(1)}, map[string]any{"v": int64(2)}}},
+	}
+	lines, err := blame(obj, []authoredChange{{path: change.Path{{Field: "status"}}, user: "carol"}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]string, len(lines))
+	for i, l := range lines {
+		got[i] = l.note + "|" + l.text
+	}
+	want := []string{
+		"|metadata:",
+		"|  finalizers:",
+		"|  - a.example/x",
+		"fin (Apply 3m ago)|  - b.example/y",
+		"|status:",
+		"|  list:",
+		"|  - v: 1",
+		"carol via idx (Update status 60s ago)|  - v: 2",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("blame =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
