@@ -58,16 +58,11 @@ Lines no manager owns are not annotated.`,
 }
 
 func (b *blameCmd) run(ctx context.Context, out io.Writer, resource, name string) error {
-	rc, cfg, err := restClient(b.kubeconfig, b.context, nil)
+	rc, res, path, _, err := b.object(ctx, resource, name)
 	if err != nil {
 		return err
 	}
 	defer rc.CloseIdleConnections()
-	res, err := resolveResource(ctx, rc, resource)
-	if err != nil {
-		return err
-	}
-	path, _ := b.objectPath(cfg, res, name)
 	raw, err := rc.Raw(ctx, path)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", res, name, err)

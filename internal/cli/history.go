@@ -75,16 +75,11 @@ func (h *historyCmd) run(ctx context.Context, out io.Writer, resource, name stri
 	default:
 		return fmt.Errorf("--output %q: want text or json", h.output)
 	}
-	rc, cfg, err := restClient(h.kubeconfig, h.context, nil)
+	rc, res, path, ns, err := h.object(ctx, resource, name)
 	if err != nil {
 		return err
 	}
 	defer rc.CloseIdleConnections()
-	res, err := resolveResource(ctx, rc, resource)
-	if err != nil {
-		return err
-	}
-	path, ns := h.objectPath(cfg, res, name)
 	path += "/history"
 	b, err := rc.Raw(ctx, path)
 	if err != nil {
@@ -140,6 +135,24 @@ func (h *historyCmd) run(ctx context.Context, out io.Writer, resource, name stri
 		prev = it.Object
 	}
 	return nil
+}
+
+// object connects to the server of the flags and resolves resource: it
+// returns the client (the caller closes its idle connections), the
+// resource, the URL path of the object name and its namespace (see
+// objectPath).
+func (t *target) object(ctx context.Context, resource, name string) (*client.REST, client.Resource, string, string, error) {
+	rc, cfg, err := restClient(t.kubeconfig, t.context, nil)
+	if err != nil {
+		return nil, client.Resource{}, "", "", err
+	}
+	res, err := resolveResource(ctx, rc, resource)
+	if err != nil {
+		rc.CloseIdleConnections()
+		return nil, client.Resource{}, "", "", err
+	}
+	path, ns := t.objectPath(cfg, res, name)
+	return rc, res, path, ns, nil
 }
 
 // objectPath returns the URL path of the object name of res, in the

@@ -357,23 +357,9 @@ func plural(n int, what string) string {
 // --show-managed-fields.
 func (r *watchRun) between(old, obj *unstructured.Unstructured) *change.Diff {
 	if r.showManagedFields {
-		return change.Between(withoutResourceVersion(old.Object), withoutResourceVersion(obj.Object))
+		return change.Between(change.WithoutMetadata(old.Object, "resourceVersion"), change.WithoutMetadata(obj.Object, "resourceVersion"))
 	}
 	return change.Between(change.WithoutNoise(old.Object), change.WithoutNoise(obj.Object))
-}
-
-// withoutResourceVersion returns obj without metadata.resourceVersion,
-// sharing the rest with obj.
-func withoutResourceVersion(obj map[string]any) map[string]any {
-	md, ok := obj["metadata"].(map[string]any)
-	if !ok {
-		return obj
-	}
-	out := maps.Clone(obj)
-	md = maps.Clone(md)
-	delete(md, "resourceVersion")
-	out["metadata"] = md
-	return out
 }
 
 // modified prints an update unless it changed nothing but noise
