@@ -313,14 +313,21 @@ func (h *hasher) hashStruct(n node, live uint64, depth int) (uint64, error) {
 // without changing the object (resourceVersion, managedFields), sharing
 // everything else with obj: what a diff of two stored states compares.
 func WithoutNoise(obj map[string]any) map[string]any {
+	return WithoutMetadata(obj, "resourceVersion", "managedFields")
+}
+
+// WithoutMetadata returns obj without the named members of its metadata,
+// sharing everything else with obj (which it does not modify).
+func WithoutMetadata(obj map[string]any, fields ...string) map[string]any {
 	md, ok := obj["metadata"].(map[string]any)
 	if !ok {
 		return obj
 	}
 	out := maps.Clone(obj)
 	md = maps.Clone(md)
-	delete(md, "resourceVersion")
-	delete(md, "managedFields")
+	for _, f := range fields {
+		delete(md, f)
+	}
 	out["metadata"] = md
 	return out
 }

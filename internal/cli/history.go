@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/objwatch/objwatch/change"
+	"github.com/objwatch/objwatch/client"
 )
 
 // historyCmd is `objwatch history`.
@@ -74,31 +75,12 @@ func (h *historyCmd) run(ctx context.Context, out io.Writer, resource, name stri
 	default:
 		return fmt.Errorf("--output %q: want text or json", h.output)
 	}
-	rc, cfg, err := restClient(h.kubeconfig, h.context, nil)
+	rc, res, path, ns, err := h.object(ctx, resource, name)
 	if err != nil {
 		return err
 	}
 	defer rc.CloseIdleConnections()
-	res, err := resolveResource(ctx, rc, resource)
-	if err != nil {
-		return err
-	}
-	path := "/api/" + res.GVR.Version
-	if res.GVR.Group != "" {
-		path = "/apis/" + res.GVR.Group + "/" + res.GVR.Version
-	}
-	ns := ""
-	if res.Namespaced {
-		ns = h.namespace
-		if ns == "" {
-			ns = cfg.Namespace
-		}
-		if ns == "" {
-			ns = "default"
-		}
-		path += "/namespaces/" + url.PathEscape(ns)
-	}
-	path += "/" + res.GVR.Resource + "/" + url.PathEscape(name) + "/history"
+	path += "/history"
 	b, err := rc.Raw(ctx, path)
 	if err != nil {
 		return fmt.Errorf("history of %s %s: %w", res, name, err)
@@ -153,4 +135,43 @@ func (h *historyCmd) run(ctx context.Context, out io.Writer, resource, name stri
 		prev = it.Object
 	}
 	return nil
+}
+
+// object connects to the server of the flags and resolves resource: it
+// returns the client (the caller closes its idle connections), the
+// resource, the URL path of the object name and its namespace (see
+// objectPath).
+func (t *target) object(ctx context.Context, resource, name string) (*client.REST, client.Resource, string, string, error) {
+	rc, cfg, err := restClient(t.kubeconfig, t.context, nil)
+	if err != nil {
+		return nil, client.Resource{}, "", "", err
+	}
+	res, err := resolveResource(ctx, rc, resource)
+	if err != nil {
+		rc.CloseIdleConnections()
+		return nil, client.Resource{}, "", "", err
+	}
+	path, ns := t.objectPath(cfg, res, name)
+	return rc, res, path, ns, nil
+}
+
+// objectPath returns the URL path of the object name of res, in the
+// namespace of the flags (else the kubeconfig context's, else default)
+// when res is namespaced, and that namespace.
+func (t *target) objectPath(cfg *client.Config, res client.Resource, name string) (path, ns string) {
+	path = "/api/" + res.GVR.Version
+	if res.GVR.Group != "" {
+		path = "/apis/" + res.GVR.Group + "/" + res.GVR.Version
+	}
+	if res.Namespaced {
+		ns = t.namespace
+		if ns == "" {
+			ns = cfg.Namespace
+		}
+		if ns == "" {
+			ns = "default"
+		}
+		path += "/namespaces/" + url.PathEscape(ns)
+	}
+	return path + "/" + res.GVR.Resource + "/" + url.PathEscape(name), ns
 }

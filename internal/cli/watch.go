@@ -29,12 +29,13 @@ import (
 // replace.
 type watchCmd struct {
 	target
-	allNamespaces bool
-	selector      string
-	fields        []string
-	diff          bool
-	output        string
-	noColor       bool
+	allNamespaces     bool
+	selector          string
+	fields            []string
+	diff              bool
+	output            string
+	noColor           bool
+	showManagedFields bool
 
 	now  func() time.Time                          // event times
 	wrap func(http.RoundTripper) http.RoundTripper // tests cut connections
@@ -85,6 +86,11 @@ after which the changes the relist found are printed as events.
 with changes and patch (RFC 6902, JSON-pointer paths, as in the audit records) only
 for MODIFIED; notes then go to stderr.
 
+Updates that change nothing but metadata.managedFields (a manager taking
+shared ownership of a value, a new time stamp) are not shown, and the objects
+are read without managedFields where the server can leave them out;
+--show-managed-fields shows them, and their managedFields changes.
+
 --fields PATHS shows only updates that changed one of the paths (patterns with
 wildcards: spec.replicas, metadata.labels.*, spec.containers[*].image); other
 updates are skipped silently, ADDED and DELETED are always shown. With --diff
@@ -105,6 +111,7 @@ change is missed or shown twice.`,
 	f.BoolVar(&w.diff, "diff", false, "print the changed fields of each update")
 	f.StringVarP(&w.output, "output", "o", "", "output format: text (default) or json")
 	f.BoolVar(&w.noColor, "no-color", false, "never use colours")
+	f.BoolVar(&w.showManagedFields, "show-managed-fields", false, "show updates of metadata.managedFields and their changes (default: ignored)")
 	cmd.MarkFlagsMutuallyExclusive("namespace", "all-namespaces")
 	return cmd
 }
@@ -150,6 +157,9 @@ func (w *watchCmd) run(ctx context.Context, stdout, stderr io.Writer, args []str
 		return err
 	}
 	r.c = client.Unstructured(rc, r.res)
+	if !w.showManagedFields {
+		r.c = r.c.WithoutManagedFields()
+	}
 	if r.res.Namespaced && !w.allNamespaces {
 		r.ns = w.namespace
 		if r.ns == "" {
@@ -282,7 +292,7 @@ func (r *watchRun) relist(ctx context.Context) error {
 			evs = append(evs, pending{client.Added, nil, obj})
 		case old.GetUID() != obj.GetUID():
 			evs = append(evs, pending{client.Deleted, nil, old}, pending{client.Added, nil, obj})
-		case old.GetResourceVersion() != obj.GetResourceVersion():
+		case old.GetResourceVersion() != obj.GetResourceVersion() && !r.between(old, obj).Empty():
 			evs = append(evs, pending{client.Modified, old, obj})
 		}
 	}
@@ -342,9 +352,24 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// modified prints an update unless --fields filters it out.
+// between is the diff of two states of an object, without
+// metadata.resourceVersion, and without metadata.managedFields unless
+// --show-managed-fields.
+func (r *watchRun) between(old, obj *unstructured.Unstructured) *change.Diff {
+	if r.showManagedFields {
+		return change.Between(change.WithoutMetadata(old.Object, "resourceVersion"), change.WithoutMetadata(obj.Object, "resourceVersion"))
+	}
+	return change.Between(change.WithoutNoise(old.Object), change.WithoutNoise(obj.Object))
+}
+
+// modified prints an update unless it changed nothing but noise
+// (managedFields, unless --show-managed-fields) or --fields filters it
+// out.
 func (r *watchRun) modified(old, obj *unstructured.Unstructured) {
-	d := change.Between(change.WithoutNoise(old.Object), change.WithoutNoise(obj.Object))
+	d := r.between(old, obj)
+	if d.Empty() {
+		return
+	}
 	var changes []change.Change
 	if r.filter != nil {
 		if !r.filter.Match(d) {

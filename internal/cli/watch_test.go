@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -406,5 +407,53 @@ func TestChangeLineColor(t *testing.T) {
 		if got := r.changeLine(tt.c); got != tt.want {
 			t.Errorf("changeLine(%v) = %q, want %q", tt.c, got, tt.want)
 		}
+	}
+}
+
+// TestWatchManagedFieldsOnly: an update that changes nothing but
+// managedFields (a second manager applying the value the first set, so
+// sharing it) is not shown, unless --show-managed-fields, which also
+// lists the managedFields changes.
+func TestWatchManagedFieldsOnly(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	for _, show := range []bool{false, true} {
+		t.Run(fmt.Sprint("show=", show), func(t *testing.T) {
+			ns := fmt.Sprint("watch-mf-", show)
+			cms := configMaps(t, env, ns)
+			args := []string{"configmaps", "-n", ns, "--kubeconfig", env.Kubeconfig, "--diff", "--no-color"}
+			if show {
+				args = append(args, "--show-managed-fields")
+			}
+			stdout, _, stop := startWatch(t, testWatchCmd(), args...)
+			waitFor(t, stdout, "# watching")
+			e := edits{t: t, c: cms, ns: ns, ctx: ctx}
+			e.create("w1", map[string]any{"size": "3"})
+			apply := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"w1"},"data":{"size":"3"}}`
+			before, err := cms.Get(ctx, ns, "w1", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			after, err := cms.Patch(ctx, ns, "w1", types.ApplyPatchType, []byte(apply), metav1.PatchOptions{FieldManager: "second"}, "")
+			if err != nil {
+				t.Fatalf("apply: %v", err)
+			}
+			if after.GetResourceVersion() == before.GetResourceVersion() {
+				t.Fatal("the apply of a shared value wrote nothing: the test tests nothing")
+			}
+			e.patch("w1", `{"data":{"size":"4"}}`)
+			waitFor(t, stdout, "size: 3 → 4")
+			if err := stop(); err != nil {
+				t.Fatalf("watch: %v", err)
+			}
+			out := stdout.String()
+			n := strings.Count(out, "MODIFIED")
+			switch {
+			case !show && (n != 1 || strings.Contains(out, "managedFields")):
+				t.Errorf("without --show-managed-fields: %d MODIFIED, want 1, and no managedFields:\n%s", n, out)
+			case show && (n != 2 || !strings.Contains(out, `+ metadata.managedFields[0]: {"apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:size":{}}},"manager":"second"`)):
+				t.Errorf("with --show-managed-fields: %d MODIFIED, want 2, one adding the second manager:\n%s", n, out)
+			}
+		})
 	}
 }

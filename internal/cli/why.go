@@ -54,25 +54,11 @@ this reads much more than kubectl get.`,
 }
 
 func (w *whyCmd) run(ctx context.Context, out io.Writer, resource, name string) error {
-	rc, cfg, err := restClient(w.kubeconfig, w.context, nil)
+	rc, res, _, ns, err := w.object(ctx, resource, name)
 	if err != nil {
 		return err
 	}
 	defer rc.CloseIdleConnections()
-	res, err := resolveResource(ctx, rc, resource)
-	if err != nil {
-		return err
-	}
-	ns := ""
-	if res.Namespaced {
-		ns = w.namespace
-		if ns == "" {
-			ns = cfg.Namespace
-		}
-		if ns == "" {
-			ns = "default"
-		}
-	}
 	obj, err := client.Unstructured(rc, res).Get(ctx, ns, name, metav1.GetOptions{})
 	if err != nil {
 		return err

@@ -81,28 +81,9 @@ func (a *API) patch(w http.ResponseWriter, r *http.Request, req *objects.Request
 // when it created the object. (application/apply-patch+cbor stays 415.)
 func (a *API) apply(w http.ResponseWriter, r *http.Request, req *objects.Request, opts objects.WriteOptions) error {
 	res := req.Resource
-	body, err := a.readBody(r)
+	patch, err := a.readApply(r)
 	if err != nil {
 		return err
-	}
-	// As kube-apiserver decodes it (sigs.k8s.io/yaml), but with integers
-	// as int64, as the service decodes every object.
-	var m map[string]any
-	j, err := yaml.YAMLToJSON(body)
-	if err != nil {
-		return apierrors.NewBadRequest(fmt.Sprintf("error encoding patch: %v", err))
-	}
-	if err := utiljson.Unmarshal(j, &m); err != nil {
-		return apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: error unmarshaling JSON: while decoding JSON: %v", err))
-	}
-	if m == nil {
-		m = map[string]any{}
-	}
-	patch := &unstructured.Unstructured{Object: m}
-	if md, ok := m["metadata"]; ok && md != nil {
-		if _, ok := md.(map[string]any); !ok {
-			return apistatus.BadRequest("metadata must be an object")
-		}
 	}
 	out, err := a.objects.Apply(r.Context(), req, patch, opts)
 	addWarnings(w, out.Warnings)
@@ -114,6 +95,33 @@ func (a *API) apply(w http.ResponseWriter, r *http.Request, req *objects.Request
 		code = http.StatusCreated
 	}
 	return respond(w, r, res, code, out.Object)
+}
+
+// readApply reads the body of an apply, as kube-apiserver decodes it
+// (sigs.k8s.io/yaml), but with integers as int64, as the service decodes
+// every object.
+func (a *API) readApply(r *http.Request) (*unstructured.Unstructured, error) {
+	body, err := a.readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	j, err := yaml.YAMLToJSON(body)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("error encoding patch: %v", err))
+	}
+	if err := utiljson.Unmarshal(j, &m); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: error unmarshaling JSON: while decoding JSON: %v", err))
+	}
+	if m == nil {
+		m = map[string]any{}
+	}
+	if md, ok := m["metadata"]; ok && md != nil {
+		if _, ok := md.(map[string]any); !ok {
+			return nil, apistatus.BadRequest("metadata must be an object")
+		}
+	}
+	return &unstructured.Unstructured{Object: m}, nil
 }
 
 // patchBody is a PATCH request's patch, read and checked.

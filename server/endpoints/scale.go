@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kjson "sigs.k8s.io/json"
 
@@ -115,6 +116,9 @@ func (a *API) patchScale(w http.ResponseWriter, r *http.Request, req *objects.Re
 	if err != nil {
 		return err
 	}
+	if mediaType(r) == string(types.ApplyYAMLPatchType) {
+		return a.applyScale(w, r, req, info, opts)
+	}
 	p, err := a.readPatch(r, res)
 	if err != nil {
 		return err
@@ -161,6 +165,59 @@ func (a *API) patchScale(w http.ResponseWriter, r *http.Request, req *objects.Re
 		return withReplicas(res.Scale, cur, sc.Spec.Replicas, rv)
 	})
 	addWarnings(w, bodyWarnings)
+	addWarnings(w, out.Warnings)
+	if err != nil {
+		return err
+	}
+	return respondScaleOf(w, r, res, out.Object)
+}
+
+// applyScale is server-side apply through the scale subresource: the
+// body, an autoscaling/v1 Scale, is applied to the Scale of the current
+// object with the Scale's share of its managedFields, as kube-apiserver
+// does (see fields.Manager.ApplyScale, whose answers, failures included,
+// are kube-apiserver's), and the result's spec.replicas and managedFields
+// are written to the object.
+func (a *API) applyScale(w http.ResponseWriter, r *http.Request, req *objects.Request, info requestInfo, opts objects.WriteOptions) error {
+	res := req.Resource
+	if a.cfg.Fields == nil {
+		return apistatus.New(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, "server-side apply is not enabled on this server")
+	}
+	patch, err := a.readApply(r)
+	if err != nil {
+		return err
+	}
+	out, err := a.objects.ApplySubresource(r.Context(), req, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		old, found, err := scaleOf(res.Scale, cur)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		if !found {
+			old.Spec.Replicas = noSpecReplicas
+		}
+		sc, managed, err := a.cfg.Fields.ApplyScale(res, cur, old, patch, opts.FieldManager, opts.Force)
+		if err != nil {
+			if _, ok := err.(apierrors.APIStatus); ok {
+				return nil, err
+			}
+			// kube-apiserver answers the field manager's plain errors
+			// as a 500 with the error's text, without a reason.
+			return nil, apistatus.New(http.StatusInternalServerError, "", err.Error())
+		}
+		if sc.Spec.Replicas == noSpecReplicas {
+			return nil, apistatus.BadRequest("the spec replicas field %q cannot be empty", res.Scale.SpecReplicas)
+		}
+		rv := sc.ResourceVersion
+		if patch.GetResourceVersion() == "" {
+			rv = ""
+		}
+		obj, err := withReplicas(res.Scale, cur, sc.Spec.Replicas, rv)
+		if err != nil {
+			return nil, err
+		}
+		obj.SetManagedFields(managed)
+		return obj, nil
+	})
 	addWarnings(w, out.Warnings)
 	if err != nil {
 		return err

@@ -87,3 +87,18 @@ func checkApplied(obj *unstructured.Unstructured, req *Request) error {
 	}
 	return nil
 }
+
+// ApplySubresource is server-side apply through a subresource whose merge
+// the caller does in mutate (the scale subresource: the applied Scale is
+// mapped back to the object, managedFields included): authorized as a
+// patch of the subresource, written as Apply writes (the managedFields
+// are mutate's), and never a create.
+func (s *Service) ApplySubresource(ctx context.Context, req *Request, opts WriteOptions, mutate Mutation) (Result, error) {
+	req.DryRun = opts.DryRun
+	if err := s.authorize(ctx, req); err != nil {
+		return Result{}, err
+	}
+	applied := func(_, obj *unstructured.Unstructured) *unstructured.Unstructured { return obj }
+	obj, warnings, err := s.guaranteedUpdate(ctx, req, opts, mutate, applied)
+	return Result{Object: obj, Warnings: warnings}, err
+}
