@@ -39,9 +39,11 @@
 // As in Kubernetes, policies never apply to the admission policy
 // resources themselves, and a policy change reaches enforcement through a
 // watch: a write right after a policy's create may not see it yet (the
-// lag is the watch's delivery, typically milliseconds). Not done:
-// reinvocation of IfNeeded mutating policies after later mutating hooks
-// changed the object (each policy runs once per attempt).
+// lag is the watch's delivery, typically milliseconds). A
+// MutatingAdmissionPolicy with reinvocationPolicy IfNeeded runs once more
+// when a later mutating plugin changed the object: the dispatcher keeps
+// its state in the attempt's objects.Reinvocation, which the mutating
+// webhooks share, and the object service runs the chain a second time.
 //
 // # Concurrency
 //
@@ -196,7 +198,7 @@ func (p *Policies) Mutate(ctx context.Context, a *objects.Attempt) error {
 	if excluded(a.Request.Resource) || a.Object == nil {
 		return nil
 	}
-	attrs := newAttributes(ctx, a, nil)
+	attrs := newAttributes(ctx, a)
 	if err := p.ready(ctx, attrs); err != nil {
 		return err
 	}
@@ -215,7 +217,7 @@ func (p *Policies) Validate(ctx context.Context, a *objects.Attempt) error {
 	if excluded(a.Request.Resource) {
 		return nil
 	}
-	attrs := newAttributes(ctx, a, nil)
+	attrs := newAttributes(ctx, a)
 	if err := p.ready(ctx, attrs); err != nil {
 		return err
 	}
