@@ -83,3 +83,63 @@ func TestReinvocationAcrossPlugins(t *testing.T) {
 		t.Errorf("labels %v, webhook calls %d; want a=b=from-webhook (the IfNeeded policy reinvoked), c=none, one webhook call", l, calls.Load())
 	}
 }
+
+// TestPolicyParamKindPermission: creating an admission policy with a
+// paramKind, or changing its paramKind, needs "get" on every object of
+// that kind (a namespace's grant is not enough); an update keeping the
+// paramKind does not, as Kubernetes' policy strategies.
+func TestPolicyParamKindPermission(t *testing.T) {
+	env := testenv.Start(t)
+	admin := newAPI(t, env)
+	const rbacAPI = "/apis/rbac.authorization.k8s.io/v1/"
+	admin.must("POST", rbacAPI+"clusterroles", `{"metadata":{"name":"policy-writer"},
+		"rules":[{"apiGroups":["admissionregistration.k8s.io"],"resources":["validatingadmissionpolicies","mutatingadmissionpolicies"],"verbs":["create","update","get"]}]}`)
+	admin.must("POST", rbacAPI+"clusterrolebindings", `{"metadata":{"name":"alice-writes"},
+		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"policy-writer"},"subjects":[{"kind":"User","name":"alice"}]}`)
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles", roleReader)
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", bindAlice)
+	alice := userAPI(t, env, "alice")
+	vap := func(kind, expr string) string {
+		return fmt.Sprintf(`{"metadata":{"name":"pk"},"spec":{"paramKind":{"apiVersion":"v1","kind":%q},
+		"matchConstraints":{"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],"resources":["configmaps"]}]},
+		"validations":[{"expression":%q}]}}`, kind, expr)
+	}
+	forbidden := func(what string, r response, kind, want string) {
+		t.Helper()
+		msg := fmt.Sprintf(`%s "pk" is invalid: spec.paramKind: Forbidden: user &{alice  [system:authenticated] map[]} must have "get" permission on all objects of the referenced paramKind (kind=%s, apiVersion=v1)`, want, kind)
+		if s := r.status(); r.code != http.StatusUnprocessableEntity || s.Message != msg {
+			t.Fatalf("%s = %d %s, want 422 %q", what, r.code, r.body, msg)
+		}
+	}
+	var r response
+	eventually(t, "alice may create policies", func() bool {
+		r = alice.json("POST", vaps, vap("ConfigMap", "true"))
+		return r.code != http.StatusForbidden
+	})
+	forbidden("create", r, "ConfigMap", "ValidatingAdmissionPolicy.admissionregistration.k8s.io")
+	forbidden("create a mutating policy", alice.json("POST", maps, `{"metadata":{"name":"pk"},"spec":{"paramKind":{"apiVersion":"v1","kind":"ConfigMap"},
+		"matchConstraints":{"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],"resources":["configmaps"]}]},
+		"reinvocationPolicy":"Never","mutations":[{"patchType":"JSONPatch","jsonPatch":{"expression":"[JSONPatch{op: \"add\", path: \"/metadata/labels/x\", value: \"y\"}]"}}]}}`),
+		"ConfigMap", "MutatingAdmissionPolicy.admissionregistration.k8s.io")
+	mustCode(t, "create without paramKind", alice.json("POST", vaps, `{"metadata":{"name":"plain"},"spec":{
+		"matchConstraints":{"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],"resources":["configmaps"]}]},
+		"validations":[{"expression":"true"}]}}`), http.StatusCreated)
+	// Admin makes it; alice may then update it keeping the paramKind,
+	// not change the paramKind.
+	created := admin.must("POST", vaps, vap("ConfigMap", "true"))
+	rv := created.object()["metadata"].(map[string]any)["resourceVersion"].(string)
+	withRV := func(body string) string {
+		return strings.Replace(body, `"name":"pk"}`, `"name":"pk","resourceVersion":"`+rv+`"}`, 1)
+	}
+	r = alice.json("PUT", vaps+"/pk", withRV(vap("ConfigMap", "1 == 1")))
+	mustCode(t, "update keeping paramKind", r, http.StatusOK)
+	rv = r.object()["metadata"].(map[string]any)["resourceVersion"].(string)
+	forbidden("update changing paramKind", alice.json("PUT", vaps+"/pk", withRV(vap("Secret", "true"))), "Secret", "ValidatingAdmissionPolicy.admissionregistration.k8s.io")
+	// With "get" on configmaps everywhere, the create passes.
+	admin.must("POST", rbacAPI+"clusterrolebindings", `{"metadata":{"name":"alice-views"},
+		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cm-getter"},"subjects":[{"kind":"User","name":"alice"}]}`)
+	admin.must("POST", rbacAPI+"clusterroles", `{"metadata":{"name":"cm-getter"},"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["get"]}]}`)
+	eventually(t, "alice may reference configmaps", func() bool {
+		return alice.json("POST", vaps+"?dryRun=All", strings.Replace(vap("ConfigMap", "true"), `"pk"`, `"pk2"`, 1)).code == http.StatusCreated
+	})
+}

@@ -320,6 +320,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	hooks.Mutate = append([]func(context.Context, *objects.Attempt) error{s.policies.Mutate}, hooks.Mutate...)
 	hooks.Validate = append([]func(context.Context, *objects.Attempt) error{s.policies.Validate}, hooks.Validate...)
+	hooks.Admit = append(hooks.Admit, s.policies.Admit) // a policy's paramKind permission check
 	if cfg.Audit.Path != "" {
 		cfg.Audit.Storage, cfg.Audit.Log = cfg.Storage, cfg.Log
 		if s.audit, err = audit.New(cfg.Audit); err != nil {

@@ -34,7 +34,10 @@
 //   - the CEL authorizer, answered by the server's authorization
 //     (Config.Authorized);
 //   - type converters for ApplyConfiguration mutations
-//     (Config.TypeConverter; the same models as server-side apply).
+//     (Config.TypeConverter; the same models as server-side apply);
+//   - the policy strategies' paramKind permission check (Admit,
+//     paramauth.go): who references a paramKind must be allowed to get
+//     all its objects.
 //
 // As in Kubernetes, policies never apply to the admission policy
 // resources themselves, and a policy change reaches enforcement through a
