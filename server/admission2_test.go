@@ -255,3 +255,65 @@ func TestServiceWebhooks(t *testing.T) {
 	conv.setMode("ok")
 	mustCode(t, "nothing stored", a.json("GET", widgetsV1+"/dry", ""), http.StatusNotFound)
 }
+
+// TestPolicyTypeChecking: the server fills a ValidatingAdmissionPolicy's
+// status as kube-controller-manager's status controller: observedGeneration
+// and typeChecking.expressionWarnings for an expression that refers to a
+// field the matched kind (or its params' kind) does not have, again after an update, with the
+// controller's field manager.
+func TestPolicyTypeChecking(t *testing.T) {
+	env := testenv.Start(t)
+	a := newAPI(t, env)
+	mustCode(t, "create", a.postYAML(vaps, `
+metadata: {name: tc}
+spec:
+  paramKind: {apiVersion: v1, kind: ConfigMap}
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["configmaps"]}
+  validations:
+  - expression: "object.data.size() > 1 && object.nonsense == 'x'"
+  - expression: "object.data.size() < int(params.data.max)"
+    messageExpression: "'too many: ' + string(object.dataz)"
+`), http.StatusCreated)
+	status := func(gen float64) map[string]any {
+		t.Helper()
+		var st map[string]any
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r := a.json("GET", vaps+"/tc", "")
+			st, _ = r.object()["status"].(map[string]any)
+			if st["observedGeneration"] == gen {
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("status not observed generation %v within 10 s: %s", gen, r.body)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	st := status(1)
+	ws, _ := st["typeChecking"].(map[string]any)["expressionWarnings"].([]any)
+	if len(ws) != 2 {
+		t.Fatalf("status %v, want two warnings", st)
+	}
+	for i, want := range []struct{ ref, text string }{
+		{"spec.validations[0].expression", "/v1, Kind=ConfigMap: ERROR: <input>:1:33: undefined field 'nonsense'"},
+		{"spec.validations[1].messageExpression", "undefined field 'dataz'"},
+	} {
+		w := ws[i].(map[string]any)
+		if w["fieldRef"] != want.ref || !strings.Contains(w["warning"].(string), want.text) {
+			t.Errorf("warning %d = %v, want %s: %q", i, w, want.ref, want.text)
+		}
+	}
+	r := a.json("GET", vaps+"/tc", "")
+	if !strings.Contains(string(r.body), `"manager":"validatingadmissionpolicy-status","operation":"Apply"`) {
+		t.Errorf("no managedFields entry of the status controller: %s", r.body)
+	}
+	// Fixed: no warnings left.
+	mustCode(t, "fix", a.do("PATCH", vaps+"/tc", "application/json-patch+json", []byte(`[
+		{"op":"replace","path":"/spec/validations","value":[{"expression":"object.data.size() > 1"}]}]`)), http.StatusOK)
+	if st := status(2); st["typeChecking"] != nil && len(st["typeChecking"].(map[string]any)) != 0 {
+		t.Errorf("status after the fix = %v, want no warnings", st)
+	}
+}

@@ -314,7 +314,8 @@ func New(cfg Config) (*Server, error) {
 	// Admission policies run first: MutatingAdmissionPolicies before
 	// mutating webhooks, ValidatingAdmissionPolicies before validating
 	// webhooks, as in Kubernetes.
-	s.policies, err = policy.New(policy.Config{Registry: s.registry, Log: cfg.Log, Authorized: s.access.Authorized, TypeConverter: fm.TypeConverter})
+	s.policies, err = policy.New(policy.Config{Registry: s.registry, Log: cfg.Log, Authorized: s.access.Authorized, TypeConverter: fm.TypeConverter,
+		BuiltinModels: func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(s.registry) }})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
