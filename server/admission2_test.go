@@ -32,6 +32,24 @@ func labelsOf(r response) map[string]any {
 	return l
 }
 
+// dryRunUntil retries a dry-run create of obj at path until the labels
+// of the answer satisfy ok: policies reach enforcement through a watch.
+func (a *api) dryRunUntil(path, obj, what string, ok func(labels map[string]any) bool) {
+	a.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := a.json("POST", path+"?dryRun=All", obj)
+		mustCode(a.t, "dry-run create", r, http.StatusCreated)
+		if ok(labelsOf(r)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("%s: not within 10 s: %s", what, r.body)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // mutatingPolicy creates a MutatingAdmissionPolicy on configmap creates
 // labelled label=yes, with reinvocationPolicy reinv and one JSONPatch
 // mutation, and its binding.
@@ -68,18 +86,7 @@ func TestReinvocationAcrossPlugins(t *testing.T) {
 	a.mutatingPolicy("copy-if-needed", "reinv", "IfNeeded", copyB("a"))
 	a.mutatingPolicy("copy-never", "reinv", "Never", copyB("c"))
 	obj := labelled("r", "reinv", "")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := a.json("POST", cms+"?dryRun=All", obj)
-		mustCode(t, "dry-run create", r, http.StatusCreated)
-		if l := labelsOf(r); l["a"] == "none" && l["c"] == "none" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("policies not enforced within 10 s: %s", r.body)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	a.dryRunUntil(cms, obj, "policies enforced", func(l map[string]any) bool { return l["a"] == "none" && l["c"] == "none" })
 	var calls atomic.Int32
 	env.Webhook(t, testenv.WebhookOptions{Name: "set-b", Rules: configMapRules,
 		Mutating: func(_ context.Context, r *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
