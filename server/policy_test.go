@@ -389,26 +389,13 @@ spec:
 `, m.name, m.mutation)), http.StatusCreated)
 		mustCode(t, "bind "+m.name, a.postYAML(mapbs, fmt.Sprintf("metadata: {name: %s}\nspec: {policyName: %s}\n", m.name, m.name)), http.StatusCreated)
 	}
-	labels := func(r response) map[string]any {
-		l, _ := r.object()["metadata"].(map[string]any)["labels"].(map[string]any)
-		return l
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := a.json("POST", cms+"?dryRun=All", labelled("m", "mutate", `"a":"1","b":"2"`))
-		mustCode(t, "dry-run create", r, http.StatusCreated)
-		if l := labels(r); l["applied"] == "by-admin" && l["patched"] == "2" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mutations not applied within 10 s: %s", r.body)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	a.dryRunUntil(cms, labelled("m", "mutate", `"a":"1","b":"2"`), "mutations applied", func(l map[string]any) bool {
+		return l["applied"] == "by-admin" && l["patched"] == "2"
+	})
 	mustCode(t, "dry run stored nothing", a.json("GET", cms+"/m", ""), http.StatusNotFound)
 	r := a.json("POST", cms, labelled("m", "mutate", `"a":"1"`))
 	mustCode(t, "create", r, http.StatusCreated)
-	got := labels(a.json("GET", cms+"/m", ""))
+	got := labelsOf(a.json("GET", cms+"/m", ""))
 	if got["applied"] != "by-admin" || got["patched"] != "1" || got["mutate"] != "yes" {
 		t.Fatalf("stored labels %v", got)
 	}
@@ -427,7 +414,7 @@ spec:
     jsonPatch: {expression: '[JSONPatch{op: "add", path: "/metadata/labels/bad~1~1key", value: "x"}]'}
 `), http.StatusCreated)
 	mustCode(t, "bind badname", a.postYAML(mapbs, "metadata: {name: badname}\nspec: {policyName: badname}\n"), http.StatusCreated)
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r := a.json("POST", cms, labelled("bl", "badlabel", ""))
 		if r.code == http.StatusUnprocessableEntity && strings.Contains(r.status().Message, "metadata.labels") {

@@ -314,12 +314,14 @@ func New(cfg Config) (*Server, error) {
 	// Admission policies run first: MutatingAdmissionPolicies before
 	// mutating webhooks, ValidatingAdmissionPolicies before validating
 	// webhooks, as in Kubernetes.
-	s.policies, err = policy.New(policy.Config{Registry: s.registry, Log: cfg.Log, Authorized: s.access.Authorized, TypeConverter: fm.TypeConverter})
+	s.policies, err = policy.New(policy.Config{Registry: s.registry, Log: cfg.Log, Authorized: s.access.Authorized, TypeConverter: fm.TypeConverter,
+		BuiltinModels: func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(s.registry) }})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	hooks.Mutate = append([]func(context.Context, *objects.Attempt) error{s.policies.Mutate}, hooks.Mutate...)
 	hooks.Validate = append([]func(context.Context, *objects.Attempt) error{s.policies.Validate}, hooks.Validate...)
+	hooks.Admit = append(hooks.Admit, s.policies.Admit) // a policy's paramKind permission check
 	if cfg.Audit.Path != "" {
 		cfg.Audit.Storage, cfg.Audit.Log = cfg.Storage, cfg.Log
 		if s.audit, err = audit.New(cfg.Audit); err != nil {

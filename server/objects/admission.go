@@ -34,7 +34,38 @@ type Attempt struct {
 	Delete  *metav1.DeleteOptions
 
 	warnings []string
+	reinv    Reinvocation
 }
+
+// Reinvocation is an attempt's reinvocation context, as kube-apiserver's
+// admission chain keeps one per request (it satisfies
+// k8s.io/apiserver/pkg/admission.ReinvocationContext): a Mutate hook that
+// changed the object calls SetShouldReinvoke, and the object service then
+// runs every Mutate hook once more with IsReinvoke true; each hook keeps
+// its own state under Value/SetValue and calls again only those of its
+// plugins with reinvocationPolicy IfNeeded that ran before a later change.
+// It belongs to its Attempt and is not safe for concurrent use.
+type Reinvocation struct {
+	isReinvoke, shouldReinvoke bool
+	values                     map[string]any
+}
+
+func (r *Reinvocation) IsReinvoke() bool        { return r.isReinvoke }
+func (r *Reinvocation) SetIsReinvoke()          { r.isReinvoke = true }
+func (r *Reinvocation) ShouldReinvoke() bool    { return r.shouldReinvoke }
+func (r *Reinvocation) SetShouldReinvoke()      { r.shouldReinvoke = true }
+func (r *Reinvocation) Value(plugin string) any { return r.values[plugin] }
+
+// SetValue keeps v as plugin's state for the attempt.
+func (r *Reinvocation) SetValue(plugin string, v any) {
+	if r.values == nil {
+		r.values = map[string]any{}
+	}
+	r.values[plugin] = v
+}
+
+// Reinvocation returns the attempt's reinvocation context.
+func (a *Attempt) Reinvocation() *Reinvocation { return &a.reinv }
 
 // Warn adds a warning for the client (a Warning header on the response),
 // sent whether or not the write then succeeds.
@@ -45,11 +76,21 @@ func (a *Attempt) Warnings() []string { return a.warnings }
 
 // mutate runs Hooks.Mutate on a create or update attempt: after the
 // change is recorded in managedFields and before the object is prepared
-// and validated, as kube-apiserver runs mutating admission.
+// and validated, as kube-apiserver runs mutating admission. When a hook
+// asked for it (Reinvocation.SetShouldReinvoke), every hook runs once
+// more, as kube-apiserver's admission chain reinvokes itself.
 func (s *Service) mutate(ctx context.Context, a *Attempt) error {
-	for _, h := range s.cfg.Hooks.Mutate {
-		if err := h(ctx, a); err != nil {
-			return err
+	for pass := range 2 {
+		if pass == 1 {
+			if !a.reinv.shouldReinvoke {
+				break
+			}
+			a.reinv.isReinvoke = true
+		}
+		for _, h := range s.cfg.Hooks.Mutate {
+			if err := h(ctx, a); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -97,13 +97,16 @@ func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Un
 		return out, err
 	}
 	out.Object = obj
-	if opts.DryRun {
-		return out, nil
-	}
+	// A dry run is converted to the storage version too (a conversion
+	// webhook is called and may refuse it), as kube-apiserver's dry-run
+	// storage encodes the object.
 	b, converted, err := storedForm(ctx, res, obj)
 	if err != nil {
 		undo.run()
 		return out, err
+	}
+	if opts.DryRun {
+		return out, nil
 	}
 	key := res.Key(obj.GetNamespace(), obj.GetName())
 	hints := s.hintsFor(res)

@@ -36,9 +36,12 @@ const AdmissionGroup = admissionv1.GroupName
 // pkg/apis/admissionregistration/validation do: every CEL expression is
 // compiled with Kubernetes' admission CEL environment (package
 // k8s.io/apiserver/pkg/admission/plugin/cel), and one that does not
-// compile is a 422 with the compiler's message. Not done: the
-// authorization check of spec.paramKind that Kubernetes' strategy makes,
-// and the status's typeChecking, which kube-controller-manager fills in.
+// compile is a 422 with the compiler's message. Two things Kubernetes
+// does around these resources live in package server/admission/policy,
+// which has the authorizer and the schemas: the strategy's authorization
+// check of spec.paramKind (an Admit hook) and the status's typeChecking,
+// which kube-controller-manager fills in (the policies' status
+// controller).
 
 func admissionPolicyResources() []*Resource {
 	bindingColumns := []Column{

@@ -24,21 +24,17 @@ type attributes struct {
 	a      *objects.Attempt
 	ctx    context.Context
 	user   user.Info
-	reinv  *reinvocation
 	object runtime.Object // a.Object, or nil for a delete (never a typed nil)
 	old    runtime.Object
 }
 
-func newAttributes(ctx context.Context, a *objects.Attempt, reinv *reinvocation) *attributes {
-	at := &attributes{a: a, ctx: ctx, user: userInfo(a.Request), reinv: reinv}
+func newAttributes(ctx context.Context, a *objects.Attempt) *attributes {
+	at := &attributes{a: a, ctx: ctx, user: userInfo(a.Request)}
 	if a.Object != nil {
 		at.object = a.Object
 	}
 	if a.Old != nil {
 		at.old = a.Old
-	}
-	if reinv == nil {
-		at.reinv = &reinvocation{}
 	}
 	return at
 }
@@ -113,7 +109,11 @@ func (t *attributes) AddAnnotationWithLevel(key, value string, _ auditinternal.L
 	return t.AddAnnotation(key, value)
 }
 
-func (t *attributes) GetReinvocationContext() admission.ReinvocationContext { return t.reinv }
+// GetReinvocationContext is the attempt's, shared with the mutating
+// webhooks, so that a webhook's change reinvokes IfNeeded policies.
+func (t *attributes) GetReinvocationContext() admission.ReinvocationContext {
+	return t.a.Reinvocation()
+}
 
 // serverUser is the user.Info of the server's own writes (Request.User
 // nil): the controller that makes them (Request.Actor, a service account
@@ -133,25 +133,6 @@ func userInfo(req *objects.Request) user.Info {
 		groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, user.AllAuthenticated}
 	}
 	return &serverUser{user.DefaultInfo{Name: req.Actor, Groups: groups}}
-}
-
-// reinvocation is admission.ReinvocationContext for one request's
-// mutating passes.
-type reinvocation struct {
-	isReinvoke, shouldReinvoke bool
-	values                     map[string]any
-}
-
-func (r *reinvocation) IsReinvoke() bool        { return r.isReinvoke }
-func (r *reinvocation) SetIsReinvoke()          { r.isReinvoke = true }
-func (r *reinvocation) ShouldReinvoke() bool    { return r.shouldReinvoke }
-func (r *reinvocation) SetShouldReinvoke()      { r.shouldReinvoke = true }
-func (r *reinvocation) Value(plugin string) any { return r.values[plugin] }
-func (r *reinvocation) SetValue(plugin string, v any) {
-	if r.values == nil {
-		r.values = map[string]any{}
-	}
-	r.values[plugin] = v
 }
 
 // objectInterfaces are admission.ObjectInterfaces for unstructured

@@ -88,6 +88,7 @@ var feeds = []feed{
 // resources until ctx ends. Synced is closed once each was listed.
 func (p *Policies) Run(ctx context.Context) {
 	var wg sync.WaitGroup
+	wg.Go(func() { p.runStatus(ctx) })
 	var left atomic.Int32
 	left.Store(int32(len(feeds)))
 	for _, f := range feeds {
@@ -163,6 +164,8 @@ func (p *Policies) follow(ctx context.Context, res *registry.Resource, f feed, l
 		}
 		if setErr != nil {
 			p.cfg.Log.Error("admission policy: decode "+f.plural, "name", name, "err", setErr)
+		} else if it.Type != objects.Deleted && f.plural == "validatingadmissionpolicies" {
+			p.statusDue(u)
 		}
 		return nil
 	})

@@ -34,14 +34,24 @@
 //   - the CEL authorizer, answered by the server's authorization
 //     (Config.Authorized);
 //   - type converters for ApplyConfiguration mutations
-//     (Config.TypeConverter; the same models as server-side apply).
+//     (Config.TypeConverter; the same models as server-side apply);
+//   - the policy strategies' paramKind permission check (Admit,
+//     paramauth.go): who references a paramKind must be allowed to get
+//     all its objects;
+//   - kube-controller-manager's ValidatingAdmissionPolicy status
+//     controller (typecheck.go, run by Run): Kubernetes' TypeChecker
+//     with the served resources as its RESTMapper and the published
+//     OpenAPI models (Config.BuiltinModels, a CRD's document) as its
+//     schemas, its result applied to status.typeChecking.
 //
 // As in Kubernetes, policies never apply to the admission policy
 // resources themselves, and a policy change reaches enforcement through a
 // watch: a write right after a policy's create may not see it yet (the
-// lag is the watch's delivery, typically milliseconds). Not done:
-// reinvocation of IfNeeded mutating policies after later mutating hooks
-// changed the object (each policy runs once per attempt).
+// lag is the watch's delivery, typically milliseconds). A
+// MutatingAdmissionPolicy with reinvocationPolicy IfNeeded runs once more
+// when a later mutating plugin changed the object: the dispatcher keeps
+// its state in the attempt's objects.Reinvocation, which the mutating
+// webhooks share, and the object service runs the chain a second time.
 //
 // # Concurrency
 //
@@ -69,6 +79,7 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/warning"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/objects"
@@ -93,6 +104,11 @@ type Config struct {
 	// mutations; nil (or an error) uses a schemaless converter, which
 	// treats every list as atomic.
 	TypeConverter func(res *registry.Resource) (managedfields.TypeConverter, error)
+	// BuiltinModels returns the OpenAPI models of the built-in resources'
+	// types, tagged with x-kubernetes-group-version-kind: the schemas the
+	// status controller type-checks policies against (called once, when
+	// first needed); nil type-checks custom resources only.
+	BuiltinModels func() (map[string]*spec.Schema, error)
 }
 
 // Policies keeps the stored admission policies and enforces them through
@@ -108,6 +124,11 @@ type Policies struct {
 
 	hooks  atomic.Pointer[hookSet]
 	synced chan struct{}
+	status *statusQueue // policies whose status is due (typecheck.go)
+
+	modelsOnce sync.Once
+	models     map[string]*spec.Schema
+	modelsErr  error
 
 	mu    sync.Mutex // guards state, the feeds' view of the stored objects
 	state state
@@ -133,7 +154,7 @@ func New(cfg Config) (*Policies, error) {
 	if !ok {
 		return nil, errors.New("admission policy: namespaces not served")
 	}
-	p := &Policies{cfg: cfg, namespaces: ns, synced: make(chan struct{}),
+	p := &Policies{cfg: cfg, namespaces: ns, synced: make(chan struct{}), status: newStatusQueue(),
 		ois:   objectInterfaces{mapper: runtime.NewEquivalentResourceRegistry()},
 		state: newState()}
 	p.hooks.Store(&hookSet{})
@@ -196,7 +217,7 @@ func (p *Policies) Mutate(ctx context.Context, a *objects.Attempt) error {
 	if excluded(a.Request.Resource) || a.Object == nil {
 		return nil
 	}
-	attrs := newAttributes(ctx, a, nil)
+	attrs := newAttributes(ctx, a)
 	if err := p.ready(ctx, attrs); err != nil {
 		return err
 	}
@@ -215,7 +236,7 @@ func (p *Policies) Validate(ctx context.Context, a *objects.Attempt) error {
 	if excluded(a.Request.Resource) {
 		return nil
 	}
-	attrs := newAttributes(ctx, a, nil)
+	attrs := newAttributes(ctx, a)
 	if err := p.ready(ctx, attrs); err != nil {
 		return err
 	}

@@ -137,7 +137,7 @@ func (p *Plugin) Mutate(ctx context.Context, a *objects.Attempt) error {
 	}
 	c := p.newCall(ctx, a)
 	old := a.Object
-	if err := p.mutate(ctx, c, hooks); err != nil {
+	if err := p.mutate(ctx, c, hooks, a.Reinvocation()); err != nil {
 		return err
 	}
 	if a.Object == old {
@@ -163,55 +163,84 @@ func (p *Plugin) Mutate(ctx context.Context, a *objects.Attempt) error {
 	return nil
 }
 
-// mutate calls the mutating webhooks in order, then once more those with
-// reinvocationPolicy IfNeeded that a later webhook's change calls for.
-func (p *Plugin) mutate(ctx context.Context, c *call, hooks []apiwebhook.WebhookAccessor) error {
-	invoked := sets.New[string]()  // reinvocable webhooks called so far
-	reinvoke := sets.New[string]() // those to call again
-	changedAny := false
-	for round := range 2 {
-		if round == 1 && !changedAny {
-			break
+// reinvokeKey is the mutating webhooks' key in a reinvocation context.
+const reinvokeKey = "MutatingAdmissionWebhook"
+
+// reinvokeState is the mutating webhooks' state in an attempt's
+// reinvocation context, as kube-apiserver's webhookReinvokeContext.
+type reinvokeState struct {
+	last     *unstructured.Unstructured // the object after this plugin's last pass
+	invoked  sets.Set[string]           // IfNeeded webhooks called since the last change
+	reinvoke sets.Set[string]           // those to call again on the reinvocation pass
+}
+
+// changed moves the webhooks invoked so far to those to reinvoke.
+func (st *reinvokeState) changed() {
+	st.reinvoke = st.reinvoke.Union(st.invoked)
+	st.invoked = sets.New[string]()
+}
+
+// mutate calls the mutating webhooks in order, as kube-apiserver's
+// mutating dispatcher: on the reinvocation pass of rc only those with
+// reinvocationPolicy IfNeeded that ran before a later change (one of
+// theirs or any other mutating plugin's), and a change asks rc for that
+// pass.
+func (p *Plugin) mutate(ctx context.Context, c *call, hooks []apiwebhook.WebhookAccessor, rc *objects.Reinvocation) error {
+	st, _ := rc.Value(reinvokeKey).(*reinvokeState)
+	if st == nil {
+		st = &reinvokeState{invoked: sets.New[string](), reinvoke: sets.New[string]()}
+		rc.SetValue(reinvokeKey, st)
+	}
+	round := 0
+	if rc.IsReinvoke() {
+		round = 1
+		if st.last == nil || !apiequality.Semantic.DeepEqual(st.last, c.a.Object) {
+			st.changed() // a later plugin changed the object
 		}
-		for i, h := range hooks {
-			inv, err := p.shouldCall(ctx, c, h)
-			if err != nil {
-				return err
-			}
-			if inv == nil || (round == 1 && !reinvoke.Has(h.GetUID())) {
-				continue
-			}
-			mh, _ := h.GetMutatingWebhook()
-			changed, err := p.callMutating(ctx, c, mh, inv, round, i)
-			if changed {
-				changedAny = true
-				reinvoke = reinvoke.Union(invoked)
-				invoked = sets.New[string]()
-			}
-			if mh.ReinvocationPolicy != nil && *mh.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy {
-				invoked.Insert(h.GetUID())
-			}
-			if err == nil {
-				continue
-			}
-			var callErr *webhookutil.ErrCallingWebhook
-			if errors.As(err, &callErr) {
-				if ignores(mh.FailurePolicy) {
-					p.cfg.Log.Warn("admission webhook: failed calling webhook, failing open", "webhook", mh.Name, "err", callErr)
-					c.annotate(fmt.Sprintf("%sround_%d_index_%d", mutationFailedOpenAnnotationPrefix, round, i), mh.Name)
-					if ctx.Err() != nil {
-						return apierrors.NewTimeoutError("request did not complete within requested timeout", 0)
-					}
-					continue
-				}
-				return apierrors.NewInternalError(err)
-			}
-			var rejection *webhookutil.ErrWebhookRejection
-			if errors.As(err, &rejection) {
-				return rejection.Status
-			}
+	}
+	defer func() {
+		st.last = nil
+		if c.a.Object != nil {
+			st.last = c.a.Object.DeepCopy()
+		}
+	}()
+	for i, h := range hooks {
+		inv, err := p.shouldCall(ctx, c, h)
+		if err != nil {
 			return err
 		}
+		if inv == nil || (round == 1 && !st.reinvoke.Has(h.GetUID())) {
+			continue
+		}
+		mh, _ := h.GetMutatingWebhook()
+		changed, err := p.callMutating(ctx, c, mh, inv, round, i)
+		if changed {
+			st.changed()
+			rc.SetShouldReinvoke()
+		}
+		if mh.ReinvocationPolicy != nil && *mh.ReinvocationPolicy == admissionregistrationv1.IfNeededReinvocationPolicy {
+			st.invoked.Insert(h.GetUID())
+		}
+		if err == nil {
+			continue
+		}
+		var callErr *webhookutil.ErrCallingWebhook
+		if errors.As(err, &callErr) {
+			if ignores(mh.FailurePolicy) {
+				p.cfg.Log.Warn("admission webhook: failed calling webhook, failing open", "webhook", mh.Name, "err", callErr)
+				c.annotate(fmt.Sprintf("%sround_%d_index_%d", mutationFailedOpenAnnotationPrefix, round, i), mh.Name)
+				if ctx.Err() != nil {
+					return apierrors.NewTimeoutError("request did not complete within requested timeout", 0)
+				}
+				continue
+			}
+			return apierrors.NewInternalError(err)
+		}
+		var rejection *webhookutil.ErrWebhookRejection
+		if errors.As(err, &rejection) {
+			return rejection.Status
+		}
+		return err
 	}
 	return nil
 }
@@ -234,7 +263,8 @@ func (p *Plugin) Validate(ctx context.Context, a *objects.Attempt) error {
 	if a.Operation == objects.OpDelete {
 		if hooks := *p.mutating.Load(); len(hooks) > 0 {
 			c = p.newCall(ctx, a)
-			if err := p.mutate(ctx, c, hooks); err != nil {
+			// A delete has no object to change: a pass of its own.
+			if err := p.mutate(ctx, c, hooks, &objects.Reinvocation{}); err != nil {
 				return err
 			}
 		}

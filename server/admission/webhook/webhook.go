@@ -23,7 +23,9 @@
 // server/webhook), with its timeoutSeconds. Mutating webhooks run first,
 // one after the other in configuration-name order, their JSONPatch
 // responses applied; reinvocationPolicy IfNeeded reinvokes a webhook once
-// when a later one changed the object. Validating webhooks then run in
+// when a later mutating plugin (webhook or MutatingAdmissionPolicy)
+// changed the object, through the attempt's objects.Reinvocation as
+// kube-apiserver's reinvoking admission chain. Validating webhooks then run in
 // parallel. failurePolicy Fail refuses the write when a webhook cannot be
 // called or answers badly, Ignore goes on; a dry run is refused by a
 // webhook whose sideEffects are not None or NoneOnDryRun. Denials,

@@ -1,0 +1,362 @@
+package server_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/objwatch/objwatch/testenv"
+)
+
+// labelsOf is the labels of the object in r.
+func labelsOf(r response) map[string]any {
+	l, _ := r.object()["metadata"].(map[string]any)["labels"].(map[string]any)
+	return l
+}
+
+// dryRunUntil retries a dry-run create of obj at path until the labels
+// of the answer satisfy ok: policies reach enforcement through a watch.
+func (a *api) dryRunUntil(path, obj, what string, ok func(labels map[string]any) bool) {
+	a.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := a.json("POST", path+"?dryRun=All", obj)
+		mustCode(a.t, "dry-run create", r, http.StatusCreated)
+		if ok(labelsOf(r)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			a.t.Fatalf("%s: not within 10 s: %s", what, r.body)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// mutatingPolicy creates a MutatingAdmissionPolicy on configmap creates
+// labelled label=yes, with reinvocationPolicy reinv and one JSONPatch
+// mutation, and its binding.
+func (a *api) mutatingPolicy(name, label, reinv, patch string) {
+	a.t.Helper()
+	mustCode(a.t, "create "+name, a.postYAML(maps, fmt.Sprintf(`
+metadata: {name: %s}
+spec:
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["configmaps"]}
+    objectSelector: {matchLabels: {%s: "yes"}}
+  reinvocationPolicy: %s
+  mutations:
+  - patchType: JSONPatch
+    jsonPatch:
+      expression: '%s'
+`, name, label, reinv, patch)), http.StatusCreated)
+	mustCode(a.t, "bind "+name, a.postYAML(mapbs, fmt.Sprintf("metadata: {name: %s}\nspec: {policyName: %s}\n", name, name)), http.StatusCreated)
+}
+
+// TestReinvocationAcrossPlugins: a MutatingAdmissionPolicy with
+// reinvocationPolicy IfNeeded is invoked once more when a mutating
+// webhook, which runs after the policies, changed the object, and then
+// sees the webhook's change; one with Never is not, and a webhook with
+// Never is not called again for the policy's change, as kube-apiserver's
+// reinvoking admission chain.
+func TestReinvocationAcrossPlugins(t *testing.T) {
+	env := testenv.Start(t)
+	a := newAPI(t, env)
+	copyB := func(to string) string {
+		return fmt.Sprintf(`[JSONPatch{op: "add", path: "/metadata/labels/%s", value: ("b" in object.metadata.labels) ? object.metadata.labels["b"] : "none"}]`, to)
+	}
+	a.mutatingPolicy("copy-if-needed", "reinv", "IfNeeded", copyB("a"))
+	a.mutatingPolicy("copy-never", "reinv", "Never", copyB("c"))
+	obj := labelled("r", "reinv", "")
+	a.dryRunUntil(cms, obj, "policies enforced", func(l map[string]any) bool { return l["a"] == "none" && l["c"] == "none" })
+	var calls atomic.Int32
+	env.Webhook(t, testenv.WebhookOptions{Name: "set-b", Rules: configMapRules,
+		Mutating: func(_ context.Context, r *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+			calls.Add(1)
+			if strings.Contains(string(r.Object.Raw), `"b":"from-webhook"`) {
+				return nil
+			}
+			return jsonPatch(`{"op":"add","path":"/metadata/labels/b","value":"from-webhook"}`)
+		}})
+	r := a.must("POST", cms, obj)
+	l := labelsOf(r)
+	if l["a"] != "from-webhook" || l["b"] != "from-webhook" || l["c"] != "none" || calls.Load() != 1 {
+		t.Errorf("labels %v, webhook calls %d; want a=b=from-webhook (the IfNeeded policy reinvoked), c=none, one webhook call", l, calls.Load())
+	}
+}
+
+// TestPolicyParamKindPermission: creating an admission policy with a
+// paramKind, or changing its paramKind, needs "get" on every object of
+// that kind (a namespace's grant is not enough); an update keeping the
+// paramKind does not, as Kubernetes' policy strategies.
+func TestPolicyParamKindPermission(t *testing.T) {
+	env := testenv.Start(t)
+	admin := newAPI(t, env)
+	const rbacAPI = "/apis/rbac.authorization.k8s.io/v1/"
+	admin.must("POST", rbacAPI+"clusterroles", `{"metadata":{"name":"policy-writer"},
+		"rules":[{"apiGroups":["admissionregistration.k8s.io"],"resources":["validatingadmissionpolicies","mutatingadmissionpolicies"],"verbs":["create","update","get"]}]}`)
+	admin.must("POST", rbacAPI+"clusterrolebindings", `{"metadata":{"name":"alice-writes"},
+		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"policy-writer"},"subjects":[{"kind":"User","name":"alice"}]}`)
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles", roleReader)
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", bindAlice)
+	alice := userAPI(t, env, "alice")
+	vap := func(kind, expr string) string {
+		return fmt.Sprintf(`{"metadata":{"name":"pk"},"spec":{"paramKind":{"apiVersion":"v1","kind":%q},
+		"matchConstraints":{"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],"resources":["configmaps"]}]},
+		"validations":[{"expression":%q}]}}`, kind, expr)
+	}
+	forbidden := func(what string, r response, kind, want string) {
+		t.Helper()
+		msg := fmt.Sprintf(`%s "pk" is invalid: spec.paramKind: Forbidden: user &{alice  [system:authenticated] map[]} must have "get" permission on all objects of the referenced paramKind (kind=%s, apiVersion=v1)`, want, kind)
+		if s := r.status(); r.code != http.StatusUnprocessableEntity || s.Message != msg {
+			t.Fatalf("%s = %d %s, want 422 %q", what, r.code, r.body, msg)
+		}
+	}
+	var r response
+	eventually(t, "alice may create policies", func() bool {
+		r = alice.json("POST", vaps, vap("ConfigMap", "true"))
+		return r.code != http.StatusForbidden
+	})
+	forbidden("create", r, "ConfigMap", "ValidatingAdmissionPolicy.admissionregistration.k8s.io")
+	forbidden("create a mutating policy", alice.json("POST", maps, `{"metadata":{"name":"pk"},"spec":{"paramKind":{"apiVersion":"v1","kind":"ConfigMap"},
+		"matchConstraints":{"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],"resources":["configmaps"]}]},
+		"reinvocationPolicy":"Never","mutations":[{"patchType":"JSONPatch","jsonPatch":{"expression":"[JSONPatch{op: \"add\", path: \"/metadata/labels/x\", value: \"y\"}]"}}]}}`),
+		"ConfigMap", "MutatingAdmissionPolicy.admissionregistration.k8s.io")
+	mustCode(t, "create without paramKind", alice.json("POST", vaps, `{"metadata":{"name":"plain"},"spec":{
+		"matchConstraints":{"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],"resources":["configmaps"]}]},
+		"validations":[{"expression":"true"}]}}`), http.StatusCreated)
+	// Admin makes it; alice may then update it keeping the paramKind,
+	// not change the paramKind.
+	created := admin.must("POST", vaps, vap("ConfigMap", "true"))
+	rv := created.object()["metadata"].(map[string]any)["resourceVersion"].(string)
+	withRV := func(body string) string {
+		return strings.Replace(body, `"name":"pk"}`, `"name":"pk","resourceVersion":"`+rv+`"}`, 1)
+	}
+	r = alice.json("PUT", vaps+"/pk", withRV(vap("ConfigMap", "1 == 1")))
+	mustCode(t, "update keeping paramKind", r, http.StatusOK)
+	rv = r.object()["metadata"].(map[string]any)["resourceVersion"].(string)
+	forbidden("update changing paramKind", alice.json("PUT", vaps+"/pk", withRV(vap("Secret", "true"))), "Secret", "ValidatingAdmissionPolicy.admissionregistration.k8s.io")
+	// With "get" on configmaps everywhere, the create passes.
+	admin.must("POST", rbacAPI+"clusterrolebindings", `{"metadata":{"name":"alice-views"},
+		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cm-getter"},"subjects":[{"kind":"User","name":"alice"}]}`)
+	admin.must("POST", rbacAPI+"clusterroles", `{"metadata":{"name":"cm-getter"},"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["get"]}]}`)
+	eventually(t, "alice may reference configmaps", func() bool {
+		return alice.json("POST", vaps+"?dryRun=All", strings.Replace(vap("ConfigMap", "true"), `"pk"`, `"pk2"`, 1)).code == http.StatusCreated
+	})
+}
+
+// serviceWebhooks serves h over HTTPS on a loopback port with a new CA's
+// certificate for the in-cluster names NAME.NAMESPACE.svc of the given
+// Services (what kube-apiserver verifies for a clientConfig.service), and
+// creates each Service, of type ExternalName pointing at 127.0.0.1. It
+// returns the CA (PEM) and the port.
+func serviceWebhooks(t *testing.T, a *api, h http.Handler, services ...string) ([]byte, int32) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "service webhook CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	var names []string
+	for _, s := range services {
+		names = append(names, s+".default.svc")
+		mustCode(t, "create service "+s, a.json("POST", "/api/v1/namespaces/default/services",
+			fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"type":"ExternalName","externalName":"127.0.0.1"}}`, s)), http.StatusCreated)
+	}
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), int32(srv.Listener.Addr().(*net.TCPAddr).Port)
+}
+
+// TestServiceWebhooks: an admission webhook and a conversion webhook
+// reached through clientConfig.service (an ExternalName Service; the
+// certificate is the in-cluster name's), and a dry-run create in a
+// version other than the storage version calls the conversion webhook and
+// fails when it fails, as in Kubernetes.
+func TestServiceWebhooks(t *testing.T) {
+	env := testenv.Start(t)
+	a := newAPI(t, env)
+	conv := &convWebhook{mode: "ok"}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/convert", conv.serve)
+	mux.Handle("/admit", testenv.AdmissionHandler(func(_ context.Context, r *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+		if strings.Contains(string(r.Object.Raw), `"deny":"yes"`) {
+			return &admissionv1.AdmissionResponse{Result: &metav1.Status{Message: "denied through a service"}}
+		}
+		return nil
+	}))
+	ca, port := serviceWebhooks(t, a, mux, "conv", "adm")
+
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	path := "/admit"
+	env.RegisterWebhooks(t, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "by-service"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "deny.example.com", Rules: configMapRules, FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{CABundle: ca,
+				Service: &admissionregistrationv1.ServiceReference{Namespace: "default", Name: "adm", Path: &path, Port: &port}},
+		}},
+	}, nil)
+	mustCode(t, "allowed create", a.json("POST", cms, cm("ok", "")), http.StatusCreated)
+	wantStatus(t, a.json("POST", cms, labelled("no", "deny", "")), http.StatusBadRequest,
+		`admission webhook "deny.example.com" denied the request: denied through a service`)
+
+	crd := strings.Replace(widgetCRD("", ca, "v1"), `"url":""`,
+		fmt.Sprintf(`"service":{"namespace":"default","name":"conv","path":"/convert","port":%d}`, port), 1)
+	mustCode(t, "create CRD", a.json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd), http.StatusCreated)
+	deadline := time.Now().Add(10 * time.Second)
+	for a.json("GET", widgetsV2, "").code != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("widgets not served within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mustCode(t, "create in v2", a.json("POST", widgetsV2, widgetV2("w", 4)), http.StatusCreated)
+	if got := specOf(a.json("GET", widgetsV1+"/w", "").object()); got["size"] != "4" {
+		t.Errorf("w in v1 = %v, want size 4 (converted by the service's webhook)", got)
+	}
+	conv.reset()
+	mustCode(t, "dry-run create in v2", a.json("POST", widgetsV2+"?dryRun=All", widgetV2("dry", 1)), http.StatusCreated)
+	if n := conv.callsFor("example.com/v1", "dry"); n != 1 {
+		t.Errorf("dry-run create in v2 converted %d times to v1, want once", n)
+	}
+	conv.setMode("500")
+	r := a.json("POST", widgetsV2+"?dryRun=All", widgetV2("dry", 1))
+	if want := "conversion webhook for example.com/v2, Kind=Widget failed: "; r.code != http.StatusInternalServerError || !strings.HasPrefix(r.status().Message, want) {
+		t.Errorf("dry-run create in v2 with the webhook failing = %d %s, want 500 %q", r.code, r.body, want)
+	}
+	mustCode(t, "dry-run create in v1 needs no webhook", a.json("POST", widgetsV1+"?dryRun=All", widgetV1("dry", "1")), http.StatusCreated)
+	conv.setMode("ok")
+	mustCode(t, "nothing stored", a.json("GET", widgetsV1+"/dry", ""), http.StatusNotFound)
+}
+
+// TestPolicyTypeChecking: the server fills a ValidatingAdmissionPolicy's
+// status as kube-controller-manager's status controller: observedGeneration
+// and typeChecking.expressionWarnings for an expression that refers to a
+// field the matched kind (or its params' kind) does not have, again after an update, with the
+// controller's field manager.
+func TestPolicyTypeChecking(t *testing.T) {
+	env := testenv.Start(t)
+	a := newAPI(t, env)
+	mustCode(t, "create", a.postYAML(vaps, `
+metadata: {name: tc}
+spec:
+  paramKind: {apiVersion: v1, kind: ConfigMap}
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["configmaps"]}
+  validations:
+  - expression: "object.data.size() > 1 && object.nonsense == 'x'"
+  - expression: "object.data.size() < int(params.data.max)"
+    messageExpression: "'too many: ' + string(object.dataz)"
+`), http.StatusCreated)
+	status := func(gen float64) map[string]any {
+		t.Helper()
+		var st map[string]any
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r := a.json("GET", vaps+"/tc", "")
+			st, _ = r.object()["status"].(map[string]any)
+			if st["observedGeneration"] == gen {
+				return st
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("status not observed generation %v within 10 s: %s", gen, r.body)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	st := status(1)
+	ws, _ := st["typeChecking"].(map[string]any)["expressionWarnings"].([]any)
+	if len(ws) != 2 {
+		t.Fatalf("status %v, want two warnings", st)
+	}
+	for i, want := range []struct{ ref, text string }{
+		{"spec.validations[0].expression", "/v1, Kind=ConfigMap: ERROR: <input>:1:33: undefined field 'nonsense'"},
+		{"spec.validations[1].messageExpression", "undefined field 'dataz'"},
+	} {
+		w := ws[i].(map[string]any)
+		if w["fieldRef"] != want.ref || !strings.Contains(w["warning"].(string), want.text) {
+			t.Errorf("warning %d = %v, want %s: %q", i, w, want.ref, want.text)
+		}
+	}
+	r := a.json("GET", vaps+"/tc", "")
+	if !strings.Contains(string(r.body), `"manager":"validatingadmissionpolicy-status","operation":"Apply"`) {
+		t.Errorf("no managedFields entry of the status controller: %s", r.body)
+	}
+	// Fixed: no warnings left.
+	mustCode(t, "fix", a.do("PATCH", vaps+"/tc", "application/json-patch+json", []byte(`[
+		{"op":"replace","path":"/spec/validations","value":[{"expression":"object.data.size() > 1"}]}]`)), http.StatusOK)
+	// kube-apiserver keeps the applied typeChecking: {} here; objwatch's
+	// apply drops the emptied map (a field manager difference), so
+	// either passes.
+	if st := status(2); st["typeChecking"] != nil && len(st["typeChecking"].(map[string]any)) != 0 {
+		t.Errorf("status after the fix = %v, want no warnings", st)
+	}
+
+	// A custom resource's schema is its CRD's.
+	mustCode(t, "create CRD", a.postYAML("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", `
+metadata: {name: gadgets.example.com}
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: gadgets, singular: gadget, kind: Gadget, listKind: GadgetList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, properties: {size: {type: string}}}
+`), http.StatusCreated)
+	deadline := time.Now().Add(10 * time.Second)
+	for a.json("GET", "/apis/example.com/v1/gadgets", "").code != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("gadgets not served within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mustCode(t, "fix", a.do("PATCH", vaps+"/tc", "application/json-patch+json", []byte(`[
+		{"op":"replace","path":"/spec/matchConstraints/resourceRules","value":[{"apiGroups":["example.com"],"apiVersions":["v1"],"operations":["CREATE"],"resources":["gadgets"]}]},
+		{"op":"replace","path":"/spec/validations","value":[{"expression":"object.spec.size == 'x'"},{"expression":"object.spec.sise == 'x'"}]}]`)), http.StatusOK)
+	ws, _ = status(3)["typeChecking"].(map[string]any)["expressionWarnings"].([]any)
+	if len(ws) != 1 || ws[0].(map[string]any)["fieldRef"] != "spec.validations[1].expression" ||
+		!strings.Contains(ws[0].(map[string]any)["warning"].(string), "example.com/v1, Kind=Gadget: ERROR: <input>:1:12: undefined field 'sise'") {
+		t.Errorf("warnings on a custom resource = %v, want one on validations[1]", ws)
+	}
+}
