@@ -100,6 +100,11 @@ type Config struct {
 	// user beyond it gets 429 while others are still served. Members of
 	// system:masters are never refused. See package endpoints.
 	UserInFlightShare float64
+	// ExecutionSeats bounds how many admitted requests execute at once
+	// (default endpoints.DefaultExecutionSeatsPerCPU per CPU); the others
+	// wait in per-user queues served in turn, at most a quarter of
+	// RequestTimeout (then 429). Watches and system:masters take no seat.
+	ExecutionSeats int
 	// RequestTimeout bounds non-watch requests (default 60 s).
 	RequestTimeout time.Duration
 	// MinWatchTimeout: watches without timeoutSeconds end after a random
@@ -349,7 +354,7 @@ func New(cfg Config) (*Server, error) {
 		Objects: s.objects, Registry: s.registry, Authenticator: cfg.Authenticator, Authorize: s.access.Authorize,
 		Log: cfg.Log, Metrics: cfg.Metrics, Pacer: s.pacer, Stopping: s.stopping, Audit: s.audit,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxReadInFlight: cfg.MaxReadInFlight, MaxMutatingInFlight: cfg.MaxMutatingInFlight,
-		UserInFlightShare: cfg.UserInFlightShare,
+		UserInFlightShare: cfg.UserInFlightShare, ExecutionSeats: cfg.ExecutionSeats,
 		RequestTimeout:    cfg.RequestTimeout, MinWatchTimeout: cfg.MinWatchTimeout, WatchWriteTimeout: cfg.WatchWriteTimeout,
 	})
 	if err != nil {

@@ -81,7 +81,11 @@ type Config struct {
 	// UserInFlightShare is the share of each in-flight limit that one
 	// user may hold (0: DefaultUserInFlightShare; 1 or more: no share).
 	UserInFlightShare float64
-	RequestTimeout    time.Duration
+	// ExecutionSeats is how many admitted requests execute at once (0:
+	// DefaultExecutionSeatsPerCPU per CPU); the others wait in per-user
+	// queues served in turn (see the package doc).
+	ExecutionSeats int
+	RequestTimeout time.Duration
 	// MinWatchTimeout: watches without timeoutSeconds end after a random
 	// duration in [MinWatchTimeout, 2*MinWatchTimeout).
 	MinWatchTimeout   time.Duration
@@ -97,6 +101,7 @@ type API struct {
 	pacer    *watchstream.Pacer
 
 	reads, mutations *inFlight
+	seats            *fairQueue
 	impersonator     auth.Impersonator // remembers which mode allowed whom
 }
 
@@ -114,6 +119,7 @@ func New(cfg Config) (*API, error) {
 		cfg: cfg, objects: cfg.Objects, registry: cfg.Registry, metrics: m, pacer: cfg.Pacer,
 		reads:     newInFlight(cfg.MaxReadInFlight, cfg.UserInFlightShare),
 		mutations: newInFlight(cfg.MaxMutatingInFlight, cfg.UserInFlightShare),
+		seats:     newFairQueue(cfg.ExecutionSeats),
 	}, nil
 }
 
@@ -261,6 +267,11 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 			return
 		}
 		defer release()
+		done, ok := a.execute(w, r)
+		if !ok {
+			return
+		}
+		defer done()
 		ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
 		defer cancel()
 		r = r.WithContext(ctx)
