@@ -23,6 +23,41 @@
 // encoding without managedFields per event among all the watches that
 // drop them, as the full encoding is shared among the others.
 //
+// # Limits: admission, then fair queuing
+//
+// A request other than a watch passes two limits before it executes, in
+// the manner of kube-apiserver's max-in-flight limits and its API priority
+// and fairness (with one priority level and one flow per user):
+//
+//   - Admission (inflight.go): at most Config.MaxReadInFlight reads and
+//     Config.MaxMutatingInFlight mutations are admitted (queued or
+//     executing) at once, of which one user may hold
+//     Config.UserInFlightShare (default half). Beyond that the request is
+//     answered at once with kube-apiserver's 429 "Too many requests,
+//     please try again later." and Retry-After: 1. The share is the bound
+//     of each user's queue: one user flooding the server fills its own
+//     queue, never the others' admission.
+//   - Execution (fairqueue.go): at most Config.ExecutionSeats admitted
+//     requests execute at once (default DefaultExecutionSeatsPerCPU per
+//     CPU: the CPU, not the number of requests, is what they compete
+//     for). The others wait in their user's FIFO queue; a freed seat goes
+//     to the users with waiting requests in turn (round robin), so another
+//     user's request waits for about one seat to free, however many
+//     requests the flooding user has queued. A request waits at most a
+//     quarter of the request timeout (at most a minute), as in
+//     kube-apiserver, and is then answered the same 429. The request
+//     timeout starts when the request executes.
+//
+// The server's own work (its controllers call the object service, not
+// this API) passes neither limit. Members of system:masters are exempt,
+// as in kube-apiserver's exempt priority level, so that an administrator
+// can still act on a flooded server: they are admitted
+// beyond the limits (taking an admission slot only when one is free within
+// their share) and execute at once without a seat. Watches take neither an
+// admission slot nor a seat: they are long-running, and their
+// initialization is not limited (kube-apiserver holds a seat for a
+// watch's initialization only; here it is not held at all).
+//
 // # Concurrency
 //
 // An API is safe for concurrent use by any number of requests. It starts
