@@ -73,17 +73,7 @@ func (q *fairQueue) acquire(ctx context.Context, user string) (release func(), e
 		q.mu.Unlock()
 		return q.release, nil
 	}
-	w := &waiter{ready: make(chan struct{})}
-	f := q.flows[user]
-	if f == nil {
-		f = &flow{user: user}
-		q.flows[user] = f
-		// Newcomers go just before the next flow served, so they are
-		// served only after every flow that was already waiting.
-		q.ring = slices.Insert(q.ring, q.next, f)
-		q.next = (q.next + 1) % len(q.ring)
-	}
-	f.waiting = append(f.waiting, w)
+	f, w := q.enqueueLocked(user)
 	q.mu.Unlock()
 
 	select {
@@ -102,6 +92,22 @@ func (q *fairQueue) acquire(ctx context.Context, user string) (release func(), e
 		q.dropLocked(f)
 	}
 	return nil, ctx.Err()
+}
+
+// enqueueLocked queues a request of user at the end of the user's flow.
+func (q *fairQueue) enqueueLocked(user string) (*flow, *waiter) {
+	w := &waiter{ready: make(chan struct{})}
+	f := q.flows[user]
+	if f == nil {
+		f = &flow{user: user}
+		q.flows[user] = f
+		// Newcomers go just before the next flow served, so they are
+		// served only after every flow that was already waiting.
+		q.ring = slices.Insert(q.ring, q.next, f)
+		q.next = (q.next + 1) % len(q.ring)
+	}
+	f.waiting = append(f.waiting, w)
+	return f, w
 }
 
 func (q *fairQueue) release() {
