@@ -14,7 +14,8 @@ import (
 	"github.com/objwatch/objwatch/testenv"
 )
 
-// TestFairQueuing: with one execution seat, held by a create of flood's
+// TestFairQueuing: with one execution seat, a running watch holds none;
+// held by a create of flood's
 // whose body trickles in, calm's create waits at most a quarter of the
 // request timeout and then gets Kubernetes' 429 with Retry-After; admin
 // (system:masters) is exempt and served at once; flood's further creates
@@ -33,6 +34,25 @@ func TestFairQueuing(t *testing.T) {
 	admin := newAPI(t, env)
 	users := writers(t, env, admin, "flood", "calm")
 	flood, calm := users[0], users[1]
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+		`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"cm-watcher"},
+		"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["watch"]}]}`)
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+		`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"cm-watchers"},
+		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"cm-watcher"},
+		"subjects":[{"kind":"User","name":"calm"}]}`)
+	eventually(t, "calm's watch binding", func() bool {
+		return calm.json("GET", cms+"?watch=true&timeoutSeconds=1", "").code == http.StatusOK
+	})
+
+	// A watch holds the seat only while it starts.
+	resp, err := calm.c.Get(calm.host + cms + "?watch=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	mustCode(t, "calm's watch", response{code: resp.StatusCode}, http.StatusOK)
+	mustCode(t, "calm's create while its watch runs", calm.json("POST", cms, cm("calm-watching", "")), http.StatusCreated)
 
 	slow := slowCreate(t, env, userTLS(t, env, "flood"), "slow")
 	// The slow create holds the seat once its handler runs: calm's
@@ -79,7 +99,7 @@ func TestFairQueuing(t *testing.T) {
 	body := cm("slow", "")
 	fmt.Fprint(slow, body[len(body)/2:])
 	slow.SetReadDeadline(time.Now().Add(timeout))
-	resp, err := http.ReadResponse(bufio.NewReader(slow), nil)
+	resp, err = http.ReadResponse(bufio.NewReader(slow), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,7 +103,8 @@ type Config struct {
 	// ExecutionSeats bounds how many admitted requests execute at once
 	// (default endpoints.DefaultExecutionSeatsPerCPU per CPU); the others
 	// wait in per-user queues served in turn, at most a quarter of
-	// RequestTimeout (then 429). Watches and system:masters take no seat.
+	// RequestTimeout (then 429). system:masters takes no seat, a watch
+	// one only while it starts.
 	ExecutionSeats int
 	// RequestTimeout bounds non-watch requests (default 60 s).
 	RequestTimeout time.Duration

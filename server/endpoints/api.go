@@ -53,10 +53,10 @@
 // as in kube-apiserver's exempt priority level, so that an administrator
 // can still act on a flooded server: they are admitted
 // beyond the limits (taking an admission slot only when one is free within
-// their share) and execute at once without a seat. Watches take neither an
-// admission slot nor a seat: they are long-running, and their
-// initialization is not limited (kube-apiserver holds a seat for a
-// watch's initialization only; here it is not held at all).
+// their share) and execute at once without a seat. A watch, being
+// long-running, takes no admission slot, and holds an execution seat only
+// while it starts (objects.Service.Watch), as kube-apiserver holds one for
+// a watch's initialization; a watch whose queue wait ends gets the 429.
 //
 // # Concurrency
 //
