@@ -1,35 +1,36 @@
 package server_test
 
 import (
-	"bufio"
+	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
+
 	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/testenv"
 )
 
-// TestFairQueuing: with one execution seat, a running watch holds none;
-// held by a create of flood's
-// whose body trickles in, calm's create waits at most a quarter of the
-// request timeout and then gets Kubernetes' 429 with Retry-After; admin
-// (system:masters) is exempt and served at once; flood's further creates
-// queue until flood's share of the in-flight limit is used up, and then
-// get 429; once the seat is free, calm's create, queued after all of
-// flood's, executes after at most one or two of them (round robin over
-// users), not after all of them (FIFO).
+// TestFairQueuing: with one execution seat, a running watch holds none,
+// nor does a create whose body trickles in. While a create of flood's
+// holds the seat (its validating webhook waits), calm's create waits at
+// most a quarter of the request timeout and then gets Kubernetes' 429
+// with Retry-After; admin (system:masters) is exempt and served at once;
+// flood's further creates queue until flood's share of the in-flight
+// limit is used up, and then get 429; once the seat is free, calm's
+// create, queued after all of flood's, executes after at most one or two
+// of them (round robin over users), not after all of them (FIFO).
 func TestFairQueuing(t *testing.T) {
 	const (
 		timeout = 8 * time.Second // queue wait: 2 s
-		queued  = 9               // flood's share is 10 of 20: the slow create and 9 queued
+		queued  = 8               // flood's share is 10 of 20: the held create, the trickling one and 8 queued
 	)
 	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) {
-		c.ExecutionSeats, c.MaxMutatingInFlight, c.UserInFlightShare, c.RequestTimeout = 1, 2*(queued+1), 0.5, timeout
+		c.ExecutionSeats, c.MaxMutatingInFlight, c.UserInFlightShare, c.RequestTimeout = 1, 2*(queued+2), 0.5, timeout
 	}))
 	admin := newAPI(t, env)
 	users := writers(t, env, admin, "flood", "calm")
@@ -44,8 +45,19 @@ func TestFairQueuing(t *testing.T) {
 	eventually(t, "calm's watch binding", func() bool {
 		return calm.json("GET", cms+"?watch=true&timeoutSeconds=1", "").code == http.StatusOK
 	})
+	held, free := make(chan struct{}), make(chan struct{})
+	env.Webhook(t, testenv.WebhookOptions{Name: "hold", Rules: configMapRules,
+		Validating: func(ctx context.Context, r *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+			if r.Name == "held" {
+				close(held)
+				select {
+				case <-free:
+				case <-ctx.Done():
+				}
+			}
+			return nil
+		}})
 
-	// A watch holds the seat only while it starts.
 	resp, err := calm.c.Get(calm.host + cms + "?watch=true")
 	if err != nil {
 		t.Fatal(err)
@@ -53,29 +65,23 @@ func TestFairQueuing(t *testing.T) {
 	defer resp.Body.Close()
 	mustCode(t, "calm's watch", response{code: resp.StatusCode}, http.StatusOK)
 	mustCode(t, "calm's create while its watch runs", calm.json("POST", cms, cm("calm-watching", "")), http.StatusCreated)
+	slowCreate(t, env, userTLS(t, env, "flood"), "trickling")
+	mustCode(t, "calm's create while flood's body trickles in", calm.json("POST", cms, cm("calm-trickling", "")), http.StatusCreated)
 
-	slow := slowCreate(t, env, userTLS(t, env, "flood"), "slow")
-	// The slow create holds the seat once its handler runs: calm's
-	// creates are 201 until then, and 429 after waiting in the queue.
-	var waited time.Duration
-	for i := 0; ; i++ {
-		start := time.Now()
-		r := calm.json("POST", cms, cm(fmt.Sprintf("calm-early-%d", i), ""))
-		if r.code == http.StatusCreated && i < 50 {
-			time.Sleep(20 * time.Millisecond)
-			continue
-		}
-		waited = time.Since(start)
-		mustTooMany(t, "calm's create while the seat is held", r)
-		break
-	}
-	if waited < timeout/4-100*time.Millisecond || waited > timeout/2 {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(free)
+	var heldCode int
+	wg.Go(func() { heldCode = flood.json("POST", cms, cm("held", "")).code })
+	<-held
+	start := time.Now()
+	mustTooMany(t, "calm's create while the seat is held", calm.json("POST", cms, cm("calm-early", "")))
+	if waited := time.Since(start); waited < timeout/4-100*time.Millisecond || waited > timeout/2 {
 		t.Errorf("calm's create was refused after %v in the queue, want about %v", waited, timeout/4)
 	}
 	mustCode(t, "admin's create (system:masters, exempt)", admin.json("POST", cms, cm("admin-0", "")), http.StatusCreated)
 
 	var seq atomic.Int64
-	var wg sync.WaitGroup
 	order := make([]int64, queued+1) // completion order; calm's last
 	codes := make([]int, queued+1)
 	for i := range queued {
@@ -85,7 +91,7 @@ func TestFairQueuing(t *testing.T) {
 		})
 	}
 	time.Sleep(200 * time.Millisecond) // flood's creates reach their queue
-	start := time.Now()
+	start = time.Now()
 	mustTooMany(t, "flood's create beyond its share", flood.json("POST", cms, cm("flood-extra", "")))
 	if d := time.Since(start); d > timeout/8 {
 		t.Fatalf("flood's create beyond its share was refused after %v, want at once", d)
@@ -96,17 +102,9 @@ func TestFairQueuing(t *testing.T) {
 	})
 	time.Sleep(500 * time.Millisecond) // calm's create reaches its queue
 
-	body := cm("slow", "")
-	fmt.Fprint(slow, body[len(body)/2:])
-	slow.SetReadDeadline(time.Now().Add(timeout))
-	resp, err = http.ReadResponse(bufio.NewReader(slow), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	mustCode(t, "the slow create", response{code: resp.StatusCode}, http.StatusCreated)
+	free <- struct{}{}
 	wg.Wait()
+	mustCode(t, "the held create", response{code: heldCode}, http.StatusCreated)
 	for i, c := range codes {
 		if c != http.StatusCreated {
 			t.Errorf("queued create %d = %d, want 201", i, c)

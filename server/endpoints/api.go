@@ -46,7 +46,9 @@
 //     requests the flooding user has queued. A request waits at most a
 //     quarter of the request timeout (at most a minute), as in
 //     kube-apiserver, and is then answered the same 429. The request
-//     timeout starts when the request executes.
+//     timeout covers the queue wait, as in kube-apiserver. A request's
+//     body is read before it queues (prereadBody), so that a body that
+//     trickles in holds an admission slot, never a seat.
 //
 // The server's own work (its controllers call the object service, not
 // this API) passes neither limit. Members of system:masters are exempt,
@@ -302,11 +304,6 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 			return
 		}
 		defer release()
-		done, ok := a.execute(w, r)
-		if !ok {
-			return
-		}
-		defer done()
 		ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
 		defer cancel()
 		r = r.WithContext(ctx)
@@ -317,7 +314,13 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 			// read without a deadline.
 			deadline, _ := ctx.Deadline()
 			_ = http.NewResponseController(w).SetReadDeadline(deadline)
+			a.prereadBody(r)
 		}
+		done, ok := a.execute(w, r)
+		if !ok {
+			return
+		}
+		defer done()
 		var err error
 		switch {
 		case info.subresource == "scale":
