@@ -31,7 +31,7 @@ import (
 //
 //	go test -run '^$' -bench UserFairness -benchtime 1x ./server/
 func BenchmarkUserFairness(b *testing.B) {
-	for _, seats := range []int{1, 2, 0, 8, 1000} {
+	for _, seats := range []int{1, 2, 0, 8, 16, 32, 1000} {
 		b.Run(fmt.Sprintf("seats=%d", seats), func(b *testing.B) {
 			for b.Loop() {
 				userFairness(b, seats)
