@@ -22,17 +22,19 @@ import (
 // retries after 429 included, as client-go waits Retry-After) alone, then
 // while flood runs floodClients concurrent create loops (twice the
 // mutating in-flight limit, over several HTTP/2 connections; each waits
-// Retry-After after a 429, as client-go does). share=0.5 is the default
-// per-user share, share=0.1 a tenth of the slots; share=1 is no share, as
-// before. One iteration per run (the metrics are the result; ns/op is the
-// run's length):
+// Retry-After after a 429, as client-go does), with the default per-user
+// share of the in-flight limit and seats execution seats: 0 is the default
+// (endpoints.DefaultExecutionSeatsPerCPU per CPU), 1000 is in effect no
+// execution limit (every admitted request executes, as before fair
+// queuing). One iteration per run (the metrics are the result; ns/op is
+// the run's length):
 //
 //	go test -run '^$' -bench UserFairness -benchtime 1x ./server/
 func BenchmarkUserFairness(b *testing.B) {
-	for _, share := range []float64{0.5, 0.1, 1} {
-		b.Run(fmt.Sprintf("share=%g", share), func(b *testing.B) {
+	for _, seats := range []int{1, 2, 0, 8, 16, 32, 1000} {
+		b.Run(fmt.Sprintf("seats=%d", seats), func(b *testing.B) {
 			for b.Loop() {
-				userFairness(b, share)
+				userFairness(b, seats)
 			}
 		})
 	}
@@ -47,8 +49,8 @@ const (
 	calmLoadedFor = 30 * time.Second
 )
 
-func userFairness(b *testing.B, share float64) {
-	env := testenv.Start(b, testenv.WithServerConfig(func(c *server.Config) { c.UserInFlightShare = share }))
+func userFairness(b *testing.B, seats int) {
+	env := testenv.Start(b, testenv.WithServerConfig(func(c *server.Config) { c.ExecutionSeats = seats }))
 	admin := newBenchAPI(b, env, "")
 	admin.create(b, "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
 		`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"cm-writer"},

@@ -100,6 +100,12 @@ type Config struct {
 	// user beyond it gets 429 while others are still served. Members of
 	// system:masters are never refused. See package endpoints.
 	UserInFlightShare float64
+	// ExecutionSeats bounds how many admitted requests execute at once
+	// (default endpoints.DefaultExecutionSeatsPerCPU per CPU); the others
+	// wait in per-user queues served in turn, at most a quarter of
+	// RequestTimeout (then 429). system:masters takes no seat, a watch
+	// one only while it starts.
+	ExecutionSeats int
 	// RequestTimeout bounds non-watch requests (default 60 s).
 	RequestTimeout time.Duration
 	// MinWatchTimeout: watches without timeoutSeconds end after a random
@@ -351,8 +357,8 @@ func New(cfg Config) (*Server, error) {
 		Objects: s.objects, Registry: s.registry, Authenticator: cfg.Authenticator, Authorize: s.access.Authorize,
 		Log: cfg.Log, Metrics: cfg.Metrics, Pacer: s.pacer, Stopping: s.stopping, Audit: s.audit, Fields: fm,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxReadInFlight: cfg.MaxReadInFlight, MaxMutatingInFlight: cfg.MaxMutatingInFlight,
-		UserInFlightShare: cfg.UserInFlightShare,
-		RequestTimeout:    cfg.RequestTimeout, MinWatchTimeout: cfg.MinWatchTimeout, WatchWriteTimeout: cfg.WatchWriteTimeout,
+		UserInFlightShare: cfg.UserInFlightShare, ExecutionSeats: cfg.ExecutionSeats,
+		RequestTimeout: cfg.RequestTimeout, MinWatchTimeout: cfg.MinWatchTimeout, WatchWriteTimeout: cfg.WatchWriteTimeout,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)

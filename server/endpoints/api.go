@@ -23,6 +23,43 @@
 // encoding without managedFields per event among all the watches that
 // drop them, as the full encoding is shared among the others.
 //
+// # Limits: admission, then fair queuing
+//
+// A request other than a watch passes two limits before it executes, in
+// the manner of kube-apiserver's max-in-flight limits and its API priority
+// and fairness (with one priority level and one flow per user):
+//
+//   - Admission (inflight.go): at most Config.MaxReadInFlight reads and
+//     Config.MaxMutatingInFlight mutations are admitted (queued or
+//     executing) at once, of which one user may hold
+//     Config.UserInFlightShare (default half). Beyond that the request is
+//     answered at once with kube-apiserver's 429 "Too many requests,
+//     please try again later." and Retry-After: 1. The share is the bound
+//     of each user's queue: one user flooding the server fills its own
+//     queue, never the others' admission.
+//   - Execution (fairqueue.go): at most Config.ExecutionSeats admitted
+//     requests execute at once (default DefaultExecutionSeatsPerCPU per
+//     CPU: the CPU, not the number of requests, is what they compete
+//     for). The others wait in their user's FIFO queue; a freed seat goes
+//     to the users with waiting requests in turn (round robin), so another
+//     user's request waits for about one seat to free, however many
+//     requests the flooding user has queued. A request waits at most a
+//     quarter of the request timeout (at most a minute), as in
+//     kube-apiserver, and is then answered the same 429. The request
+//     timeout covers the queue wait, as in kube-apiserver. A request's
+//     body is read before it queues (prereadBody), so that a body that
+//     trickles in holds an admission slot, never a seat.
+//
+// The server's own work (its controllers call the object service, not
+// this API) passes neither limit. Members of system:masters are exempt,
+// as in kube-apiserver's exempt priority level, so that an administrator
+// can still act on a flooded server: they are admitted
+// beyond the limits (taking an admission slot only when one is free within
+// their share) and execute at once without a seat. A watch, being
+// long-running, takes no admission slot, and holds an execution seat only
+// while it starts (objects.Service.Watch), as kube-apiserver holds one for
+// a watch's initialization; a watch whose queue wait ends gets the 429.
+//
 // # Concurrency
 //
 // An API is safe for concurrent use by any number of requests. It starts
@@ -85,7 +122,11 @@ type Config struct {
 	// UserInFlightShare is the share of each in-flight limit that one
 	// user may hold (0: DefaultUserInFlightShare; 1 or more: no share).
 	UserInFlightShare float64
-	RequestTimeout    time.Duration
+	// ExecutionSeats is how many admitted requests execute at once (0:
+	// DefaultExecutionSeatsPerCPU per CPU); the others wait in per-user
+	// queues served in turn (see the package doc).
+	ExecutionSeats int
+	RequestTimeout time.Duration
 	// MinWatchTimeout: watches without timeoutSeconds end after a random
 	// duration in [MinWatchTimeout, 2*MinWatchTimeout).
 	MinWatchTimeout   time.Duration
@@ -101,6 +142,7 @@ type API struct {
 	pacer    *watchstream.Pacer
 
 	reads, mutations *inFlight
+	seats            *fairQueue
 	impersonator     auth.Impersonator // remembers which mode allowed whom
 }
 
@@ -118,6 +160,7 @@ func New(cfg Config) (*API, error) {
 		cfg: cfg, objects: cfg.Objects, registry: cfg.Registry, metrics: m, pacer: cfg.Pacer,
 		reads:     newInFlight(cfg.MaxReadInFlight, cfg.UserInFlightShare),
 		mutations: newInFlight(cfg.MaxMutatingInFlight, cfg.UserInFlightShare),
+		seats:     newFairQueue(cfg.ExecutionSeats),
 	}, nil
 }
 
@@ -275,7 +318,13 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 			// read without a deadline.
 			deadline, _ := ctx.Deadline()
 			_ = http.NewResponseController(w).SetReadDeadline(deadline)
+			a.prereadBody(r)
 		}
+		done, ok := a.execute(w, r)
+		if !ok {
+			return
+		}
+		defer done()
 		var err error
 		switch {
 		case info.subresource == "scale":

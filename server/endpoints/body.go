@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +39,36 @@ func (a *API) readBody(r *http.Request) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// prereadBody reads r's body (up to the size limit) before the request
+// queues for an execution seat, so that a body that trickles in holds an
+// admission slot of its user's share, never a seat. What it read and the
+// error that ended the read are replayed to readBody, so that a request's
+// errors keep their order (a bad option or media type before a body's).
+func (a *API) prereadBody(r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength > a.cfg.MaxRequestBytes {
+		return
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, a.cfg.MaxRequestBytes+1))
+	r.Body = &replayedBody{r: bytes.NewReader(b), err: err, c: r.Body}
+}
+
+// replayedBody is a body read already: its bytes, then its read error.
+type replayedBody struct {
+	r   *bytes.Reader
+	err error
+	c   io.Closer
+}
+
+func (b *replayedBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF && b.err != nil {
+		err = b.err
+	}
+	return n, err
+}
+
+func (b *replayedBody) Close() error { return b.c.Close() }
 
 // bodyTimeout is the answer to a request whose body is still arriving at
 // its deadline: the Status of any request that ran out of time.

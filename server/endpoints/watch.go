@@ -74,7 +74,14 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, req *objects.Request
 	res := req.Resource
 	a.metrics.watches.WithLabelValues(res.Group, res.Plural).Inc()
 	defer a.metrics.watches.WithLabelValues(res.Group, res.Plural).Dec()
+	// The watch holds an execution seat while it starts, not while it
+	// runs, as in kube-apiserver.
+	done, ok := a.execute(w, r)
+	if !ok {
+		return
+	}
 	src, err := a.objects.Watch(ctx, req, opts)
+	done()
 	var late *objects.StartError
 	switch {
 	case errors.As(err, &late):

@@ -1,0 +1,124 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/testenv"
+)
+
+// TestFairQueuing: with one execution seat, a running watch holds none,
+// nor does a create whose body trickles in. While a create of flood's
+// holds the seat (its validating webhook waits), calm's create waits at
+// most a quarter of the request timeout and then gets Kubernetes' 429
+// with Retry-After; admin (system:masters) is exempt and served at once;
+// flood's further creates queue until flood's share of the in-flight
+// limit is used up, and then get 429; once the seat is free, calm's
+// create, queued after all of flood's, executes after at most one or two
+// of them (round robin over users), not after all of them (FIFO).
+func TestFairQueuing(t *testing.T) {
+	const (
+		timeout = 8 * time.Second // queue wait: 2 s
+		queued  = 8               // flood's share is 10 of 20: the held create, the trickling one and 8 queued
+	)
+	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) {
+		c.ExecutionSeats, c.MaxMutatingInFlight, c.UserInFlightShare, c.RequestTimeout = 1, 2*(queued+2), 0.5, timeout
+	}))
+	admin := newAPI(t, env)
+	users := writers(t, env, admin, "flood", "calm")
+	flood, calm := users[0], users[1]
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+		`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"cm-watcher"},
+		"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["watch"]}]}`)
+	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+		`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"cm-watchers"},
+		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"cm-watcher"},
+		"subjects":[{"kind":"User","name":"calm"}]}`)
+	eventually(t, "calm's watch binding", func() bool {
+		return calm.json("GET", cms+"?watch=true&timeoutSeconds=1", "").code == http.StatusOK
+	})
+	held, free := make(chan struct{}), make(chan struct{})
+	env.Webhook(t, testenv.WebhookOptions{Name: "hold", Rules: configMapRules,
+		Validating: func(ctx context.Context, r *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+			if r.Name == "held" {
+				close(held)
+				select {
+				case <-free:
+				case <-ctx.Done():
+				}
+			}
+			return nil
+		}})
+
+	resp, err := calm.c.Get(calm.host + cms + "?watch=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	mustCode(t, "calm's watch", response{code: resp.StatusCode}, http.StatusOK)
+	mustCode(t, "calm's create while its watch runs", calm.json("POST", cms, cm("calm-watching", "")), http.StatusCreated)
+	slowCreate(t, env, userTLS(t, env, "flood"), "trickling")
+	mustCode(t, "calm's create while flood's body trickles in", calm.json("POST", cms, cm("calm-trickling", "")), http.StatusCreated)
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(free)
+	var heldCode int
+	wg.Go(func() { heldCode = flood.json("POST", cms, cm("held", "")).code })
+	<-held
+	start := time.Now()
+	mustTooMany(t, "calm's create while the seat is held", calm.json("POST", cms, cm("calm-early", "")))
+	if waited := time.Since(start); waited < timeout/4-100*time.Millisecond || waited > timeout/2 {
+		t.Errorf("calm's create was refused after %v in the queue, want about %v", waited, timeout/4)
+	}
+	mustCode(t, "admin's create (system:masters, exempt)", admin.json("POST", cms, cm("admin-0", "")), http.StatusCreated)
+
+	var seq atomic.Int64
+	order := make([]int64, queued+1) // completion order; calm's last
+	codes := make([]int, queued+1)
+	for i := range queued {
+		wg.Go(func() {
+			codes[i] = flood.json("POST", cms, cm(fmt.Sprintf("flood-%d", i), "")).code
+			order[i] = seq.Add(1)
+		})
+	}
+	time.Sleep(200 * time.Millisecond) // flood's creates reach their queue
+	start = time.Now()
+	mustTooMany(t, "flood's create beyond its share", flood.json("POST", cms, cm("flood-extra", "")))
+	if d := time.Since(start); d > timeout/8 {
+		t.Fatalf("flood's create beyond its share was refused after %v, want at once", d)
+	}
+	wg.Go(func() {
+		codes[queued] = calm.json("POST", cms, cm("calm-queued", "")).code
+		order[queued] = seq.Add(1)
+	})
+	time.Sleep(500 * time.Millisecond) // calm's create reaches its queue
+
+	free <- struct{}{}
+	wg.Wait()
+	mustCode(t, "the held create", response{code: heldCode}, http.StatusCreated)
+	for i, c := range codes {
+		if c != http.StatusCreated {
+			t.Errorf("queued create %d = %d, want 201", i, c)
+		}
+	}
+	if order[queued] > 3 {
+		t.Errorf("calm's create completed %d. of %d queued, want at most 3. (round robin)", order[queued], queued+1)
+	}
+}
+
+func mustTooMany(t *testing.T, what string, r response) {
+	t.Helper()
+	if s := r.status(); r.code != http.StatusTooManyRequests || s.Reason != "TooManyRequests" ||
+		s.Message != "Too many requests, please try again later." || r.header.Get("Retry-After") != "1" {
+		t.Fatalf("%s = %d %s (Retry-After %q), want Kubernetes' 429", what, r.code, r.body, r.header.Get("Retry-After"))
+	}
+}
