@@ -3,7 +3,6 @@ package registry
 import (
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -171,9 +170,7 @@ func prepareMAPB(b, _ *admissionv1.MutatingAdmissionPolicyBinding) {
 var (
 	policyFailurePolicies  = sets.New(string(admissionv1.Ignore), string(admissionv1.Fail))
 	policyMatchPolicies    = sets.New(string(admissionv1.Exact), string(admissionv1.Equivalent))
-	policyOperations       = sets.New("*", string(admissionv1.Create), string(admissionv1.Update), string(admissionv1.Delete), string(admissionv1.Connect))
 	policyMutatingOps      = sets.New("*", string(admissionv1.Create), string(admissionv1.Update), string(admissionv1.Connect))
-	policyScopes           = sets.New(string(admissionv1.ClusterScope), string(admissionv1.NamespacedScope), string(admissionv1.AllScopes))
 	policyActions          = sets.New(string(admissionv1.Deny), string(admissionv1.Warn), string(admissionv1.Audit))
 	policyReasons          = sets.New(string(metav1.StatusReasonForbidden), string(metav1.StatusReasonInvalid), string(metav1.StatusReasonRequestEntityTooLarge))
 	policyPatchTypes       = sets.New(string(admissionv1.PatchTypeApplyConfiguration), string(admissionv1.PatchTypeJSONPatch))
@@ -493,83 +490,8 @@ func validatePolicyRule(r admissionv1.NamedRuleWithOperations, path *field.Path)
 		}
 		names.Insert(n)
 	}
-	if len(r.Operations) == 0 {
-		errs = append(errs, field.Required(path.Child("operations"), ""))
-	}
-	if len(r.Operations) > 1 && slices.Contains(r.Operations, "*") {
-		errs = append(errs, field.Invalid(path.Child("operations"), r.Operations, "if '*' is present, must not specify other operations"))
-	}
-	for i, op := range r.Operations {
-		if !policyOperations.Has(string(op)) {
-			errs = append(errs, field.NotSupported(path.Child("operations").Index(i), op, sets.List(policyOperations)))
-		}
-	}
-	if len(r.APIGroups) == 0 {
-		errs = append(errs, field.Required(path.Child("apiGroups"), ""))
-	}
-	if len(r.APIGroups) > 1 && slices.Contains(r.APIGroups, "*") {
-		errs = append(errs, field.Invalid(path.Child("apiGroups"), r.APIGroups, "if '*' is present, must not specify other API groups"))
-	}
-	if len(r.APIVersions) == 0 {
-		errs = append(errs, field.Required(path.Child("apiVersions"), ""))
-	}
-	if len(r.APIVersions) > 1 && slices.Contains(r.APIVersions, "*") {
-		errs = append(errs, field.Invalid(path.Child("apiVersions"), r.APIVersions, "if '*' is present, must not specify other API versions"))
-	}
-	for i, v := range r.APIVersions {
-		if v == "" {
-			errs = append(errs, field.Required(path.Child("apiVersions").Index(i), ""))
-		}
-	}
-	errs = append(errs, validatePolicyRuleResources(r.Resources, path.Child("resources"))...)
-	if r.Scope != nil && !policyScopes.Has(string(*r.Scope)) {
-		errs = append(errs, field.NotSupported(path.Child("scope"), *r.Scope, sets.List(policyScopes)))
-	}
-	return errs
-}
-
-// validatePolicyRuleResources is Kubernetes' validateResources (with
-// subresources allowed).
-func validatePolicyRuleResources(resources []string, path *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if len(resources) == 0 {
-		errs = append(errs, field.Required(path, ""))
-	}
-	wildSub := sets.New[string]() // x/*
-	wildRes := sets.New[string]() // */x
-	doubleWild, singleWild, plain := false, false, false
-	for i, rs := range resources {
-		if rs == "" {
-			errs = append(errs, field.Required(path.Index(i), ""))
-			continue
-		}
-		doubleWild = doubleWild || rs == "*/*"
-		singleWild = singleWild || rs == "*"
-		res, sub, hasSub := strings.Cut(rs, "/")
-		if !hasSub {
-			plain = rs != "*"
-			continue
-		}
-		if wildSub.Has(res) {
-			errs = append(errs, field.Invalid(path.Index(i), rs, fmt.Sprintf("if '%s/*' is present, must not specify %s", res, rs)))
-		}
-		if wildRes.Has(sub) {
-			errs = append(errs, field.Invalid(path.Index(i), rs, fmt.Sprintf("if '*/%s' is present, must not specify %s", sub, rs)))
-		}
-		if sub == "*" {
-			wildSub.Insert(res)
-		}
-		if res == "*" {
-			wildRes.Insert(sub)
-		}
-	}
-	if len(resources) > 1 && doubleWild {
-		errs = append(errs, field.Invalid(path, resources, "if '*/*' is present, must not specify other resources"))
-	}
-	if singleWild && plain {
-		errs = append(errs, field.Invalid(path, resources, "if '*' is present, must not specify other resources without subresources"))
-	}
-	return errs
+	// The rest is a webhook rule's (Kubernetes' validateRuleWithOperations).
+	return append(errs, validateWebhookRule(&r.RuleWithOperations, path)...)
 }
 
 func validateVAPB(b, _ *admissionv1.ValidatingAdmissionPolicyBinding) field.ErrorList {
