@@ -145,14 +145,25 @@ func TestPolicyParamKindPermission(t *testing.T) {
 		"validations":[{"expression":"true"}]}}`), http.StatusCreated)
 	// Admin makes it; alice may then update it keeping the paramKind,
 	// not change the paramKind.
-	created := admin.must("POST", vaps, vap("ConfigMap", "true"))
-	rv := created.object()["metadata"].(map[string]any)["resourceVersion"].(string)
+	admin.must("POST", vaps, vap("ConfigMap", "true"))
+	// The server's status controller writes each generation's status
+	// (typeChecking): update from the resourceVersion after it.
+	settled := func() string {
+		var rv string
+		eventually(t, "the policy's status written", func() bool {
+			o := admin.json("GET", vaps+"/pk", "").object()
+			md, _ := o["metadata"].(map[string]any)
+			st, _ := o["status"].(map[string]any)
+			rv, _ = md["resourceVersion"].(string)
+			return st != nil && st["observedGeneration"] == md["generation"]
+		})
+		return rv
+	}
 	withRV := func(body string) string {
-		return strings.Replace(body, `"name":"pk"}`, `"name":"pk","resourceVersion":"`+rv+`"}`, 1)
+		return strings.Replace(body, `"name":"pk"}`, `"name":"pk","resourceVersion":"`+settled()+`"}`, 1)
 	}
 	r = alice.json("PUT", vaps+"/pk", withRV(vap("ConfigMap", "1 == 1")))
 	mustCode(t, "update keeping paramKind", r, http.StatusOK)
-	rv = r.object()["metadata"].(map[string]any)["resourceVersion"].(string)
 	forbidden("update changing paramKind", alice.json("PUT", vaps+"/pk", withRV(vap("Secret", "true"))), "Secret", "ValidatingAdmissionPolicy.admissionregistration.k8s.io")
 	// With "get" on configmaps everywhere, the create passes.
 	admin.must("POST", rbacAPI+"clusterrolebindings", `{"metadata":{"name":"alice-views"},

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -259,12 +258,10 @@ func TestValidatingAdmissionPolicies(t *testing.T) {
   - expression: "object.metadata.name != 'one'"
 `, "  validationActions: [Deny]")
 		a.until(cms, labelled("one", "change", ""), http.StatusUnprocessableEntity)
-		pol := a.json("GET", vaps+"/change", "")
-		var p map[string]any
-		_ = json.Unmarshal(pol.body, &p)
-		p["spec"].(map[string]any)["validations"] = []any{map[string]any{"expression": "object.metadata.name != 'two'"}}
-		b, _ := json.Marshal(p)
-		mustCode(t, "update policy", a.do("PUT", vaps+"/change", "application/json", b), http.StatusOK)
+		// A patch, not a read-modify-write: the server's status controller
+		// writes the policy's status (typeChecking) meanwhile.
+		mustCode(t, "update policy", a.do("PATCH", vaps+"/change", "application/merge-patch+json",
+			[]byte(`{"spec":{"validations":[{"expression":"object.metadata.name != 'two'"}]}}`)), http.StatusOK)
 		lag := a.until(cms, labelled("one", "change", ""), http.StatusCreated)
 		a.until(cms, labelled("two", "change", ""), http.StatusUnprocessableEntity)
 		t.Logf("policy update enforced %v after it was written", lag)
