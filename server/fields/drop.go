@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/objwatch/objwatch/server/registry"
 )
 
 // DropParameter is the Accept media-type parameter that asks the server to
@@ -35,29 +37,9 @@ func DropsManagedFields(value string) bool {
 }
 
 // WithoutManagedFields returns obj's content without
-// metadata.managedFields: obj itself when it has none, otherwise a shallow
-// copy (obj and its metadata map are not modified, so that obj may be
-// shared).
+// metadata.managedFields, sharing the rest (registry.WithoutManagedFields).
 func WithoutManagedFields(obj map[string]any) map[string]any {
-	md, ok := obj["metadata"].(map[string]any)
-	if !ok {
-		return obj
-	}
-	if _, ok := md["managedFields"]; !ok {
-		return obj
-	}
-	out := make(map[string]any, len(obj))
-	for k, v := range obj {
-		out[k] = v
-	}
-	m := make(map[string]any, len(md))
-	for k, v := range md {
-		if k != "managedFields" {
-			m[k] = v
-		}
-	}
-	out["metadata"] = m
-	return out
+	return registry.WithoutManagedFields(obj)
 }
 
 // WithoutManagedFieldsObject is WithoutManagedFields for an Unstructured.

@@ -188,7 +188,7 @@ type validatingConverter interface {
 func (s typed[T]) decode(obj map[string]any) (*T, []string, error) {
 	var v T
 	var unknown []string
-	err := any(runtime.DefaultUnstructuredConverter).(validatingConverter).FromUnstructuredWithValidation(withoutManagedFields(obj), &v, true)
+	err := any(runtime.DefaultUnstructuredConverter).(validatingConverter).FromUnstructuredWithValidation(WithoutManagedFields(obj), &v, true)
 	if err != nil {
 		if !runtime.IsStrictDecodingError(err) {
 			return nil, nil, err
@@ -354,9 +354,11 @@ func (s typed[T]) Zero() map[string]any {
 	return out
 }
 
-// withoutManagedFields returns obj, or a shallow copy of it without
-// metadata.managedFields when it has them (obj is not changed).
-func withoutManagedFields(obj map[string]any) map[string]any {
+// WithoutManagedFields returns obj's content without
+// metadata.managedFields: obj itself when it has none, otherwise a shallow
+// copy (obj and its metadata map are not modified, so that obj may be
+// shared).
+func WithoutManagedFields(obj map[string]any) map[string]any {
 	md, ok := obj["metadata"].(map[string]any)
 	if !ok {
 		return obj
