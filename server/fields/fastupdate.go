@@ -1,7 +1,6 @@
 package fields
 
 import (
-	"fmt"
 	"sort"
 	"time"
 
@@ -135,7 +134,7 @@ func changedLeaves(a, b map[string]any, path []string, out *[][]string) bool {
 			}
 		default:
 			if !sameScalar(va, vb) {
-				if fmt.Sprintf("%T", va) != fmt.Sprintf("%T", vb) || len(*out) == maxFastPaths {
+				if !sameType(va, vb) || len(*out) == maxFastPaths {
 					return false
 				}
 				*out = append(*out, append(path[:len(path):len(path)], k))
@@ -153,6 +152,27 @@ func ignored(path []string, k string) bool {
 		return k == "apiVersion" || k == "kind"
 	case 1:
 		return path[0] == "metadata" && stripped[k]
+	}
+	return false
+}
+
+// sameType reports whether two JSON scalars have the same type.
+func sameType(a, b any) bool {
+	switch a.(type) {
+	case string:
+		_, ok := b.(string)
+		return ok
+	case bool:
+		_, ok := b.(bool)
+		return ok
+	case int64:
+		_, ok := b.(int64)
+		return ok
+	case float64:
+		_, ok := b.(float64)
+		return ok
+	case nil:
+		return b == nil
 	}
 	return false
 }
