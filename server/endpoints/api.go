@@ -152,15 +152,15 @@ func New(cfg Config) (*API, error) {
 		return nil, errors.New("endpoints: incomplete config")
 	}
 	limitJSONPatchCopies(cfg.MaxRequestBytes)
-	m, err := newMetrics(cfg.Metrics, cfg.Pacer.Window)
+	reads := newInFlight(cfg.MaxReadInFlight, cfg.UserInFlightShare)
+	mutations := newInFlight(cfg.MaxMutatingInFlight, cfg.UserInFlightShare)
+	m, err := newMetrics(cfg.Metrics, cfg.Pacer.Window, reads, mutations)
 	if err != nil {
 		return nil, fmt.Errorf("endpoints: %w", err)
 	}
 	return &API{
 		cfg: cfg, objects: cfg.Objects, registry: cfg.Registry, metrics: m, pacer: cfg.Pacer,
-		reads:     newInFlight(cfg.MaxReadInFlight, cfg.UserInFlightShare),
-		mutations: newInFlight(cfg.MaxMutatingInFlight, cfg.UserInFlightShare),
-		seats:     newFairQueue(cfg.ExecutionSeats),
+		reads: reads, mutations: mutations, seats: newFairQueue(cfg.ExecutionSeats),
 	}, nil
 }
 

@@ -16,8 +16,9 @@ type metrics struct {
 }
 
 // newMetrics registers the server's metrics with reg (none when nil);
-// window reports the current watch flush window.
-func newMetrics(reg prometheus.Registerer, window func() time.Duration) (*metrics, error) {
+// window reports the current watch flush window, reads and mutations the
+// in-flight limits.
+func newMetrics(reg prometheus.Registerer, window func() time.Duration, reads, mutations *inFlight) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objwatch_apiserver_requests_total",
@@ -41,8 +42,15 @@ func newMetrics(reg prometheus.Registerer, window func() time.Duration) (*metric
 		Name: "objwatch_apiserver_watch_flush_window_seconds",
 		Help: "How long a busy watch's output currently waits to be batched (grows while the machine's CPUs are saturated).",
 	}, func() float64 { return window().Seconds() })
+	// kube-apiserver's name and labels for the same count.
+	inflight := prometheus.NewDesc("apiserver_current_inflight_requests",
+		"Requests holding a slot of the read-only or mutating in-flight limit.", []string{"request_kind"}, nil)
+	current := collectorFunc{desc: inflight, collect: func(ch chan<- prometheus.Metric) {
+		ch <- prometheus.MustNewConstMetric(inflight, prometheus.GaugeValue, float64(len(reads.slots)), "readOnly")
+		ch <- prometheus.MustNewConstMetric(inflight, prometheus.GaugeValue, float64(len(mutations.slots)), "mutating")
+	}}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.latency, m.watches, m.events, flushWindow} {
+		for _, c := range []prometheus.Collector{m.requests, m.latency, m.watches, m.events, flushWindow, current} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -50,6 +58,16 @@ func newMetrics(reg prometheus.Registerer, window func() time.Duration) (*metric
 	}
 	return m, nil
 }
+
+// collectorFunc is a collector of one metric family computed when
+// gathered.
+type collectorFunc struct {
+	desc    *prometheus.Desc
+	collect func(chan<- prometheus.Metric)
+}
+
+func (c collectorFunc) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c collectorFunc) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
 
 type statusRecorder struct {
 	http.ResponseWriter
