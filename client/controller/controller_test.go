@@ -3,6 +3,8 @@ package controller_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -107,6 +109,52 @@ func TestController(t *testing.T) {
 		}
 		if got := counter(t, reg, "controller_runtime_max_concurrent_reconciles"); got != 1 {
 			t.Errorf("max_concurrent_reconciles = %v, want 1", got)
+		}
+	})
+
+	// The initial list's objects are queued at low priority: a change
+	// made while they wait is reconciled before them.
+	t.Run("initial list at low priority", func(t *testing.T) {
+		ns := namespace(t)
+		const existing = 20
+		for i := range existing {
+			e.create(t, ns, fmt.Sprintf("old-%02d", i), nil)
+		}
+		first, release := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		rec := newRecorder(func(ctx context.Context, _ controller.Request, _ int) (controller.Result, error) {
+			once.Do(func() {
+				close(first)
+				select { // the one worker is busy with the first object
+				case <-release:
+				case <-ctx.Done():
+				}
+			})
+			return controller.Result{}, nil
+		})
+		_, reg := start(t, ns, rec, controller.Options{})
+		<-first
+		e.create(t, ns, "new", nil)
+		// The new object's event reaches the queue through the watch,
+		// while the initial list's keys are still queued behind the
+		// worker.
+		for deadline := time.Now().Add(15 * time.Second); counter(t, reg, "workqueue_adds_total") < existing+1; {
+			if time.Now().After(deadline) {
+				t.Fatalf("workqueue_adds_total = %v, want %d", counter(t, reg, "workqueue_adds_total"), existing+1)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(release)
+		newReq := controller.Request{Namespace: ns, Name: "new"}
+		rec.waitFor(t, newReq, 1)
+		rec.mu.Lock()
+		calls := slices.Clone(rec.calls)
+		rec.mu.Unlock()
+		if i := slices.Index(calls, newReq); i != 1 {
+			t.Errorf("the new object was reconciled %d. (after %v), want 2., right after the object the worker held", i+1, calls[:i])
+		}
+		for i := range existing {
+			rec.waitFor(t, controller.Request{Namespace: ns, Name: fmt.Sprintf("old-%02d", i)}, 1)
 		}
 	})
 
