@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/objwatch/objwatch/client"
 	"github.com/objwatch/objwatch/client/controller"
@@ -172,5 +175,76 @@ func TestStaleCacheGuard(t *testing.T) {
 				t.Errorf("without the guard: %d conflicts, %v skips; want some and 0", conflicts.Load(), skips)
 			}
 		})
+	}
+}
+
+// TestReadYourWritesListDelete: a List right after the controller's
+// create includes the new object, and a Get right after its delete no
+// longer finds the object; without read-your-writes the cache, a watch
+// event behind, answers with the state before the write.
+func TestReadYourWritesListDelete(t *testing.T) {
+	e := startEnv(t)
+	for _, ryw := range []bool{true, false} {
+		t.Run(fmt.Sprint("ryw=", ryw), func(t *testing.T) {
+			ns := "default"
+			if !ryw {
+				ns = "kube-public"
+			}
+			inf := e.configMapInformer(t, ns)
+			c, err := controller.NewBuilder(fmt.Sprint("ryw-list-", ryw)).For(controller.Watch(inf)).
+				WithOptions(controller.Options{DisableReadYourWrites: !ryw}).
+				Complete(controller.Func[controller.Request](func(context.Context, controller.Request) (controller.Result, error) {
+					return controller.Result{}, nil
+				}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cl := controller.ClientFor(c, e.cms, inf)
+			ctx := testContext(t)
+			waitUntil(t, "the informer's first list", func() bool { return inf.LastResourceVersion() != "" })
+			const rounds = 10
+			staleLists, staleGets := 0, 0
+			for i := range rounds {
+				name := fmt.Sprint("child-", i)
+				if _, err := cl.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				list, err := cl.List(ctx, ns, labels.Everything())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.ContainsFunc(list, func(cm CM) bool { return cm.Name == name }) {
+					staleLists++
+				}
+				waitUntil(t, "the object in the cache (so that Delete knows its uid)", func() bool {
+					_, ok := inf.Lister().Get(ns, name)
+					return ok
+				})
+				if err := cl.Delete(ctx, ns, name, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				if _, ok, err := cl.Get(ctx, ns, name); err != nil {
+					t.Fatal(err)
+				} else if ok {
+					staleGets++
+				}
+			}
+			t.Logf("read-your-writes %v: %d of %d lists and %d of %d gets stale", ryw, staleLists, rounds, staleGets, rounds)
+			switch {
+			case ryw && (staleLists != 0 || staleGets != 0):
+				t.Errorf("with read-your-writes: %d stale lists, %d stale gets, want none", staleLists, staleGets)
+			case !ryw && staleLists == 0 && staleGets == 0:
+				t.Errorf("without read-your-writes nothing was stale; the test no longer shows what it guards against")
+			}
+		})
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
 	}
 }
