@@ -292,9 +292,10 @@ func (i *SharedInformer[T]) AddIndexers(indexers Indexers[T]) error {
 // Handlers may not have seen it all yet; see Registration.HasSynced.
 func (i *SharedInformer[T]) HasSynced() bool { return i.synced.Load() }
 
-// LastResourceVersion returns the resourceVersion the informer has read up
-// to: the cache reflects it once the changes read are applied ("" before
-// the first list completed).
+// LastResourceVersion returns the resourceVersion the cache reflects:
+// every change up to it has been applied to the store, and handlers have
+// been notified of them or will be ("" before the first list completed).
+// The reflector may have read further.
 //
 // With Options.Namespaces, each namespace's watch has its own
 // resourceVersion; LastResourceVersion returns the smallest, which every
@@ -302,12 +303,12 @@ func (i *SharedInformer[T]) HasSynced() bool { return i.synced.Load() }
 // number: Kubernetes does not promise they are).
 func (i *SharedInformer[T]) LastResourceVersion() string {
 	if len(i.refls) == 1 {
-		return i.refls[0].resourceVersion()
+		return i.refls[0].out.appliedRV()
 	}
 	var least string
 	var leastN uint64
 	for _, r := range i.refls {
-		rv := r.resourceVersion()
+		rv := r.out.appliedRV()
 		n, err := strconv.ParseUint(rv, 10, 64)
 		if err != nil {
 			return ""
@@ -510,8 +511,14 @@ func (i *SharedInformer[T]) process(ctx context.Context) {
 
 // apply applies one log entry; i.mu must be held.
 func (i *SharedInformer[T]) apply(e entry[T]) {
-	defer e.from.done()
+	defer func() {
+		if e.mark != "" {
+			e.from.applied.Store(&e.mark)
+		}
+		e.from.done()
+	}()
 	switch e.op {
+	case opMark:
 	case opUpsert:
 		obj := e.obj
 		k := KeyOf(obj)

@@ -3,6 +3,7 @@ package informer
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/objwatch/objwatch/client"
@@ -15,6 +16,7 @@ const (
 	opUpsert op = iota // store obj (an add or an update, decided against the store)
 	opDelete           // remove key; obj is the final state unless unknown
 	opSynced           // the initial list is complete
+	opMark             // nothing to store: only mark, which the store now reflects
 )
 
 // entry is one record of the event log.
@@ -25,6 +27,10 @@ type entry[T client.Object] struct {
 	unknown bool
 	stamp   stamp
 	from    *eventLog[T] // the log it was pushed to
+	// mark, if set, is the resourceVersion the store reflects once this
+	// entry is applied: a watch event's, a bookmark's, a finished list's;
+	// never a list item's (a list's items come in no order of revision).
+	mark string
 }
 
 // stamp is when a change happened, for the event lag metric: its commit
@@ -65,6 +71,19 @@ type eventLog[T client.Object] struct {
 	// synced: the processor applied this log's opSynced. Only the
 	// processor uses it, with the informer's mu held.
 	synced bool
+
+	// applied is the last mark applied, for any goroutine.
+	applied atomic.Pointer[string]
+}
+
+// appliedRV returns the resourceVersion the store reflects for this log:
+// every change the reflector read up to it has been applied ("" before
+// its first list completed).
+func (l *eventLog[T]) appliedRV() string {
+	if p := l.applied.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 func newEventLog[T client.Object](ch chan entry[T]) *eventLog[T] {

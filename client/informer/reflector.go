@@ -55,7 +55,6 @@ type reflector[T client.Object] struct {
 	lists     int    // lists started
 	watches   int    // watches started
 
-	lastRV  atomic.Pointer[string]       // resumeRV, for readers
 	lastErr atomic.Pointer[error]        // the last failure, nil once a request is accepted
 	refused atomic.Pointer[RefusedError] // set while the server refuses access
 }
@@ -135,17 +134,8 @@ func (r *reflector[T]) received() stamp {
 	return stamp{at: time.Now()}
 }
 
-// resourceVersion returns resumeRV, for any goroutine.
-func (r *reflector[T]) resourceVersion() string {
-	if p := r.lastRV.Load(); p != nil {
-		return *p
-	}
-	return ""
-}
-
 func (r *reflector[T]) setResumeRV(rv string) {
 	r.resumeRV = rv
-	r.lastRV.Store(&rv)
 }
 
 // relist is the state of one list (paginated or streaming).
@@ -222,6 +212,9 @@ func (r *reflector[T]) finishList(ctx context.Context, rl *relist, rv string) er
 		}
 	}
 	r.setResumeRV(rv)
+	if err := r.out.push(ctx, entry[T]{op: opMark, mark: rv}); err != nil {
+		return err
+	}
 	r.listed = true
 	if !r.synced {
 		r.synced = true
@@ -307,6 +300,9 @@ func (r *reflector[T]) watch(ctx context.Context, initial bool) error {
 			switch {
 			case rl == nil:
 				r.setResumeRV(obj.GetResourceVersion())
+				if err := r.out.push(ctx, entry[T]{op: opMark, mark: obj.GetResourceVersion()}); err != nil {
+					return err
+				}
 			case obj.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true":
 				if err := r.finishList(ctx, rl, obj.GetResourceVersion()); err != nil {
 					return err
@@ -324,7 +320,7 @@ func (r *reflector[T]) watch(ctx context.Context, initial bool) error {
 			if err != nil {
 				return err
 			}
-			if err := r.out.push(ctx, entry[T]{op: opUpsert, obj: obj, stamp: st}); err != nil {
+			if err := r.out.push(ctx, entry[T]{op: opUpsert, obj: obj, stamp: st, mark: obj.GetResourceVersion()}); err != nil {
 				return err
 			}
 			r.setResumeRV(obj.GetResourceVersion())
@@ -333,7 +329,11 @@ func (r *reflector[T]) watch(ctx context.Context, initial bool) error {
 			if err != nil {
 				return err
 			}
-			if err := r.out.push(ctx, entry[T]{op: opDelete, obj: obj, key: KeyOf(obj), stamp: st}); err != nil {
+			var mark string
+			if rl == nil {
+				mark = obj.GetResourceVersion()
+			}
+			if err := r.out.push(ctx, entry[T]{op: opDelete, obj: obj, key: KeyOf(obj), stamp: st, mark: mark}); err != nil {
 				return err
 			}
 			if rl == nil {
