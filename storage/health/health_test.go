@@ -47,7 +47,7 @@ func (f *failing) Revision(ctx context.Context) (int64, error) {
 // once one succeeds it serves again.
 func TestGuard(t *testing.T) {
 	f := &failing{Store: etcdtest.Start(t), down: make(chan bool, 1)}
-	m := health.New(f, health.Config{Interval: 20 * time.Millisecond, UnhealthyAfter: 100 * time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	m := health.New(f, health.Config{Interval: 20 * time.Millisecond, UnhealthyAfter: time.Second, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); m.Run(ctx) }()
