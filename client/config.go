@@ -11,13 +11,37 @@ import (
 	"time"
 )
 
-// Config is how to reach and authenticate to one API server. The zero value
-// is not usable: set Host at least, or build one with FromKubeconfig,
-// InCluster or Default.
+// Config is how to reach and authenticate to an API server, or to several
+// servers of one cluster (see Hosts). The zero value is not usable: set
+// Host at least, or build one with FromKubeconfig, InCluster or Default.
 type Config struct {
 	// Host is the server's base URL, https://host:port[/path]. A bare
 	// host:port means https.
 	Host string
+	// Hosts are further servers of the same cluster (same etcd, same
+	// credentials and CA), in the same form as Host, which is preferred
+	// and comes first. With any, requests fail over between them (see
+	// the package doc, "Several servers"). A load balancer's one URL in
+	// Host needs none. From a kubeconfig: its cluster's objwatch.io/servers
+	// extension.
+	Hosts []string
+	// StallTimeout ends a watch that asked for bookmarks
+	// (allowWatchBookmarks) when no byte of it arrives for this long: its
+	// Next returns an error wrapping ErrStalled, its server counts as
+	// failed, and an informer resumes it, on another server if there is
+	// one. Default 2 min, twice the bookmark interval of objwatch and
+	// Kubernetes (1 min), so a healthy idle watch is never cut; negative:
+	// never. Watches without bookmarks may be silent for any time and are
+	// not checked.
+	StallTimeout time.Duration
+	// AttemptTimeout bounds how long one attempt of a request waits for
+	// the response headers before it counts as its server's failure
+	// (default 70 s, beyond the server's own 60 s request timeout, so a
+	// slow but working server answers 504 first; negative: no bound). A
+	// read (GET) that times out is retried on the next server; a write is
+	// not, as it may have been processed. The body, a list's or a
+	// watch's, is not bounded by it.
+	AttemptTimeout time.Duration
 
 	// TLS. Data fields take precedence over the matching file fields.
 	// CertFile and KeyFile are re-read every minute, as cert-manager and
@@ -174,11 +198,30 @@ func (c *Config) hasStaticAuth() bool {
 	return c.BearerToken != "" || c.BearerTokenFile != "" || c.Username != "" || cert && key
 }
 
-// baseURL parses Host.
-func (c *Config) baseURL() (*url.URL, error) {
-	h := c.Host
-	if h == "" {
+// baseURLs parses Host and Hosts, dropping repeated URLs.
+func (c *Config) baseURLs() ([]*url.URL, error) {
+	if c.Host == "" {
 		return nil, errors.New("config: no host")
+	}
+	var out []*url.URL
+	seen := map[string]bool{}
+	for _, h := range append([]string{c.Host}, c.Hosts...) {
+		u, err := parseHost(h)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[u.String()] {
+			seen[u.String()] = true
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// parseHost parses one server URL.
+func parseHost(h string) (*url.URL, error) {
+	if h == "" {
+		return nil, errors.New("config: empty host")
 	}
 	if !strings.Contains(h, "://") {
 		h = "https://" + h
@@ -188,7 +231,10 @@ func (c *Config) baseURL() (*url.URL, error) {
 		return nil, fmt.Errorf("config: host: %w", err)
 	}
 	if u.Scheme != "https" && u.Scheme != "http" {
-		return nil, fmt.Errorf("config: host: unsupported scheme %q", u.Scheme)
+		return nil, fmt.Errorf("config: host %s: unsupported scheme %q", h, u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("config: host %s: no host name", h)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	u.RawQuery, u.Fragment = "", ""

@@ -27,6 +27,39 @@
 //   - Raw[T]: an object read but not decoded (ListRaw, Watcher.NextRaw), so
 //     a cache can skip decoding states it already has.
 //
+// # Several servers
+//
+// Config.Hosts lists further servers of the cluster beside Host (several
+// `objwatch serve` on one etcd; from a kubeconfig, the cluster's
+// objwatch.io/servers extension, see ServersExtension). A REST sends
+// every request to its current server, the one that answered last, and
+// moves to the next in the list when that one fails: a connection error
+// (refused, reset, TLS failure, EOF before the answer), no answer headers
+// within Config.AttemptTimeout, a 502, 503 or 504, a watch or list whose
+// body breaks, a watch ERROR event with such a code, or a watch with
+// bookmarks silent for Config.StallTimeout (ErrStalled). A failed server
+// is skipped for 1 s, doubling with each failure in a row up to 30 s,
+// unless every server is.
+//
+// The failed request itself goes to the next server at once when that is
+// safe: reads (GET) always; writes (POST, PUT, PATCH, DELETE) only when
+// the first server surely did not process them: the request was never
+// written (no connection, TLS failure), or the answer is 503 (the server
+// refused it: not ready, etcd lost, overloaded). A write answered 502 or
+// 504, reset after it was sent, or timed out may have been processed: its
+// error is returned and the next request goes to the next server. A 500
+// is the request's own failure (a webhook, a conversion, a bug), which
+// another server would repeat: it is returned and changes nothing. Each
+// server is tried once per request before the Retry-After rules below
+// apply. REST.Server reports the current server, REST.Failovers how often
+// requests moved.
+//
+// A watch that fails ends with an error; client/informer resumes it from
+// its last resourceVersion, which now goes to the next server. All
+// servers share one etcd, so resourceVersions are global: the resumed
+// watch starts right after the last event delivered, with no gap, no
+// duplicate, and no relist while etcd still holds that history.
+//
 // # Exec credential plugins
 //
 // A kubeconfig user with an exec section (EKS, GKE, AKS, kubelogin) becomes
@@ -73,7 +106,8 @@
 // # Concurrency
 //
 // Config is plain data. REST and Client are safe for concurrent use and
-// start no goroutines. A Watcher is read by one goroutine at a time; its
+// start no goroutines (the timers of attempt and stall timeouts run
+// their short callbacks on the runtime's timer goroutines). A Watcher is read by one goroutine at a time; its
 // Stop may be called from any goroutine and must be called by its owner.
 //
 // This package never imports objwatch's server or storage, etcd, or

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ type kubeconfig struct {
 }
 
 type kcCluster struct {
+	file                     string // the file that defined it, for errors
 	Server                   string `json:"server"`
 	TLSServerName            string `json:"tls-server-name"`
 	InsecureSkipTLSVerify    bool   `json:"insecure-skip-tls-verify"`
@@ -96,6 +98,7 @@ func loadKubeconfigs(paths []string) (*merged, error) {
 		for _, c := range kc.Clusters {
 			if _, ok := m.clusters[c.Name]; !ok {
 				c.Cluster.CertificateAuthority = resolvePath(dir, c.Cluster.CertificateAuthority)
+				c.Cluster.file = p
 				m.clusters[c.Name] = c.Cluster
 			}
 		}
@@ -175,8 +178,13 @@ func FromKubeconfig(path, context string) (*Config, error) {
 	if cl.Server == "" {
 		return nil, fmt.Errorf("kubeconfig: cluster %q has no server", kctx.Cluster)
 	}
+	hosts, err := serversExtension(cl)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: cluster %q: %w", cl.file, kctx.Cluster, err)
+	}
 	cfg := &Config{
 		Host:       cl.Server,
+		Hosts:      hosts,
 		CAData:     cl.CertificateAuthorityData,
 		CAFile:     cl.CertificateAuthority,
 		ServerName: cl.TLSServerName,
@@ -205,6 +213,54 @@ func FromKubeconfig(path, context string) (*Config, error) {
 		cfg.Username, cfg.Password = u.Username, u.Password
 	}
 	return cfg, nil
+}
+
+// ServersExtension names the kubeconfig cluster extension that lists more
+// servers of the cluster, for failover (Config.Hosts):
+//
+//	clusters:
+//	- name: prod
+//	  cluster:
+//	    server: https://a.example:6443       # preferred, Config.Host
+//	    certificate-authority-data: ...
+//	    extensions:
+//	    - name: objwatch.io/servers
+//	      extension:
+//	        servers:                          # Config.Hosts
+//	        - https://b.example:6443
+//	        - https://c.example:6443
+//
+// kubectl and client-go keep a cluster extension they do not know as it
+// is and use only server; every server must have a certificate valid for
+// its name (or tls-server-name) from the same CA.
+const ServersExtension = "objwatch.io/servers"
+
+// serversExtension returns the servers listed by cl's ServersExtension,
+// without cl.Server.
+func serversExtension(cl kcCluster) ([]string, error) {
+	var hosts []string
+	for _, x := range cl.Extensions {
+		if x.Name != ServersExtension || len(x.Extension) == 0 {
+			continue
+		}
+		var ext struct {
+			Servers []string `json:"servers"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(x.Extension))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&ext); err != nil {
+			return nil, fmt.Errorf("extension %s: want {servers: [URL, ...]}: %w", ServersExtension, err)
+		}
+		for _, h := range ext.Servers {
+			if _, err := parseHost(h); err != nil {
+				return nil, fmt.Errorf("extension %s: %w", ServersExtension, err)
+			}
+			if h != cl.Server {
+				hosts = append(hosts, h)
+			}
+		}
+	}
+	return hosts, nil
 }
 
 // execFromKubeconfig converts and checks a user's exec section the way

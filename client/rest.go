@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
@@ -16,21 +17,25 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// REST is a connection to one API server: base URL, HTTP transport (with
-// its pool of reused connections) and credentials. Create one per server
-// with New and share it; typed clients made with For use it.
+// REST is a connection to an API server, or to several servers of one
+// cluster between which it fails over (Config.Hosts): base URLs, HTTP
+// transport (with its pool of reused connections) and credentials. Create
+// one per cluster with New and share it; typed clients made with For use
+// it.
 //
 // A REST is safe for concurrent use. It starts no goroutines; call
 // CloseIdleConnections when done with it to release idle connections.
 // Its requests share the rate limit of Config.QPS and Burst.
 type REST struct {
-	base      *url.URL
-	http      *http.Client
-	creds     *credentials
-	certFiles *certFiles    // nil: no client certificate files
-	limiter   *rate.Limiter // nil: no limit
-	userAgent string
-	timeout   time.Duration
+	servers        *servers
+	http           *http.Client
+	creds          *credentials
+	certFiles      *certFiles    // nil: no client certificate files
+	limiter        *rate.Limiter // nil: no limit
+	userAgent      string
+	timeout        time.Duration
+	attemptTimeout time.Duration // 0: none
+	stallTimeout   time.Duration // 0: none
 
 	discoveryMu sync.Mutex
 	discovery   map[schema.GroupVersion][]apiResource // cache of resource lists
@@ -38,7 +43,7 @@ type REST struct {
 
 // New returns a REST for cfg.
 func New(cfg *Config) (*REST, error) {
-	base, err := cfg.baseURL()
+	bases, err := cfg.baseURLs()
 	if err != nil {
 		return nil, err
 	}
@@ -70,15 +75,28 @@ func New(cfg *Config) (*REST, error) {
 		ua = "objwatch"
 	}
 	return &REST{
-		base:      base,
-		http:      &http.Client{Transport: rt},
-		creds:     creds,
-		certFiles: files,
-		limiter:   newLimiter(cfg.QPS, cfg.Burst),
-		userAgent: ua,
-		timeout:   cfg.Timeout,
-		discovery: map[schema.GroupVersion][]apiResource{},
+		servers:        newServers(bases),
+		http:           &http.Client{Transport: rt},
+		creds:          creds,
+		certFiles:      files,
+		limiter:        newLimiter(cfg.QPS, cfg.Burst),
+		userAgent:      ua,
+		timeout:        cfg.Timeout,
+		attemptTimeout: orDefault(cfg.AttemptTimeout, defaultAttemptTimeout),
+		stallTimeout:   orDefault(cfg.StallTimeout, defaultStallTimeout),
+		discovery:      map[schema.GroupVersion][]apiResource{},
 	}, nil
+}
+
+// orDefault is d, or def for 0, or 0 (none) for a negative d.
+func orDefault(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
 }
 
 // CloseIdleConnections closes the transport's idle connections.
@@ -108,14 +126,33 @@ const maxRetries = 5
 // A 401 to an exec plugin's credential drops that credential and, once,
 // sends req again with a new one: the server refused it before processing
 // it, and the body is in memory, so any verb may be retried.
+//
+// With several servers, an attempt that fails on its server (no
+// connection, a reset, no response within the attempt timeout, a 502, 503
+// or 504) makes the next server current, and req is sent there at once if
+// that is safe: always for reads, and for writes when the server surely
+// did not process it (the request was never written, or the answer is
+// 503). Each server is tried at most once per round; then Retry-After
+// rules apply as with one server.
 func (r *REST) do(ctx context.Context, req request) (*http.Response, error) {
-	u := *r.base
-	u.Path = r.base.Path + req.path
-	u.RawPath = ""
-	if len(req.query) > 0 {
-		u.RawQuery = req.query.Encode()
-	}
 	reauthed := false
+	var tried []bool // servers that failed req, with several
+	if len(r.servers.urls) > 1 {
+		tried = make([]bool, len(r.servers.urls))
+	}
+	// another marks server i tried and reports whether one is left.
+	another := func(i int) bool {
+		if tried == nil {
+			return false
+		}
+		tried[i] = true
+		for _, t := range tried {
+			if !t {
+				return true
+			}
+		}
+		return false
+	}
 	for attempt := 0; ; attempt++ {
 		if err := r.wait(ctx); err != nil {
 			return nil, err
@@ -123,42 +160,38 @@ func (r *REST) do(ctx context.Context, req request) (*http.Response, error) {
 		if r.certFiles != nil {
 			r.certFiles.refresh()
 		}
-		var body io.Reader
-		if req.body != nil {
-			body = bytes.NewReader(req.body)
-		}
-		hr, err := http.NewRequestWithContext(ctx, req.method, u.String(), body)
+		i := r.servers.pick(tried)
+		resp, a, cred, err := r.send(ctx, req, i)
 		if err != nil {
-			return nil, err
-		}
-		accept := req.accept
-		if accept == "" {
-			accept = "application/json"
-		}
-		hr.Header.Set("Accept", accept)
-		hr.Header.Set("User-Agent", r.userAgent)
-		if req.contentType != "" {
-			hr.Header.Set("Content-Type", req.contentType)
-		}
-		cred, err := r.creds.apply(ctx, hr.Header)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := r.http.Do(hr)
-		if err != nil {
+			if a == nil || ctx.Err() != nil {
+				return nil, err // not the server's failure
+			}
+			r.servers.failed(i)
+			if (idempotent(req.method) || !a.wrote.Load()) && another(i) {
+				continue
+			}
 			return nil, err
 		}
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+			r.servers.succeeded(i)
 			return resp, nil
 		}
 		if resp.StatusCode == http.StatusUnauthorized && cred != nil {
 			r.creds.exec.refused(cred)
 			if !reauthed {
 				reauthed = true
-				io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-				resp.Body.Close()
+				drain(resp)
 				continue
 			}
+		}
+		if failover, unprocessed := failoverStatus(resp.StatusCode); failover {
+			r.servers.failed(i)
+			if (unprocessed || idempotent(req.method)) && another(i) {
+				drain(resp)
+				continue
+			}
+		} else {
+			r.servers.succeeded(i) // it answered for itself
 		}
 		wait, retry := retryAfter(resp)
 		if !retry || attempt >= maxRetries {
@@ -166,8 +199,8 @@ func (r *REST) do(ctx context.Context, req request) (*http.Response, error) {
 			resp.Body.Close()
 			return nil, err
 		}
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-		resp.Body.Close()
+		drain(resp)
+		clear(tried)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -176,6 +209,75 @@ func (r *REST) do(ctx context.Context, req request) (*http.Response, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// send makes one attempt of req on server i. A nil attempt with the error
+// means the request was not sent (a bad request or credential); a non-2xx
+// response is returned as it is.
+func (r *REST) send(ctx context.Context, req request, i int) (*http.Response, *attempt, *execCred, error) {
+	base := r.servers.urls[i]
+	u := *base
+	u.Path = base.Path + req.path
+	u.RawPath = ""
+	if len(req.query) > 0 {
+		u.RawQuery = req.query.Encode()
+	}
+	var body io.Reader
+	if req.body != nil {
+		body = bytes.NewReader(req.body)
+	}
+	a := &attempt{server: i, parent: ctx}
+	actx, cancel := context.WithCancel(ctx)
+	a.cancel = cancel
+	actx = httptrace.WithClientTrace(actx, &httptrace.ClientTrace{WroteHeaders: func() { a.wrote.Store(true) }})
+	hr, err := http.NewRequestWithContext(actx, req.method, u.String(), body)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	accept := req.accept
+	if accept == "" {
+		accept = "application/json"
+	}
+	hr.Header.Set("Accept", accept)
+	hr.Header.Set("User-Agent", r.userAgent)
+	if req.contentType != "" {
+		hr.Header.Set("Content-Type", req.contentType)
+	}
+	cred, err := r.creds.apply(ctx, hr.Header)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	var timer *time.Timer
+	if r.attemptTimeout > 0 {
+		timer = time.AfterFunc(r.attemptTimeout, func() { a.expired.Store(true); cancel() })
+	}
+	resp, err := r.http.Do(hr)
+	if timer != nil && !timer.Stop() && err == nil {
+		resp.Body.Close() // the timeout fired as the headers came
+		err = context.DeadlineExceeded
+	}
+	if err != nil {
+		cancel()
+		if a.expired.Load() {
+			err = fmt.Errorf("%s %s: no response within %v: %w", req.method, u.Redacted(), r.attemptTimeout, context.DeadlineExceeded)
+		}
+		return nil, a, nil, err
+	}
+	var stall time.Duration
+	if req.watch && req.query.Get("allowWatchBookmarks") == "true" {
+		stall = r.stallTimeout
+	}
+	r.wrapBody(resp, a, stall)
+	return resp, a, cred, nil
+}
+
+// drain reads a little of a response to be dropped, so that its connection
+// can be reused, and closes it.
+func drain(resp *http.Response) {
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	resp.Body.Close()
 }
 
 // newLimiter returns the token bucket of Config.QPS and Burst, or nil for
@@ -276,4 +378,4 @@ func resourcePath(res Resource, namespace, name, subresource string) string {
 	return b.String()
 }
 
-func (r *REST) String() string { return fmt.Sprintf("REST(%s)", r.base) }
+func (r *REST) String() string { return fmt.Sprintf("REST(%s)", r.Server()) }

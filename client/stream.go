@@ -188,6 +188,9 @@ func (w *Watcher[T]) NextRaw() (EventType, Raw[T], error) {
 		if err := unmarshal(w.env.Object, &st); err != nil || st.Kind != "Status" {
 			return "", Raw[T]{}, fmt.Errorf("watch: error event: %s", w.env.Object)
 		}
+		if failover, _ := failoverStatus(int(st.Code)); failover {
+			serverFailed(w.resp) // the server cannot serve: the next request goes elsewhere
+		}
 		return "", Raw[T]{}, &StatusError{ErrStatus: st}
 	default:
 		return "", Raw[T]{}, fmt.Errorf("watch: unknown event type %q", w.env.Type)

@@ -70,6 +70,7 @@ import (
 	"github.com/objwatch/objwatch/server/watchstream"
 	"github.com/objwatch/objwatch/server/webhook"
 	"github.com/objwatch/objwatch/storage"
+	"github.com/objwatch/objwatch/storage/health"
 )
 
 // Config configures a Server. Zero values take the documented defaults.
@@ -180,6 +181,15 @@ type Config struct {
 	// flags); an empty Path records nothing. Storage and Log are filled
 	// in. See package audit.
 	Audit audit.Config
+	// StorageProbeInterval is how often the server probes its etcd with a
+	// linearizable read (default 1 s); StorageUnhealthyAfter how long the
+	// probes must fail before the server counts etcd as lost (default
+	// 3 s; it also bounds each probe). While it is lost /readyz
+	// answers 503, open watches end with an ERROR event (503
+	// ServiceUnavailable), and requests that need etcd are refused with
+	// 503 without being sent to it; see package storage/health and
+	// docs/ARCHITECTURE.md, "Losing etcd".
+	StorageProbeInterval, StorageUnhealthyAfter time.Duration
 	// EncryptionProviderConfig is the path of an apiserver.config.k8s.io/v1
 	// EncryptionConfiguration (kube-apiserver's
 	// --encryption-provider-config): which resources Storage keeps
@@ -268,6 +278,8 @@ type Server struct {
 	stopping context.Context
 	stop     context.CancelFunc
 	ready    atomic.Bool
+	// health probes etcd; Run runs it.
+	health *health.Monitor
 }
 
 // New returns a Server. It starts nothing; call Run.
@@ -281,8 +293,11 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	cfg.Storage = store
-	s := &Server{cfg: cfg, store: cfg.Storage, registry: registry.New()}
+	// Every layer reads and writes through the guard of the health
+	// monitor, which refuses requests while etcd is lost.
+	monitor := health.New(store, health.Config{Interval: cfg.StorageProbeInterval, UnhealthyAfter: cfg.StorageUnhealthyAfter, Log: cfg.Log})
+	cfg.Storage = monitor.Store()
+	s := &Server{cfg: cfg, store: cfg.Storage, registry: registry.New(), health: monitor}
 	s.stopping, s.stop = context.WithCancel(context.Background())
 	s.lifecycle, err = lifecycle.New(lifecycle.Config{
 		Registry: s.registry, Storage: cfg.Storage, Log: cfg.Log,
@@ -364,7 +379,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	if cfg.Metrics != nil {
-		cs := s.lifecycle.GCMetrics()
+		cs := append(s.lifecycle.GCMetrics(), s.healthMetrics()...)
 		if s.audit != nil {
 			cs = append(cs, s.audit.Collectors()...)
 		}
@@ -386,6 +401,12 @@ func (s *Server) Registry() *registry.Registry { return s.registry }
 // in step with the stored CRDs, and blocks until ctx ends. Open watches end
 // when it returns.
 func (s *Server) Run(ctx context.Context) error {
+	// The storage probes run first and stop last: everything else may
+	// wait on etcd, and the guard refuses at once what would wait in vain.
+	healthCtx, stopHealth := context.WithCancel(context.WithoutCancel(ctx))
+	healthDone := make(chan struct{})
+	go func() { defer close(healthDone); s.health.Run(healthCtx) }()
+	defer func() { stopHealth(); <-healthDone }()
 	if s.audit != nil {
 		// Stopped last: records of requests still ending are written.
 		auditCtx, stopAudit := context.WithCancel(context.WithoutCancel(ctx))
@@ -479,11 +500,11 @@ func (s *Server) Handler() http.Handler {
 
 func (s *Server) routes() {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", s.health)
-	mux.HandleFunc("/livez", s.health)
+	mux.HandleFunc("/healthz", s.healthz)
+	mux.HandleFunc("/livez", s.healthz)
 	mux.HandleFunc("/readyz", s.readyz)
-	mux.HandleFunc("/healthz/", s.health)
-	mux.HandleFunc("/livez/", s.health)
+	mux.HandleFunc("/healthz/", s.healthz)
+	mux.HandleFunc("/livez/", s.healthz)
 	mux.HandleFunc("/readyz/", s.readyz)
 	mux.Handle("/metrics", s.metricsHandler())
 	mux.HandleFunc("/version", s.version)
@@ -513,7 +534,7 @@ func (s *Server) routes() {
 	s.mux = mux
 }
 
-func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Write([]byte("ok"))
 }
@@ -523,13 +544,32 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not ready: bootstrap not finished", http.StatusServiceUnavailable)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	if _, err := s.store.Revision(ctx); err != nil {
-		http.Error(w, "not ready: storage: "+err.Error(), http.StatusServiceUnavailable)
+	// The background monitor's verdict: readyz costs nothing and says
+	// the same as the refusals of requests.
+	if err := s.health.Err(); err != nil {
+		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	s.health(w, r)
+	s.healthz(w, r)
+}
+
+// healthMetrics are the storage monitor's metrics.
+func (s *Server) healthMetrics() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "objwatch_storage_available",
+			Help: "1 while the server's etcd answers its probes, 0 while it counts as lost (requests get 503, watches end).",
+		}, func() float64 {
+			if s.health.Err() != nil {
+				return 0
+			}
+			return 1
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "objwatch_storage_outages_total",
+			Help: "Times the server's etcd became unavailable (its probes failed for StorageUnhealthyAfter).",
+		}, func() float64 { return float64(s.health.Outages()) }),
+	}
 }
 
 func (s *Server) version(w http.ResponseWriter, r *http.Request) {

@@ -37,6 +37,11 @@ var (
 	ErrCompacted = errors.New("required revision has been compacted")
 	// ErrFutureRevision: the requested revision is newer than the store's.
 	ErrFutureRevision = errors.New("revision is newer than the current revision")
+	// ErrUnavailable: the store cannot be reached (its etcd lost, or the
+	// member lost its quorum). A request refused with it was not
+	// processed; a watch ended with it missed nothing up to its last
+	// event and may resume from there once the store is back.
+	ErrUnavailable = errors.New("storage unavailable")
 )
 
 // CompactedError reports a compacted revision together with the oldest one

@@ -85,8 +85,20 @@ func Storage(err error, gr schema.GroupResource, name string) error {
 		return apierrors.NewConflict(gr, name, errors.New(ConflictMessage))
 	case errors.Is(err, storage.ErrFutureRevision):
 		return TooLarge()
+	case errors.Is(err, storage.ErrUnavailable):
+		return Unavailable(err)
 	}
 	return apierrors.NewInternalError(err)
+}
+
+// Unavailable is the 503 of a request refused, or a watch ended, because
+// the server cannot reach its storage (err wraps storage.ErrUnavailable):
+// nothing was processed, and a client may retry, here after a second or
+// on another server at once.
+func Unavailable(err error) error {
+	se := apierrors.NewServiceUnavailable("etcd unavailable: " + err.Error())
+	se.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: 1}
+	return se
 }
 
 // ConflictMessage is Kubernetes' message for an optimistic-concurrency

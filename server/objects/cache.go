@@ -359,6 +359,8 @@ func (c *cacheSource) Wait(ctx context.Context, idle <-chan time.Time) error {
 		return apistatus.TooSlow()
 	case errors.Is(err, storage.ErrCompacted):
 		return apistatus.TooOld(c.rv, 0)
+	case errors.Is(err, storage.ErrUnavailable):
+		return apistatus.Unavailable(err) // the cache lost its feed
 	}
 	return ErrWatchEnd
 }

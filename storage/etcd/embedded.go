@@ -11,6 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // EmbeddedConfig configures an in-process etcd member.
@@ -108,8 +110,16 @@ type ClientConfig struct {
 }
 
 // NewClient connects to etcd. The caller must Close the client.
+//
+// A lost connection is re-dialled with backoff from 1 s up to 5 s (gRPC's
+// default grows to 2 min), so that a server finds its etcd again within
+// seconds of its return, whatever the outage's length.
 func NewClient(c ClientConfig) (*clientv3.Client, error) {
 	cli, err := clientv3.New(clientv3.Config{
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		})},
 		Endpoints:          c.Endpoints,
 		TLS:                c.TLS,
 		DialTimeout:        10 * time.Second,

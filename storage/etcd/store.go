@@ -266,7 +266,9 @@ func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int64, error) 
 
 // Revision returns etcd's current revision with a linearizable read.
 func (s *Store) Revision(ctx context.Context) (int64, error) {
-	resp, err := s.cli.Get(ctx, "\x00objwatch-revision-probe", clientv3.WithCountOnly())
+	// RequireLeader: a member without quorum answers at once that it has
+	// no leader, instead of letting the read time out.
+	resp, err := s.cli.Get(clientv3.WithRequireLeader(ctx), "\x00objwatch-revision-probe", clientv3.WithCountOnly())
 	if err != nil {
 		return 0, fmt.Errorf("revision: %w", err)
 	}
@@ -286,13 +288,22 @@ func (s *Store) Compact(ctx context.Context, revision int64) error {
 
 // Watch streams the changes under prefix from fromRevision on. Each Watch
 // uses its own etcd watch stream so RequestProgress concerns it alone.
+//
+// The watch ends with an Error event when etcd ends it (a compacted
+// revision; the member lost its leader, wrapping storage.ErrUnavailable),
+// and when ctx is cancelled with a cause (context.WithCancelCause) other
+// than context.Canceled or DeadlineExceeded: the event wraps the cause, so
+// an owner that knows why the watch must end (storage/health: etcd is
+// unreachable) can say so to its consumer. A plain cancellation or Stop
+// ends it without one.
 func (s *Store) Watch(ctx context.Context, prefix string, fromRevision int64) (storage.Watcher, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &watcher{
-		store:  s,
-		etcd:   clientv3.NewWatcher(s.cli),
-		out:    make(chan storage.Event),
-		cancel: cancel,
+		store:   s,
+		etcd:    clientv3.NewWatcher(s.cli),
+		out:     make(chan storage.Event),
+		cancel:  cancel,
+		stopped: make(chan struct{}),
 	}
 	ops := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithPrevKV()}
 	if fromRevision > 0 {
@@ -307,12 +318,13 @@ func (s *Store) Watch(ctx context.Context, prefix string, fromRevision int64) (s
 }
 
 type watcher struct {
-	store  *Store // transforms the values back
-	etcd   clientv3.Watcher
-	out    chan storage.Event
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+	store   *Store // transforms the values back
+	etcd    clientv3.Watcher
+	out     chan storage.Event
+	cancel  context.CancelFunc
+	stopped chan struct{} // closed by Stop
+	wg      sync.WaitGroup
+	once    sync.Once
 }
 
 func (w *watcher) Events() <-chan storage.Event { return w.out }
@@ -325,6 +337,7 @@ func (w *watcher) RequestProgress(ctx context.Context) error {
 
 func (w *watcher) Stop() {
 	w.once.Do(func() {
+		close(w.stopped)
 		w.cancel()
 		w.wg.Wait()
 		w.etcd.Close()
@@ -332,10 +345,26 @@ func (w *watcher) Stop() {
 }
 
 // run owns w.out: it translates etcd responses until ctx ends or the watch
-// fails, then closes w.out.
+// fails, then closes w.out. A ctx cancelled with a cause ends the watch
+// with an Error event carrying it (see Watch).
 func (w *watcher) run(ctx context.Context, ch clientv3.WatchChan, from int64) {
 	defer w.wg.Done()
 	defer close(w.out)
+	w.follow(ctx, ch, from)
+	if ctx.Err() == nil {
+		return
+	}
+	// The cause itself, not what it wraps: a reason may wrap a deadline.
+	if cause := context.Cause(ctx); cause != context.Canceled && cause != context.DeadlineExceeded {
+		select {
+		case w.out <- storage.Event{Type: storage.Error, Err: fmt.Errorf("watch: %w", cause)}:
+		case <-w.stopped:
+		}
+	}
+}
+
+// follow sends the events of ch until ctx ends or the watch fails.
+func (w *watcher) follow(ctx context.Context, ch clientv3.WatchChan, from int64) {
 	send := func(e storage.Event) bool {
 		select {
 		case w.out <- e:
@@ -346,8 +375,11 @@ func (w *watcher) run(ctx context.Context, ch clientv3.WatchChan, from int64) {
 	}
 	for resp := range ch {
 		if err := resp.Err(); err != nil {
-			if resp.CompactRevision > 0 {
+			switch {
+			case resp.CompactRevision > 0:
 				err = &storage.CompactedError{Requested: from, Compacted: resp.CompactRevision}
+			case errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrGRPCNoLeader):
+				err = fmt.Errorf("%w: etcd: %w", storage.ErrUnavailable, err)
 			}
 			send(storage.Event{Type: storage.Error, Err: fmt.Errorf("watch: %w", err), Revision: resp.Header.Revision})
 			return

@@ -30,6 +30,20 @@
 // (for an undecryptable value, an error naming its key). The cache never
 // serves a list that silently lacks an object it could not read.
 //
+// # A failed feed
+//
+// When the store's watch fails (etcd unreachable, storage.ErrUnavailable;
+// the member lost its leader; the watch closed), the cache keeps its
+// objects and history, ends its watchers with the error, and watches
+// again from its revision with backoff (100 ms doubling to 1 s), so that
+// no event is lost and watches can later resume from their
+// resourceVersion on this cache. Until the watch is re-established its
+// new watchers get the error, and reads newer than the cache ErrNotReady
+// (the caller asks the store, which says it is unavailable); reads that
+// the cache's state answers ("any" resourceVersion, or one not newer than
+// the cache) are still served, as Kubernetes' watch cache serves them. A
+// compacted revision (history gone while the store was away) relists.
+//
 // # Concurrency
 //
 // A Cache is safe for concurrent use. Run owns the feed goroutine; Stop
@@ -120,6 +134,8 @@ type Cache struct {
 	ready    bool
 	// listErr is why the last list failed, while the cache is not ready.
 	listErr error
+	// feedErr is why the store's watch failed, until it is re-established.
+	feedErr error
 	// changed is closed and replaced whenever rev advances.
 	changed chan struct{}
 
@@ -181,8 +197,10 @@ func (c *Cache) Stop() {
 	c.mu.Unlock()
 }
 
-// run lists, then follows a watch; after any failure it lists again. A
-// relist ends every watcher: the history it would need has a gap.
+// run lists, then follows a watch (resumed from the cache's revision when
+// it fails); after a failed list, a compacted revision or an unreadable
+// value it lists again. A relist ends every watcher: the history it would
+// need has a gap.
 func (c *Cache) run(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
@@ -233,18 +251,50 @@ func (c *Cache) listAndWatch(ctx context.Context) error {
 		}
 		start = lr.KVs[len(lr.KVs)-1].Key + "\x00"
 	}
-	w, err := c.cfg.Store.Watch(ctx, c.cfg.Prefix, rev+1)
-	if err != nil {
-		return fmt.Errorf("watch: %w", err)
-	}
-	defer w.Stop()
-
 	c.mu.Lock()
 	for wt := range c.watchers {
 		c.end_locked(wt, fmt.Errorf("watch cache relisted: %w", storage.ErrCompacted))
 	}
 	c.objects, c.labels, c.history, c.oldest, c.ready, c.listErr = objects, index, nil, rev, true, nil
 	c.advance_locked(rev)
+	c.mu.Unlock()
+
+	// Follow the store from the list on. A feed that fails is resumed
+	// from the cache's revision, keeping state and history (see the
+	// package doc, "A failed feed"); only a compacted revision or a value
+	// that cannot be read needs a relist.
+	backoff := 100 * time.Millisecond
+	for {
+		err := c.follow(ctx)
+		var te *storage.TransformError
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, storage.ErrCompacted), errors.As(err, &te):
+			return err
+		}
+		c.feedFailed(err)
+		c.cfg.Log.Warn("watch cache: watch failed, resuming", "prefix", c.cfg.Prefix, "revision", c.Revision(), "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// follow watches the store from the cache's revision on, applying events
+// until the watch fails (its error) or ctx ends. Once the watch is
+// established, the feed counts as working again.
+func (c *Cache) follow(ctx context.Context) error {
+	w, err := c.cfg.Store.Watch(ctx, c.cfg.Prefix, c.Revision()+1)
+	if err != nil {
+		return fmt.Errorf("watch: %w", err)
+	}
+	defer w.Stop()
+	c.mu.Lock()
+	c.feedErr = nil
 	c.mu.Unlock()
 
 	tick := time.NewTicker(time.Second)
@@ -280,6 +330,21 @@ func (c *Cache) listAndWatch(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// feedFailed ends the cache's watchers with err (they would not see
+// changes until the feed is back; their clients resume elsewhere or
+// later, from their last resourceVersion) and makes new watches and reads
+// newer than the cache fail with it until the feed is back.
+func (c *Cache) feedFailed(err error) {
+	err = fmt.Errorf("watch cache: %w", err)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for wt := range c.watchers {
+		c.end_locked(wt, err)
+	}
+	c.feedErr = err
+	c.advance_locked(c.rev) // wakes WaitFor
 }
 
 // listFailed makes the cache not ready because of err (see the package
@@ -378,17 +443,22 @@ func (c *Cache) Ready() bool {
 }
 
 // WaitFor waits until the cache is ready and at revision rev or later. A
-// cache whose last list failed answers ErrNotReady (wrapping why) at once.
+// cache whose last list failed, or that is behind rev while its feed is
+// failing, answers ErrNotReady (wrapping why) at once.
 func (c *Cache) WaitFor(ctx context.Context, rev int64) error {
 	for {
 		c.mu.RLock()
-		ready, cur, changed, listErr := c.ready, c.rev, c.changed, c.listErr
+		ready, cur, changed, listErr, feedErr := c.ready, c.rev, c.changed, c.listErr, c.feedErr
 		c.mu.RUnlock()
 		if ready && cur >= rev {
 			return nil
 		}
 		if !ready && listErr != nil {
 			return fmt.Errorf("%w: %w", ErrNotReady, listErr)
+		}
+		if feedErr != nil {
+			// It will not catch up before the feed is back.
+			return fmt.Errorf("%w: %w", ErrNotReady, feedErr)
 		}
 		if ready {
 			select {

@@ -190,6 +190,12 @@ func (c *Cache) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 	if err := c.WaitFor(ctx, 0); err != nil {
 		return nil, err
 	}
+	c.mu.RLock()
+	feedErr := c.feedErr
+	c.mu.RUnlock()
+	if feedErr != nil {
+		return nil, feedErr
+	}
 	w := &Watcher{
 		c: c, match: o.Filter.matcher(), notify: make(chan struct{}, 1), done: make(chan struct{}),
 		bookmarkEvery: o.BookmarkEvery, deadline: o.Deadline,

@@ -1,0 +1,528 @@
+package client_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/objwatch/objwatch/client"
+	"github.com/objwatch/objwatch/client/informer"
+	"github.com/objwatch/objwatch/internal/instance"
+	"github.com/objwatch/objwatch/testenv"
+)
+
+// servers starts n servers sharing one etcd and one set of credentials
+// (CA, admin token, service-account key), as servers of one cluster do.
+func servers(t *testing.T, n int) []*testenv.Env {
+	t.Helper()
+	etcd := testenv.StartEtcd(t)
+	first := t.TempDir()
+	envs := make([]*testenv.Env, n)
+	for i := range envs {
+		envs[i] = testenv.Start(t, testenv.WithEtcd(etcd), func(o *instance.Options) {
+			if i == 0 {
+				o.DataDir = first
+			} else if err := os.CopyFS(filepath.Join(o.DataDir, "pki"), os.DirFS(filepath.Join(first, "pki"))); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	return envs
+}
+
+// restFor is a REST for the admin of envs' cluster at hosts (the first
+// preferred).
+func restFor(t *testing.T, env *testenv.Env, hosts []string, f func(*client.Config)) *client.REST {
+	t.Helper()
+	cfg := &client.Config{Host: hosts[0], Hosts: hosts[1:], CAData: env.Config.CAData, BearerToken: env.Config.BearerToken}
+	if f != nil {
+		f(cfg)
+	}
+	rc, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.CloseIdleConnections)
+	return rc
+}
+
+// requests counts the requests a transport sends, by host and kind.
+type requests struct {
+	mu sync.Mutex
+	n  map[string]int // "host list", "host watch", "host POST", ...
+}
+
+func (c *requests) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(r *http.Request) (*http.Response, error) {
+		kind := r.Method
+		q := r.URL.Query()
+		switch {
+		case r.Method == http.MethodGet && q.Get("watch") == "true" && q.Get("sendInitialEvents") == "true":
+			kind = "list" // a streaming list
+		case r.Method == http.MethodGet && q.Get("watch") == "true":
+			kind = "watch"
+		case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/configmaps"):
+			kind = "list"
+		}
+		c.mu.Lock()
+		if c.n == nil {
+			c.n = map[string]int{}
+		}
+		c.n[r.URL.Host+" "+kind]++
+		c.mu.Unlock()
+		return rt.RoundTrip(r)
+	})
+}
+
+func (c *requests) get(host, kind string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u, _ := url.Parse(host)
+	return c.n[u.Host+" "+kind]
+}
+
+func (c *requests) total(kind string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for k, v := range c.n {
+		if strings.HasSuffix(k, " "+kind) {
+			n += v
+		}
+	}
+	return n
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// event is a change as a handler or watch saw it.
+type event struct {
+	typ, name, rv string
+}
+
+// TestInformerFailsOver: an informer configured with two servers keeps
+// its watch across the loss of the server it watches: it resumes on the
+// other from its last resourceVersion, without a relist, and delivers
+// every change exactly once and in order, as a watch on the other server
+// that never broke saw them.
+func TestInformerFailsOver(t *testing.T) {
+	envs := servers(t, 2)
+	a, b := envs[0], envs[1]
+	ctx := ctxFor(t)
+	var counts requests
+	rc := restFor(t, a, []string{a.Config.Host, b.Config.Host}, func(c *client.Config) { c.WrapTransport = counts.wrap })
+	writer := client.For[*corev1.ConfigMap](restFor(t, b, []string{b.Config.Host}, nil), configMaps)
+	sel := "app=failover"
+
+	// The reference: a watch on B from before the first write.
+	l, err := writer.List(ctx, "default", metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := writer.Watch(ctx, "default", metav1.ListOptions{LabelSelector: sel, ResourceVersion: l.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Stop()
+
+	inf, err := informer.New(client.For[*corev1.ConfigMap](rc, configMaps), informer.Options[*corev1.ConfigMap]{Namespace: "default", LabelSelector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []event
+	record := func(typ string, cm *corev1.ConfigMap) {
+		mu.Lock()
+		got = append(got, event{typ, cm.Name, cm.ResourceVersion})
+		mu.Unlock()
+	}
+	reg, err := inf.AddHandler(informer.HandlerFuncs[*corev1.ConfigMap]{
+		Add:    func(cm *corev1.ConfigMap, _ bool) { record("ADDED", cm) },
+		Update: func(_, cm *corev1.ConfigMap) { record("MODIFIED", cm) },
+		Delete: func(cm *corev1.ConfigMap, unknown bool) {
+			if unknown {
+				t.Errorf("OnDelete(%s, finalStateUnknown): a deletion was missed", cm.Name)
+			}
+			record("DELETED", cm)
+		},
+	}, informer.HandlerOptions{Name: "record"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); inf.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	if err := informer.WaitForSync(ctx, reg.HasSynced); err != nil {
+		t.Fatal(err)
+	}
+	if rc.Server() != a.Config.Host {
+		t.Fatalf("Server() = %s, want the preferred %s", rc.Server(), a.Config.Host)
+	}
+
+	// Writes through B, before and after A stops.
+	write := func(i int) {
+		name := fmt.Sprintf("cm-%d", i%7)
+		cm := newCM("default", name, map[string]string{"i": strconv.Itoa(i)})
+		cm.Labels = map[string]string{"app": "failover"}
+		switch cur, err := writer.Get(ctx, "default", name, metav1.GetOptions{}); {
+		case errors.Is(err, client.ErrNotFound):
+			_, err = writer.Create(ctx, cm, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+		case err != nil:
+			t.Fatal(err)
+		case i%5 == 0:
+			if err := writer.Delete(ctx, "default", name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			cur.Data = cm.Data
+			if _, err := writer.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range 40 {
+		write(i)
+	}
+	a.Stop()
+	for i := 40; i < 100; i++ {
+		write(i)
+		if i == 60 {
+			time.Sleep(300 * time.Millisecond) // let the informer come back mid-stream
+		}
+	}
+
+	// Every change the reference saw, the handler saw once, in order.
+	var want []event
+	final, err := writer.List(ctx, "default", metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	finalRV, _ := strconv.ParseInt(final.ResourceVersion, 10, 64)
+	for {
+		ev, err := ref.Next()
+		if err != nil {
+			t.Fatalf("reference watch: %v", err)
+		}
+		if ev.Type == client.Bookmark {
+			continue
+		}
+		want = append(want, event{string(ev.Type), ev.Object.Name, ev.Object.ResourceVersion})
+		if rv, _ := strconv.ParseInt(ev.Object.ResourceVersion, 10, 64); rv >= finalRV {
+			break
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n >= len(want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	if !slices.Equal(got, want) {
+		t.Errorf("handler saw %d changes, the reference watch %d; first difference at %d:\n got %v\nwant %v", len(got), len(want), firstDiff(got, want), got, want)
+	}
+	mu.Unlock()
+
+	// The cache is the state a fresh list has.
+	cached := map[string]string{}
+	for _, cm := range inf.Lister().List("default", labels.Everything()) {
+		cached[cm.Name] = cm.ResourceVersion
+	}
+	listed := map[string]string{}
+	for _, cm := range final.Items {
+		listed[cm.Name] = cm.ResourceVersion
+	}
+	if fmt.Sprint(cached) != fmt.Sprint(listed) {
+		t.Errorf("informer cache %v, fresh list %v", cached, listed)
+	}
+	if n := counts.total("list"); n != 1 {
+		t.Errorf("%d lists, want 1: the informer relisted after the failover", n)
+	}
+	if n := counts.get(b.Config.Host, "watch"); n == 0 {
+		t.Errorf("no watch on B after A stopped")
+	}
+	if rc.Server() != b.Config.Host || rc.Failovers() == 0 {
+		t.Errorf("Server() = %s, Failovers() = %d; want %s and at least one", rc.Server(), rc.Failovers(), b.Config.Host)
+	}
+}
+
+func firstDiff(a, b []event) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// faultProxy is an HTTP front of a real server that can refuse requests
+// (503, as a server that is not ready) or lose the answer of a request
+// it passed on (502, as a gateway whose backend reset).
+type faultProxy struct {
+	*httptest.Server
+	mode  atomic.Value // "", "503" or "502"
+	posts atomic.Int32 // POSTs that reached the server
+}
+
+func newFaultProxy(t *testing.T, target string) *faultProxy {
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	rp.Transport = tr
+	p := &faultProxy{}
+	p.mode.Store("")
+	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mode := p.mode.Load().(string)
+		if mode == "503" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"ServiceUnavailable","code":503,"message":"not ready"}`)
+			return
+		}
+		if r.Method == http.MethodPost {
+			p.posts.Add(1)
+		}
+		if mode == "502" {
+			rec := httptest.NewRecorder()
+			rp.ServeHTTP(rec, r) // processed; the answer is lost
+			http.Error(w, "upstream connection reset", http.StatusBadGateway)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { p.Close(); tr.CloseIdleConnections() })
+	return p
+}
+
+// TestFailoverOn503: a request a server refuses with 503 goes to the next
+// server at once, writes included (a 503 was not processed); a write whose
+// answer is another 5xx may have been processed and is not sent again,
+// but the next request goes elsewhere.
+func TestFailoverOn503(t *testing.T) {
+	envs := servers(t, 2)
+	pa, pb := newFaultProxy(t, envs[0].Config.Host), newFaultProxy(t, envs[1].Config.Host)
+	rc := restFor(t, envs[0], []string{pa.URL, pb.URL}, nil)
+	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	ctx := ctxFor(t)
+
+	pa.mode.Store("503")
+	if _, err := cms.Create(ctx, newCM("default", "refused", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("Create with A refusing = %v, want it created through B", err)
+	}
+	if pa.posts.Load() != 0 || pb.posts.Load() != 1 {
+		t.Errorf("POSTs reaching A, B = %d, %d; want 0, 1", pa.posts.Load(), pb.posts.Load())
+	}
+	if rc.Server() != pb.URL || rc.Failovers() != 1 {
+		t.Errorf("Server() = %s, Failovers() = %d; want %s, 1", rc.Server(), rc.Failovers(), pb.URL)
+	}
+	// Sticky: B answered, so B serves the next ones, even with A back.
+	pa.mode.Store("")
+	if _, err := cms.Get(ctx, "default", "refused", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if rc.Server() != pb.URL {
+		t.Errorf("Server() after a success on B = %s, want B", rc.Server())
+	}
+
+	// B loses a POST's answer: 502, not sent again, but A is next.
+	pb.mode.Store("502")
+	_, err := cms.Create(ctx, newCM("default", "lost", nil), metav1.CreateOptions{})
+	var se *client.StatusError
+	if !errors.As(err, &se) || se.ErrStatus.Code != http.StatusBadGateway {
+		t.Fatalf("Create answered 502 = %v, want the 502 returned", err)
+	}
+	if pa.posts.Load() != 0 || pb.posts.Load() != 2 {
+		t.Errorf("POSTs reaching A, B = %d, %d; want 0, 2 (the lost one not resent)", pa.posts.Load(), pb.posts.Load())
+	}
+	if rc.Server() != pa.URL || rc.Failovers() != 2 {
+		t.Errorf("Server() = %s, Failovers() = %d after the 502; want %s, 2", rc.Server(), rc.Failovers(), pa.URL)
+	}
+	// It was created (once): the caller finds it, through A.
+	if _, err := cms.Create(ctx, newCM("default", "lost", nil), metav1.CreateOptions{}); !errors.Is(err, client.ErrAlreadyExists) {
+		t.Errorf("Create(lost) again = %v, want AlreadyExists", err)
+	}
+	// A GET answered 502 is retried on the other server.
+	pb.mode.Store("")
+	pa.mode.Store("502")
+	if _, err := cms.Get(ctx, "default", "lost", metav1.GetOptions{}); err != nil {
+		t.Errorf("Get with A answering 502 = %v, want it read from B", err)
+	}
+	if rc.Server() != pb.URL {
+		t.Errorf("Server() = %s, want B", rc.Server())
+	}
+}
+
+// TestFailoverOnRefusedConnection: with the current server gone, writes
+// and reads go to the next (nothing was sent).
+func TestFailoverOnRefusedConnection(t *testing.T) {
+	envs := servers(t, 3)
+	hosts := []string{envs[0].Config.Host, envs[1].Config.Host, envs[2].Config.Host}
+	rc := restFor(t, envs[0], hosts, nil)
+	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	ctx := ctxFor(t)
+	envs[0].Stop()
+	envs[1].Stop()
+	if _, err := cms.Create(ctx, newCM("default", "c", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("Create with two of three servers gone = %v", err)
+	}
+	if rc.Server() != hosts[2] || rc.Failovers() != 2 {
+		t.Errorf("Server() = %s, Failovers() = %d; want %s, 2", rc.Server(), rc.Failovers(), hosts[2])
+	}
+	envs[2].Stop()
+	if _, err := cms.Get(ctx, "default", "c", metav1.GetOptions{}); err == nil {
+		t.Errorf("Get with every server gone succeeded")
+	}
+}
+
+// TestStalledWatchFailsOver: a watch with bookmarks that receives nothing
+// for StallTimeout ends with ErrStalled, and its resumption goes to the
+// other server and misses nothing.
+func TestStalledWatchFailsOver(t *testing.T) {
+	envs := servers(t, 2)
+	u, err := url.Parse(envs[0].Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFreezer(t, u.Host)
+	frozen := "https://" + f.ln.Addr().String()
+	rc := restFor(t, envs[0], []string{frozen, envs[1].Config.Host}, func(c *client.Config) {
+		c.StallTimeout = 700 * time.Millisecond
+	})
+	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	writer := client.For[*corev1.ConfigMap](restFor(t, envs[1], []string{envs[1].Config.Host}, nil), configMaps)
+	ctx := ctxFor(t)
+	l, err := cms.List(ctx, "default", metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cms.Watch(ctx, "default", metav1.ListOptions{ResourceVersion: l.ResourceVersion, AllowWatchBookmarks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	first, err := writer.Create(ctx, newCM("default", "before", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := w.Next(); err != nil || ev.Object.Name != "before" {
+		t.Fatalf("Next() = %v, %v; want ADDED before", ev, err)
+	}
+	f.freeze()
+	second, err := writer.Create(ctx, newCM("default", "during", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = w.Next()
+	if !errors.Is(err, client.ErrStalled) {
+		t.Fatalf("Next() on a stalled watch = %v, want ErrStalled", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("stall detected after %v, want about 700ms", d)
+	}
+	w.Stop()
+	w, err = cms.Watch(ctx, "default", metav1.ListOptions{ResourceVersion: first.ResourceVersion, AllowWatchBookmarks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ev, err := w.Next()
+	if err != nil || ev.Object.Name != "during" || ev.Object.ResourceVersion != second.ResourceVersion {
+		t.Fatalf("resumed Next() = %v, %v; want ADDED during at %s", ev.Object, err, second.ResourceVersion)
+	}
+	if rc.Server() != envs[1].Config.Host || rc.Failovers() != 1 {
+		t.Errorf("Server() = %s, Failovers() = %d; want %s, 1", rc.Server(), rc.Failovers(), envs[1].Config.Host)
+	}
+}
+
+// TestKubeconfigServers: the objwatch.io/servers extension of the cluster
+// lists the other servers; bad ones are errors naming the file.
+func TestKubeconfigServers(t *testing.T) {
+	write := func(ext string) string {
+		p := filepath.Join(t.TempDir(), "config")
+		kc := `apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: https://a.example:6443
+` + ext + `
+users:
+- name: u
+  user:
+    token: t
+contexts:
+- name: x
+  context: {cluster: c, user: u}
+current-context: x
+`
+		if err := os.WriteFile(p, []byte(kc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cfg, err := client.FromKubeconfig(write(`    extensions:
+    - name: objwatch.io/servers
+      extension:
+        servers: [https://a.example:6443, https://b.example:6443, "c.example:6443"]`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "https://a.example:6443" || !slices.Equal(cfg.Hosts, []string{"https://b.example:6443", "c.example:6443"}) {
+		t.Errorf("Host, Hosts = %s, %v; want a, [b c]", cfg.Host, cfg.Hosts)
+	}
+	rc, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := rc.Servers(); !slices.Equal(s, []string{"https://a.example:6443", "https://b.example:6443", "https://c.example:6443"}) {
+		t.Errorf("Servers() = %v", s)
+	}
+	if cfg, err := client.FromKubeconfig(write(""), ""); err != nil || len(cfg.Hosts) != 0 {
+		t.Errorf("one server: Hosts = %v, %v; want none", cfg.Hosts, err)
+	}
+	for _, bad := range []string{
+		"servers: https://b.example",  // not a list
+		"servers: [ftp://b.example]",  // not http(s)
+		"servers: [\"https://\"]",     // no host
+		"server: [https://b.example]", // misspelt
+		"servers: [{url: https://b}]", // not a string
+	} {
+		p := write("    extensions:\n    - name: objwatch.io/servers\n      extension: {" + strings.TrimSpace(bad) + "}")
+		_, err := client.FromKubeconfig(p, "")
+		if err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("extension {%s}: error %v, want one naming %s", bad, err, p)
+		}
+	}
+}
