@@ -121,6 +121,11 @@ func (r *run) inject(ctx context.Context, kind string, rng *rand.Rand) FaultReco
 			p.delay.Store(0)
 		}
 	case FaultNetBlackhole:
+		// The collector's leader: it must stop collecting before its
+		// lease expires and another server takes over.
+		if l := r.currentLeader(); l != nil {
+			srv = l
+		}
 		f.Target = srv.name
 		for _, p := range srv.proxies {
 			p.blackhole.Store(true)

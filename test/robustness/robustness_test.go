@@ -6,9 +6,12 @@ package robustness_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"flag"
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -33,9 +36,6 @@ func TestMain(m *testing.M) {
 	// The harness's etcd client reconnects to killed members all along.
 	grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, io.Discard))
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
@@ -47,15 +47,22 @@ func TestMain(m *testing.M) {
 
 var (
 	buildOnce            sync.Once
-	binDir               string
 	etcdBin, objwatchBin string
 	buildErr             error
 )
 
-// binaries builds etcd and objwatch once per test binary.
+// binaries builds etcd and objwatch once per test binary, into a cache
+// directory of this checkout: go build leaves an up-to-date binary alone,
+// where linking objwatch anew takes most of a minute on a loaded machine.
 func binaries(t *testing.T) (string, string) {
 	buildOnce.Do(func() {
-		if binDir, buildErr = os.MkdirTemp("", "robustness-bin"); buildErr != nil {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			cache = os.TempDir()
+		}
+		wd, _ := os.Getwd()
+		binDir := filepath.Join(cache, "objwatch-robustness", fmt.Sprintf("%x", sha256.Sum256([]byte(wd)))[:16])
+		if buildErr = os.MkdirAll(binDir, 0o700); buildErr != nil {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
