@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -206,12 +208,17 @@ func (c *etcdCluster) replace(ctx context.Context, m *etcdMember, logDir string)
 	defer cancel()
 	// etcd refuses to remove a member while the others have not all been
 	// connected for a while (a member restarted by the last fault).
+	// An answer lost with the connection (the request went to m, which
+	// leaves) may hide a removal that happened: ask the member list.
 	for {
 		_, err := c.cli.MemberRemove(rctx, m.id)
 		if err == nil {
 			break
 		}
-		if rctx.Err() != nil || !strings.Contains(err.Error(), "unhealthy cluster") {
+		if ml, lerr := c.cli.MemberList(rctx); lerr == nil && !hasMember(ml.Members, m.id) {
+			break
+		}
+		if rctx.Err() != nil || !strings.Contains(err.Error(), "unhealthy cluster") && !strings.Contains(err.Error(), "Unavailable") {
 			return nil, fmt.Errorf("member remove %s: %w", m.name, err)
 		}
 		sleep(rctx, 500*time.Millisecond)
@@ -226,13 +233,27 @@ func (c *etcdCluster) replace(ctx context.Context, m *etcdMember, logDir string)
 	if err != nil {
 		return nil, err
 	}
-	added, err := c.cli.MemberAdd(rctx, []string{nm.peer})
-	if err != nil {
-		return nil, fmt.Errorf("member add %s: %w", name, err)
+	var members []*etcdserverpb.Member
+	for nm.id == 0 {
+		added, err := c.cli.MemberAdd(rctx, []string{nm.peer})
+		if err == nil {
+			nm.id, members = added.Member.ID, added.Members
+			break
+		}
+		if ml, lerr := c.cli.MemberList(rctx); lerr == nil {
+			for _, mm := range ml.Members {
+				if slices.Contains(mm.PeerURLs, nm.peer) {
+					nm.id, members = mm.ID, ml.Members
+				}
+			}
+		}
+		if nm.id == 0 && rctx.Err() != nil {
+			return nil, fmt.Errorf("member add %s: %w", name, err)
+		}
+		sleep(rctx, 200*time.Millisecond)
 	}
-	nm.id = added.Member.ID
 	var peers []string
-	for _, mm := range added.Members {
+	for _, mm := range members {
 		n := mm.Name
 		if mm.ID == nm.id {
 			n = name
@@ -256,6 +277,15 @@ func (c *etcdCluster) replace(ctx context.Context, m *etcdMember, logDir string)
 	c.mu.Unlock()
 	c.cli.SetEndpoints(eps...)
 	return nm, nil
+}
+
+func hasMember(ms []*etcdserverpb.Member, id uint64) bool {
+	for _, m := range ms {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // close kills every member and closes the client.

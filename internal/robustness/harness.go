@@ -129,7 +129,10 @@ type Report struct {
 	// Findings are breaks of a guarantee that objwatch documents as
 	// tolerated (the collector's stale leader after a pause).
 	Findings []Violation `json:"findings"`
-	Dir      string      `json:"dir"`
+	// HarnessErrors are failures of the harness itself (not of the
+	// server): a fault it could not inject or recover from.
+	HarnessErrors []string `json:"harnessErrors,omitempty"`
+	Dir           string   `json:"dir"`
 }
 
 // Summary is the report in a few lines.
@@ -157,6 +160,9 @@ func (r *Report) Summary() string {
 	fmt.Fprintf(&b, "gc leader: %d spans, %d lease holder changes (%d failovers); porcupine: %s\n", len(r.Leaders), len(r.Leases), r.Failovers, r.Porcupine)
 	for _, f := range r.Findings {
 		fmt.Fprintf(&b, "finding (tolerated by design): %s\n", strings.ReplaceAll(f.String(), "\n", "\n  "))
+	}
+	for _, e := range r.HarnessErrors {
+		fmt.Fprintf(&b, "harness error: %s\n", e)
 	}
 	fmt.Fprintf(&b, "violations: %d\n", len(r.Violations))
 	for i, v := range r.Violations {
@@ -329,14 +335,17 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 
 	// Recover, read the final state from every server, complete the
 	// history.
+	// A harness failure here leaves the checks of what was recorded to run.
+	var harnessErrs []string
 	if err := r.recover(ctx); err != nil {
-		return nil, fmt.Errorf("after the run: %w", err)
+		harnessErrs = append(harnessErrs, "recovery after the run: "+err.Error())
 	}
 	final := map[string]map[string]Item{}
 	for _, s := range r.servers {
 		code, obj, err := doJSON(ctx, r.hc, http.MethodGet, endpoint{url: s.url}.base(), nil)
 		if err != nil || code != http.StatusOK {
-			return nil, fmt.Errorf("final list from %s: %d %v", s.name, code, err)
+			harnessErrs = append(harnessErrs, fmt.Sprintf("final list from %s: %d %v", s.name, code, err))
+			continue
 		}
 		m := map[string]Item{}
 		for _, it := range obj.Items {
@@ -355,7 +364,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	if terr != nil {
 		return nil, terr
 	}
-	rep := &Report{Seed: cfg.Seed, Duration: runEnd - trafficStart, Faults: faults, Operations: map[string]int{}, Revisions: cur.Header.Revision, History: len(history), Leases: leases, Dir: cfg.ReportDir}
+	rep := &Report{Seed: cfg.Seed, Duration: runEnd - trafficStart, Faults: faults, Operations: map[string]int{}, Revisions: cur.Header.Revision, History: len(history), Leases: leases, Dir: cfg.ReportDir, HarnessErrors: harnessErrs}
 	var ops []Op
 	var lists []PagedList
 	for _, c := range clients {

@@ -162,10 +162,6 @@ func (c *client) call(ctx context.Context, srv endpoint, in Input, method, u str
 	call := c.since()
 	code, obj, err := doJSON(rctx, srv.hc, method, u, body)
 	ret := c.since()
-	if ctx.Err() != nil && err != nil {
-		// The run ended: a write in flight may still happen.
-		code = 0
-	}
 	op := Op{Client: c.id, Server: srv.name, In: in, Call: call, Return: ret}
 	switch {
 	case err != nil:

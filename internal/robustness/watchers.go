@@ -3,7 +3,9 @@ package robustness
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -178,7 +180,7 @@ func (w *watcher) watch(ctx context.Context, from int64) (seg Segment) {
 	for {
 		var f watchFrame
 		if err := dec.Decode(&f); err != nil {
-			if err.Error() == "EOF" {
+			if errors.Is(err, io.EOF) {
 				seg.Ended = "timeout"
 			} else {
 				seg.Ended = w.broken(ctx, wctx, err)

@@ -97,6 +97,9 @@ func TestRobustness(t *testing.T) {
 		cfg.Faults = strings.Split(*faults, ",")
 	}
 	rep := runHarness(t, cfg)
+	for _, e := range rep.HarnessErrors {
+		t.Errorf("harness: %s", e)
+	}
 	if len(rep.Violations) > 0 {
 		t.Errorf("%d violations (report in %s)", len(rep.Violations), rep.Dir)
 	}
