@@ -217,19 +217,12 @@ func checkRelists(relists []Relist, segs []Segment, history []Event, runEnd time
 // checkPagedLists checks that the pages of one list are of one snapshot:
 // the same resourceVersion, together etcd's state at it.
 func checkPagedLists(lists []PagedList, history []Event) (vs []Violation, complete, gone int) {
-	gone410 := 0 // consecutive 410s of one client's relists
 	for _, l := range lists {
-		switch {
-		case l.Code == http.StatusGone && l.After410:
+		if l.Code == http.StatusGone {
 			gone++
-			if gone410++; gone410 == 3 {
-				vs = append(vs, Violation{"relist", fmt.Sprintf("client %d's list on %s at %v: three fresh lists after a 410 got 410 too", l.Client, l.Server, l.Return), nil})
+			if l.After410 {
+				vs = append(vs, Violation{"relist", fmt.Sprintf("client %d's full list on %s at %v, after a 410 of its paged list, got 410 too", l.Client, l.Server, l.Return), nil})
 			}
-		case l.Code == http.StatusGone:
-			gone++
-			gone410 = 0
-		default:
-			gone410 = 0
 		}
 		if l.Code != http.StatusOK {
 			continue
@@ -372,13 +365,21 @@ func leaderSpans(samples []LeaderSample, pauses []Pause) []Span {
 				cur = nil
 			}
 		}
+		prevCall := time.Duration(-1)
 		for _, s := range ss {
 			resumed := time.Duration(0)
 			for _, p := range pauses {
-				if p.Server == srv && s.Call < p.Cont && s.Return > p.Stop {
-					s.Call, resumed = max(s.Call, p.Cont), p.Cont
+				if p.Server != srv {
+					continue
+				}
+				if s.Call < p.Cont && s.Return > p.Stop {
+					s.Call = max(s.Call, p.Cont) // answered after the SIGCONT
+				}
+				if p.Stop >= prevCall && p.Cont <= s.Call && s.Call < p.Cont+staleLeaderLimit {
+					resumed = p.Cont // the first sample since the pause
 				}
 			}
+			prevCall = s.Call
 			if resumed != 0 {
 				end() // a pause ends a span
 			}

@@ -98,6 +98,18 @@ func TestCheckLeaders(t *testing.T) {
 	if len(vs) > 0 || !slices.Equal(checks(fs), []string{"gc leader after pause"}) {
 		t.Errorf("checkLeaders(paused) = %v, findings %v", vs, fs)
 	}
+	// The same, with a's first sample sent 100 ms after the SIGCONT.
+	paused = slices.Concat(run("a", 0, 1000, true), run("a", 2600, 2700, true), run("a", 2700, 4000, false), run("b", 0, 2000, false), run("b", 2000, 4000, true))
+	vs, fs, _ = checkLeaders(paused, nil, []Pause{{Server: "a", Stop: ms(1000), Cont: ms(2500)}})
+	if len(vs) > 0 || !slices.Equal(checks(fs), []string{"gc leader after pause"}) {
+		t.Errorf("checkLeaders(paused, sampled after) = %v, findings %v", vs, fs)
+	}
+	// A leader that goes on past another's takeover without a pause is a
+	// violation however short.
+	stale := slices.Concat(run("a", 0, 2200, true), run("a", 2200, 4000, false), run("b", 0, 2000, false), run("b", 2000, 4000, true))
+	if vs, _, _ := checkLeaders(stale, nil, []Pause{{Server: "a", Stop: ms(100), Cont: ms(200)}}); !slices.Equal(checks(vs), []string{"gc leader"}) {
+		t.Errorf("checkLeaders(stale, unpaused) = %v", vs)
+	}
 }
 
 func TestCheckPagedLists(t *testing.T) {

@@ -109,7 +109,7 @@ type PagedList struct {
 	Return time.Duration `json:"return"`
 	RV     int64         `json:"rv"`
 	PageRV []int64       `json:"pageRVs"`
-	// After410 marks the list a client made again after its last one's
+	// After410 marks the full list a client made after its last one's
 	// continue token expired.
 	After410 bool            `json:"after410"`
 	Items    map[string]Item `json:"items"`
@@ -207,15 +207,10 @@ func (c *client) step(ctx context.Context) {
 		c.list(ctx, srv)
 	default:
 		// A slow reader of pages: its continue token may expire with a
-		// compaction (410), and it lists again from the start, without
-		// pauses (a few times: a compaction may still come between two
-		// pages).
+		// compaction (410), and it lists again in full, as client-go's
+		// pager does (FullListIfExpired).
 		if c.pagedList(ctx, srv, false) == http.StatusGone {
-			for range 3 {
-				if c.pagedList(ctx, srv, true) != http.StatusGone {
-					break
-				}
-			}
+			c.pagedList(ctx, srv, true)
 		}
 	}
 }
@@ -244,7 +239,7 @@ func (c *client) list(ctx context.Context, srv endpoint) {
 }
 
 // pagedList reads the namespace two items a page, with pauses between
-// pages, and returns how it ended.
+// pages (after410: in one page), and returns how it ended.
 func (c *client) pagedList(ctx context.Context, srv endpoint, after410 bool) int {
 	pl := PagedList{Client: c.id, Server: srv.name, Call: c.since(), Items: map[string]Item{}, After410: after410}
 	defer func() { pl.Return = c.since(); c.lists = append(c.lists, pl) }()
@@ -254,6 +249,9 @@ func (c *client) pagedList(ctx context.Context, srv endpoint, after410 bool) int
 			sleep(ctx, time.Duration(c.rng.IntN(400))*time.Millisecond)
 		}
 		q := url.Values{"limit": {"2"}}
+		if after410 {
+			q = url.Values{} // one page
+		}
 		if cont != "" {
 			q.Set("continue", cont)
 		}
