@@ -367,7 +367,7 @@ func leaderSpans(samples []LeaderSample, pauses []Pause) []Span {
 		}
 		prevCall := time.Duration(-1)
 		for _, s := range ss {
-			resumed := time.Duration(0)
+			resumed, paused := time.Duration(0), false
 			for _, p := range pauses {
 				if p.Server != srv {
 					continue
@@ -375,18 +375,24 @@ func leaderSpans(samples []LeaderSample, pauses []Pause) []Span {
 				if s.Call < p.Cont && s.Return > p.Stop {
 					s.Call = max(s.Call, p.Cont) // answered after the SIGCONT
 				}
-				if p.Stop >= prevCall && p.Cont <= s.Call && s.Call < p.Cont+staleLeaderLimit {
-					resumed = p.Cont // the first sample since the pause
+				if p.Cont > prevCall && p.Cont <= s.Call && p.Stop < s.Call {
+					paused = true // the first sample since the pause: it ends a span
+				}
+				if p.Cont <= s.Call && s.Call < p.Cont+staleLeaderLimit {
+					resumed = p.Cont // a span starting here is after the pause
 				}
 			}
 			prevCall = s.Call
-			if resumed != 0 {
-				end() // a pause ends a span
+			if paused {
+				end()
+			}
+			if resumed != 0 && cur == nil && s.OK && s.Leader {
+				cur = &Span{Server: srv, AfterPause: resumed}
 			}
 			switch {
 			case !s.OK:
 			case s.Leader && cur == nil:
-				cur = &Span{Server: srv, AfterPause: resumed}
+				cur = &Span{Server: srv}
 				cur.Samples = append(cur.Samples, s)
 			case s.Leader:
 				cur.Samples = append(cur.Samples, s)

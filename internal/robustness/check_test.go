@@ -104,6 +104,17 @@ func TestCheckLeaders(t *testing.T) {
 	if len(vs) > 0 || !slices.Equal(checks(fs), []string{"gc leader after pause"}) {
 		t.Errorf("checkLeaders(paused, sampled after) = %v, findings %v", vs, fs)
 	}
+	// The same, with samples failing (timing out) during the pause.
+	var timedOut []LeaderSample
+	for at := 1000; at < 2500; at += 600 {
+		timedOut = append(timedOut, LeaderSample{Server: "a", Call: ms(at), Return: ms(at + 500)})
+	}
+	paused = slices.Concat(run("a", 0, 1000, true), timedOut, []LeaderSample{{Server: "a", Call: ms(2200), Return: ms(2520), Leader: true, OK: true}}, run("a", 2600, 4000, false),
+		run("b", 0, 2000, false), run("b", 2000, 4000, true))
+	vs, fs, _ = checkLeaders(paused, nil, []Pause{{Server: "a", Stop: ms(1000), Cont: ms(2500)}})
+	if len(vs) > 0 || !slices.Equal(checks(fs), []string{"gc leader after pause"}) {
+		t.Errorf("checkLeaders(paused, samples timing out) = %v, findings %v", vs, fs)
+	}
 	// A leader that goes on past another's takeover without a pause is a
 	// violation however short.
 	stale := slices.Concat(run("a", 0, 2200, true), run("a", 2200, 4000, false), run("b", 0, 2000, false), run("b", 2000, 4000, true))
