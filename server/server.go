@@ -197,6 +197,10 @@ type Config struct {
 	// encrypted, and encrypted values fail to read. Every server of an
 	// etcd needs the same. See package encryption.
 	EncryptionProviderConfig string
+	// DebugFault names a test fault that breaks the server on purpose, so
+	// that a test can show its checks find the break (objects.Fault*,
+	// `objwatch serve --debug-fault`); empty, always, in production.
+	DebugFault string
 }
 
 func (c *Config) setDefaults() {
@@ -355,7 +359,7 @@ func New(cfg Config) (*Server, error) {
 		FutureRVWait: cfg.FutureRVWait, ContinueTTL: cfg.ContinueTTL, BookmarkInterval: cfg.BookmarkInterval,
 		DisableWatchCache: cfg.DisableWatchCache, WatchCacheWindow: cfg.WatchCacheWindow,
 		WatchBufferEvents: cfg.WatchBufferEvents, Verify: cfg.Verify,
-		Hooks: hooks, Fields: fm,
+		Hooks: hooks, Fields: fm, DebugFault: cfg.DebugFault,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/objwatch/objwatch/internal/instance"
 	"github.com/objwatch/objwatch/server/auth"
+	"github.com/objwatch/objwatch/server/objects"
 )
 
 func newServeCommand() *cobra.Command {
@@ -90,6 +91,10 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&o.Server.Audit.CheckpointInterval, "audit-checkpoint-interval", 10*time.Second, "interval between checkpoints of the audit log's hash chain in etcd")
 	f.StringVar(&o.Server.EncryptionProviderConfig, "encryption-provider-config", "", "apiserver.config.k8s.io/v1 EncryptionConfiguration choosing the resources encrypted at rest in etcd and their keys (aesgcm, aescbc, secretbox, identity), as kube-apiserver's; every server of an etcd needs the same (default: nothing encrypted)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
+	// A test fault (server.Config.DebugFault) for the robustness
+	// harness's self-test; hidden from help.
+	f.StringVar(&o.Server.DebugFault, "debug-fault", "", "TEST ONLY: break the server on purpose ("+objects.FaultDropEventAfterRestart+")")
+	_ = f.MarkHidden("debug-fault")
 	return cmd
 }
 

@@ -109,6 +109,9 @@ type Config struct {
 	// applies (package fields). nil: managedFields are stored as clients
 	// send them and Apply is refused with 415.
 	Fields FieldManager
+	// DebugFault names a test fault that breaks the service on purpose
+	// (debugfault.go); empty in production.
+	DebugFault string
 }
 
 // FieldManager keeps server-side apply's field ownership
@@ -242,6 +245,7 @@ type Service struct {
 	guessKeys *guessKeyMap // see updatecache.go
 	counts    counts
 	hooks     testHooks
+	fault     *debugFault // nil: none (the only case in production)
 
 	// closed ends when Close is called: no cache starts after it.
 	closed context.Context
@@ -265,9 +269,13 @@ func New(cfg Config) (*Service, error) {
 	if cfg.BookmarkInterval == 0 {
 		cfg.BookmarkInterval = time.Minute
 	}
+	fault, err := newDebugFault(cfg.DebugFault)
+	if err != nil {
+		return nil, err
+	}
 	s := &Service{
 		cfg: cfg, store: cfg.Storage, registry: cfg.Registry,
-		keyLocks: newKeyLocks(), guessKeys: newGuessKeyMap(),
+		keyLocks: newKeyLocks(), guessKeys: newGuessKeyMap(), fault: fault,
 	}
 	s.closed, s.close = context.WithCancel(context.Background())
 	return s, nil

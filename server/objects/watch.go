@@ -105,6 +105,7 @@ func (s *Service) Watch(ctx context.Context, req *Request, opts WatchOptions) (S
 	default:
 		src = cs
 	}
+	src = s.fault.wrap(src, req, wr)
 	if changed == nil {
 		return src, nil
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	rb "github.com/objwatch/objwatch/internal/robustness"
 	"github.com/objwatch/objwatch/testenv"
 )
 
@@ -25,12 +26,10 @@ import (
 // every call and its answer, and porcupine searches for a sequential order,
 // consistent with real time, that a per-object register explains.
 //
-// The register knows resourceVersions only from answers: they are etcd
-// revisions, so every write must answer with a version greater than every
-// version it follows, and a no-op update keeps the version. A write without
-// a definite answer (cancelled, connection error, 5xx) may or may not have
-// happened: it never returns, so the checker can place it anywhere after its
-// call, including after everything else, where it changes nothing.
+// The register is internal/robustness's Model (shared with the robustness
+// harness, test/robustness). A write without a definite answer (cancelled,
+// connection error, 5xx) may or may not have happened: it never returns,
+// so the checker can place it anywhere after its call.
 
 const (
 	linClients  = 6
@@ -45,193 +44,6 @@ const (
 // linValues is small on purpose: an update that writes the current value
 // is a no-op, and the register must see its resourceVersion stay.
 var linValues = []string{"x", "y", "z"}
-
-type linKind uint8
-
-const (
-	linGet linKind = iota
-	linList
-	linCreate
-	linUpdate
-	linDelete
-)
-
-func (k linKind) String() string {
-	return [...]string{"get", "list", "create", "update", "delete"}[k]
-}
-
-type linInput struct {
-	kind  linKind
-	key   string
-	value string // create, update
-	rv    int64  // update: the resourceVersion precondition; 0 for none
-}
-
-type linOutput struct {
-	code  int // HTTP status; 0: no definite answer
-	value string
-	rv    int64
-	uid   string
-}
-
-// linState is one object as far as the answers so far pin it down.
-type linState struct {
-	exists bool
-	value  string
-	// rv is the object's resourceVersion when known is set; otherwise,
-	// and always for an absent object, every later version exceeds it.
-	rv    int64
-	known bool
-	uid   string // "" when not known
-}
-
-// fits reports whether an answer about the existing object s agrees with it.
-func (s linState) fits(o linOutput) bool {
-	if s.uid != "" && s.uid != o.uid {
-		return false
-	}
-	if s.known {
-		return o.rv == s.rv
-	}
-	return o.rv > s.rv
-}
-
-func linStep(state, input, output any) (bool, any) {
-	s, in, out := state.(linState), input.(linInput), output.(linOutput)
-	if out.code == 0 {
-		return true, linMayApply(s, in)
-	}
-	pinned := linState{exists: true, value: out.value, rv: out.rv, known: true, uid: out.uid}
-	switch in.kind {
-	case linGet, linList:
-		switch out.code {
-		case http.StatusNotFound:
-			return !s.exists, s
-		case http.StatusOK:
-			return s.exists && out.value == s.value && s.fits(out), pinned
-		}
-	case linCreate:
-		switch out.code {
-		case http.StatusConflict:
-			return s.exists, s
-		case http.StatusCreated:
-			return !s.exists && out.value == in.value && out.rv > s.rv, pinned
-		}
-	case linUpdate:
-		if !s.exists {
-			return out.code == http.StatusNotFound, s
-		}
-		if in.rv != 0 {
-			if out.code == http.StatusConflict {
-				return !s.known || s.rv != in.rv, s
-			}
-			if s.known && s.rv != in.rv || !s.known && in.rv <= s.rv {
-				return false, s
-			}
-			s.rv, s.known = in.rv, true
-		}
-		if out.code != http.StatusOK || out.value != in.value || s.uid != "" && s.uid != out.uid {
-			return false, s
-		}
-		if in.value == s.value {
-			return s.fits(out), pinned // a no-op keeps the resourceVersion
-		}
-		return out.rv > s.rv, pinned
-	case linDelete:
-		switch out.code {
-		case http.StatusNotFound:
-			return !s.exists, s
-		case http.StatusOK:
-			return s.exists && (s.uid == "" || s.uid == out.uid), linState{rv: s.rv}
-		}
-	}
-	return false, s
-}
-
-// linMayApply is the state after a write without an answer, placed where
-// it takes effect if it can; the checker places it after everything else
-// when it never took effect.
-func linMayApply(s linState, in linInput) linState {
-	switch in.kind {
-	case linCreate:
-		if !s.exists {
-			return linState{exists: true, value: in.value, rv: s.rv}
-		}
-	case linUpdate:
-		if !s.exists || in.value == s.value {
-			return s
-		}
-		if in.rv != 0 {
-			if s.known && s.rv != in.rv || !s.known && in.rv <= s.rv {
-				return s
-			}
-			s.rv = in.rv
-		}
-		return linState{exists: true, value: in.value, rv: s.rv, uid: s.uid}
-	case linDelete:
-		if s.exists {
-			return linState{rv: s.rv}
-		}
-	}
-	return s
-}
-
-var linModel = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byKey := map[string][]porcupine.Operation{}
-		var keys []string
-		for _, op := range history {
-			k := op.Input.(linInput).key
-			if _, ok := byKey[k]; !ok {
-				keys = append(keys, k)
-			}
-			byKey[k] = append(byKey[k], op)
-		}
-		out := make([][]porcupine.Operation, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, byKey[k])
-		}
-		return out
-	},
-	Init: func() any { return linState{} },
-	Step: linStep,
-	DescribeOperation: func(input, output any) string {
-		in, out := input.(linInput), output.(linOutput)
-		call := fmt.Sprintf("%s %s", in.kind, in.key)
-		switch {
-		case in.kind == linUpdate && in.rv != 0:
-			call += fmt.Sprintf(" = %s if rv %d", in.value, in.rv)
-		case in.kind == linCreate || in.kind == linUpdate:
-			call += " = " + in.value
-		}
-		switch out.code {
-		case 0:
-			return call + " -> no answer"
-		case http.StatusOK, http.StatusCreated:
-			if in.kind == linDelete {
-				return fmt.Sprintf("%s -> %d uid %.8s", call, out.code, out.uid)
-			}
-			return fmt.Sprintf("%s -> %d %s rv %d uid %.8s", call, out.code, out.value, out.rv, out.uid)
-		}
-		return fmt.Sprintf("%s -> %d", call, out.code)
-	},
-	DescribeState: func(state any) string {
-		s := state.(linState)
-		switch {
-		case !s.exists:
-			return fmt.Sprintf("absent, next rv > %d", s.rv)
-		case s.known:
-			return fmt.Sprintf("%s rv %d uid %.8s", s.value, s.rv, s.uid)
-		}
-		return fmt.Sprintf("%s rv > %d uid %.8s", s.value, s.rv, s.uid)
-	},
-	DescribeOperationMetadata: func(info any) string {
-		if info == nil {
-			return ""
-		}
-		return fmt.Sprint(info)
-	},
-}
 
 // TestLinearizability runs clients that send every request to one of two
 // servers at random, so reads through one server check writes through the
@@ -281,9 +93,9 @@ func TestLinearizability(t *testing.T) {
 	noAnswer := 0
 	for _, h := range histories {
 		for _, op := range h {
-			in, out := op.Input.(linInput), op.Output.(linOutput)
-			counts[fmt.Sprintf("%s %d", in.kind, out.code)]++
-			if out.code == 0 {
+			in, out := op.Input.(rb.Input), op.Output.(rb.Output)
+			counts[fmt.Sprintf("%s %d", in.Kind, out.Code)]++
+			if out.Code == 0 {
 				noAnswer++
 				op.Return = math.MaxInt64
 			}
@@ -298,79 +110,20 @@ func TestLinearizability(t *testing.T) {
 	}
 
 	checkStart := time.Now()
-	res, info := porcupine.CheckOperationsVerbose(linModel, ops, 20*time.Second)
+	res, info := porcupine.CheckOperationsVerbose(rb.Model, ops, 20*time.Second)
 	t.Logf("porcupine: %s after %v", res, time.Since(checkStart).Round(time.Millisecond))
 	if res == porcupine.Ok {
 		return
 	}
 	// Like TempDir, but kept when the test runs with -artifacts.
 	path := filepath.Join(t.ArtifactDir(), "linearizability.html")
-	if err := porcupine.VisualizePath(linModel, info, path); err != nil {
+	if err := porcupine.VisualizePath(rb.Model, info, path); err != nil {
 		t.Errorf("VisualizePath(%s) = %v", path, err)
 	}
 	if res == porcupine.Illegal {
 		t.Fatalf("history of %d operations is not linearizable; visualization (kept with go test -artifacts): %s", len(ops), path)
 	}
 	t.Fatalf("porcupine could not decide within 20s whether %d operations are linearizable (%s); visualization (kept with go test -artifacts): %s", len(ops), res, path)
-}
-
-// TestLinearizabilityModel checks the register on small histories, so a
-// model that accepts everything cannot hide behind a passing
-// TestLinearizability.
-func TestLinearizabilityModel(t *testing.T) {
-	// op is one operation of client 0 from call to ret; ret < 0: no answer.
-	type op struct {
-		call, ret int64
-		in        linInput
-		out       linOutput
-	}
-	create := func(call, ret int64, v string, rv int64) op {
-		return op{call, ret, linInput{kind: linCreate, key: "k", value: v}, linOutput{code: http.StatusCreated, value: v, rv: rv, uid: "u"}}
-	}
-	get := func(call, ret int64, v string, rv int64) op {
-		out := linOutput{code: http.StatusOK, value: v, rv: rv, uid: "u"}
-		if rv == 0 {
-			out = linOutput{code: http.StatusNotFound}
-		}
-		return op{call, ret, linInput{kind: linGet, key: "k"}, out}
-	}
-	update := func(call, ret int64, v string, pre, rv int64) op {
-		return op{call, ret, linInput{kind: linUpdate, key: "k", value: v, rv: pre}, linOutput{code: http.StatusOK, value: v, rv: rv, uid: "u"}}
-	}
-	lost := func(o op) op { o.ret, o.out = -1, linOutput{}; return o }
-	for _, tc := range []struct {
-		name string
-		ops  []op
-		want porcupine.CheckResult
-	}{
-		{"read your write", []op{create(0, 1, "x", 5), get(2, 3, "x", 5)}, porcupine.Ok},
-		{"stale read", []op{create(0, 1, "x", 5), update(2, 3, "y", 0, 6), get(4, 5, "x", 5)}, porcupine.Illegal},
-		{"read before create", []op{create(0, 1, "x", 5), get(2, 3, "", 0)}, porcupine.Illegal},
-		{"concurrent read", []op{create(0, 3, "x", 5), get(1, 2, "", 0), get(4, 5, "x", 5)}, porcupine.Ok},
-		{"no-op update keeps rv", []op{create(0, 1, "x", 5), update(2, 3, "x", 0, 5)}, porcupine.Ok},
-		{"no-op update with new rv", []op{create(0, 1, "x", 5), update(2, 3, "x", 0, 6)}, porcupine.Illegal},
-		{"update with old rv", []op{create(0, 1, "x", 5), update(2, 3, "y", 0, 4)}, porcupine.Illegal},
-		{"precondition met", []op{create(0, 1, "x", 5), update(2, 3, "y", 5, 7)}, porcupine.Ok},
-		{"precondition not met", []op{create(0, 1, "x", 5), update(2, 3, "y", 4, 7)}, porcupine.Illegal},
-		{"unanswered create happened", []op{lost(create(0, 0, "x", 0)), get(2, 3, "x", 9), update(4, 5, "y", 9, 10)}, porcupine.Ok},
-		{"unanswered create did not happen", []op{lost(create(0, 0, "x", 0)), get(2, 3, "", 0)}, porcupine.Ok},
-		{"unanswered create took effect once", []op{lost(create(0, 0, "x", 0)), get(2, 3, "x", 9), get(4, 5, "", 0)}, porcupine.Illegal},
-		{"unanswered update seen, then undone", []op{create(0, 1, "x", 5), lost(update(2, 0, "y", 5, 0)), get(4, 5, "y", 8), get(6, 7, "x", 5)}, porcupine.Illegal},
-		{"unanswered update with a failed precondition", []op{create(0, 1, "x", 5), update(2, 3, "z", 5, 6), lost(update(4, 0, "y", 5, 0)), get(6, 7, "y", 8)}, porcupine.Illegal},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var history []porcupine.Operation
-			for _, o := range tc.ops {
-				if o.ret < 0 {
-					o.ret = math.MaxInt64
-				}
-				history = append(history, porcupine.Operation{Input: o.in, Output: o.out, Call: o.call, Return: o.ret})
-			}
-			if got := porcupine.CheckOperationsTimeout(linModel, history, time.Second); got != tc.want {
-				t.Errorf("CheckOperations(%s) = %s, want %s", tc.name, got, tc.want)
-			}
-		})
-	}
 }
 
 type linServer struct {
@@ -405,29 +158,29 @@ func (c *linClient) step(ctx context.Context, keys []string) {
 		}
 		return map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": md, "data": map[string]string{"v": value}}
 	}
-	in := linInput{key: key}
+	in := rb.Input{Key: key}
 	var method, url string
 	var body any
 	switch p := c.rng.IntN(100); {
 	case p < 30:
-		in.kind, method, url = linGet, http.MethodGet, base+"/"+key
+		in.Kind, method, url = rb.OpGet, http.MethodGet, base+"/"+key
 	case p < 40:
-		in.kind, method, url = linList, http.MethodGet, base
+		in.Kind, method, url = rb.OpList, http.MethodGet, base
 	case p < 60:
-		in.kind, in.value, in.rv = linUpdate, value, max(c.lastRV[key], 1)
-		method, url, body = http.MethodPut, base+"/"+key, cm(in.rv)
+		in.Kind, in.Value, in.RV = rb.OpUpdate, value, max(c.lastRV[key], 1)
+		method, url, body = http.MethodPut, base+"/"+key, cm(in.RV)
 	case p < 75:
-		in.kind, in.value = linUpdate, value
+		in.Kind, in.Value = rb.OpUpdate, value
 		method, url, body = http.MethodPut, base+"/"+key, cm(0)
 	case p < 90:
-		in.kind, in.value = linCreate, value
+		in.Kind, in.Value = rb.OpCreate, value
 		method, url, body = http.MethodPost, base, cm(0)
 	default:
-		in.kind, method, url = linDelete, http.MethodDelete, base+"/"+key
+		in.Kind, method, url = rb.OpDelete, http.MethodDelete, base+"/"+key
 	}
 
 	timeout, cancelled := 10*time.Second, false
-	if in.kind != linGet && in.kind != linList && c.rng.IntN(linCancelEvery) == 0 {
+	if in.Kind != rb.OpGet && in.Kind != rb.OpList && c.rng.IntN(linCancelEvery) == 0 {
 		timeout, cancelled = time.Duration(c.rng.Int64N(int64(2*time.Millisecond))), true
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
@@ -438,9 +191,9 @@ func (c *linClient) step(ctx context.Context, keys []string) {
 	ret := time.Since(c.start).Nanoseconds()
 	cancel()
 
-	op := func(in linInput, out linOutput) {
-		if out.rv != 0 {
-			c.lastRV[in.key] = out.rv
+	op := func(in rb.Input, out rb.Output) {
+		if out.RV != 0 {
+			c.lastRV[in.Key] = out.RV
 		}
 		c.ops = append(c.ops, porcupine.Operation{ClientId: c.id, Input: in, Output: out, Call: call, Return: ret, Metadata: srv.name})
 	}
@@ -449,11 +202,11 @@ func (c *linClient) step(ctx context.Context, keys []string) {
 		c.failures = append(c.failures, fmt.Sprintf("%s %s via %s = %d, %v", method, url, srv.name, code, err))
 	}
 	switch {
-	case !definite && (in.kind == linGet || in.kind == linList):
+	case !definite && (in.Kind == rb.OpGet || in.Kind == rb.OpList):
 		// A read without an answer tells nothing.
 	case !definite:
-		op(in, linOutput{})
-	case in.kind == linList:
+		op(in, rb.Output{})
+	case in.Kind == rb.OpList:
 		if code != http.StatusOK {
 			return
 		}
@@ -464,17 +217,17 @@ func (c *linClient) step(ctx context.Context, keys []string) {
 		for _, k := range keys {
 			it, ok := found[k]
 			if !ok {
-				op(linInput{kind: linList, key: k}, linOutput{code: http.StatusNotFound})
+				op(rb.Input{Kind: rb.OpList, Key: k}, rb.Output{Code: http.StatusNotFound})
 				continue
 			}
-			op(linInput{kind: linList, key: k}, linOutput{code: http.StatusOK, value: it.Data["v"], rv: it.rv(), uid: it.Metadata.UID})
+			op(rb.Input{Kind: rb.OpList, Key: k}, rb.Output{Code: http.StatusOK, Value: it.Data["v"], RV: it.rv(), UID: it.Metadata.UID})
 		}
-	case in.kind == linDelete && code == http.StatusOK:
-		op(in, linOutput{code: code, uid: obj.Details.UID})
+	case in.Kind == rb.OpDelete && code == http.StatusOK:
+		op(in, rb.Output{Code: code, UID: obj.Details.UID})
 	case code == http.StatusOK || code == http.StatusCreated:
-		op(in, linOutput{code: code, value: obj.Data["v"], rv: obj.rv(), uid: obj.Metadata.UID})
+		op(in, rb.Output{Code: code, Value: obj.Data["v"], RV: obj.rv(), UID: obj.Metadata.UID})
 	default:
-		op(in, linOutput{code: code})
+		op(in, rb.Output{Code: code})
 	}
 }
 

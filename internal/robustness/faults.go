@@ -1,0 +1,185 @@
+package robustness
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// The faults the harness injects, by kind.
+const (
+	FaultKillServer     = "kill-server"         // kill -9 an objwatch server, restart it
+	FaultKillEtcdLeader = "kill-etcd-leader"    // kill -9 etcd's leader, restart it
+	FaultKillEtcdFollow = "kill-etcd-follower"  // kill -9 an etcd follower, restart it
+	FaultPauseServer    = "pause-server"        // SIGSTOP the garbage collector's leader, SIGCONT after a while
+	FaultPauseEtcd      = "pause-etcd"          // SIGSTOP an etcd member, SIGCONT after a while
+	FaultReplaceEtcd    = "replace-etcd-member" // MemberRemove a follower, MemberAdd a new one with a fresh data dir
+	FaultNetDelay       = "net-delay"           // add latency between one server and every etcd member
+	FaultNetBlackhole   = "net-blackhole"       // forward nothing between one server and etcd for a while
+	FaultNetReset       = "net-reset"           // cut one server's etcd connections, a few times
+)
+
+// AllFaults is every kind, in the order a short run injects them.
+var AllFaults = []string{
+	FaultKillServer, FaultKillEtcdLeader, FaultPauseServer, FaultNetBlackhole, FaultKillEtcdFollow,
+	FaultReplaceEtcd, FaultPauseEtcd, FaultNetDelay, FaultNetReset,
+}
+
+// FaultRecord is one injected fault.
+type FaultRecord struct {
+	Kind   string        `json:"kind"`
+	Target string        `json:"target"`
+	Start  time.Duration `json:"start"`
+	End    time.Duration `json:"end"`       // when it was lifted
+	Ready  time.Duration `json:"recovered"` // when everything served again
+	Note   string        `json:"note,omitempty"`
+	Err    string        `json:"err,omitempty"`
+}
+
+func (f FaultRecord) String() string {
+	s := fmt.Sprintf("%8v %-20s %-10s lifted %v, recovered %v", f.Start.Round(time.Millisecond), f.Kind, f.Target, f.End.Round(time.Millisecond), f.Ready.Round(time.Millisecond))
+	if f.Note != "" {
+		s += " (" + f.Note + ")"
+	}
+	if f.Err != "" {
+		s += " ERROR " + f.Err
+	}
+	return s
+}
+
+// inject injects one fault of kind and waits until it is lifted.
+func (r *run) inject(ctx context.Context, kind string, rng *rand.Rand) FaultRecord {
+	f := FaultRecord{Kind: kind, Start: r.since()}
+	hold := func(min, max time.Duration) { sleep(ctx, min+time.Duration(rng.Int64N(int64(max-min)))) }
+	srv := r.servers[rng.IntN(len(r.servers))]
+	var err error
+	switch kind {
+	case FaultKillServer:
+		f.Target = srv.name
+		srv.proc.kill()
+		hold(300*time.Millisecond, time.Second)
+		err = srv.proc.start()
+	case FaultPauseServer:
+		// The collector's leader, so that another takes its lease over.
+		if l := r.currentLeader(); l != nil {
+			srv = l
+		}
+		f.Target = srv.name
+		if err = srv.proc.pause(true); err == nil {
+			hold(r.cfg.GCLease+500*time.Millisecond, r.cfg.GCLease+1500*time.Millisecond)
+			err = srv.proc.pause(false)
+		}
+	case FaultKillEtcdLeader, FaultKillEtcdFollow, FaultPauseEtcd:
+		leader, followers, lerr := r.etcd.leader(ctx)
+		if lerr != nil {
+			err = lerr
+			break
+		}
+		m := leader
+		if kind == FaultKillEtcdFollow || kind == FaultPauseEtcd && rng.IntN(2) == 0 {
+			m = followers[rng.IntN(len(followers))]
+		}
+		f.Target = m.name
+		if m == leader {
+			f.Note = "leader"
+		}
+		if kind == FaultPauseEtcd {
+			if err = m.proc.pause(true); err == nil {
+				hold(500*time.Millisecond, 2*time.Second)
+				err = m.proc.pause(false)
+			}
+			break
+		}
+		m.proc.kill()
+		hold(300*time.Millisecond, time.Second)
+		err = r.etcd.restart(m)
+	case FaultReplaceEtcd:
+		_, followers, lerr := r.etcd.leader(ctx)
+		if lerr != nil {
+			err = lerr
+			break
+		}
+		m := followers[rng.IntN(len(followers))]
+		slot := r.etcd.slot(m)
+		nm, rerr := r.etcd.replace(ctx, m, r.logDir)
+		if err = rerr; err == nil {
+			f.Target, f.Note = m.name, "replaced by "+nm.name
+			for _, s := range r.servers {
+				s.proxies[slot].setTarget(nm.clientURL[len("http://"):])
+			}
+		}
+	case FaultNetDelay:
+		f.Target = srv.name
+		d := time.Duration(20+rng.IntN(130)) * time.Millisecond
+		f.Note = d.String() + " a chunk"
+		for _, p := range srv.proxies {
+			p.delay.Store(int64(d))
+		}
+		hold(time.Second, 3*time.Second)
+		for _, p := range srv.proxies {
+			p.delay.Store(0)
+		}
+	case FaultNetBlackhole:
+		// The collector's leader: it must stop collecting before its
+		// lease expires and another server takes over.
+		if l := r.currentLeader(); l != nil {
+			srv = l
+		}
+		f.Target = srv.name
+		for _, p := range srv.proxies {
+			p.blackhole.Store(true)
+		}
+		hold(r.cfg.GCLease, r.cfg.GCLease+time.Second)
+		for _, p := range srv.proxies {
+			p.blackhole.Store(false)
+		}
+	case FaultNetReset:
+		f.Target = srv.name
+		for range 3 {
+			for _, p := range srv.proxies {
+				p.reset()
+			}
+			hold(100*time.Millisecond, 500*time.Millisecond)
+		}
+	default:
+		err = fmt.Errorf("unknown fault %q", kind)
+	}
+	f.End = r.since()
+	if err != nil {
+		f.Err = err.Error()
+	}
+	if err := r.recover(ctx); err != nil && f.Err == "" {
+		f.Err = "no recovery: " + err.Error()
+	}
+	f.Ready = r.since()
+	return f
+}
+
+// recover waits until the etcd cluster is healthy and every server ready.
+func (r *run) recover(ctx context.Context) error {
+	if err := r.etcd.waitHealthy(ctx); err != nil {
+		return err
+	}
+	for _, s := range r.servers {
+		if !s.proc.alive() {
+			if err := s.proc.start(); err != nil {
+				return err
+			}
+		}
+		if err := s.waitReady(ctx, r.hc, 60*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// slot is m's place in the cluster (its proxies' index).
+func (c *etcdCluster) slot(m *etcdMember) int {
+	for i, o := range c.snapshot() {
+		if o == m {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,113 @@
+package robustness
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+)
+
+// process is one external process (an etcd member or an objwatch server)
+// that can be killed, paused and started again with the same arguments.
+// Its output goes to logPath (appended to across restarts). The child is
+// killed if the harness's process dies (Pdeathsig), so a crashed test
+// leaves no orphan. Its methods are safe for concurrent use.
+type process struct {
+	name    string
+	path    string
+	args    []string
+	logPath string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when cmd's Wait returned
+	stopped bool          // SIGSTOPped
+}
+
+// start starts the process; it must not be running.
+func (p *process) start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		return fmt.Errorf("%s: already running", p.name)
+	}
+	log, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(p.path, p.args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return fmt.Errorf("%s: %w", p.name, err)
+	}
+	exited := make(chan struct{})
+	go func() { // owned by the process: ends when it exits (kill waits for it)
+		defer close(exited)
+		cmd.Wait()
+		log.Close()
+	}()
+	p.cmd, p.exited, p.stopped = cmd, exited, false
+	return nil
+}
+
+// kill sends SIGKILL (kill -9) and waits for the process to exit; it does
+// nothing when the process is not running.
+func (p *process) kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+	p.cmd, p.exited, p.stopped = nil, nil, false
+}
+
+// pause sends SIGSTOP (stop true) or SIGCONT.
+func (p *process) pause(stop bool) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return fmt.Errorf("%s: not running", p.name)
+	}
+	sig := syscall.SIGCONT
+	if stop {
+		sig = syscall.SIGSTOP
+	}
+	p.stopped = stop
+	return p.cmd.Process.Signal(sig)
+}
+
+// alive reports whether the process runs and has not exited by itself.
+func (p *process) alive() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	a, ok := ln.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0, errors.New("not a TCP address")
+	}
+	return a.Port, nil
+}

@@ -1,0 +1,134 @@
+// Package robustness_test runs objwatch's robustness harness
+// (internal/robustness): a 3-member etcd cluster and 3 objwatch servers as
+// processes, traffic, injected faults, then the checks. docs/ROBUSTNESS.md
+// has the long run's command.
+package robustness_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/grpclog"
+
+	"github.com/objwatch/objwatch/internal/robustness"
+	"github.com/objwatch/objwatch/server/objects"
+)
+
+var (
+	duration = flag.Duration("robustness.duration", 45*time.Second, "traffic duration of TestRobustness")
+	report   = flag.String("robustness.report", "", "directory for TestRobustness's report (default: a temporary directory)")
+	faults   = flag.String("robustness.faults", "", "comma-separated fault kinds injected in turn (default: all)")
+	seed     = flag.Uint64("robustness.seed", 0, "random seed (default: from the clock)")
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// The harness's etcd client reconnects to killed members all along.
+	grpclog.SetLoggerV2(grpclog.NewLoggerV2(io.Discard, io.Discard, io.Discard))
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var (
+	buildOnce            sync.Once
+	etcdBin, objwatchBin string
+	buildErr             error
+)
+
+// binaries builds etcd and objwatch once per test binary, into a cache
+// directory of this checkout: go build leaves an up-to-date binary alone,
+// where linking objwatch anew takes most of a minute on a loaded machine.
+func binaries(t *testing.T) (string, string) {
+	buildOnce.Do(func() {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			cache = os.TempDir()
+		}
+		wd, _ := os.Getwd()
+		binDir := filepath.Join(cache, "objwatch-robustness", fmt.Sprintf("%x", sha256.Sum256([]byte(wd)))[:16])
+		if buildErr = os.MkdirAll(binDir, 0o700); buildErr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		etcdBin, objwatchBin, buildErr = robustness.Build(ctx, binDir)
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return etcdBin, objwatchBin
+}
+
+func runHarness(t *testing.T, cfg robustness.Config) *robustness.Report {
+	t.Helper()
+	cfg.EtcdBin, cfg.ObjwatchBin = binaries(t)
+	cfg.Dir = t.TempDir()
+	cfg.Logf = t.Logf
+	start := time.Now()
+	rep, err := robustness.Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	t.Logf("%s(run took %v)", rep.Summary(), time.Since(start).Round(time.Second))
+	return rep
+}
+
+// TestRobustness runs every fault kind against 3 servers on 3 etcd
+// members and fails on any violation.
+func TestRobustness(t *testing.T) {
+	cfg := robustness.Config{Duration: *duration, ReportDir: *report, Seed: *seed}
+	if *faults != "" {
+		cfg.Faults = strings.Split(*faults, ",")
+	}
+	rep := runHarness(t, cfg)
+	for _, e := range rep.HarnessErrors {
+		t.Errorf("harness: %s", e)
+	}
+	if len(rep.Violations) > 0 {
+		t.Errorf("%d violations (report in %s)", len(rep.Violations), rep.Dir)
+	}
+	injected := map[string]bool{}
+	for _, f := range rep.Faults {
+		injected[f.Kind] = true
+		if f.Err != "" {
+			t.Errorf("fault %s: %s", f.Kind, f.Err)
+		}
+	}
+	if rep.Operations["update 200"] == 0 || rep.Events == 0 {
+		t.Errorf("the run checked %d updates and %d watch events: no traffic", rep.Operations["update 200"], rep.Events)
+	}
+	for _, k := range cfg.Faults {
+		if !injected[k] {
+			t.Logf("fault %s was not injected in this run (longer -robustness.duration)", k)
+		}
+	}
+}
+
+// TestRobustnessCatchesDroppedEvent runs the harness against servers
+// with a test fault that drops one watch event per process: the watch
+// checks must report it.
+func TestRobustnessCatchesDroppedEvent(t *testing.T) {
+	rep := runHarness(t, robustness.Config{
+		Duration: 12 * time.Second, Servers: 2, Clients: 3, Watchers: 3,
+		Faults: []string{robustness.FaultKillServer}, DebugFault: objects.FaultDropEventAfterRestart,
+	})
+	if rep.Count("reliable")+rep.Count("resumable") == 0 {
+		t.Errorf("no reliable or resumable violation reported against servers that drop an event; violations: %v", rep.Violations)
+	}
+}
