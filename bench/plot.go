@@ -269,6 +269,7 @@ func ScaleCharts(points []Point) []Chart {
 	for _, l := range scaleLists {
 		lists = append(lists, seriesOf(points, l.metric+" p50", 1, with(l.metric))...)
 	}
+	lists = append(lists, seriesOf(points, "paginated list page p50", 1, with("one page of 500"))...)
 	if len(lists) > 0 {
 		if g, ok := linearGuide(lists[0], "linear growth from "+lists[0].Name); ok {
 			lists = append(lists, g)

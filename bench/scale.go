@@ -425,16 +425,32 @@ func parseMemAvailable(r io.Reader) (uint64, error) {
 	return 0, errors.New("meminfo: no MemAvailable")
 }
 
-// ScaleObjects loads objects into t in steps up to each of sizes (cumulative:
-// the objects of one step stay for the next) and after each step measures
-// the create rate of the step, heap and RSS per object (against the server
-// before the first step), the lists of ScaleLists and, if restart is set,
-// the start after a restart (CacheStart) and heap and RSS per object of the
-// restarted server (against the same first sample: use the same binary and
-// flags). It calls save with every point so far after each measurement,
-// so that an interrupted run keeps what it measured. The objects are left
-// in place: use a fresh server.
-func ScaleObjects(ctx context.Context, t *Target, o *Options, sizes []int, maxPages int, restart func(context.Context) error, save func([]Point) error) ([]Point, error) {
+// ScaleConfig is how ScaleObjects runs.
+type ScaleConfig struct {
+	Sizes    []int // object counts to load up to and measure at, growing
+	MaxPages int   // pages the paginated list walks at most (0: all)
+	// Restart restarts the server and returns once the new process has
+	// started (nil: no restart measurement).
+	Restart func(context.Context) error
+	// DirectEtcd, if set, is the server's etcd: objects beyond DirectAbove
+	// are written there by LoadDirect, under DirectPrefix, not through the
+	// API.
+	DirectEtcd, DirectPrefix string
+	DirectAbove              int
+	// Save gets every point so far after each measurement.
+	Save func([]Point) error
+}
+
+// ScaleObjects loads objects into t in steps up to each of c.Sizes
+// (cumulative: the objects of one step stay for the next) and after each
+// step measures the create rate of the step, heap and RSS per object
+// (against the server before the first step), the lists of ScaleLists and,
+// with c.Restart, the start after a restart (CacheStart) and heap and RSS
+// per object of the restarted server (against the same first sample: use
+// the same binary and flags). Points are saved after each measurement, so
+// that an interrupted run keeps what it measured. The objects are left in
+// place: use a fresh server.
+func ScaleObjects(ctx context.Context, t *Target, o *Options, c ScaleConfig) ([]Point, error) {
 	if err := Setup(ctx, t, o); err != nil {
 		return nil, err
 	}
@@ -446,26 +462,43 @@ func ScaleObjects(ctx context.Context, t *Target, o *Options, sizes []int, maxPa
 	step := func(n int, f func() ([]Result, error)) error {
 		rs, err := f()
 		points = append(points, at(n, rs)...)
-		if serr := save(points); err == nil {
+		if serr := c.Save(points); err == nil {
 			err = serr
 		}
 		return err
 	}
 	loaded := 0
-	for _, n := range sizes {
+	for _, n := range c.Sizes {
 		if n < loaded {
 			return points, fmt.Errorf("sizes must grow: %d after %d", n, loaded)
 		}
 		on := *o
 		on.Objects = n
-		steps := []func() ([]Result, error){
-			func() ([]Result, error) { return Load(ctx, t, o, loaded, n) },
-			func() ([]Result, error) { return Memory(ctx, t, &on, mem0) },
-			func() ([]Result, error) { return ScaleLists(ctx, t, o, n, maxPages) },
+		load := func() ([]Result, error) { return Load(ctx, t, o, loaded, n) }
+		if c.DirectEtcd != "" && n > c.DirectAbove {
+			load = func() ([]Result, error) {
+				rs, err := Load(ctx, t, o, loaded, max(loaded, min(n, c.DirectAbove)))
+				if err != nil {
+					return rs, err
+				}
+				drs, err := LoadDirect(ctx, t, c.DirectEtcd, c.DirectPrefix, o, max(loaded, c.DirectAbove), n)
+				if err != nil {
+					return append(rs, drs...), err
+				}
+				// A consistent read waits until the server's cache has
+				// caught up with etcd, direct writes included.
+				_, _, err = listAll(ctx, t, o.objectsPath(), "limit=1", false, 0, nil)
+				return append(rs, drs...), err
+			}
 		}
-		if restart != nil {
+		steps := []func() ([]Result, error){
+			load,
+			func() ([]Result, error) { return Memory(ctx, t, &on, mem0) },
+			func() ([]Result, error) { return ScaleLists(ctx, t, o, n, c.MaxPages) },
+		}
+		if c.Restart != nil {
 			steps = append(steps,
-				func() ([]Result, error) { return CacheStart(ctx, t, o, n, restart) },
+				func() ([]Result, error) { return CacheStart(ctx, t, o, n, c.Restart) },
 				func() ([]Result, error) {
 					rs, err := Memory(ctx, t, &on, mem0)
 					for i := range rs {

@@ -177,3 +177,21 @@ func TestScaleCharts(t *testing.T) {
 		t.Errorf("heap chart: want 3 markers and a 100k tick:\n%s", s)
 	}
 }
+
+func TestStamp(t *testing.T) {
+	tmpl := []byte(`{"apiVersion":"bench.objwatch.io/v1","kind":"BenchObject","metadata":{"labels":{"app":"bench","shard":"s10"},"managedFields":[{"manager":"Go-http-client"}],"name":"scale-0000000","namespace":"default","uid":"d6ce52f9-61c8-4e4b-b677-59d6f95ca819"},"spec":{"data":"xx"}}`)
+	got, err := stamp(tmpl, "scale-0000000", "scale-0000042", "00000000-0000-0000-0000-000000000042", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"apiVersion":"bench.objwatch.io/v1","kind":"BenchObject","metadata":{"labels":{"app":"bench","shard":"s3"},"managedFields":[{"manager":"Go-http-client"}],"name":"scale-0000042","namespace":"default","uid":"00000000-0000-0000-0000-000000000042"},"spec":{"data":"xx"}}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if !strings.Contains(string(tmpl), `"name":"scale-0000000"`) {
+		t.Error("the template was changed")
+	}
+	if _, err := stamp(tmpl, "scale-0000001", "x", "u", 1); err == nil {
+		t.Error("a template without the name: no error")
+	}
+}

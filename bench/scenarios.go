@@ -28,7 +28,7 @@ type Options struct {
 	// as one client-go process would) instead of one HTTP/1.1 connection
 	// each (Target.Watch, as separate processes would).
 	WatchHTTP2 bool
-	Progress   func(string)  // progress line; may be nil
+	Progress   func(string) // progress line; may be nil
 }
 
 func (o *Options) progress(format string, args ...any) {

@@ -225,6 +225,9 @@ func newBenchScaleCommand() *cobra.Command {
 		jsonOut    string
 		minFreeMiB uint64
 		maxPages   int
+
+		directEtcd, directPrefix string
+		directAbove              int
 	)
 	cmd := &cobra.Command{
 		Use:   "scale --target NAME=KUBECONFIG[,KUBECONFIG...] --json FILE",
@@ -280,7 +283,10 @@ available memory drops below --min-available-mib. Points are written to
 			if restart != "" {
 				restartFn = bench.ShellRestart(restart)
 			}
-			ps, err := bench.ScaleObjects(ctx, ts[0], &o, sizes, maxPages, restartFn, save)
+			ps, err := bench.ScaleObjects(ctx, ts[0], &o, bench.ScaleConfig{
+				Sizes: sizes, MaxPages: maxPages, Restart: restartFn, Save: save,
+				DirectEtcd: directEtcd, DirectAbove: directAbove, DirectPrefix: directPrefix,
+			})
 			done = append(done, ps...)
 			if err == nil && len(watches) > 0 {
 				ps, err = bench.ScaleWatches(ctx, ts[0], ts, &o, watches, save)
@@ -298,8 +304,8 @@ available memory drops below --min-available-mib. Points are written to
 	}
 	f := cmd.Flags()
 	f.StringVar(&target, "target", "", "NAME=KUBECONFIG[,KUBECONFIG...]: the server to measure; more kubeconfigs are more servers of the same etcd, which the watches spread over")
-	f.IntSliceVar(&sizes, "objects", []int{10000, 100000}, "object counts to load up to and measure at, growing (empty: none)")
-	f.IntSliceVar(&watches, "watches", []int{1000, 10000}, "watch counts to measure fan-out at (empty: none)")
+	f.IntSliceVar(&sizes, "objects", nil, "object counts to load up to and measure at, growing (e.g. 10000,100000)")
+	f.IntSliceVar(&watches, "watches", nil, "watch counts to measure the fan-out at (e.g. 1000,10000)")
 	f.StringVar(&restart, "restart-command", "", "sh command that restarts the server (stop, start in the background, return); empty: no restart measurement")
 	f.StringVar(&jsonOut, "json", "", "write the points as JSON to this file (after every measurement)")
 	f.Uint64Var(&minFreeMiB, "min-available-mib", 3072, "stop when the machine's available memory (MemAvailable) drops below this")
@@ -310,6 +316,9 @@ available memory drops below --min-available-mib. Points are written to
 	f.DurationVar(&o.Duration, "duration", 15*time.Second, "fan-out duration per watch count")
 	f.IntVar(&o.ListRuns, "list-runs", 3, "repetitions of each list")
 	f.IntVar(&maxPages, "max-pages", 0, "pages of 500 the paginated list walks at most (0: all; capped, only the page time is reported)")
+	f.StringVar(&directEtcd, "direct-etcd", "", "the server's etcd client URL: objects beyond --direct-above are written there directly (copies of what the server stored for the first object), not through the API")
+	f.IntVar(&directAbove, "direct-above", 100000, "with --direct-etcd, objects up to this count are created through the API")
+	f.StringVar(&directPrefix, "direct-prefix", "/registry/"+bench.Group+"/"+bench.Plural+"/default/", "with --direct-etcd, the etcd key prefix of the benchmark objects (the server's storage prefix, group, resource and namespace)")
 	f.BoolVar(&o.WatchHTTP2, "watch-http2", false, "multiplex the watches on HTTP/2 connections (default: one HTTP/1.1 connection per watch)")
 	return cmd
 }
