@@ -75,9 +75,10 @@ const txnOps = 100
 // stamp copies a stored object, replacing its name (from, the JSON string
 // value "name":from), metadata.uid and its shard label.
 func stamp(tmpl []byte, from, name, uid string, shard int) ([]byte, error) {
-	v := bytes.Replace(tmpl, []byte(`"name":"`+from+`"`), []byte(`"name":"`+name+`"`), 1)
+	old := []byte(`"name":"` + from + `"`)
+	v := bytes.Replace(tmpl, old, []byte(`"name":"`+name+`"`), 1)
 	i := bytes.Index(v, []byte(`"uid":"`))
-	if i < 0 || bytes.Equal(v, tmpl) {
+	if i < 0 || !bytes.Contains(tmpl, old) {
 		return nil, fmt.Errorf("direct load: template has no name %q or no uid", from)
 	}
 	i += len(`"uid":"`)

@@ -31,8 +31,8 @@ type Chart struct {
 }
 
 const (
-	plotW, plotH                         = 820, 440
-	marginL, marginR, marginT, marginB   = 80, 250, 40, 60
+	plotW, plotH                         = 880, 440
+	marginL, marginR, marginT, marginB   = 80, 300, 40, 60
 	innerW, innerH                       = plotW - marginL - marginR, plotH - marginT - marginB
 	legendX                              = plotW - marginR + 16
 	legendRow                            = 18
@@ -271,7 +271,7 @@ func ScaleCharts(points []Point) []Chart {
 	}
 	lists = append(lists, seriesOf(points, "paginated list page p50", 1, with("one page of 500"))...)
 	if len(lists) > 0 {
-		if g, ok := linearGuide(lists[0], "linear growth from "+lists[0].Name); ok {
+		if g, ok := linearGuide(lists[0], "linear from "+lists[0].Name); ok {
 			lists = append(lists, g)
 		}
 	}

@@ -485,10 +485,7 @@ func ScaleObjects(ctx context.Context, t *Target, o *Options, c ScaleConfig) ([]
 				if err != nil {
 					return append(rs, drs...), err
 				}
-				// A consistent read waits until the server's cache has
-				// caught up with etcd, direct writes included.
-				_, _, err = listAll(ctx, t, o.objectsPath(), "limit=1", false, 0, nil)
-				return append(rs, drs...), err
+				return append(rs, drs...), waitCached(ctx, t, o, n)
 			}
 		}
 		steps := []func() ([]Result, error){
@@ -515,6 +512,23 @@ func ScaleObjects(ctx context.Context, t *Target, o *Options, c ScaleConfig) ([]
 		loaded = n
 	}
 	return points, nil
+}
+
+// waitCached waits until a list from the server's cache (RV=0) has n
+// objects: the server's watch of etcd has seen writes made behind its back.
+func waitCached(ctx context.Context, t *Target, o *Options, n int) error {
+	for {
+		items, _, err := listAll(ctx, t, o.objectsPath(), "resourceVersion=0", false, 0, nil)
+		if err == nil && items >= n {
+			return nil
+		}
+		o.progress("%s: waiting for the cache: %d of %d objects (%v)", t.Name, items, n, err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
 
 // ScaleWatches runs the fan-out (FanoutAcross, with memory per watch) once

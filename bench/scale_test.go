@@ -191,6 +191,9 @@ func TestStamp(t *testing.T) {
 	if !strings.Contains(string(tmpl), `"name":"scale-0000000"`) {
 		t.Error("the template was changed")
 	}
+	if same, err := stamp(tmpl, "scale-0000000", "scale-0000000", "u", 1); err != nil || !strings.Contains(string(same), `"uid":"u"`) {
+		t.Errorf("the template's own name: %s, %v", same, err)
+	}
 	if _, err := stamp(tmpl, "scale-0000001", "x", "u", 1); err == nil {
 		t.Error("a template without the name: no error")
 	}
