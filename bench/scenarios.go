@@ -249,6 +249,9 @@ func FanoutAcross(ctx context.Context, t *Target, ts []*Target, o *Options, memo
 	if n := g.failed.Load(); n > 0 {
 		return nil, fmt.Errorf("%s: %d of %d watches failed", t.Name, n, o.Watchers)
 	}
+	if n := g.started.Load() - g.open.Load(); n > 0 {
+		return nil, fmt.Errorf("%s: %d of %d watches ended as soon as they opened", t.Name, n, o.Watchers)
+	}
 	var perWatch []Result
 	if memory {
 		time.Sleep(2 * time.Second) // let the servers settle the new watches
@@ -403,6 +406,7 @@ func IdleWatches(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 // watchGroup is a set of watches, each read by its own goroutine.
 type watchGroup struct {
 	open, failed atomic.Int64
+	started      atomic.Int64 // watches that got 200, whether still open or not
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
 }
@@ -442,6 +446,7 @@ func startWatchers(ctx context.Context, ts []*Target, o *Options, path, label st
 				return
 			}
 			defer resp.Body.Close()
+			g.started.Add(1)
 			g.open.Add(1)
 			defer g.open.Add(-1)
 			// A small first buffer (it grows to the longest line): tens of
@@ -459,7 +464,7 @@ func startWatchers(ctx context.Context, ts []*Target, o *Options, path, label st
 			o.progress("%s: %s watches %d/%d", t.Name, label, i+1, o.Watchers)
 		}
 	}
-	for g.open.Load()+g.failed.Load() < int64(o.Watchers) {
+	for g.started.Load()+g.failed.Load() < int64(o.Watchers) {
 		if ctx.Err() != nil {
 			g.stop()
 			return nil, ctx.Err()
