@@ -133,6 +133,8 @@ func (a axis) ticks() []float64 {
 // humanNumber formats a tick value: 1k, 10k, 1M, 2.5, 0.1.
 func humanNumber(v float64) string {
 	switch av := math.Abs(v); {
+	case av == 0:
+		return "0" // not "-0"
 	case av >= 1e6:
 		return strconv.FormatFloat(v/1e6, 'f', -1, 64) + "M"
 	case av >= 1e3:
@@ -206,12 +208,15 @@ func (c *Chart) SVG() []byte {
 func esc(s string) string { return html.EscapeString(s) }
 
 // seriesOf collects the points of one metric into a series per target, in
-// order of X; name names each series from its target.
+// order of X, leaving out negative byte counts; name names each series
+// from its target.
 func seriesOf(points []Point, metric string, scale float64, name func(target string) string) []Series {
 	byTarget := map[string]*Series{}
 	var order []string
 	for _, p := range points {
-		if p.Metric != metric {
+		// A negative memory difference is the server returning memory to
+		// the system between the samples, not a cost: left out.
+		if p.Metric != metric || (p.Value < 0 && p.Unit == "bytes") {
 			continue
 		}
 		s := byTarget[p.Target]

@@ -132,7 +132,7 @@ func TestAxis(t *testing.T) {
 			t.Errorf("niceStep(%v) = %v, want %v", raw, got, want)
 		}
 	}
-	for v, want := range map[float64]string{1e6: "1M", 5e4: "50k", 2.5: "2.5", 0.1: "0.1", 1000: "1k", 1500000: "1.5M"} {
+	for v, want := range map[float64]string{1e6: "1M", 5e4: "50k", 2.5: "2.5", 0.1: "0.1", 1000: "1k", 1500000: "1.5M", math.Copysign(0, -1): "0"} {
 		if got := humanNumber(v); got != want {
 			t.Errorf("humanNumber(%v) = %q, want %q", v, got, want)
 		}
@@ -147,6 +147,7 @@ func TestScaleCharts(t *testing.T) {
 		{"objwatch", "list RV=0 p50", 10000, 100, "ms"},
 		{"objwatch", "list RV=0 p50", 100000, 1000, "ms"},
 		{"objwatch", "consistent list p50", 10000, 110, "ms"},
+		{"objwatch", "RSS per object", 10000, -300, "bytes"},
 	}
 	charts := ScaleCharts(points)
 	if len(charts) != 2 || charts[0].File != "scale-heap.svg" || charts[1].File != "scale-list.svg" {
