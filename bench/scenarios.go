@@ -24,7 +24,11 @@ type Options struct {
 	WriteRate  int           // fan-out writes per second
 	Duration   time.Duration // fan-out duration
 	ListRuns   int           // repetitions of each list
-	Progress   func(string)  // progress line; may be nil
+	// WatchHTTP2 multiplexes the watches on HTTP/2 connections (Target.Client,
+	// as one client-go process would) instead of one HTTP/1.1 connection
+	// each (Target.Watch, as separate processes would).
+	WatchHTTP2 bool
+	Progress   func(string) // progress line; may be nil
 }
 
 func (o *Options) progress(format string, args ...any) {
@@ -201,6 +205,15 @@ func Memory(ctx context.Context, t *Target, o *Options, before MemorySample) ([]
 // o.WriteRate for o.Duration: delivery latency from each write's
 // acknowledgement to each watcher, and server CPU per delivered event.
 func Fanout(ctx context.Context, t *Target, o *Options) ([]Result, error) {
+	return FanoutAcross(ctx, t, []*Target{t}, o, false)
+}
+
+// FanoutAcross is Fanout with the watches spread over the servers ts (of
+// one etcd; watch i on ts[i%len(ts)]) and the writes sent to t. With
+// memory set it also reports the servers' heap and RSS per open watch
+// (summed over ts), sampled once every watch is open, before the writes;
+// server CPU per event is then t's alone.
+func FanoutAcross(ctx context.Context, t *Target, ts []*Target, o *Options, memory bool) ([]Result, error) {
 	name := "fanout-target"
 	if _, err := t.do(ctx, "POST", o.objectsPath(), "application/json", o.object(name)); err != nil && !strings.Contains(err.Error(), "409") {
 		return nil, err
@@ -220,7 +233,13 @@ func Fanout(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 	base := time.Now()
 	received := make([][]recv, o.Watchers)
 	path := fmt.Sprintf("%s?watch=true&fieldSelector=metadata.name%%3D%s&resourceVersion=%d", o.objectsPath(), name, startRV)
-	g, err := startWatchers(ctx, t, o, path, "fan-out", func(i int, line []byte) {
+	var mem0 []MemorySample
+	if memory {
+		if mem0, err = sampleAll(ctx, ts); err != nil {
+			return nil, err
+		}
+	}
+	g, err := startWatchers(ctx, ts, o, path, "fan-out", func(i int, line []byte) {
 		received[i] = append(received[i], recv{rvIn(line), time.Since(base)})
 	})
 	if err != nil {
@@ -229,6 +248,26 @@ func Fanout(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 	defer g.stop()
 	if n := g.failed.Load(); n > 0 {
 		return nil, fmt.Errorf("%s: %d of %d watches failed", t.Name, n, o.Watchers)
+	}
+	if n := g.started.Load() - g.open.Load(); n > 0 {
+		return nil, fmt.Errorf("%s: %d of %d watches ended as soon as they opened", t.Name, n, o.Watchers)
+	}
+	var perWatch []Result
+	if memory {
+		time.Sleep(2 * time.Second) // let the servers settle the new watches
+		mem1, err := sampleAll(ctx, ts)
+		if err != nil {
+			return nil, err
+		}
+		var heap, rss float64
+		for i := range ts {
+			heap += mem1[i].Heap - mem0[i].Heap
+			rss += mem1[i].RSS - mem0[i].RSS
+		}
+		perWatch = []Result{
+			{t.Name, "heap per watch", heap / float64(o.Watchers), "bytes"},
+			{t.Name, "RSS per watch", rss / float64(o.Watchers), "bytes"},
+		}
 	}
 	cpu0, cpuErr := t.Metric(ctx, "process_cpu_seconds_total")
 
@@ -322,6 +361,18 @@ func Fanout(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 	if cpuErr == nil && delivered > 0 {
 		out = append(out, Result{t.Name, "server CPU per event", (cpu1 - cpu0) / float64(delivered) * 1e6, "µs"})
 	}
+	return append(out, perWatch...), nil
+}
+
+// sampleAll samples every server's memory.
+func sampleAll(ctx context.Context, ts []*Target) ([]MemorySample, error) {
+	out := make([]MemorySample, len(ts))
+	for i, t := range ts {
+		var err error
+		if out[i], err = SampleMemory(ctx, t); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
 }
 
@@ -332,7 +383,7 @@ func IdleWatches(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := startWatchers(ctx, t, o, o.objectsPath()+"?watch=true&fieldSelector=metadata.name%3Didle-nobody", "idle", nil)
+	g, err := startWatchers(ctx, []*Target{t}, o, o.objectsPath()+"?watch=true&fieldSelector=metadata.name%3Didle-nobody", "idle", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -355,31 +406,54 @@ func IdleWatches(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 // watchGroup is a set of watches, each read by its own goroutine.
 type watchGroup struct {
 	open, failed atomic.Int64
+	started      atomic.Int64 // watches that got 200, whether still open or not
 	cancel       context.CancelFunc
 	wg           sync.WaitGroup
 }
 
-// startWatchers opens o.Watchers watches on path (one connection each) and
-// returns once every one is open or has failed. onLine, if set, gets every
-// event line of watch i; it is called from that watch's goroutine only.
-func startWatchers(ctx context.Context, t *Target, o *Options, path, label string, onLine func(i int, line []byte)) (*watchGroup, error) {
+// openingWatches is how many watches startWatchers opens at once: enough
+// to open tens of thousands in a minute, few enough not to overflow the
+// server's listen backlog (net.core.somaxconn) with handshakes.
+const openingWatches = 256
+
+// startWatchers opens o.Watchers watches on path (one connection each, or
+// multiplexed with o.WatchHTTP2),
+// watch i on ts[i%len(ts)], and returns once every one is open or has
+// failed. onLine, if set, gets every event line of watch i; it is called
+// from that watch's goroutine only.
+func startWatchers(ctx context.Context, ts []*Target, o *Options, path, label string, onLine func(i int, line []byte)) (*watchGroup, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	g := &watchGroup{cancel: cancel}
+	opening := make(chan struct{}, openingWatches)
 	for i := range o.Watchers {
+		t := ts[i%len(ts)]
 		g.wg.Add(1)
+		opening <- struct{}{}
 		go func() {
 			defer g.wg.Done()
 			req, _ := http.NewRequestWithContext(wctx, "GET", t.Host+path, nil)
-			resp, err := t.Watch.Do(req)
+			c := t.Watch
+			if o.WatchHTTP2 {
+				c = t.Client
+			}
+			resp, err := c.Do(req)
+			<-opening
 			if err != nil || resp.StatusCode != 200 {
+				if err == nil {
+					resp.Body.Close()
+				}
 				g.failed.Add(1)
 				return
 			}
 			defer resp.Body.Close()
+			g.started.Add(1)
 			g.open.Add(1)
 			defer g.open.Add(-1)
+			// A small first buffer (it grows to the longest line): tens of
+			// thousands of watches must not cost the load generator 64 KiB
+			// each.
 			sc := bufio.NewScanner(resp.Body)
-			sc.Buffer(make([]byte, 64<<10), 8<<20)
+			sc.Buffer(make([]byte, 4<<10), 8<<20)
 			for sc.Scan() {
 				if onLine != nil {
 					onLine(i, sc.Bytes())
@@ -390,7 +464,7 @@ func startWatchers(ctx context.Context, t *Target, o *Options, path, label strin
 			o.progress("%s: %s watches %d/%d", t.Name, label, i+1, o.Watchers)
 		}
 	}
-	for g.open.Load()+g.failed.Load() < int64(o.Watchers) {
+	for g.started.Load()+g.failed.Load() < int64(o.Watchers) {
 		if ctx.Err() != nil {
 			g.stop()
 			return nil, ctx.Err()

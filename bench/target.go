@@ -15,9 +15,12 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -58,12 +61,43 @@ func LoadTarget(name, kubeconfig string) (*Target, error) {
 		TLSClientConfig:     tc,
 		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{}, // HTTP/1.1
 		MaxIdleConnsPerHost: 64,
+		DialContext:         spreadLoopback(loopbackSources),
 	}
 	auth, err := rest.HTTPWrappersForConfig(cfg, watchRT)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", name, err)
 	}
 	return &Target{Name: name, Host: strings.TrimSuffix(cfg.Host, "/"), Client: c, Watch: &http.Client{Transport: auth}, Kubeconfig: kubeconfig}, nil
+}
+
+// loopbackSources is how many loopback source addresses (127.0.0.1,
+// 127.0.0.2, ...) the watch connections to a loopback server spread over:
+// each source address has its own ~28,000 ephemeral ports
+// (net.ipv4.ip_local_port_range), too few for 50,000 watches of one server.
+const loopbackSources = 8
+
+// spreadLoopback returns a dialer that binds connections to an IPv4
+// loopback address to source addresses 127.0.0.1..127.0.0.n in turn; other
+// destinations dial as usual. It is safe for concurrent use.
+func spreadLoopback(n int) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	var next atomic.Uint32
+	plain := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, err := net.SplitHostPort(addr)
+		ip := net.ParseIP(host)
+		if err != nil || ip == nil || ip.To4() == nil || !ip.IsLoopback() || n < 2 {
+			return plain.DialContext(ctx, network, addr)
+		}
+		d := *plain
+		d.LocalAddr = &net.TCPAddr{IP: sourceAddr(next.Add(1), n)}
+		return d.DialContext(ctx, network, addr)
+	}
+}
+
+// sourceAddr is the i'th of n loopback source addresses, 127.0.0.1 to
+// 127.0.0.n.
+func sourceAddr(i uint32, n int) net.IP {
+	return net.IPv4(127, 0, 0, byte(1+int(i%uint32(n))))
 }
 
 // do sends a request and returns the body; non-2xx is an error.
@@ -86,7 +120,7 @@ func (t *Target) do(ctx context.Context, method, path, ctype string, body []byte
 		return nil, err
 	}
 	if resp.StatusCode/100 != 2 {
-		return b, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(b[:min(len(b), 300)]))
+		return b, &statusError{resp.StatusCode, fmt.Sprintf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(b[:min(len(b), 300)]))}
 	}
 	return b, nil
 }

@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -141,6 +144,7 @@ history (objwatch serve --compaction-interval).`,
 			return nil
 		},
 	}
+	cmd.AddCommand(newBenchScaleCommand(), newBenchPlotCommand())
 	f := cmd.Flags()
 	f.StringArrayVar(&targets, "target", nil, "NAME=KUBECONFIG of a server to measure (repeatable; the first is the baseline of ratios)")
 	f.StringVar(&etcdURL, "etcd", "", "etcd client URL to measure raw puts against")
@@ -209,4 +213,149 @@ func printResults(w io.Writer, rs []bench.Result) {
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
+}
+
+func newBenchScaleCommand() *cobra.Command {
+	var (
+		o          bench.Options
+		target     string
+		sizes      []int
+		watches    []int
+		restart    string
+		jsonOut    string
+		minFreeMiB uint64
+		maxPages   int
+
+		directEtcd, directPrefix string
+		directAbove              int
+	)
+	cmd := &cobra.Command{
+		Use:   "scale --target NAME=KUBECONFIG[,KUBECONFIG...] --json FILE",
+		Short: "Measure how cost grows with objects and watches (scale curves)",
+		Long: `scale loads ~1 KiB objects into a fresh server in steps (--objects, cumulative)
+and after each step measures the step's create rate, heap and RSS per object,
+lists (RV=0, consistent, paginated by 500, consistent limit=1) and, with
+--restart-command, the time from a restart to /readyz and to the first full
+RV=0 list. Then it runs the watch fan-out once per --watches count at
+--write-rate events/s, the watches spread over every kubeconfig of --target
+(servers of one etcd; the writes go to the first), and reports memory per
+watch and delivery latency. Watches use one HTTP/1.1 connection each (one
+file descriptor here and one on the server: the limit is raised as far as
+allowed), or with --watch-http2 share HTTP/2 connections.
+
+The restart command must stop the server, start it again in the background
+and return once the new process has started. The run stops if the machine's
+available memory drops below --min-available-mib. Points are written to
+--json after every measurement; 'objwatch bench plot' draws them.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			name, paths, ok := strings.Cut(target, "=")
+			if !ok {
+				return fmt.Errorf("--target %q: want NAME=KUBECONFIG[,KUBECONFIG...]", target)
+			}
+			if jsonOut == "" {
+				return fmt.Errorf("--json is required")
+			}
+			var ts []*bench.Target
+			for _, p := range strings.Split(paths, ",") {
+				t, err := bench.LoadTarget(name, p)
+				if err != nil {
+					return err
+				}
+				ts = append(ts, t)
+			}
+			if len(watches) > 0 && !o.WatchHTTP2 {
+				// A watch is a socket here and one on the server.
+				want := uint64(slices.Max(watches)) + 4096
+				if got, err := bench.RaiseFileLimit(want); err != nil || got < want {
+					return fmt.Errorf("open-file limit %d, %d needed for %d watches on HTTP/1.1 (try --watch-http2): %v", got, want, slices.Max(watches), err)
+				}
+			}
+			ctx, guard := bench.GuardMemory(cmd.Context(), minFreeMiB<<20)
+			defer guard.Stop()
+			o.Progress = func(s string) { fmt.Fprintf(os.Stderr, "\r\033[K%s", s) }
+			var done []bench.Point
+			save := func(ps []bench.Point) error {
+				b, _ := json.MarshalIndent(append(append([]bench.Point(nil), done...), ps...), "", "  ")
+				return os.WriteFile(jsonOut, b, 0o644)
+			}
+			var restartFn func(context.Context) error
+			if restart != "" {
+				restartFn = bench.ShellRestart(restart)
+			}
+			ps, err := bench.ScaleObjects(ctx, ts[0], &o, bench.ScaleConfig{
+				Sizes: sizes, MaxPages: maxPages, Restart: restartFn, Save: save,
+				DirectEtcd: directEtcd, DirectAbove: directAbove, DirectPrefix: directPrefix,
+			})
+			done = append(done, ps...)
+			if err == nil && len(watches) > 0 {
+				ps, err = bench.ScaleWatches(ctx, ts[0], ts, &o, watches, save)
+				done = append(done, ps...)
+			}
+			fmt.Fprint(os.Stderr, "\r\033[K")
+			for _, p := range done {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%d\t%s\t%.1f %s\n", p.Target, p.X, p.Metric, p.Value, p.Unit)
+			}
+			if gerr := guard.Err(); gerr != nil {
+				return gerr
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&target, "target", "", "NAME=KUBECONFIG[,KUBECONFIG...]: the server to measure; more kubeconfigs are more servers of the same etcd, which the watches spread over")
+	f.IntSliceVar(&sizes, "objects", nil, "object counts to load up to and measure at, growing (e.g. 10000,100000)")
+	f.IntSliceVar(&watches, "watches", nil, "watch counts to measure the fan-out at (e.g. 1000,10000)")
+	f.StringVar(&restart, "restart-command", "", "sh command that restarts the server (stop, start in the background, return); empty: no restart measurement")
+	f.StringVar(&jsonOut, "json", "", "write the points as JSON to this file (after every measurement)")
+	f.Uint64Var(&minFreeMiB, "min-available-mib", 3072, "stop when the machine's available memory (MemAvailable) drops below this")
+	f.StringVar(&o.Namespace, "namespace", "default", "namespace for benchmark objects")
+	f.IntVar(&o.Clients, "clients", 64, "concurrent writers loading objects")
+	f.IntVar(&o.ObjectSize, "object-size", 1024, "approximate object size in bytes")
+	f.IntVar(&o.WriteRate, "write-rate", 20, "fan-out events per second")
+	f.DurationVar(&o.Duration, "duration", 15*time.Second, "fan-out duration per watch count")
+	f.IntVar(&o.ListRuns, "list-runs", 3, "repetitions of each list")
+	f.IntVar(&maxPages, "max-pages", 0, "pages of 500 the paginated list walks at most (0: all; capped, only the page time is reported)")
+	f.StringVar(&directEtcd, "direct-etcd", "", "the server's etcd client URL: objects beyond --direct-above are written there directly (copies of what the server stored for the first object), not through the API")
+	f.IntVar(&directAbove, "direct-above", 100000, "with --direct-etcd, objects up to this count are created through the API")
+	f.StringVar(&directPrefix, "direct-prefix", "/registry/"+bench.Group+"/"+bench.Plural+"/default/", "with --direct-etcd, the etcd key prefix of the benchmark objects (the server's storage prefix, group, resource and namespace)")
+	f.BoolVar(&o.WatchHTTP2, "watch-http2", false, "multiplex the watches on HTTP/2 connections (default: one HTTP/1.1 connection per watch)")
+	return cmd
+}
+
+func newBenchPlotCommand() *cobra.Command {
+	var outDir string
+	cmd := &cobra.Command{
+		Use:   "plot --out DIR FILE.json...",
+		Short: "Draw the scale curves of 'objwatch bench scale' JSON files as SVG charts",
+		Long: `plot reads the points of one or more 'objwatch bench scale --json' files (one
+per target or run; a target's name labels its lines) and writes the charts
+scale-heap.svg, scale-list.svg, scale-restart.svg, scale-watch-memory.svg and
+scale-watch-delivery.svg into --out, leaving out those without data.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, files []string) error {
+			var points []bench.Point
+			for _, f := range files {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					return err
+				}
+				var ps []bench.Point
+				if err := json.Unmarshal(b, &ps); err != nil {
+					return fmt.Errorf("%s: %w", f, err)
+				}
+				points = append(points, ps...)
+			}
+			for _, c := range bench.ScaleCharts(points) {
+				p := filepath.Join(outDir, c.File)
+				if err := os.WriteFile(p, c.SVG(), 0o644); err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), p)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&outDir, "out", ".", "directory to write the SVG files to")
+	return cmd
 }
