@@ -136,16 +136,7 @@ func fastApply(reset, subresource string, live, patch *unstructured.Unstructured
 		// time too (managedFieldsUpdater stamps only a change).
 		return out, true
 	}
-	mf := make([]any, len(liveMF))
-	copy(mf, liveMF)
-	stamped := make(map[string]any, len(liveMF[mine].(map[string]any)))
-	for k, v := range liveMF[mine].(map[string]any) {
-		stamped[k] = v
-	}
-	stamped["time"] = now.UTC().Format(time.RFC3339)
-	mf[mine] = stamped
-	sortEntries(mf)
-	out.Object["metadata"].(map[string]any)["managedFields"] = mf
+	out.Object["metadata"].(map[string]any)["managedFields"] = stamp(liveMF, mine, now)
 	return out, true
 }
 
