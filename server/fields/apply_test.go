@@ -9,11 +9,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/objwatch/objwatch/server/fields"
-	"github.com/objwatch/objwatch/server/openapi"
-	"github.com/objwatch/objwatch/server/registry"
 )
 
 // BenchmarkApply is one manager applying a ~1 KiB ConfigMap again and
@@ -55,12 +52,7 @@ func BenchmarkApply(b *testing.B) {
 // fastApply's answer differs from apimachinery's field manager; and checks
 // that the shortcut answered most of the value-only applies.
 func TestFastApplyMatchesFieldManager(t *testing.T) {
-	reg := registry.New()
-	m, err := fields.New(fields.Config{Registry: reg, Verify: true, BuiltinModels: func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(reg) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, _ := reg.Get(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"})
+	m, res := verifyingConfigMaps(t)
 	for seed := uint64(1); seed <= 3; seed++ {
 		rng := rand.New(rand.NewPCG(seed, seed))
 		live := m.Update(res, "", nil, &unstructured.Unstructured{Object: map[string]any{
