@@ -10,6 +10,7 @@ import (
 // which imports this package through endpoints).
 var (
 	FastUpdate      = fastUpdate
+	FastApply       = fastApply
 	ManagedFieldsOf = managedFieldsOf
 	JSONEqual       = jsonEqual
 )

@@ -84,16 +84,22 @@ func fastUpdate(reset, subresource string, live, obj *unstructured.Unstructured,
 			}
 		}
 	}
-	out := make([]any, len(newMF))
-	copy(out, newMF)
-	stamped := make(map[string]any, len(newMF[mine].(map[string]any)))
-	for k, v := range newMF[mine].(map[string]any) {
+	return stamp(newMF, mine, now), true
+}
+
+// stamp returns a copy of the entries mf with entry mine's time set to
+// now, sorted as the field manager encodes them.
+func stamp(mf []any, mine int, now time.Time) []any {
+	out := make([]any, len(mf))
+	copy(out, mf)
+	stamped := make(map[string]any, len(mf[mine].(map[string]any)))
+	for k, v := range mf[mine].(map[string]any) {
 		stamped[k] = v
 	}
 	stamped["time"] = now.UTC().Format(time.RFC3339)
 	out[mine] = stamped
 	sortEntries(out)
-	return out, true
+	return out
 }
 
 func managedFieldsOf(u *unstructured.Unstructured) ([]any, bool) {

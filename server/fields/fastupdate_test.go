@@ -21,12 +21,7 @@ import (
 // fastUpdate's answer differs from apimachinery's field manager; and
 // checks that the shortcut answered most of the value-only changes.
 func TestFastUpdateMatchesFieldManager(t *testing.T) {
-	reg := registry.New()
-	m, err := fields.New(fields.Config{Registry: reg, Verify: true, BuiltinModels: func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(reg) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, _ := reg.Get(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"})
+	m, res := verifyingConfigMaps(t)
 	for seed := uint64(1); seed <= 3; seed++ {
 		rng := rand.New(rand.NewPCG(seed, seed))
 		live := m.Update(res, "", nil, &unstructured.Unstructured{Object: map[string]any{

@@ -183,7 +183,7 @@ func (m *Manager) fast(fm *managedfields.FieldManager, res *registry.Resource, s
 		return false
 	}
 	if m.cfg.Verify {
-		verifyFast(fm, live, tracked, manager, mf)
+		verifyFastUpdate(fm, live, tracked, manager, mf)
 	}
 	obj.Object["metadata"].(map[string]any)["managedFields"] = mf
 	return true
@@ -212,14 +212,20 @@ func resetOf(res *registry.Resource, subresource string) string {
 	return ""
 }
 
-// verifyFast panics unless the field manager, given the same update,
+// verifyFastUpdate panics unless the field manager, given the same update,
 // records what fastUpdate did (entry times aside: they are stamped with
 // the clock).
-func verifyFast(fm *managedfields.FieldManager, live, obj *unstructured.Unstructured, manager string, fast []any) {
+func verifyFastUpdate(fm *managedfields.FieldManager, live, obj *unstructured.Unstructured, manager string, fast []any) {
 	out, ok := fm.UpdateNoErrors(live.DeepCopy(), obj.DeepCopy(), manager).(*unstructured.Unstructured)
 	if !ok {
 		panic("fields: the field manager returned no unstructured object")
 	}
+	verifyFast(out, obj, manager, fast)
+}
+
+// verifyFast panics unless out, the field manager's answer, has the
+// managedFields fast has (entry times aside).
+func verifyFast(out, obj *unstructured.Unstructured, manager string, fast []any) {
 	want, _ := managedFieldsOf(out)
 	strip := func(es []any) []string {
 		var s []string
@@ -237,7 +243,36 @@ func verifyFast(fm *managedfields.FieldManager, live, obj *unstructured.Unstruct
 		return s
 	}
 	if a, b := strip(fast), strip(want); !slices.Equal(a, b) {
-		panic(fmt.Sprintf("fields: fastUpdate of %s/%s by %s differs from the field manager's:\nfast %s\nwant %s", obj.GetNamespace(), obj.GetName(), manager, a, b))
+		panic(fmt.Sprintf("fields: the shortcut's managedFields of %s/%s by %s differ from the field manager's:\nfast %s\nwant %s", obj.GetNamespace(), obj.GetName(), manager, a, b))
+	}
+}
+
+// verifyFastApply panics unless the field manager, given the same apply,
+// returns the object fastApply did, managedFields and all (entry times
+// aside).
+func verifyFastApply(fm *managedfields.FieldManager, live, patch *unstructured.Unstructured, manager string, force bool, fast *unstructured.Unstructured) {
+	full, err := fm.Apply(live.DeepCopy(), patch.DeepCopy(), manager, force)
+	if err != nil {
+		panic(fmt.Sprintf("fields: fastApply of %s/%s by %s succeeded where the field manager failed: %v", live.GetNamespace(), live.GetName(), manager, err))
+	}
+	out, ok := full.(*unstructured.Unstructured)
+	if !ok {
+		panic("fields: the field manager returned no unstructured object")
+	}
+	fastMF, _ := managedFieldsOf(fast)
+	verifyFast(out, live, manager, fastMF)
+	a, b, l := fast.DeepCopy(), out.DeepCopy(), live.DeepCopy()
+	for _, u := range []*unstructured.Unstructured{a, b, l} {
+		unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
+	}
+	// An apply that changes nothing keeps the entries' times.
+	if liveMF, _ := managedFieldsOf(live); jsonEqual(b.Object, l.Object) && !jsonEqual(fastMF, liveMF) {
+		panic(fmt.Sprintf("fields: fastApply of %s/%s by %s changed nothing but stamped the time", live.GetNamespace(), live.GetName(), manager))
+	}
+	if !jsonEqual(a.Object, b.Object) {
+		ja, _ := json.Marshal(a.Object)
+		jb, _ := json.Marshal(b.Object)
+		panic(fmt.Sprintf("fields: fastApply of %s/%s by %s differs from the field manager's:\nfast %s\nwant %s", live.GetNamespace(), live.GetName(), manager, ja, jb))
 	}
 }
 
@@ -270,6 +305,11 @@ func (m *Manager) Apply(res *registry.Resource, subresource string, live, patch 
 	}
 	if live == nil {
 		live = empty(res)
+	} else if out, ok := fastApply(resetOf(res, subresource), subresource, live, patch, manager, time.Now()); ok {
+		if m.cfg.Verify {
+			verifyFastApply(fm, live, patch, manager, force, out)
+		}
+		return out, nil
 	}
 	out, err := fm.Apply(live, patch, manager, force)
 	var status apierrors.APIStatus

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/objwatch/objwatch/server/fields"
@@ -19,6 +20,19 @@ func newManager(t testing.TB) (*fields.Manager, *registry.Registry) {
 		t.Fatal(err)
 	}
 	return m, reg
+}
+
+// verifyingConfigMaps returns a Manager in Verify mode (its shortcuts
+// checked against the field manager) and the ConfigMap resource.
+func verifyingConfigMaps(t testing.TB) (*fields.Manager, *registry.Resource) {
+	t.Helper()
+	reg := registry.New()
+	m, err := fields.New(fields.Config{Registry: reg, Verify: true, BuiltinModels: func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(reg) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := reg.Get(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"})
+	return m, res
 }
 
 func TestBuiltinModels(t *testing.T) {

@@ -129,14 +129,17 @@ func storedForm(ctx context.Context, res *registry.Resource, obj *unstructured.U
 const http500 = 500
 
 // ToStorage encodes obj for storage: without resourceVersion, which is the
-// etcd revision and not stored.
+// etcd revision and not stored. obj is changed while it runs (and put
+// back): it must not be read concurrently.
 func ToStorage(obj *unstructured.Unstructured) ([]byte, error) {
 	rv := obj.GetResourceVersion()
 	unstructured.RemoveNestedField(obj.Object, "metadata", "resourceVersion")
 	var b []byte
 	m, err := registry.StorageForm(obj.Object)
 	if err == nil {
+		restore := managedFieldsForStorage(m)
 		b, err = json.Marshal(m)
+		restore()
 	}
 	if rv != "" {
 		obj.SetResourceVersion(rv)

@@ -340,7 +340,8 @@ func (s *Service) updated(ctx context.Context, a *Attempt, mutate Mutation, trac
 		mf, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "managedFields")
 		prepareUpdate(obj, cur, res, req.Subresource)
 		if found {
-			unstructured.SetNestedField(obj.Object, mf, "metadata", "managedFields")
+			// The record itself, not a copy: nothing else holds it.
+			setManagedFields(obj, mf)
 		} else {
 			unstructured.RemoveNestedField(obj.Object, "metadata", "managedFields")
 		}
