@@ -65,8 +65,15 @@ func (e *elector) run(ctx context.Context, task func(context.Context)) {
 		stop      context.CancelFunc
 		done      chan struct{}
 		lastRenew time.Time
+		// watchdog cancels the task at its renew deadline, even while
+		// this loop is not running (a process resumed after SIGSTOP runs
+		// its expired timers before the loop's next attempt).
+		watchdog *time.Timer
 	)
 	end := func() {
+		if watchdog != nil {
+			watchdog.Stop()
+		}
 		if stop != nil {
 			stop()
 			<-done
@@ -76,18 +83,42 @@ func (e *elector) run(ctx context.Context, task func(context.Context)) {
 	t := time.NewTicker(e.retry)
 	defer t.Stop()
 	for {
-		ok, err := e.tryAcquireOrRenew(ctx)
+		// A holder's attempt must not outlast its renew deadline: an
+		// etcd call that hangs (etcd unreachable, a member paused) would
+		// otherwise keep the task running past the lease, beside the
+		// server that took it over. A renewal counts from when its
+		// attempt started, which is before the record changed in etcd
+		// and so before any other server saw it change.
+		start := time.Now()
+		deadline := start.Add(e.renewDeadline)
+		if stop != nil {
+			deadline = lastRenew.Add(e.renewDeadline)
+		}
+		actx, cancel := context.WithDeadline(ctx, deadline)
+		ok, err := e.tryAcquireOrRenew(actx)
+		cancel()
 		now := time.Now()
 		switch {
-		case ok:
-			lastRenew = now
+		case ok && now.Before(deadline):
+			lastRenew = start
+			if stop != nil {
+				select {
+				case <-done: // the watchdog ended it: start it again
+					stop, done = nil, nil
+				default:
+				}
+			}
 			if stop == nil {
 				var tctx context.Context
 				tctx, stop = context.WithCancel(ctx)
 				done = make(chan struct{})
 				go func() { defer close(done); task(tctx) }()
 			}
-		case stop != nil && (err == nil || now.Sub(lastRenew) > e.renewDeadline):
+			if watchdog != nil {
+				watchdog.Stop()
+			}
+			watchdog = time.AfterFunc(time.Until(lastRenew.Add(e.renewDeadline)), stop)
+		case stop != nil && (err == nil || !now.Before(lastRenew.Add(e.renewDeadline))):
 			// Lost the lease, or could not renew it in time.
 			end()
 		}
