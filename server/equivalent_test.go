@@ -92,7 +92,9 @@ func lastReview(t *testing.T, s *seen) (*admissionv1.AdmissionRequest, map[strin
 
 func wantKinds(t *testing.T, what string, r *admissionv1.AdmissionRequest, kind, requestKind string) {
 	t.Helper()
-	gvk := func(k admissionv1.AdmissionRequest) string { return fmt.Sprintf("%s/%s", k.Kind.Version, k.Resource.Version) }
+	gvk := func(k admissionv1.AdmissionRequest) string {
+		return fmt.Sprintf("%s/%s", k.Kind.Version, k.Resource.Version)
+	}
 	got := gvk(*r)
 	if r.RequestKind == nil || r.RequestResource == nil {
 		t.Fatalf("%s: no requestKind/requestResource: %+v", what, r)
