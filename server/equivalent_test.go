@@ -105,6 +105,25 @@ func wantKinds(t *testing.T, what string, r *admissionv1.AdmissionRequest, kind,
 	}
 }
 
+// wantV1Reviews checks the last reviews of a v2 request: in v1 (kind
+// and resource v1, requestKind and requestResource v2), the mutating
+// webhook's with spec.size before, the validating webhook's after the
+// mutation.
+func wantV1Reviews(t *testing.T, mutating, validating *seen, before, after string) {
+	t.Helper()
+	for _, c := range []struct {
+		what string
+		s    *seen
+		size string
+	}{{"mutating", mutating, before}, {"validating", validating, after}} {
+		r, obj := lastReview(t, c.s)
+		wantKinds(t, c.what, r, "v1", "v2")
+		if obj["apiVersion"] != "example.com/v1" || specOf(obj)["size"] != c.size {
+			t.Errorf("%s webhook got %s, want the object in v1 with spec.size %q", c.what, r.Object.Raw, c.size)
+		}
+	}
+}
+
 // TestWebhookMatchPolicyEquivalent: a webhook whose rules name v1 of a
 // two-version CRD is called for a request in v2 when its matchPolicy is
 // Equivalent (not when Exact), with the object converted to v1 (kind and
@@ -122,16 +141,7 @@ func TestWebhookMatchPolicyEquivalent(t *testing.T) {
 		if got := r.object(); got["apiVersion"] != "example.com/v2" || specOf(got)["replicas"] != float64(7) {
 			t.Errorf("create answered %s, want the mutation in v2 (replicas 7)", r.body)
 		}
-		m, mobj := lastReview(t, eqM)
-		wantKinds(t, "mutating", m, "v1", "v2")
-		if mobj["apiVersion"] != "example.com/v1" || specOf(mobj)["size"] != "5" {
-			t.Errorf("mutating webhook got %s, want the v1 object (size \"5\")", m.Object.Raw)
-		}
-		v, vobj := lastReview(t, eqV)
-		wantKinds(t, "validating", v, "v1", "v2")
-		if specOf(vobj)["size"] != "7" {
-			t.Errorf("validating webhook got %s, want the mutated object in v1", v.Object.Raw)
-		}
+		wantV1Reviews(t, eqM, eqV, "5", "7")
 		if got := a.json("GET", widgetsV2+"/w", "").object(); specOf(got)["replicas"] != float64(7) {
 			t.Errorf("stored %v, want replicas 7", got)
 		}
@@ -140,7 +150,7 @@ func TestWebhookMatchPolicyEquivalent(t *testing.T) {
 		}
 		// A v1 request: both, in v1.
 		mustCode(t, "create in v1", a.json("POST", widgetsV1, widgetV1("w1", "2")), http.StatusCreated)
-		v, _ = lastReview(t, eqV)
+		v, _ := lastReview(t, eqV)
 		wantKinds(t, "v1 request", v, "v1", "v1")
 		if n := len(exact.all()); n != 2 {
 			t.Errorf("Exact webhooks called %d times for a v1 request, want 2", n)
@@ -158,16 +168,7 @@ func TestWebhookMatchPolicyEquivalent(t *testing.T) {
 		if got := specOf(r.object()); got["size"] != "big" || got["color"] != "red" {
 			t.Errorf("create answered %s, want size big and color red", r.body)
 		}
-		m, mobj := lastReview(t, eqM)
-		wantKinds(t, "mutating", m, "v1", "v2")
-		if mobj["apiVersion"] != "example.com/v1" || specOf(mobj)["size"] != "small" {
-			t.Errorf("mutating webhook got %s, want the object in v1", m.Object.Raw)
-		}
-		v, vobj := lastReview(t, eqV)
-		wantKinds(t, "validating", v, "v1", "v2")
-		if vobj["apiVersion"] != "example.com/v1" || specOf(vobj)["size"] != "big" {
-			t.Errorf("validating webhook got %s", v.Object.Raw)
-		}
+		wantV1Reviews(t, eqM, eqV, "small", "big")
 		if got := specOf(a.json("GET", gadgetsV2+"/g", "").object()); got["size"] != "big" || got["color"] != "red" {
 			t.Errorf("stored spec %v", got)
 		}

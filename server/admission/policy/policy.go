@@ -211,6 +211,26 @@ func (p *Policies) ready(ctx context.Context, attrs admission.Attributes) error 
 	}
 }
 
+// attributes returns a's admission attributes once the policies were
+// synced, or nil when there are none to dispatch (some reports whether a
+// snapshot has some).
+func (p *Policies) attributes(ctx context.Context, a *objects.Attempt, some func(*hookSet) bool) (*attributes, error) {
+	if !some(p.hooks.Load()) && isSynced(p.synced) {
+		return nil, nil
+	}
+	attrs, err := newAttributes(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.ready(ctx, attrs); err != nil {
+		return nil, err
+	}
+	if !some(p.hooks.Load()) {
+		return nil, nil
+	}
+	return attrs, nil
+}
+
 // isSynced reports whether ch is closed.
 func isSynced(ch <-chan struct{}) bool {
 	select {
@@ -232,20 +252,11 @@ func (p *Policies) Mutate(ctx context.Context, a *objects.Attempt) error {
 	if excluded(a.Request.Resource) || a.Object == nil {
 		return nil
 	}
+	attrs, err := p.attributes(ctx, a, func(h *hookSet) bool { return len(h.mutating) > 0 })
+	if attrs == nil || err != nil {
+		return err
+	}
 	hooks := p.hooks.Load().mutating
-	if len(hooks) == 0 && isSynced(p.synced) {
-		return nil
-	}
-	attrs, err := newAttributes(ctx, a)
-	if err != nil {
-		return err
-	}
-	if err := p.ready(ctx, attrs); err != nil {
-		return err
-	}
-	if hooks = p.hooks.Load().mutating; len(hooks) == 0 {
-		return nil
-	}
 	if err := p.mutating.Dispatch(warning.WithWarningRecorder(ctx, warnings{a}), attrs, versions.Interfaces(ctx, p.cfg.Registry), hooks); err != nil {
 		return err
 	}
@@ -260,20 +271,11 @@ func (p *Policies) Validate(ctx context.Context, a *objects.Attempt) error {
 	if excluded(a.Request.Resource) {
 		return nil
 	}
+	attrs, err := p.attributes(ctx, a, func(h *hookSet) bool { return len(h.validating) > 0 })
+	if attrs == nil || err != nil {
+		return err
+	}
 	hooks := p.hooks.Load().validating
-	if len(hooks) == 0 && isSynced(p.synced) {
-		return nil
-	}
-	attrs, err := newAttributes(ctx, a)
-	if err != nil {
-		return err
-	}
-	if err := p.ready(ctx, attrs); err != nil {
-		return err
-	}
-	if hooks = p.hooks.Load().validating; len(hooks) == 0 {
-		return nil
-	}
 	return p.validating.Dispatch(warning.WithWarningRecorder(ctx, warnings{a}), attrs, versions.Interfaces(ctx, p.cfg.Registry), hooks)
 }
 

@@ -374,7 +374,13 @@ func (p *Plugin) Validate(ctx context.Context, a *objects.Attempt) error {
 	warnings := make([][]string, len(calls))
 	var wg sync.WaitGroup
 	for k, r := range calls {
-		wg.Go(func() {
+		run := wg.Go
+		if len(calls) == 1 {
+			// One webhook: called from this goroutine, without a handoff
+			// to another (which, on a loaded machine, waits to be run).
+			run = func(f func()) { f() }
+		}
+		run(func() {
 			_, err := p.callHook(ctx, c, r.h.Name, r.h.ClientConfig, r.h.SideEffects, r.h.TimeoutSeconds, r.inv, false, func(w string) {
 				warnings[k] = append(warnings[k], w)
 			})
