@@ -46,8 +46,9 @@ type convWebhook struct {
 
 // convCall is one ConversionReview request the webhook received.
 type convCall struct {
-	desired string
-	names   []string
+	apiVersion string // of the ConversionReview
+	desired    string
+	names      []string
 }
 
 func startConvWebhook(t testing.TB) *convWebhook {
@@ -124,7 +125,8 @@ func (w *convWebhook) reset() []convCall {
 
 func (w *convWebhook) serve(rw http.ResponseWriter, r *http.Request) {
 	var rv struct {
-		Request struct {
+		APIVersion string `json:"apiVersion"`
+		Request    struct {
 			UID     string           `json:"uid"`
 			Desired string           `json:"desiredAPIVersion"`
 			Objects []map[string]any `json:"objects"`
@@ -136,7 +138,7 @@ func (w *convWebhook) serve(rw http.ResponseWriter, r *http.Request) {
 	}
 	w.mu.Lock()
 	mode := w.mode
-	call := convCall{desired: rv.Request.Desired}
+	call := convCall{apiVersion: rv.APIVersion, desired: rv.Request.Desired}
 	for _, o := range rv.Request.Objects {
 		md, _ := o["metadata"].(map[string]any)
 		name, _ := md["name"].(string)
@@ -173,6 +175,15 @@ func (w *convWebhook) serve(rw http.ResponseWriter, r *http.Request) {
 		switch mode {
 		case "rename":
 			md["name"] = "other"
+		case "stamp":
+			// What the converted object says (a default a webhook sets)
+			// shows wherever it is read.
+			labels, _ := md["labels"].(map[string]any)
+			if labels == nil {
+				labels = map[string]any{}
+			}
+			labels["converted-to"] = strings.TrimPrefix(rv.Request.Desired, "example.com/")
+			md["labels"] = labels
 		case "metadata":
 			// Labels may change; the rest is restored.
 			md["labels"] = map[string]any{"converted": "yes"}
@@ -192,7 +203,13 @@ func (w *convWebhook) serve(rw http.ResponseWriter, r *http.Request) {
 	case "count":
 		resp["convertedObjects"] = []any{}
 	}
-	json.NewEncoder(rw).Encode(map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": resp})
+	// A v1beta1 review is answered in v1beta1, as a webhook that knows
+	// only v1beta1 does.
+	apiVersion := "apiextensions.k8s.io/v1"
+	if rv.APIVersion == "apiextensions.k8s.io/v1beta1" {
+		apiVersion = rv.APIVersion
+	}
+	json.NewEncoder(rw).Encode(map[string]any{"apiVersion": apiVersion, "kind": "ConversionReview", "response": resp})
 }
 
 // widgetCRD is example.com's Widget with v1 (spec.size) and v2

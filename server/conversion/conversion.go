@@ -24,7 +24,11 @@
 // Unlike kube-apiserver, which converts one object per call (its storage
 // decoder converts each stored object on its own), a Convert of many
 // objects makes one call for up to maxBatchObjects objects or
-// maxBatchBytes of them: a list is one ConversionReview, or a few.
+// maxBatchBytes of them: a list read from etcd, a page of a watch cache's
+// (re)list, is one ConversionReview, or a few. The bounds keep one answer
+// well under the webhook client's 3 MiB limit on a response (objects
+// usually grow little in conversion) and one call's latency bounded,
+// while a typical list is one call.
 //
 // # Concurrency
 //

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"strings"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -264,35 +263,11 @@ func decodeScale(u *unstructured.Unstructured, opts objects.WriteOptions) (*auto
 // scaleOf returns obj's Scale, and whether obj has the spec replicas field
 // (the Scale says 0 when it has not).
 func scaleOf(p *registry.ScalePaths, obj *unstructured.Unstructured) (*autoscalingv1.Scale, bool, error) {
-	spec, found, err := unstructured.NestedInt64(obj.Object, scalePath(p.SpecReplicas)...)
-	if err != nil {
-		return nil, false, err
-	}
-	status, _, err := unstructured.NestedInt64(obj.Object, scalePath(p.StatusReplicas)...)
-	if err != nil {
-		return nil, false, err
-	}
-	var selector string
-	if p.LabelSelector != "" {
-		if selector, _, err = unstructured.NestedString(obj.Object, scalePath(p.LabelSelector)...); err != nil {
-			return nil, false, err
-		}
-	}
-	return &autoscalingv1.Scale{
-		TypeMeta: metav1.TypeMeta{APIVersion: scaleResource.APIVersion(), Kind: scaleResource.Kind},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: obj.GetUID(),
-			ResourceVersion: obj.GetResourceVersion(), CreationTimestamp: obj.GetCreationTimestamp(),
-		},
-		Spec:   autoscalingv1.ScaleSpec{Replicas: int32(spec)},
-		Status: autoscalingv1.ScaleStatus{Replicas: int32(status), Selector: selector},
-	}, found, nil
+	return p.ScaleOf(obj)
 }
 
 // scalePath splits a scale path such as ".spec.replicas" into fields.
-func scalePath(p string) []string {
-	return strings.Split(strings.TrimPrefix(p, "."), ".")
-}
+func scalePath(p string) []string { return registry.ScalePath(p) }
 
 // respondScaleOf writes the Scale of obj, the result of a write.
 func respondScaleOf(w http.ResponseWriter, r *http.Request, res *registry.Resource, obj *unstructured.Unstructured) error {

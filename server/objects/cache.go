@@ -90,8 +90,14 @@ func (s *Service) cacheFor(res *registry.Resource) *watchcache.Cache {
 		s.caches.hints = map[*registry.Resource]*writeHints{}
 	}
 	hints := &writeHints{m: map[string]writeHint{}}
+	var store storage.Interface = s.store
+	decode := s.cacheDecoder(res, hints)
+	if res.Versions != nil && res.Versions.Remote() {
+		b := &batchConverting{Interface: s.store, res: res, done: map[keyRev]*watchcache.Object{}}
+		store, decode = b, b.decoder(decode)
+	}
 	c := watchcache.New(watchcache.Config{
-		Store: s.store, Prefix: res.StoragePrefix, Decode: s.cacheDecoder(res, hints),
+		Store: store, Prefix: res.StoragePrefix, Decode: decode,
 		Window: s.cfg.WatchCacheWindow, Buffer: s.cfg.WatchBufferEvents,
 		FreshTimeout: s.cfg.FutureRVWait, Log: s.cfg.Log,
 	})
@@ -141,6 +147,67 @@ func (s *Service) cacheDecoder(res *registry.Resource, hints *writeHints) watchc
 	}
 }
 
+// batchConverting is the store of the watch cache of a resource whose
+// objects a conversion webhook converts: it converts each page of the
+// cache's (re)list in as few ConversionReviews as the converter's batch
+// bounds allow (one for up to 500 objects or 1 MiB of them, see package
+// server/conversion), where decoding the page's values one by one would
+// make a call per object, and the cache's decoder then takes the
+// converted objects. A page whose batch fails is decoded one value at a
+// time, each failing (and retried) on its own as before. Safe for
+// concurrent use.
+type batchConverting struct {
+	storage.Interface
+	res  *registry.Resource
+	mu   sync.Mutex
+	done map[keyRev]*watchcache.Object
+}
+
+// keyRev is a stored value's key and revision.
+type keyRev struct {
+	key string
+	rev int64
+}
+
+func (b *batchConverting) List(ctx context.Context, prefix string, opts storage.ListOptions) (storage.ListResult, error) {
+	lr, err := b.Interface.List(ctx, prefix, opts)
+	if err != nil || len(lr.KVs) < 2 {
+		return lr, err
+	}
+	objs, err := decodeStored(ctx, b.res, lr.KVs)
+	if err != nil {
+		return lr, nil // decoded one by one: each value's own error
+	}
+	converted := make(map[keyRev]*watchcache.Object, len(objs))
+	for i, obj := range objs {
+		kv := lr.KVs[i]
+		o, err := cacheObject(b.res, kv, obj)
+		if err != nil {
+			continue
+		}
+		converted[keyRev{kv.Key, kv.ModRevision}] = o
+	}
+	b.mu.Lock()
+	b.done = converted // the cache decodes a page before it lists the next
+	b.mu.Unlock()
+	return lr, nil
+}
+
+// decoder takes the objects List converted, else decodes with decode.
+func (b *batchConverting) decoder(decode watchcache.Decoder) watchcache.Decoder {
+	return func(kv storage.KeyValue) (*watchcache.Object, error) {
+		k := keyRev{kv.Key, kv.ModRevision}
+		b.mu.Lock()
+		o, ok := b.done[k]
+		delete(b.done, k)
+		b.mu.Unlock()
+		if ok {
+			return o, nil
+		}
+		return decode(kv)
+	}
+}
+
 // decodeForCache decodes a stored value of res for the cache: converted
 // once for every watcher of res's version. A conversion webhook that
 // fails is retried (watchcache.ErrRetry): the cache waits for it rather
@@ -155,16 +222,21 @@ func decodeForCache(res *registry.Resource) watchcache.Decoder {
 		if err != nil {
 			return nil, err
 		}
-		b, err := json.Marshal(obj.Object)
-		if err != nil {
-			return nil, err
-		}
-		return &watchcache.Object{
-			Key: kv.Key, Namespace: obj.GetNamespace(), Name: obj.GetName(),
-			Labels: labels.Set(obj.GetLabels()), Fields: fieldSet(res, obj),
-			Rev: kv.ModRevision, JSON: b,
-		}, nil
+		return cacheObject(res, kv, obj)
 	}
+}
+
+// cacheObject is the cache's form of obj, decoded from kv.
+func cacheObject(res *registry.Resource, kv storage.KeyValue, obj *unstructured.Unstructured) (*watchcache.Object, error) {
+	b, err := json.Marshal(obj.Object)
+	if err != nil {
+		return nil, err
+	}
+	return &watchcache.Object{
+		Key: kv.Key, Namespace: obj.GetNamespace(), Name: obj.GetName(),
+		Labels: labels.Set(obj.GetLabels()), Fields: fieldSet(res, obj),
+		Rev: kv.ModRevision, JSON: b,
+	}, nil
 }
 
 func filterOf(sel selector, ns string) watchcache.Filter {

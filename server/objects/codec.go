@@ -3,6 +3,7 @@ package objects
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -123,6 +124,28 @@ func storedForm(ctx context.Context, res *registry.Resource, obj *unstructured.U
 		return nil, false, apierrors.NewInternalError(err)
 	}
 	return b, converted, nil
+}
+
+// storedBack is what kube-apiserver answers a write in a version other
+// than the storage version with: the stored bytes b (as storedForm
+// encoded them) decoded and converted back to res's version, stamped
+// with revision rev (none when 0, a dry run's create). A conversion
+// webhook may set or default fields the written object did not have;
+// they show in the answer, as in Kubernetes, whose storage decodes what
+// it wrote. A failed conversion is a 500 with the converter's message.
+func storedBack(ctx context.Context, res *registry.Resource, b []byte, rev int64) (*unstructured.Unstructured, error) {
+	objs, err := decodeStored(ctx, res, []storage.KeyValue{{Value: b, ModRevision: rev}})
+	if err != nil {
+		var ce *ConversionError
+		if errors.As(err, &ce) {
+			err = ce.Err
+		}
+		return nil, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http500, Message: err.Error()}}
+	}
+	if rev == 0 {
+		objs[0].SetResourceVersion("")
+	}
+	return objs[0], nil
 }
 
 // http500 is the code of an error kube-apiserver has no Status for.

@@ -106,6 +106,12 @@ func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Un
 		return out, err
 	}
 	if opts.DryRun {
+		if converted {
+			if out.Object, err = storedBack(ctx, res, b, 0); err != nil {
+				undo.run()
+				return Result{Warnings: out.Warnings}, err
+			}
+		}
 		return out, nil
 	}
 	key := res.Key(obj.GetNamespace(), obj.GetName())
@@ -121,6 +127,12 @@ func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Un
 	if res.StoredAs == nil && !converted {
 		// The stored bytes with the resourceVersion are the response.
 		out.Raw = withResourceVersion(b, kv.ModRevision)
+	}
+	if converted {
+		if obj, err = storedBack(ctx, res, b, kv.ModRevision); err != nil {
+			return Result{Warnings: out.Warnings}, err
+		}
+		out.Object = obj
 	}
 	s.written(ctx, req, nil, obj, kv.ModRevision)
 	return out, nil
@@ -268,7 +280,7 @@ func (s *Service) guaranteedUpdate(ctx context.Context, req *Request, opts Write
 			obj.SetResourceVersion(strconv.FormatInt(deleted.ModRevision, 10))
 			return obj, warnings, nil
 		}
-		b, _, err := storedForm(ctx, res, obj)
+		b, converted, err := storedForm(ctx, res, obj)
 		if err != nil {
 			return nil, warnings, err
 		}
@@ -282,6 +294,12 @@ func (s *Service) guaranteedUpdate(ctx context.Context, req *Request, opts Write
 			// resourceVersion stays and no watch event is produced. A
 			// stale value (encrypted with an older key) is written again.
 			obj.SetResourceVersion(cur.GetResourceVersion())
+			if converted {
+				rv, _ := ParseRV(cur.GetResourceVersion())
+				if obj, err = storedBack(ctx, res, b, rv); err != nil {
+					return nil, warnings, err
+				}
+			}
 			return obj, warnings, nil
 		}
 		hints := s.hintsFor(res)
@@ -299,6 +317,11 @@ func (s *Service) guaranteedUpdate(ctx context.Context, req *Request, opts Write
 		s.updateWritten(kv.Key, nkv.ModRevision)
 		turn.wrote(storage.KeyValue{Key: kv.Key, Value: b, ModRevision: nkv.ModRevision})
 		obj.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
+		if converted {
+			if obj, err = storedBack(ctx, res, b, nkv.ModRevision); err != nil {
+				return nil, warnings, err
+			}
+		}
 		s.written(ctx, req, cur, obj, nkv.ModRevision)
 		return obj, warnings, nil
 	}

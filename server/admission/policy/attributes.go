@@ -2,8 +2,11 @@ package policy
 
 import (
 	"context"
+
 	"fmt"
 	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,17 +29,48 @@ type attributes struct {
 	user   user.Info
 	object runtime.Object // a.Object, or nil for a delete (never a typed nil)
 	old    runtime.Object
+	// scale: the write is through /scale, and object and old are the
+	// Scales of a.Object and a.Old, as kube-apiserver's ScaleREST hands
+	// admission (a mutation of object is written back by scaleBack).
+	scale bool
 }
 
-func newAttributes(ctx context.Context, a *objects.Attempt) *attributes {
+func newAttributes(ctx context.Context, a *objects.Attempt) (*attributes, error) {
 	at := &attributes{a: a, ctx: ctx, user: userInfo(a.Request)}
+	sp := a.Request.Resource.Scale
+	at.scale = a.Request.Subresource == "scale" && sp != nil
 	if a.Object != nil {
 		at.object = a.Object
+		if at.scale {
+			v, err := sp.ScaleView(a.Object)
+			if err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+			at.object = v
+		}
 	}
 	if a.Old != nil {
 		at.old = a.Old
+		if at.scale {
+			v, err := sp.ScaleView(a.Old)
+			if err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+			at.old = v
+		}
 	}
-	return at
+	return at, nil
+}
+
+// scaleBack writes a mutated Scale's replicas to the attempt's object.
+func (t *attributes) scaleBack() error {
+	if !t.scale || t.a.Object == nil {
+		return nil
+	}
+	if err := t.a.Request.Resource.Scale.SetReplicas(t.a.Object, t.object.(*unstructured.Unstructured)); err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	return nil
 }
 
 func (t *attributes) GetName() string {
@@ -90,7 +124,7 @@ func (t *attributes) GetObject() runtime.Object { return t.object }
 func (t *attributes) GetOldObject() runtime.Object { return t.old }
 
 func (t *attributes) GetKind() schema.GroupVersionKind {
-	return t.a.Request.Resource.GVK()
+	return t.a.Request.Resource.KindFor(t.a.Request.Subresource)
 }
 
 func (t *attributes) GetUserInfo() user.Info { return t.user }
@@ -133,71 +167,4 @@ func userInfo(req *objects.Request) user.Info {
 		groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, user.AllAuthenticated}
 	}
 	return &serverUser{user.DefaultInfo{Name: req.Actor, Groups: groups}}
-}
-
-// objectInterfaces are admission.ObjectInterfaces for unstructured
-// objects, which is all the object service has. Every resource is served
-// in one version here, so a "conversion" is a copy with the kind set.
-type objectInterfaces struct {
-	mapper runtime.EquivalentResourceMapper
-}
-
-func (o objectInterfaces) GetObjectCreater() runtime.ObjectCreater     { return unstructuredScheme{} }
-func (o objectInterfaces) GetObjectTyper() runtime.ObjectTyper         { return unstructuredScheme{} }
-func (o objectInterfaces) GetObjectDefaulter() runtime.ObjectDefaulter { return unstructuredScheme{} }
-func (o objectInterfaces) GetObjectConvertor() runtime.ObjectConvertor { return unstructuredScheme{} }
-func (o objectInterfaces) GetEquivalentResourceMapper() runtime.EquivalentResourceMapper {
-	return o.mapper
-}
-
-type unstructuredScheme struct{}
-
-func (unstructuredScheme) New(gvk schema.GroupVersionKind) (runtime.Object, error) {
-	u := &unstructured.Unstructured{Object: map[string]any{}}
-	u.SetGroupVersionKind(gvk)
-	return u, nil
-}
-
-func (unstructuredScheme) ObjectKinds(obj runtime.Object) ([]schema.GroupVersionKind, bool, error) {
-	return []schema.GroupVersionKind{obj.GetObjectKind().GroupVersionKind()}, false, nil
-}
-
-func (unstructuredScheme) Recognizes(schema.GroupVersionKind) bool { return true }
-
-func (unstructuredScheme) Default(runtime.Object) {}
-
-// Convert copies in into out; both are unstructured. The mutating
-// dispatcher uses it to write a policy's result back into the attempt's
-// object.
-func (unstructuredScheme) Convert(in, out, _ any) error {
-	src, ok1 := in.(*unstructured.Unstructured)
-	dst, ok2 := out.(*unstructured.Unstructured)
-	if !ok1 || !ok2 {
-		return fmt.Errorf("admission policy: cannot convert %T to %T", in, out)
-	}
-	if src == dst {
-		return nil
-	}
-	gvk := dst.GroupVersionKind()
-	dst.Object = runtime.DeepCopyJSON(src.Object)
-	if !gvk.Empty() {
-		dst.SetGroupVersionKind(gvk)
-	}
-	return nil
-}
-
-func (s unstructuredScheme) ConvertToVersion(in runtime.Object, gv runtime.GroupVersioner) (runtime.Object, error) {
-	u, ok := in.(*unstructured.Unstructured)
-	if !ok {
-		return nil, fmt.Errorf("admission policy: cannot convert %T", in)
-	}
-	out := u.DeepCopy()
-	if gvk, ok := gv.KindForGroupVersionKinds([]schema.GroupVersionKind{u.GroupVersionKind()}); ok {
-		out.SetGroupVersionKind(gvk)
-	}
-	return out, nil
-}
-
-func (unstructuredScheme) ConvertFieldLabel(_ schema.GroupVersionKind, label, value string) (string, string, error) {
-	return label, value, nil
 }

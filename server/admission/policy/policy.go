@@ -31,6 +31,13 @@
 //     server (nil user): from the watch cache, with a quorum read on a
 //     miss, as Kubernetes reads its informers and falls back to a direct
 //     read (lookup.go);
+//   - admission.ObjectInterfaces (package server/admission/versions): a
+//     policy whose matchConstraints name another served version of the
+//     request's resource matches with matchPolicy Equivalent and sees the
+//     object converted to that version, a mutation converted back;
+//   - a write through /scale seen as the object's autoscaling/v1 Scale,
+//     whose mutated spec.replicas is written back, as kube-apiserver's
+//     ScaleREST hands admission the Scale;
 //   - the CEL authorizer, answered by the server's authorization
 //     (Config.Authorized);
 //   - type converters for ApplyConfiguration mutations
@@ -70,7 +77,6 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apiserver/pkg/admission"
@@ -81,6 +87,7 @@ import (
 	"k8s.io/apiserver/pkg/warning"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
+	"github.com/objwatch/objwatch/server/admission/versions"
 	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
@@ -118,7 +125,6 @@ type Policies struct {
 	cfg        Config
 	objects    *objects.Service
 	namespaces *registry.Resource
-	ois        objectInterfaces
 	validating generic.Dispatcher[validating.PolicyHook]
 	mutating   generic.Dispatcher[mutating.PolicyHook]
 
@@ -155,7 +161,6 @@ func New(cfg Config) (*Policies, error) {
 		return nil, errors.New("admission policy: namespaces not served")
 	}
 	p := &Policies{cfg: cfg, namespaces: ns, synced: make(chan struct{}), status: newStatusQueue(),
-		ois:   objectInterfaces{mapper: runtime.NewEquivalentResourceRegistry()},
 		state: newState()}
 	p.hooks.Store(&hookSet{})
 	lister := namespaceLister{reader{p}}
@@ -206,6 +211,36 @@ func (p *Policies) ready(ctx context.Context, attrs admission.Attributes) error 
 	}
 }
 
+// attributes returns a's admission attributes once the policies were
+// synced, or nil when there are none to dispatch (some reports whether a
+// snapshot has some).
+func (p *Policies) attributes(ctx context.Context, a *objects.Attempt, some func(*hookSet) bool) (*attributes, error) {
+	if !some(p.hooks.Load()) && isSynced(p.synced) {
+		return nil, nil
+	}
+	attrs, err := newAttributes(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.ready(ctx, attrs); err != nil {
+		return nil, err
+	}
+	if !some(p.hooks.Load()) {
+		return nil, nil
+	}
+	return attrs, nil
+}
+
+// isSynced reports whether ch is closed.
+func isSynced(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // warnings forwards the dispatchers' warnings to the attempt.
 type warnings struct{ a *objects.Attempt }
 
@@ -217,15 +252,15 @@ func (p *Policies) Mutate(ctx context.Context, a *objects.Attempt) error {
 	if excluded(a.Request.Resource) || a.Object == nil {
 		return nil
 	}
-	attrs := newAttributes(ctx, a)
-	if err := p.ready(ctx, attrs); err != nil {
+	attrs, err := p.attributes(ctx, a, func(h *hookSet) bool { return len(h.mutating) > 0 })
+	if attrs == nil || err != nil {
 		return err
 	}
 	hooks := p.hooks.Load().mutating
-	if len(hooks) == 0 {
-		return nil
+	if err := p.mutating.Dispatch(warning.WithWarningRecorder(ctx, warnings{a}), attrs, versions.Interfaces(ctx, p.cfg.Registry), hooks); err != nil {
+		return err
 	}
-	return p.mutating.Dispatch(warning.WithWarningRecorder(ctx, warnings{a}), attrs, p.ois, hooks)
+	return attrs.scaleBack()
 }
 
 // Validate is the objects.Hooks.Validate hook: every
@@ -236,15 +271,12 @@ func (p *Policies) Validate(ctx context.Context, a *objects.Attempt) error {
 	if excluded(a.Request.Resource) {
 		return nil
 	}
-	attrs := newAttributes(ctx, a)
-	if err := p.ready(ctx, attrs); err != nil {
+	attrs, err := p.attributes(ctx, a, func(h *hookSet) bool { return len(h.validating) > 0 })
+	if attrs == nil || err != nil {
 		return err
 	}
 	hooks := p.hooks.Load().validating
-	if len(hooks) == 0 {
-		return nil
-	}
-	return p.validating.Dispatch(warning.WithWarningRecorder(ctx, warnings{a}), attrs, p.ois, hooks)
+	return p.validating.Dispatch(warning.WithWarningRecorder(ctx, warnings{a}), attrs, versions.Interfaces(ctx, p.cfg.Registry), hooks)
 }
 
 // typeConverters is the mutating dispatcher's TypeConverterManager over

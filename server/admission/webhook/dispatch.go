@@ -30,6 +30,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	webhookutil "k8s.io/apiserver/pkg/util/webhook"
 
+	"github.com/objwatch/objwatch/server/admission/versions"
 	"github.com/objwatch/objwatch/server/apistatus"
 	"github.com/objwatch/objwatch/server/audit"
 	"github.com/objwatch/objwatch/server/auth"
@@ -51,23 +52,46 @@ const (
 type call struct {
 	a      *objects.Attempt
 	attr   admission.Attributes
-	va     *admission.VersionedAttributes
+	va     *admission.VersionedAttributes // in the request's kind
 	record *audit.Record
+	ois    admission.ObjectInterfaces
+	// versioned caches the attempt's objects converted to the kinds
+	// webhooks named (matchPolicy Equivalent), until the object changes.
+	versioned map[schema.GroupVersionKind]*admission.VersionedAttributes
+	// scale: the write is through /scale; attr's objects are the Scales
+	// of the attempt's, as kube-apiserver's ScaleREST hands admission.
+	scale bool
 	// nsLabels caches the namespace's labels for the attempt.
 	nsLabels labels.Set
 	nsErr    error
 	nsDone   bool
 }
 
-func (p *Plugin) newCall(ctx context.Context, a *objects.Attempt) *call {
+func (p *Plugin) newCall(ctx context.Context, a *objects.Attempt) (*call, error) {
 	req := a.Request
 	res := req.Resource
+	c := &call{a: a, record: audit.RecordFrom(ctx), ois: versions.Interfaces(ctx, p.cfg.Registry),
+		scale: req.Subresource == "scale" && res.Scale != nil}
 	var obj, old runtime.Object
 	if a.Object != nil {
 		obj = a.Object
+		if c.scale {
+			v, err := res.Scale.ScaleView(a.Object)
+			if err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+			obj = v
+		}
 	}
 	if a.Old != nil {
 		old = a.Old
+		if c.scale {
+			v, err := res.Scale.ScaleView(a.Old)
+			if err != nil {
+				return nil, apierrors.NewBadRequest(err.Error())
+			}
+			old = v
+		}
 	}
 	name, ns := req.Name, req.Namespace
 	if name == "" && a.Object != nil {
@@ -93,11 +117,33 @@ func (p *Plugin) newCall(ctx context.Context, a *objects.Attempt) *call {
 		options = &d
 	}
 	u := audit.WriterOf(req)
-	attr := admission.NewAttributesRecord(obj, old, res.GVK(), ns, name, res.GVR(), req.Subresource,
+	kind := res.KindFor(req.Subresource)
+	c.attr = admission.NewAttributesRecord(obj, old, kind, ns, name, res.GVR(), req.Subresource,
 		admission.Operation(a.Operation), options, req.DryRun,
 		&user.DefaultInfo{Name: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra})
-	return &call{a: a, attr: attr, record: audit.RecordFrom(ctx),
-		va: &admission.VersionedAttributes{Attributes: attr, VersionedObject: admission.NewLazyObject(obj), VersionedOldObject: admission.NewLazyObject(old), VersionedKind: res.GVK()}}
+	c.va = &admission.VersionedAttributes{Attributes: c.attr, VersionedObject: admission.NewLazyObject(obj), VersionedOldObject: admission.NewLazyObject(old), VersionedKind: kind}
+	return c, nil
+}
+
+// versionedAttributes returns the attempt's objects in kind: the
+// request's own, or converted to the version a webhook's rule names
+// (matchPolicy Equivalent), as kube-apiserver's dispatchers convert them.
+func (c *call) versionedAttributes(kind schema.GroupVersionKind) (*admission.VersionedAttributes, error) {
+	if kind == c.va.VersionedKind {
+		return c.va, nil
+	}
+	if va, ok := c.versioned[kind]; ok {
+		return va, nil
+	}
+	va, err := admission.NewVersionedAttributes(c.attr, kind, c.ois)
+	if err != nil {
+		return nil, err
+	}
+	if c.versioned == nil {
+		c.versioned = map[schema.GroupVersionKind]*admission.VersionedAttributes{}
+	}
+	c.versioned[kind] = va
+	return va, nil
 }
 
 func dryRun(on bool) []string {
@@ -113,13 +159,25 @@ func (c *call) annotate(kv ...string) {
 	}
 }
 
-// setObject replaces the attempt's object (a mutating webhook's patch).
-func (c *call) setObject(obj *unstructured.Unstructured) {
-	c.a.Object = obj
+// setObject replaces the attempt's object by obj (a mutating webhook's
+// patch, in the request's kind): through /scale, obj is a Scale whose
+// replicas are written to the attempt's object.
+func (c *call) setObject(obj *unstructured.Unstructured) error {
+	if c.scale {
+		cur := c.a.Object.DeepCopy()
+		if err := c.a.Request.Resource.Scale.SetReplicas(cur, obj); err != nil {
+			return apierrors.NewInternalError(err)
+		}
+		c.a.Object = cur
+	} else {
+		c.a.Object = obj
+	}
 	c.va.VersionedObject = admission.NewLazyObject(obj)
 	c.attr = admission.NewAttributesRecord(obj, c.attr.GetOldObject(), c.attr.GetKind(), c.attr.GetNamespace(), c.attr.GetName(),
 		c.attr.GetResource(), c.attr.GetSubresource(), c.attr.GetOperation(), c.attr.GetOperationOptions(), c.attr.IsDryRun(), c.attr.GetUserInfo())
 	c.va.Attributes = c.attr
+	c.versioned = nil
+	return nil
 }
 
 // Mutate is the object service's Mutate hook: the mutating webhooks on a
@@ -135,7 +193,10 @@ func (p *Plugin) Mutate(ctx context.Context, a *objects.Attempt) error {
 	if len(hooks) == 0 {
 		return nil
 	}
-	c := p.newCall(ctx, a)
+	c, err := p.newCall(ctx, a)
+	if err != nil {
+		return err
+	}
 	old := a.Object
 	if err := p.mutate(ctx, c, hooks, a.Reinvocation()); err != nil {
 		return err
@@ -262,7 +323,10 @@ func (p *Plugin) Validate(ctx context.Context, a *objects.Attempt) error {
 	var c *call
 	if a.Operation == objects.OpDelete {
 		if hooks := *p.mutating.Load(); len(hooks) > 0 {
-			c = p.newCall(ctx, a)
+			var err error
+			if c, err = p.newCall(ctx, a); err != nil {
+				return err
+			}
 			// A delete has no object to change: a pass of its own.
 			if err := p.mutate(ctx, c, hooks, &objects.Reinvocation{}); err != nil {
 				return err
@@ -274,7 +338,10 @@ func (p *Plugin) Validate(ctx context.Context, a *objects.Attempt) error {
 		return nil
 	}
 	if c == nil {
-		c = p.newCall(ctx, a)
+		var err error
+		if c, err = p.newCall(ctx, a); err != nil {
+			return err
+		}
 	}
 	type relevant struct {
 		h   *admissionregistrationv1.ValidatingWebhook
@@ -288,6 +355,10 @@ func (p *Plugin) Validate(ctx context.Context, a *objects.Attempt) error {
 			return err
 		}
 		if inv != nil {
+			// Converted here, not in the parallel calls.
+			if _, err := c.versionedAttributes(inv.Kind); err != nil {
+				return apierrors.NewInternalError(err)
+			}
 			vh, _ := h.GetValidatingWebhook()
 			calls = append(calls, relevant{vh, inv, i})
 		}
@@ -303,7 +374,13 @@ func (p *Plugin) Validate(ctx context.Context, a *objects.Attempt) error {
 	warnings := make([][]string, len(calls))
 	var wg sync.WaitGroup
 	for k, r := range calls {
-		wg.Go(func() {
+		run := wg.Go
+		if len(calls) == 1 {
+			// One webhook: called from this goroutine, without a handoff
+			// to another (which, on a loaded machine, waits to be run).
+			run = func(f func()) { f() }
+		}
+		run(func() {
 			_, err := p.callHook(ctx, c, r.h.Name, r.h.ClientConfig, r.h.SideEffects, r.h.TimeoutSeconds, r.inv, false, func(w string) {
 				warnings[k] = append(warnings[k], w)
 			})
@@ -356,21 +433,16 @@ func (p *Plugin) shouldCall(ctx context.Context, c *call, h apiwebhook.WebhookAc
 		}
 		return nil, nil
 	}
-	var inv *generic.WebhookInvocation
-	for _, r := range h.GetRules() {
-		m := rules.Matcher{Rule: r, Attr: c.attr}
-		if m.Matches() {
-			inv = &generic.WebhookInvocation{Webhook: h, Resource: c.attr.GetResource(), Subresource: c.attr.GetSubresource(), Kind: c.attr.GetKind()}
-			break
-		}
-	}
-	// matchPolicy Equivalent would try the other versions of the
-	// resource here; objwatch serves one.
-	if inv == nil {
-		return nil, nil
+	inv, err := p.matchRules(c, h)
+	if inv == nil || err != nil {
+		return nil, err
 	}
 	if len(h.GetMatchConditions()) > 0 {
-		res := h.GetCompiledMatcher(p.compiler).Match(ctx, c.va, nil, auth.Authorizer(c.a.Request.User, p.cfg.Authorized))
+		va, err := c.versionedAttributes(inv.Kind)
+		if err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+		res := h.GetCompiledMatcher(p.compiler).Match(ctx, va, nil, auth.Authorizer(c.a.Request.User, p.cfg.Authorized))
 		if res.Error != nil {
 			p.cfg.Log.Warn("admission webhook: failed evaluating match conditions, failing closed", "webhook", h.GetName(), "err", res.Error)
 			return nil, apierrors.NewForbidden(c.attr.GetResource().GroupResource(), c.attr.GetName(), res.Error)
@@ -381,6 +453,53 @@ func (p *Plugin) shouldCall(ctx context.Context, c *call, h apiwebhook.WebhookAc
 	}
 	return inv, nil
 }
+
+// matchRules is the rules part of kube-apiserver's ShouldCallHook: the
+// invocation of h's first rule that matches the request; with
+// matchPolicy Equivalent, else the first rule (in order) that matches
+// another served version of the resource, whose kind the webhook is then
+// sent.
+func (p *Plugin) matchRules(c *call, h apiwebhook.WebhookAccessor) (*generic.WebhookInvocation, error) {
+	for _, r := range h.GetRules() {
+		m := rules.Matcher{Rule: r, Attr: c.attr}
+		if m.Matches() {
+			return &generic.WebhookInvocation{Webhook: h, Resource: c.attr.GetResource(), Subresource: c.attr.GetSubresource(), Kind: c.attr.GetKind()}, nil
+		}
+	}
+	if mp := h.GetMatchPolicy(); mp == nil || *mp != admissionregistrationv1.Equivalent {
+		return nil, nil
+	}
+	mapper := c.ois.GetEquivalentResourceMapper()
+	equivalents := mapper.EquivalentResourcesFor(c.attr.GetResource(), c.attr.GetSubresource())
+	attr := &resourceOverride{Attributes: c.attr}
+	for _, r := range h.GetRules() {
+		for _, eq := range equivalents {
+			if eq == c.attr.GetResource() {
+				continue
+			}
+			attr.resource = eq
+			m := rules.Matcher{Rule: r, Attr: attr}
+			if !m.Matches() {
+				continue
+			}
+			kind := mapper.KindFor(eq, c.attr.GetSubresource())
+			if kind.Empty() {
+				return nil, apierrors.NewInternalError(fmt.Errorf("unable to convert to %v: unknown kind", eq))
+			}
+			return &generic.WebhookInvocation{Webhook: h, Resource: eq, Subresource: c.attr.GetSubresource(), Kind: kind}, nil
+		}
+	}
+	return nil, nil
+}
+
+// resourceOverride is attributes with another resource, for matching an
+// equivalent resource.
+type resourceOverride struct {
+	admission.Attributes
+	resource schema.GroupVersionResource
+}
+
+func (a *resourceOverride) GetResource() schema.GroupVersionResource { return a.resource }
 
 // matchNamespace is kube-apiserver's namespace matcher: cluster-scoped
 // objects other than namespaces always match; otherwise the namespace's
@@ -456,13 +575,18 @@ func (p *Plugin) callMutating(ctx context.Context, c *call, h *admissionregistra
 	if len(patch) == 0 {
 		return false, nil
 	}
-	if c.a.Object == nil {
+	va, err := c.versionedAttributes(inv.Kind)
+	if err != nil {
+		return false, apierrors.NewInternalError(err)
+	}
+	cur, _ := va.VersionedObject.Object().(*unstructured.Unstructured)
+	if cur == nil {
 		return false, apierrors.NewInternalError(fmt.Errorf("admission webhook %q attempted to modify the object, which is not supported for this operation", h.Name))
 	}
 	if result.PatchType != admissionv1.PatchTypeJSONPatch {
 		return false, &webhookutil.ErrCallingWebhook{WebhookName: h.Name, Reason: fmt.Errorf("unsupported patch type %q", result.PatchType), Status: webhookerrors.ToStatusErr(h.Name, result.Result)}
 	}
-	js, err := c.a.Object.MarshalJSON()
+	js, err := cur.MarshalJSON()
 	if err != nil {
 		return false, apierrors.NewInternalError(err)
 	}
@@ -474,10 +598,10 @@ func (p *Plugin) callMutating(ctx context.Context, c *call, h *admissionregistra
 	if err := obj.UnmarshalJSON(patched); err != nil {
 		return false, apierrors.NewInternalError(err)
 	}
-	if obj.GroupVersionKind() != c.a.Object.GroupVersionKind() {
+	if obj.GroupVersionKind() != cur.GroupVersionKind() {
 		return false, apierrors.NewInternalError(fmt.Errorf("admission webhook %q changed the object's apiVersion or kind", h.Name))
 	}
-	changed = !apiequality.Semantic.DeepEqual(c.a.Object.Object, obj.Object)
+	changed = !apiequality.Semantic.DeepEqual(cur.Object, obj.Object)
 	if c.record != nil && c.record.WantsRequest() {
 		v, _ := json.Marshal(struct {
 			Configuration string          `json:"configuration"`
@@ -487,7 +611,22 @@ func (p *Plugin) callMutating(ctx context.Context, c *call, h *admissionregistra
 		}{inv.Webhook.GetConfigurationName(), h.Name, patch, string(admissionv1.PatchTypeJSONPatch)})
 		c.annotate(patchAnnotationPrefix+annKey, string(v))
 	}
-	c.setObject(obj)
+	if inv.Kind != c.va.VersionedKind {
+		if !changed {
+			return false, nil // nothing to convert back
+		}
+		// The patched object in the webhook's version, back in the
+		// request's, as kube-apiserver's dispatcher converts it.
+		back := &unstructured.Unstructured{}
+		back.SetGroupVersionKind(c.va.VersionedKind)
+		if err := c.ois.GetObjectConvertor().Convert(obj, back, nil); err != nil {
+			return false, apierrors.NewInternalError(fmt.Errorf("failed to convert object: %w", err))
+		}
+		obj = back
+	}
+	if err := c.setObject(obj); err != nil {
+		return false, err
+	}
 	return changed, nil
 }
 
@@ -505,7 +644,11 @@ func (p *Plugin) callHook(ctx context.Context, c *call, name string, cc admissio
 			return nil, webhookerrors.NewDryRunUnsupportedErr(name)
 		}
 	}
-	uid, request, response, err := webhookrequest.CreateAdmissionObjects(c.va, inv)
+	va, err := c.versionedAttributes(inv.Kind)
+	if err != nil {
+		return nil, apierrors.NewInternalError(err) // failurePolicy does not apply
+	}
+	uid, request, response, err := webhookrequest.CreateAdmissionObjects(va, inv)
 	if err != nil {
 		return nil, &webhookutil.ErrCallingWebhook{WebhookName: name, Reason: fmt.Errorf("could not create admission objects: %w", err), Status: apierrors.NewBadRequest("error creating admission objects")}
 	}

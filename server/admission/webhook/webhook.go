@@ -34,10 +34,18 @@
 // A webhook's mutation is in the write's audit diff, which is taken from
 // the stored objects.
 //
+// matchPolicy Equivalent is Kubernetes': a webhook whose rules name
+// another served version of the request's resource (a multi-version
+// CRD's) is sent the object converted to that version (kind and resource
+// the webhook's, requestKind and requestResource the request's), by the
+// CRD's conversion (package server/admission/versions), and a mutating
+// webhook's patch, applied to the converted object, is converted back.
+// A write through /scale is sent as an autoscaling/v1 Scale of the object
+// (kind Scale, subResource "scale"), whose patched spec.replicas is
+// written back, as kube-apiserver's ScaleREST.
+//
 // # What differs
 //
-// objwatch serves one version of each resource, so matchPolicy Equivalent
-// matches what Exact matches: there is no other version to convert to.
 // The user of the server's own writes is the controller's service account
 // (objects.Request.Actor) or system:apiserver.
 //
