@@ -62,7 +62,17 @@ func TestBenchScaleAndPlot(t *testing.T) {
 	}
 
 	run("plot", "--out", dir, out)
-	for _, f := range []string{"scale-heap.svg", "scale-list.svg", "scale-watch-memory.svg", "scale-watch-delivery.svg"} {
+	charts := []string{"scale-heap.svg", "scale-list.svg", "scale-watch-delivery.svg"}
+	for _, p := range points {
+		// With 4 watches the heap difference is often negative (the
+		// server returned memory meanwhile), and plot leaves such points
+		// out: the chart is there only when a point is not.
+		if p.Metric == "heap per watch" && p.Value >= 0 {
+			charts = append(charts, "scale-watch-memory.svg")
+			break
+		}
+	}
+	for _, f := range charts {
 		if fi, err := os.Stat(filepath.Join(dir, f)); err != nil || fi.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}
