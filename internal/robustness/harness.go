@@ -276,7 +276,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	}
 	cfg.Logf("%d servers ready after %v", len(r.servers), r.since().Round(time.Millisecond))
 	ns := map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": Namespace}}
-	if code, _, err := doJSON(ctx, r.hc, http.MethodPost, r.servers[0].url+"/api/v1/namespaces", ns); err != nil || code != http.StatusCreated {
+	if code, _, err := DoJSON(ctx, r.hc, http.MethodPost, r.servers[0].url+"/api/v1/namespaces", ns); err != nil || code != http.StatusCreated {
 		return nil, fmt.Errorf("create namespace: %d %v", code, err)
 	}
 
@@ -342,14 +342,14 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	}
 	final := map[string]map[string]Item{}
 	for _, s := range r.servers {
-		code, obj, err := doJSON(ctx, r.hc, http.MethodGet, endpoint{url: s.url}.base(), nil)
+		code, obj, err := DoJSON(ctx, r.hc, http.MethodGet, endpoint{url: s.url}.base(), nil)
 		if err != nil || code != http.StatusOK {
 			harnessErrs = append(harnessErrs, fmt.Sprintf("final list from %s: %d %v", s.name, code, err))
 			continue
 		}
 		m := map[string]Item{}
 		for _, it := range obj.Items {
-			m[it.Metadata.Name] = Item{Value: it.Data["v"], RV: it.rv(), UID: it.Metadata.UID}
+			m[it.Metadata.Name] = Item{Value: it.Data["v"], RV: it.RV(), UID: it.Metadata.UID}
 		}
 		final[s.name] = m
 	}

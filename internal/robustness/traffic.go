@@ -33,14 +33,19 @@ type object struct {
 	Code int `json:"code"` // a Status's
 }
 
-func (o object) rv() int64 {
+// Object is the part of an answer the harness reads (see object), for
+// other HTTP tests of the same model (test/e2e's linearizability test).
+type Object = object
+
+// RV is the object's resourceVersion as a number (0 if it is not one).
+func (o object) RV() int64 {
 	n, _ := strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
 	return n
 }
 
-// doJSON sends a request with a JSON body (nil: none) and decodes a 2xx
+// DoJSON sends a request with a JSON body (nil: none) and decodes a 2xx
 // answer. An error means there is no definite answer.
-func doJSON(ctx context.Context, c *http.Client, method, u string, body any) (int, object, error) {
+func DoJSON(ctx context.Context, c *http.Client, method, u string, body any) (int, object, error) {
 	var obj object
 	var r io.Reader
 	if body != nil {
@@ -160,14 +165,14 @@ func (c *client) call(ctx context.Context, srv endpoint, in Input, method, u str
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	call := c.since()
-	code, obj, err := doJSON(rctx, srv.hc, method, u, body)
+	code, obj, err := DoJSON(rctx, srv.hc, method, u, body)
 	ret := c.since()
 	op := Op{Client: c.id, Server: srv.name, In: in, Call: call, Return: ret}
 	switch {
 	case err != nil:
 		op.Err = err.Error()
 	case code == http.StatusOK || code == http.StatusCreated:
-		op.Out = Output{Code: code, Value: obj.Data["v"], RV: obj.rv(), UID: obj.Metadata.UID}
+		op.Out = Output{Code: code, Value: obj.Data["v"], RV: obj.RV(), UID: obj.Metadata.UID}
 		if in.Kind == OpDelete {
 			op.Out = Output{Code: code, UID: obj.Details.UID}
 		}
@@ -220,7 +225,7 @@ func (c *client) list(ctx context.Context, srv endpoint) {
 	rctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	call := c.since()
-	code, obj, err := doJSON(rctx, srv.hc, http.MethodGet, srv.base(), nil)
+	code, obj, err := DoJSON(rctx, srv.hc, http.MethodGet, srv.base(), nil)
 	ret := c.since()
 	if err != nil || code != http.StatusOK {
 		return
@@ -232,7 +237,7 @@ func (c *client) list(ctx context.Context, srv endpoint) {
 	for _, k := range c.keys {
 		op := Op{Client: c.id, Server: srv.name, In: Input{Kind: OpList, Key: k}, Call: call, Return: ret, Out: Output{Code: http.StatusNotFound}}
 		if it, ok := found[k]; ok {
-			op.Out = Output{Code: http.StatusOK, Value: it.Data["v"], RV: it.rv(), UID: it.Metadata.UID}
+			op.Out = Output{Code: http.StatusOK, Value: it.Data["v"], RV: it.RV(), UID: it.Metadata.UID}
 		}
 		c.ops = append(c.ops, op)
 	}
@@ -256,7 +261,7 @@ func (c *client) pagedList(ctx context.Context, srv endpoint, after410 bool) int
 			q.Set("continue", cont)
 		}
 		rctx, cancel := context.WithTimeout(ctx, c.timeout)
-		code, obj, err := doJSON(rctx, srv.hc, http.MethodGet, srv.base()+"?"+q.Encode(), nil)
+		code, obj, err := DoJSON(rctx, srv.hc, http.MethodGet, srv.base()+"?"+q.Encode(), nil)
 		cancel()
 		switch {
 		case err != nil:
@@ -269,13 +274,13 @@ func (c *client) pagedList(ctx context.Context, srv endpoint, after410 bool) int
 			pl.Err = fmt.Sprintf("HTTP %d", code)
 			return 0
 		}
-		rv := obj.rv()
+		rv := obj.RV()
 		if pl.RV == 0 {
 			pl.RV = rv
 		}
 		pl.PageRV = append(pl.PageRV, rv)
 		for _, it := range obj.Items {
-			pl.Items[it.Metadata.Name] = Item{Value: it.Data["v"], RV: it.rv(), UID: it.Metadata.UID}
+			pl.Items[it.Metadata.Name] = Item{Value: it.Data["v"], RV: it.RV(), UID: it.Metadata.UID}
 		}
 		if cont = obj.Metadata.Continue; cont == "" {
 			pl.Code = http.StatusOK

@@ -124,16 +124,16 @@ func (w *watcher) relist(ctx context.Context, after410 bool) (int64, bool) {
 			q.Set("continue", cont)
 		}
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		code, obj, err := doJSON(rctx, srv.hc, http.MethodGet, srv.base()+"?"+q.Encode(), nil)
+		code, obj, err := DoJSON(rctx, srv.hc, http.MethodGet, srv.base()+"?"+q.Encode(), nil)
 		cancel()
 		if err != nil || code != http.StatusOK {
 			return 0, false
 		}
 		if r.RV == 0 {
-			r.RV = obj.rv()
+			r.RV = obj.RV()
 		}
 		for _, it := range obj.Items {
-			r.Items[it.Metadata.Name] = Item{Value: it.Data["v"], RV: it.rv(), UID: it.Metadata.UID}
+			r.Items[it.Metadata.Name] = Item{Value: it.Data["v"], RV: it.RV(), UID: it.Metadata.UID}
 		}
 		if cont = obj.Metadata.Continue; cont == "" {
 			break
@@ -197,10 +197,10 @@ func (w *watcher) watch(ctx context.Context, from int64) (seg Segment) {
 			}
 			return seg
 		case "BOOKMARK":
-			seg.Events = append(seg.Events, Event{Type: f.Type, RV: f.Object.rv(), At: w.since()})
+			seg.Events = append(seg.Events, Event{Type: f.Type, RV: f.Object.RV(), At: w.since()})
 		default:
 			o := f.Object
-			seg.Events = append(seg.Events, Event{Type: f.Type, Key: o.Metadata.Name, RV: o.rv(), Value: o.Data["v"], UID: o.Metadata.UID, At: w.since()})
+			seg.Events = append(seg.Events, Event{Type: f.Type, Key: o.Metadata.Name, RV: o.RV(), Value: o.Data["v"], UID: o.Metadata.UID, At: w.since()})
 		}
 	}
 }

@@ -1,11 +1,8 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -57,7 +54,7 @@ func TestLinearizability(t *testing.T) {
 	setup := envs[0].HTTPClient()
 	t.Cleanup(setup.CloseIdleConnections)
 	ns := map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": linNamespace}}
-	if code, _, err := linDo(t.Context(), setup, http.MethodPost, envs[0].Config.Host+"/api/v1/namespaces", ns); err != nil || code != http.StatusCreated {
+	if code, _, err := rb.DoJSON(t.Context(), setup, http.MethodPost, envs[0].Config.Host+"/api/v1/namespaces", ns); err != nil || code != http.StatusCreated {
 		t.Fatalf("POST namespace %s = %d, %v, want 201", linNamespace, code, err)
 	}
 
@@ -187,7 +184,7 @@ func (c *linClient) step(ctx context.Context, keys []string) {
 	// time.Since reads the monotonic clock: a wall-clock step must not
 	// reorder operations.
 	call := time.Since(c.start).Nanoseconds()
-	code, obj, err := linDo(rctx, srv.c, method, url, body)
+	code, obj, err := rb.DoJSON(rctx, srv.c, method, url, body)
 	ret := time.Since(c.start).Nanoseconds()
 	cancel()
 
@@ -210,7 +207,7 @@ func (c *linClient) step(ctx context.Context, keys []string) {
 		if code != http.StatusOK {
 			return
 		}
-		found := map[string]linObject{}
+		found := map[string]rb.Object{}
 		for _, it := range obj.Items {
 			found[it.Metadata.Name] = it
 		}
@@ -220,67 +217,13 @@ func (c *linClient) step(ctx context.Context, keys []string) {
 				op(rb.Input{Kind: rb.OpList, Key: k}, rb.Output{Code: http.StatusNotFound})
 				continue
 			}
-			op(rb.Input{Kind: rb.OpList, Key: k}, rb.Output{Code: http.StatusOK, Value: it.Data["v"], RV: it.rv(), UID: it.Metadata.UID})
+			op(rb.Input{Kind: rb.OpList, Key: k}, rb.Output{Code: http.StatusOK, Value: it.Data["v"], RV: it.RV(), UID: it.Metadata.UID})
 		}
 	case in.Kind == rb.OpDelete && code == http.StatusOK:
 		op(in, rb.Output{Code: code, UID: obj.Details.UID})
 	case code == http.StatusOK || code == http.StatusCreated:
-		op(in, rb.Output{Code: code, Value: obj.Data["v"], RV: obj.rv(), UID: obj.Metadata.UID})
+		op(in, rb.Output{Code: code, Value: obj.Data["v"], RV: obj.RV(), UID: obj.Metadata.UID})
 	default:
 		op(in, rb.Output{Code: code})
 	}
-}
-
-// linObject is the part of an answer the model reads: a ConfigMap, a list
-// of them, or the Status of a deletion.
-type linObject struct {
-	Metadata struct {
-		Name            string `json:"name"`
-		UID             string `json:"uid"`
-		ResourceVersion string `json:"resourceVersion"`
-	} `json:"metadata"`
-	Data    map[string]string `json:"data"`
-	Items   []linObject       `json:"items"`
-	Details struct {
-		UID string `json:"uid"`
-	} `json:"details"`
-}
-
-func (o linObject) rv() int64 {
-	n, _ := strconv.ParseInt(o.Metadata.ResourceVersion, 10, 64)
-	return n
-}
-
-// linDo sends a request with a JSON body (nil: none) and decodes a 2xx
-// answer. An error means there is no definite answer.
-func linDo(ctx context.Context, c *http.Client, method, url string, body any) (int, linObject, error) {
-	var obj linObject
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, obj, err
-		}
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, r)
-	if err != nil {
-		return 0, obj, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, obj, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, obj, err
-	}
-	if resp.StatusCode/100 == 2 {
-		if err := json.Unmarshal(b, &obj); err != nil {
-			return 0, obj, fmt.Errorf("%s %s: decode: %w", method, url, err)
-		}
-	}
-	return resp.StatusCode, obj, nil
 }
