@@ -22,6 +22,11 @@ const DefaultExecutionSeatsPerCPU = 2
 // priority and fairness filter does.
 const maxQueueWait = time.Minute
 
+// activeFor is how long a user counts as active after its last request
+// began or ended: a user sending one request after another, with a
+// round trip between them, keeps its share of the seats.
+const activeFor = time.Second
+
 // fairQueue is the execution limit in the manner of kube-apiserver's API
 // priority and fairness, with one priority level and one flow per user:
 // at most seats requests execute at once; the others wait in their user's
@@ -31,19 +36,34 @@ const maxQueueWait = time.Minute
 // each. How long a user's queue may grow is the in-flight limit's per-user
 // share (inFlight), which admits requests before they queue here.
 //
+// Beyond kube-apiserver, a user executes at most its share of the seats:
+// seats divided by the users active (executing, waiting, or done within
+// activeFor), at least one. So while another user is active, a flooding
+// user leaves that user's seats free instead of filling them in the gaps
+// between its requests, and the other user's request starts at once and
+// runs beside fewer of the flood's: the CPU, not only the queue, is
+// shared. A user alone uses every seat. This is not work-conserving: a
+// seat kept for an active user stays free while that user thinks.
+//
 // It is safe for concurrent use; mu is never held while a request is
 // served.
 type fairQueue struct {
 	mu    sync.Mutex
-	free  int              // free seats; 0 whenever a request waits
-	flows map[string]*flow // users with requests waiting
-	ring  []*flow          // the same flows, in dispatch order
+	seats int
+	free  int              // seats not executing a request
+	flows map[string]*flow // active users
+	ring  []*flow          // the flows with requests waiting, in dispatch order
 	next  int              // index in ring of the next flow served
+	now   func() time.Time
+	// pruned is when inactive flows were last dropped from flows.
+	pruned time.Time
 }
 
 type flow struct {
-	user    string
-	waiting []*waiter // FIFO
+	user      string
+	waiting   []*waiter // FIFO
+	executing int
+	seen      time.Time // when a request of the user last began or ended
 }
 
 // waiter is one queued request; granted (under fairQueue.mu) once ready
@@ -59,7 +79,7 @@ func newFairQueue(seats int) *fairQueue {
 	if seats <= 0 {
 		seats = DefaultExecutionSeatsPerCPU * runtime.GOMAXPROCS(0)
 	}
-	return &fairQueue{free: seats, flows: map[string]*flow{}}
+	return &fairQueue{seats: seats, free: seats, flows: map[string]*flow{}, now: time.Now}
 }
 
 // acquire takes an execution seat for a request of user, waiting in the
@@ -68,79 +88,128 @@ func newFairQueue(seats int) *fairQueue {
 // called exactly once.
 func (q *fairQueue) acquire(ctx context.Context, user string) (release func(), err error) {
 	q.mu.Lock()
-	if q.free > 0 {
+	f := q.flowLocked(user)
+	if q.free > 0 && len(f.waiting) == 0 && f.executing < q.shareLocked() {
 		q.free--
+		f.executing++
 		q.mu.Unlock()
-		return q.release, nil
+		return q.releaser(f), nil
 	}
-	f, w := q.enqueueLocked(user)
+	w := q.enqueueLocked(f)
 	q.mu.Unlock()
 
 	select {
 	case <-w.ready:
-		return q.release, nil
+		return q.releaser(f), nil
 	case <-ctx.Done():
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if w.granted { // given a seat while ctx ended: pass it on
-		q.releaseLocked()
+		q.releaseLocked(f)
 		return nil, ctx.Err()
 	}
 	f.waiting = slices.DeleteFunc(f.waiting, func(o *waiter) bool { return o == w })
 	if len(f.waiting) == 0 {
-		q.dropLocked(f)
+		q.unringLocked(f)
 	}
 	return nil, ctx.Err()
 }
 
-// enqueueLocked queues a request of user at the end of the user's flow.
-func (q *fairQueue) enqueueLocked(user string) (*flow, *waiter) {
-	w := &waiter{ready: make(chan struct{})}
+// flowLocked returns user's flow, made active now.
+func (q *fairQueue) flowLocked(user string) *flow {
+	now := q.now()
+	q.pruneLocked(now)
 	f := q.flows[user]
 	if f == nil {
 		f = &flow{user: user}
 		q.flows[user] = f
+	}
+	f.seen = now
+	return f
+}
+
+// pruneLocked drops the flows of users no longer active, at most a few
+// times per activeFor (it walks every flow).
+func (q *fairQueue) pruneLocked(now time.Time) {
+	if now.Sub(q.pruned) < activeFor/8 {
+		return
+	}
+	q.pruned = now
+	for user, f := range q.flows {
+		if f.executing == 0 && len(f.waiting) == 0 && now.Sub(f.seen) > activeFor {
+			delete(q.flows, user)
+		}
+	}
+}
+
+// shareLocked is how many seats one user may execute at once.
+func (q *fairQueue) shareLocked() int {
+	return max(1, q.seats/max(1, len(q.flows)))
+}
+
+// enqueueLocked queues a request at the end of flow f.
+func (q *fairQueue) enqueueLocked(f *flow) *waiter {
+	w := &waiter{ready: make(chan struct{})}
+	if len(f.waiting) == 0 {
 		// Newcomers go just before the next flow served, so they are
 		// served only after every flow that was already waiting.
 		q.ring = slices.Insert(q.ring, q.next, f)
 		q.next = (q.next + 1) % len(q.ring)
 	}
 	f.waiting = append(f.waiting, w)
-	return f, w
+	return w
 }
 
-func (q *fairQueue) release() {
-	q.mu.Lock()
-	q.releaseLocked()
-	q.mu.Unlock()
-}
-
-// releaseLocked gives a freed seat to the first request of the next flow
-// in turn, or keeps it free when none waits.
-func (q *fairQueue) releaseLocked() {
-	if len(q.ring) == 0 {
-		q.free++
-		return
-	}
-	f := q.ring[q.next]
-	w := f.waiting[0]
-	f.waiting = f.waiting[1:]
-	w.granted = true
-	close(w.ready)
-	if len(f.waiting) == 0 {
-		q.dropLocked(f)
-	} else {
-		q.next = (q.next + 1) % len(q.ring)
+// releaser returns the release function of a seat held by flow f.
+func (q *fairQueue) releaser(f *flow) func() {
+	return func() {
+		q.mu.Lock()
+		q.releaseLocked(f)
+		q.mu.Unlock()
 	}
 }
 
-// dropLocked removes a flow whose queue is empty, keeping the turn of the
-// flow after it.
-func (q *fairQueue) dropLocked(f *flow) {
+// releaseLocked frees a seat of flow f and dispatches.
+func (q *fairQueue) releaseLocked(f *flow) {
+	f.executing--
+	f.seen = q.now()
+	q.free++
+	q.pruneLocked(f.seen)
+	q.dispatchLocked()
+}
+
+// dispatchLocked gives free seats to the first requests of the flows in
+// turn, skipping a flow that executes its share already; a seat no
+// waiting flow may take stays free.
+func (q *fairQueue) dispatchLocked() {
+	share := q.shareLocked()
+	for q.free > 0 && len(q.ring) > 0 {
+		i := slices.IndexFunc(q.ring[q.next:], func(f *flow) bool { return f.executing < share })
+		if i >= 0 {
+			i += q.next
+		} else if i = slices.IndexFunc(q.ring[:q.next], func(f *flow) bool { return f.executing < share }); i < 0 {
+			return
+		}
+		f := q.ring[i]
+		w := f.waiting[0]
+		f.waiting = f.waiting[1:]
+		f.executing++
+		q.free--
+		w.granted = true
+		close(w.ready)
+		q.next = (i + 1) % len(q.ring)
+		if len(f.waiting) == 0 {
+			q.unringLocked(f)
+		}
+	}
+}
+
+// unringLocked removes a flow whose queue is empty from the ring, keeping
+// the turn of the flow after it.
+func (q *fairQueue) unringLocked(f *flow) {
 	i := slices.Index(q.ring, f)
 	q.ring = slices.Delete(q.ring, i, i+1)
-	delete(q.flows, f.user)
 	switch {
 	case len(q.ring) == 0:
 		q.next = 0

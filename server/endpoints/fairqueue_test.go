@@ -4,37 +4,42 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestFairQueueOrder: freed seats go to the users' flows in turn, FIFO
 // within a flow, a newcomer after every flow already waiting.
 func TestFairQueueOrder(t *testing.T) {
 	q := newFairQueue(1)
-	q.free = 0
-	var waiters []*waiter
-	names := []string{"a1", "a2", "a3", "b1", "b2", "c1"}
-	for _, n := range names {
-		_, w := q.enqueueLocked(n[:1])
-		waiters = append(waiters, w)
+	hold, err := q.acquire(context.Background(), "h")
+	if err != nil {
+		t.Fatal(err)
 	}
+	names := []string{"a1", "a2", "a3", "b1", "b2", "c1"}
+	var waiters []*waiter
+	var flows []*flow
+	q.mu.Lock()
+	for _, n := range names {
+		f := q.flowLocked(n[:1])
+		waiters, flows = append(waiters, q.enqueueLocked(f)), append(flows, f)
+	}
+	q.mu.Unlock()
+	hold()
 	var got []string
 	for range names {
-		q.release()
-		for i, w := range waiters {
-			if w.granted && !slices.Contains(got, names[i]) {
-				got = append(got, names[i])
-			}
+		i := slices.IndexFunc(waiters, func(w *waiter) bool { return w.granted })
+		if i < 0 {
+			t.Fatalf("after %v no request holds the seat", got)
 		}
+		got = append(got, names[i])
+		waiters[i] = &waiter{}
+		q.releaser(flows[i])()
 	}
 	if want := []string{"a1", "b1", "c1", "a2", "b2", "a3"}; !slices.Equal(got, want) {
 		t.Errorf("dispatch order %v, want %v", got, want)
 	}
-	if len(q.ring) != 0 || len(q.flows) != 0 || q.free != 0 {
-		t.Errorf("after all dispatched: ring %d, flows %d, free %d", len(q.ring), len(q.flows), q.free)
-	}
-	q.release()
-	if q.free != 1 {
-		t.Errorf("free seats %d after a release with none waiting, want 1", q.free)
+	if len(q.ring) != 0 || q.free != 1 {
+		t.Errorf("after all dispatched: ring %d, free %d", len(q.ring), q.free)
 	}
 }
 
@@ -51,11 +56,92 @@ func TestFairQueueGiveUp(t *testing.T) {
 	if _, err := q.acquire(ctx, "b"); err == nil {
 		t.Fatal("acquire with an ended context took a seat")
 	}
-	if len(q.ring) != 0 || len(q.flows) != 0 {
-		t.Errorf("the given-up request is still queued: ring %d, flows %d", len(q.ring), len(q.flows))
+	if len(q.ring) != 0 || len(q.flows["b"].waiting) != 0 {
+		t.Errorf("the given-up request is still queued: ring %d, waiting %d", len(q.ring), len(q.flows["b"].waiting))
 	}
 	hold()
 	if q.free != 1 {
 		t.Errorf("free seats %d, want 1", q.free)
 	}
+}
+
+// TestFairQueueShare: a user alone takes every seat; while another user
+// is active each executes at most its share, and a seat of the other's
+// share stays free for it; once the other has been idle for activeFor,
+// the first may take every seat again.
+func TestFairQueueShare(t *testing.T) {
+	now := time.Unix(1000, 0)
+	q := newFairQueue(4)
+	q.now = func() time.Time { return now }
+	ctx := context.Background()
+	var a []func()
+	for range 4 {
+		r, err := q.acquire(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a = append(a, r)
+	}
+	bDone := make(chan func())
+	go func() {
+		r, _ := q.acquire(ctx, "b")
+		bDone <- r
+	}()
+	waitFor(t, "b queued", func() bool { return q.ringLen() == 1 })
+	a[0]() // a: 3 executing; b gets the seat
+	b := <-bDone
+	a[1]() // a: 2, its share: this seat stays free for b
+	aDone := make(chan func())
+	go func() {
+		r, _ := q.acquire(ctx, "a")
+		aDone <- r
+	}()
+	waitFor(t, "a queued", func() bool { return q.ringLen() == 1 })
+	q.mu.Lock()
+	if q.free != 1 {
+		t.Fatalf("free seats %d, want 1 (b's share)", q.free)
+	}
+	q.mu.Unlock()
+	b2, err := q.acquire(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2()
+	b()
+	// b is idle but active: a (2 executing) still waits with 2 seats free.
+	select {
+	case r := <-aDone:
+		r()
+		t.Fatal("a got a third seat while b was active")
+	case <-time.After(20 * time.Millisecond):
+	}
+	q.mu.Lock()
+	now = now.Add(activeFor + time.Second)
+	q.mu.Unlock()
+	a[3]() // a's release drops b, no longer active: a's request gets a seat
+	(<-aDone)()
+	a[2]()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.free != 4 {
+		t.Errorf("free seats %d at the end, want 4", q.free)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if ok() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func (q *fairQueue) ringLen() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.ring)
 }
