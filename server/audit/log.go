@@ -67,10 +67,13 @@ type Log struct {
 	mu      sync.Mutex // guards the fields below; never held across I/O
 	queue   [][]byte   // lines with empty chain fields, in order
 	durable bool       // a record in queue is waited for: fsync it soon
+	noted   []int64    // epochs of the notes queue's records resolve
 	next    *batch     // the batch queue will be written in
 	stopped bool       // Run has returned
 
 	kick chan struct{} // 1: wakes Run when the queue was empty
+
+	notes *notes // records committed with their writes (notes.go)
 
 	// Owned by Run's goroutine (and New before it).
 	f    *os.File
@@ -133,7 +136,7 @@ func New(cfg Config) (*Log, error) {
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o700); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	l := &Log{cfg: cfg, policy: cfg.Policy, next: newBatch(), kick: make(chan struct{}, 1)}
+	l := &Log{cfg: cfg, policy: cfg.Policy, next: newBatch(), kick: make(chan struct{}, 1), notes: newNotes(cfg.CheckpointKey)}
 	if err := l.open(); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
@@ -232,16 +235,17 @@ const lazyFlush = 50 * time.Millisecond
 // batch it will be written in. A durable record (a mutation's, whose
 // response waits for it) is written at once with everything queued
 // before it; others within lazyFlush.
-func (l *Log) enqueue(line []byte, durable bool) *batch {
+func (l *Log) enqueue(line []byte, durable bool, notes []int64) *batch {
 	l.mu.Lock()
 	if l.stopped {
-		l.mu.Unlock()
+		l.mu.Unlock() // its notes stay unresolved: the next start recovers them
 		b := newBatch()
 		b.err = ErrClosed
 		close(b.done)
 		return b
 	}
 	l.queue = append(l.queue, line)
+	l.noted = append(l.noted, notes...)
 	b := l.next
 	kick := durable && !l.durable
 	l.durable = l.durable || durable
@@ -255,6 +259,25 @@ func (l *Log) enqueue(line []byte, durable bool) *batch {
 	return b
 }
 
+// Sync returns once every record queued before it is written to the
+// file (readable there; fsynced or not): what a reader of the file
+// (Authors, a test) waits for after the writes it asks about.
+func (l *Log) Sync() error {
+	l.mu.Lock()
+	if len(l.queue) == 0 || l.stopped {
+		l.mu.Unlock()
+		return nil
+	}
+	b := l.next
+	l.durable = true
+	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	return b.Wait()
+}
+
 // Run writes queued records until ctx ends, then writes what is still
 // queued, takes a last checkpoint, closes the file and returns. Records
 // queued after it returns fail with ErrClosed.
@@ -262,7 +285,9 @@ func (l *Log) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	cpCtx, stopCP := context.WithCancel(context.WithoutCancel(ctx))
 	if l.cfg.Storage != nil {
+		l.recover(ctx)
 		wg.Go(func() { l.checkpoints(cpCtx) })
+		wg.Go(func() { l.cleanNotes(cpCtx) })
 	}
 	lazy := time.NewTicker(lazyFlush)
 	defer lazy.Stop()
@@ -307,14 +332,18 @@ func (l *Log) Run(ctx context.Context) {
 // flush writes everything queued, with one fsync per file written.
 func (l *Log) flush() {
 	l.mu.Lock()
-	q, b, durable := l.queue, l.next, l.durable || l.stopped
+	q, b, noted := l.queue, l.next, l.noted
+	durable := l.durable || l.stopped || len(noted) > 0
 	if len(q) == 0 {
 		l.mu.Unlock()
 		return
 	}
-	l.queue, l.next, l.durable = nil, newBatch(), false
+	l.queue, l.next, l.durable, l.noted = nil, newBatch(), false, nil
 	l.mu.Unlock()
 	b.err = l.write(q, durable)
+	if b.err == nil {
+		l.notes.resolve(noted) // else left in etcd, for recovery
+	}
 	close(b.done)
 }
 

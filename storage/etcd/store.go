@@ -172,9 +172,13 @@ func (s *Store) Create(ctx context.Context, key string, value []byte) (storage.K
 	if err != nil {
 		return storage.KeyValue{}, err
 	}
+	ops, err := s.withNote(ctx, key, clientv3.OpPut(key, stored))
+	if err != nil {
+		return storage.KeyValue{}, err
+	}
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, stored)).
+		Then(ops...).
 		Commit()
 	if err != nil {
 		return storage.KeyValue{}, fmt.Errorf("create %s: %w", key, err)
@@ -193,9 +197,13 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, expectedRe
 	if err != nil {
 		return storage.KeyValue{}, err
 	}
+	ops, err := s.withNote(ctx, key, clientv3.OpPut(key, stored, clientv3.WithPrevKV()))
+	if err != nil {
+		return storage.KeyValue{}, err
+	}
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", expectedRevision)).
-		Then(clientv3.OpPut(key, stored, clientv3.WithPrevKV())).
+		Then(ops...).
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
@@ -226,9 +234,13 @@ func (s *Store) Delete(ctx context.Context, key string, expectedRevision int64) 
 	if expectedRevision > 0 {
 		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", expectedRevision)
 	}
+	ops, err := s.withNote(ctx, key, clientv3.OpDelete(key, clientv3.WithPrevKV()))
+	if err != nil {
+		return storage.KeyValue{}, err
+	}
 	resp, err := s.cli.Txn(ctx).
 		If(cmp).
-		Then(clientv3.OpDelete(key, clientv3.WithPrevKV())).
+		Then(ops...).
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
