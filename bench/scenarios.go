@@ -56,11 +56,24 @@ const (
 
 func (o *Options) objectsPath() string { return basePath + "/namespaces/" + o.Namespace + "/" + Plural }
 
-// Setup creates the CRD (if missing) and waits until it is served.
+// Setup creates the CRD (if missing; after an earlier run's is deleted,
+// if that deletion is still under way) and waits until it is served.
 func Setup(ctx context.Context, t *Target, o *Options) error {
-	_, err := t.do(ctx, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json", []byte(crdJSON))
-	if err != nil && !strings.Contains(err.Error(), "409") {
-		return fmt.Errorf("setup %s: %w", t.Name, err)
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		_, err := t.do(ctx, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json", []byte(crdJSON))
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "409") {
+			return fmt.Errorf("setup %s: %w", t.Name, err)
+		}
+		cur, err := t.do(ctx, "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"+crdName, "", nil)
+		if err == nil && !strings.Contains(string(cur), `"deletionTimestamp"`) {
+			break // there, and staying
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("setup %s: the CRD of an earlier run is still being deleted", t.Name)
+		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
