@@ -310,11 +310,14 @@ type Counts struct {
 	ConflictReads int64
 	// HintsUsed counts watch-cache events built from write hints.
 	HintsUsed int64
+	// CachedPages counts the lists with a limit, a continue token or an
+	// exact resourceVersion that the watch cache served.
+	CachedPages int64
 }
 
 // counts is Counts as it is kept: safe for concurrent use.
 type counts struct {
-	used, stale, rechecked, fromLastWrite, conflictReads, hintsUsed atomic.Int64
+	used, stale, rechecked, fromLastWrite, conflictReads, hintsUsed, cachedPages atomic.Int64
 }
 
 // Counts returns the shortcut counters.
@@ -323,6 +326,7 @@ func (s *Service) Counts() Counts {
 		GuessesUsed: s.counts.used.Load(), GuessesStale: s.counts.stale.Load(),
 		GuessesRechecked: s.counts.rechecked.Load(), GuessesFromLastWrite: s.counts.fromLastWrite.Load(),
 		ConflictReads: s.counts.conflictReads.Load(), HintsUsed: s.counts.hintsUsed.Load(),
+		CachedPages: s.counts.cachedPages.Load(),
 	}
 }
 
