@@ -134,7 +134,7 @@ func TestCachedPagesMatchEtcd(t *testing.T) {
 		"/api/v1/configmaps?limit=5",
 		cms + "?limit=3&labelSelector=app%3Da",
 		cms + "?limit=4&labelSelector=app%21%3Db",
-		cms + "?limit=7&labelSelector=app%3Dc",   // the last page ends on the last key
+		cms + "?limit=7&labelSelector=app%3Dc",    // all seven at once: keys follow, an empty page ends the walk
 		cms + "?limit=2&labelSelector=app%3Dnone", // one page, nothing selected
 		cms + "?limit=4&fieldSelector=metadata.name%21%3Dc05",
 		"/api/v1/configmaps?limit=6&fieldSelector=metadata.namespace%3Dother",

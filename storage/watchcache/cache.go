@@ -10,6 +10,11 @@
 // "not older than R" are served once Revision() >= R; a consistent list first
 // asks the store for its current revision and waits (bounded) until the cache
 // has caught up, using progress notifications when nothing changes.
+// Such lists may be paged (ListAt with a limit, at the revision read). A
+// list at an exact revision R (a continue token's, or resourceVersionMatch
+// Exact) waits until Revision() >= R and reads the snapshot covering R, if
+// the cache still holds one (see Snapshots); otherwise the caller asks the
+// store.
 //
 // # Snapshots
 //
