@@ -271,13 +271,21 @@ func (s *Service) usableCache(res *registry.Resource) *watchcache.Cache {
 // resourceVersion etcd would give (see readList): the same token continues
 // on either path, on this server or another. A revision the cache has no
 // snapshot of, a cache that does not catch up in time, or one that is not
-// ready, go to etcd (errNoCache), which serves them or answers 410.
+// ready, go to etcd (errNoCache), which serves them or answers 410; so do
+// the pages and exact lists of a version a conversion webhook converts.
 func (s *Service) listFromCache(ctx context.Context, res *registry.Resource, ns string, sel selector, plan listPlan) (*List, error) {
 	c := s.usableCache(res)
 	if c == nil {
 		return nil, errNoCache
 	}
 	limit := plan.limit
+	if res.Versions != nil && res.Versions.Remote() && (plan.fromCont || plan.rev > 0 || (limit > 0 && !plan.any)) {
+		// Kubernetes converts each list it serves, so a failing webhook
+		// fails every read; this cache holds objects it converted earlier.
+		// Its pages go to etcd, which converts them now (as before
+		// snapshots; its full lists are still served here).
+		return nil, errNoCache
+	}
 	switch {
 	case plan.any:
 		limit = 0 // as Kubernetes' cacher: "0" lists everything it has
