@@ -20,18 +20,19 @@
 //
 // After every revision that changes its objects the cache keeps a
 // snapshot: a copy-on-write clone of its btree (O(1) to take; the live
-// tree then copies the few nodes each write touches, about the tree's
-// depth, 4 nodes of ~1 KiB at 100,000 objects). ListAt reads a page at
-// any revision a snapshot covers, as the store would at that revision:
-// a paginated walk whose continue token names revision R sees the
-// objects as they were at R, none of the writes since. Snapshots cover
-// the revisions the history covers (from oldest on) and are dropped with
-// it, bounded by MaxSnapshots (default 10,000, so at most ~40 MiB of
-// copied nodes at 100,000 objects, besides the objects themselves, which
-// snapshots share); a relist drops them all. A revision no snapshot
-// covers is ErrNoSnapshot: the caller reads the store, which answers
-// 410 when it has compacted that revision. This is Kubernetes'
-// ListFromCacheSnapshot (KEP-4988).
+// tree then copies the few nodes each write touches, about its depth:
+// BenchmarkSnapshotMemory measures 1.2 KiB per snapshot at 1,000 objects,
+// 2.8 KiB at 100,000). ListAt reads a page at any revision a snapshot
+// covers, as the store would at that revision: a paginated walk whose
+// continue token names revision R sees the objects as they were at R,
+// none of the writes since. Snapshots cover the revisions the history
+// covers (from oldest on) and are dropped with it, bounded by
+// MaxSnapshots (default 10,000: about 28 MiB of copied nodes at 100,000
+// objects; the old objects they keep alive are those the history holds
+// anyway); a relist drops them all. A revision no snapshot covers is
+// ErrNoSnapshot: the caller reads the store, which answers 410 when it
+// has compacted that revision. This is Kubernetes' ListFromCacheSnapshot
+// (KEP-4988).
 //
 // # Watchers
 //
