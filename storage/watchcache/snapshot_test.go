@@ -149,18 +149,7 @@ func TestSnapshotsPrunedWithHistory(t *testing.T) {
 		t.Fatalf("ListAt(oldest %d) = %s, %v", oldest, names(p.Objects), err)
 	}
 
-	e2 := setup(t)
-	c2 := e2.cache(watchcache.Config{MaxSnapshots: 3})
-	if err := c2.WaitFor(e2.ctx, 0); err != nil {
-		t.Fatal(err)
-	}
-	var last int64
-	for i := range 10 {
-		last = e2.put("a", fmt.Sprintf("o%d", i), "v", nil)
-	}
-	if err := c2.WaitFor(e2.ctx, last); err != nil {
-		t.Fatal(err)
-	}
+	c2, last := cacheAfterWrites(t, watchcache.Config{MaxSnapshots: 3}, 10)
 	if n, oldest := c2.Snapshots(); n != 3 || oldest != last-2 {
 		t.Fatalf("MaxSnapshots 3: Snapshots() = %d from %d, want 3 from %d", n, oldest, last-2)
 	}
@@ -169,18 +158,7 @@ func TestSnapshotsPrunedWithHistory(t *testing.T) {
 // TestSnapshotsPrunedWithWindow: history older than Window goes on the
 // cache's tick, and its snapshots with it.
 func TestSnapshotsPrunedWithWindow(t *testing.T) {
-	e := setup(t)
-	c := e.cache(watchcache.Config{Window: 10 * time.Millisecond})
-	if err := c.WaitFor(e.ctx, 0); err != nil {
-		t.Fatal(err)
-	}
-	var last int64
-	for i := range 5 {
-		last = e.put("a", fmt.Sprintf("o%d", i), "v", nil)
-	}
-	if err := c.WaitFor(e.ctx, last); err != nil {
-		t.Fatal(err)
-	}
+	c, last := cacheAfterWrites(t, watchcache.Config{Window: 10 * time.Millisecond}, 5)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		n, oldest := c.Snapshots()
@@ -196,4 +174,23 @@ func TestSnapshotsPrunedWithWindow(t *testing.T) {
 	if p, err := c.ListAt(watchcache.Filter{}, last, "", 2); err != nil || len(p.Objects) != 2 || p.Remaining != 3 {
 		t.Fatalf("ListAt(live) = %s remaining=%d, %v", names(p.Objects), p.Remaining, err)
 	}
+}
+
+// cacheAfterWrites starts a cache with cfg, then creates n objects o0...
+// in namespace a and waits for the cache to see them; last is the last
+// write's revision.
+func cacheAfterWrites(t *testing.T, cfg watchcache.Config, n int) (c *watchcache.Cache, last int64) {
+	t.Helper()
+	e := setup(t)
+	c = e.cache(cfg)
+	if err := c.WaitFor(e.ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		last = e.put("a", fmt.Sprintf("o%d", i), "v", nil)
+	}
+	if err := c.WaitFor(e.ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	return c, last
 }
