@@ -157,9 +157,12 @@ type Cache struct {
 	oldest  int64
 	// snaps are the states after each revision that changed objects, in
 	// revision order, the last one the live state (see snapshot.go).
-	snaps    []*snapshot
-	watchers map[*Watcher]struct{}
-	ready    bool
+	snaps []*snapshot
+	// perNamespace counts the live objects of each namespace, for the
+	// remainingItemCount of a namespace's first page.
+	perNamespace map[string]int
+	watchers     map[*Watcher]struct{}
+	ready        bool
 	// listErr is why the last list failed, while the cache is not ready.
 	listErr error
 	// feedErr is why the store's watch failed, until it is re-established.
@@ -419,8 +422,14 @@ func (c *Cache) apply(ctx context.Context, ev storage.Event) error {
 		c.labels.remove(prev)
 	}
 	if ev.Type == storage.Delete {
+		if had {
+			c.count_locked(obj.Key, -1)
+		}
 		c.objects.Delete(obj)
 	} else {
+		if !had {
+			c.count_locked(obj.Key, 1)
+		}
 		c.objects.ReplaceOrInsert(obj)
 		c.labels.add(obj)
 	}

@@ -47,12 +47,29 @@ func (c *Cache) snapshot_locked(rev int64) {
 	c.pruneSnapshots_locked()
 }
 
-// resetSnapshots_locked drops every snapshot after a (re)list at rev: the
-// states before it are not known.
+// resetSnapshots_locked drops every snapshot after a (re)list at rev (the
+// states before it are not known) and counts the listed objects of each
+// namespace.
 func (c *Cache) resetSnapshots_locked(rev int64) {
 	clear(c.snaps)
 	c.snaps = c.snaps[:0]
 	c.snapshot_locked(rev)
+	c.perNamespace = map[string]int{}
+	c.objects.Ascend(func(o *Object) bool {
+		c.count_locked(o.Key, 1)
+		return true
+	})
+}
+
+// count_locked adds d to the count of key's namespace, if it has one.
+func (c *Cache) count_locked(key string, d int) {
+	ns, _, ok := strings.Cut(strings.TrimPrefix(key, c.cfg.Prefix), "/")
+	if !ok {
+		return
+	}
+	if c.perNamespace[ns] += d; c.perNamespace[ns] <= 0 {
+		delete(c.perNamespace, ns)
+	}
 }
 
 // pruneSnapshots_locked drops snapshots no revision the history covers
@@ -136,9 +153,13 @@ func (c *Cache) ListAt(f Filter, rev int64, startKey string, limit int) (Page, e
 	}
 	var cands []*Object
 	indexed := false
+	total := -1 // objects in the range, when known without counting
 	if s == c.snaps[len(c.snaps)-1] {
-		// The live state: its label index applies.
+		// The live state: its label index and counts apply.
 		cands, indexed = c.labels.candidates(f.Labels)
+		if f.Namespace != "" {
+			total = c.perNamespace[f.Namespace]
+		}
 	}
 	c.mu.RUnlock()
 
@@ -182,7 +203,10 @@ func (c *Cache) ListAt(f Filter, rev int64, startKey string, limit int) (Page, e
 		return false
 	})
 	if p.More && f.selectsByNamespaceOnly() {
-		n := s.countFrom(c.cfg.Prefix, prefix, start) - len(p.Objects)
+		if total < 0 || start != prefix {
+			total = s.countFrom(c.cfg.Prefix, prefix, start)
+		}
+		n := total - len(p.Objects)
 		s.remember(prefix, next, n)
 		p.Remaining = int64(n)
 	}

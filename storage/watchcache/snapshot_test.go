@@ -47,34 +47,49 @@ func TestListAtServesEachRevision(t *testing.T) {
 	if err := c.WaitFor(e.ctx, revs[len(revs)-1]); err != nil {
 		t.Fatal(err)
 	}
-	for _, rev := range revs {
-		for _, limit := range []int{0, 1, 2, 4} {
-			start := ""
-			for page := 0; ; page++ {
-				p, err := c.ListAt(watchcache.Filter{}, rev, start, limit)
-				if err != nil {
-					t.Fatalf("ListAt(%d, %q, %d): %v", rev, start, limit, err)
-				}
-				lr, err := e.store.List(e.ctx, prefix, storage.ListOptions{Revision: rev, Limit: int64(limit), StartKey: start})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got, want := names(p.Objects), storeNames(lr.KVs); got != want || p.More != lr.More || p.Rev != rev {
-					t.Fatalf("rev %d limit %d page %d: cache %s more=%v rev=%d, etcd %s more=%v", rev, limit, page, got, p.More, p.Rev, want, lr.More)
-				}
-				if p.More && p.Remaining != lr.Remaining {
-					t.Fatalf("rev %d limit %d page %d: remaining %d, etcd %d", rev, limit, page, p.Remaining, lr.Remaining)
-				}
-				if !p.More {
-					break
-				}
-				start = p.Objects[len(p.Objects)-1].Key + "\x00"
+	for _, rev := range append(revs, 0) {
+		for _, ns := range []string{"", "a"} {
+			for _, limit := range []int{0, 1, 2, 4} {
+				walkAgrees(t, e, c, ns, rev, limit)
 			}
 		}
 	}
 	// Newer than the cache: the caller must wait first.
 	if _, err := c.ListAt(watchcache.Filter{}, revs[len(revs)-1]+100, "", 1); !errors.Is(err, watchcache.ErrNoSnapshot) {
 		t.Fatalf("ListAt(future) = %v, want ErrNoSnapshot", err)
+	}
+}
+
+// walkAgrees walks namespace ns (all: "") at rev (0: the cache's) page by
+// page in the cache and in etcd, and fails where they differ.
+func walkAgrees(t *testing.T, e *env, c *watchcache.Cache, ns string, rev int64, limit int) {
+	t.Helper()
+	start, pfx := "", prefix
+	if ns != "" {
+		pfx += ns + "/"
+	}
+	if rev == 0 {
+		rev = c.Revision()
+	}
+	for page := 0; ; page++ {
+		p, err := c.ListAt(watchcache.Filter{Namespace: ns}, rev, start, limit)
+		if err != nil {
+			t.Fatalf("ListAt(%d, %q, %d): %v", rev, start, limit, err)
+		}
+		lr, err := e.store.List(e.ctx, pfx, storage.ListOptions{Revision: rev, Limit: int64(limit), StartKey: start})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := names(p.Objects), storeNames(lr.KVs); got != want || p.More != lr.More || p.Rev != rev {
+			t.Fatalf("rev %d limit %d page %d: cache %s more=%v rev=%d, etcd %s more=%v", rev, limit, page, got, p.More, p.Rev, want, lr.More)
+		}
+		if p.More && p.Remaining != lr.Remaining {
+			t.Fatalf("rev %d limit %d page %d: remaining %d, etcd %d", rev, limit, page, p.Remaining, lr.Remaining)
+		}
+		if !p.More {
+			break
+		}
+		start = p.Objects[len(p.Objects)-1].Key + "\x00"
 	}
 }
 
