@@ -164,7 +164,7 @@ func TestSnapshotsPrunedWithHistory(t *testing.T) {
 		t.Fatalf("ListAt(oldest %d) = %s, %v", oldest, names(p.Objects), err)
 	}
 
-	c2, last := cacheAfterWrites(t, watchcache.Config{MaxSnapshots: 3}, 10)
+	_, c2, last := cacheAfterWrites(t, watchcache.Config{MaxSnapshots: 3}, 10)
 	if n, oldest := c2.Snapshots(); n != 3 || oldest != last-2 {
 		t.Fatalf("MaxSnapshots 3: Snapshots() = %d from %d, want 3 from %d", n, oldest, last-2)
 	}
@@ -173,7 +173,7 @@ func TestSnapshotsPrunedWithHistory(t *testing.T) {
 // TestSnapshotsPrunedWithWindow: history older than Window goes on the
 // cache's tick, and its snapshots with it.
 func TestSnapshotsPrunedWithWindow(t *testing.T) {
-	c, last := cacheAfterWrites(t, watchcache.Config{Window: 10 * time.Millisecond}, 5)
+	_, c, last := cacheAfterWrites(t, watchcache.Config{Window: 10 * time.Millisecond}, 5)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		n, oldest := c.Snapshots()
@@ -194,9 +194,9 @@ func TestSnapshotsPrunedWithWindow(t *testing.T) {
 // cacheAfterWrites starts a cache with cfg, then creates n objects o0...
 // in namespace a and waits for the cache to see them; last is the last
 // write's revision.
-func cacheAfterWrites(t *testing.T, cfg watchcache.Config, n int) (c *watchcache.Cache, last int64) {
+func cacheAfterWrites(t *testing.T, cfg watchcache.Config, n int) (e *env, c *watchcache.Cache, last int64) {
 	t.Helper()
-	e := setup(t)
+	e = setup(t)
 	c = e.cache(cfg)
 	if err := c.WaitFor(e.ctx, 0); err != nil {
 		t.Fatal(err)
@@ -207,5 +207,38 @@ func cacheAfterWrites(t *testing.T, cfg watchcache.Config, n int) (c *watchcache
 	if err := c.WaitFor(e.ctx, last); err != nil {
 		t.Fatal(err)
 	}
-	return c, last
+	return e, c, last
+}
+
+// TestListAtDuringWrites: pages read from a snapshot while the cache
+// applies writes stay the same (run with -race: a snapshot's tree is never
+// written).
+func TestListAtDuringWrites(t *testing.T) {
+	e, c, last := cacheAfterWrites(t, watchcache.Config{}, 20)
+	want, err := c.ListAt(watchcache.Filter{}, last, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 300 {
+			p, err := c.ListAt(watchcache.Filter{Namespace: "a"}, last, "", 7)
+			if err != nil || names(p.Objects) != names(want.Objects[:7]) || p.Remaining != 13 {
+				t.Errorf("ListAt(%d) during writes = %s remaining %d, %v", last, names(p.Objects), p.Remaining, err)
+				return
+			}
+		}
+	}()
+	for i := range 30 {
+		if i%3 == 0 && i < 20 {
+			e.del("a", fmt.Sprintf("o%d", i))
+		} else {
+			e.put("a", fmt.Sprintf("o%d", i), "changed", nil)
+		}
+	}
+	<-done
+	if p, err := c.ListAt(watchcache.Filter{}, last, "", 0); err != nil || names(p.Objects) != names(want.Objects) {
+		t.Fatalf("ListAt(%d) after writes = %s, %v; want %s", last, names(p.Objects), err, names(want.Objects))
+	}
 }
