@@ -68,3 +68,7 @@ func mustServe(s *Server, gvr schema.GroupVersionResource) *registry.Resource {
 // DroppedFramesEncoded is how many watch-cache frames without
 // managedFields s encoded.
 func DroppedFramesEncoded(s *Server) int64 { return s.objects.DroppedFramesEncoded() }
+
+// CachedPages is how many lists with a limit, continue token or exact
+// resourceVersion s served from its watch cache.
+func CachedPages(s *Server) int64 { return s.objects.Counts().CachedPages }

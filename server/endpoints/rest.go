@@ -125,9 +125,13 @@ func writeRawList(w http.ResponseWriter, res *registry.Resource, l *objects.List
 	b = append(b, res.ListKind...)
 	b = append(b, `","apiVersion":"`...)
 	b = append(b, res.APIVersion()...)
-	b = append(b, `","metadata":{"resourceVersion":"`...)
-	b = append(b, l.Meta.ResourceVersion...)
-	b = append(b, `"},"items":[`...)
+	meta, err := json.Marshal(l.Meta) // a page's continue and remainingItemCount too
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	b = append(b, `","metadata":`...)
+	b = append(b, meta...)
+	b = append(b, `,"items":[`...)
 	for i, o := range raw {
 		if i > 0 {
 			b = append(b, ',')

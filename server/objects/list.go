@@ -207,7 +207,9 @@ func (l *List) Objects() ([]*unstructured.Unstructured, error) {
 // List reads the objects of req's resource (in req.Namespace, if set)
 // that o selects, following Kubernetes' resourceVersion,
 // resourceVersionMatch, limit and continue rules; o is decoded and
-// validated. The watch cache answers where those rules allow.
+// validated. The watch cache answers where those rules allow (see
+// listFromCache: all but a revision it has no snapshot of); etcd answers
+// the rest, page by page with the same continue tokens.
 func (s *Service) List(ctx context.Context, req *Request, o *internalversion.ListOptions) (*List, error) {
 	req.SelectedName = selectedName(o)
 	if err := s.authorize(ctx, req); err != nil {

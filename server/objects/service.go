@@ -36,8 +36,15 @@
 //
 // resourceVersion is the etcd revision. Reads follow Kubernetes'
 // resourceVersion and resourceVersionMatch rules, served from the watch
-// cache where those rules allow. Writes are conditional etcd transactions:
-// a stale update gets 409 Conflict and nothing is ever half-written.
+// cache where those rules allow, as Kubernetes' cacher with
+// ListFromCacheSnapshot: resourceVersion "0" (the limit ignored),
+// consistent and NotOlderThan lists with or without a limit, and exact
+// revisions and continue tokens at a revision the cache still holds a
+// snapshot of (see listFromCache; etcd serves older ones, or answers
+// 410). A page has etcd's items, continue token, remainingItemCount and
+// resourceVersion, so a walk may move between the cache and etcd, or
+// between servers. Writes are conditional etcd transactions: a stale
+// update gets 409 Conflict and nothing is ever half-written.
 // Updates of one key through one service take turns (keyLocks) and start
 // from the watch cache's copy when it can stand in for etcd's (see
 // updatecache.go).
@@ -318,11 +325,14 @@ type Counts struct {
 	ConflictReads int64
 	// HintsUsed counts watch-cache events built from write hints.
 	HintsUsed int64
+	// CachedPages counts the lists with a limit, a continue token or an
+	// exact resourceVersion that the watch cache served.
+	CachedPages int64
 }
 
 // counts is Counts as it is kept: safe for concurrent use.
 type counts struct {
-	used, stale, rechecked, fromLastWrite, conflictReads, hintsUsed atomic.Int64
+	used, stale, rechecked, fromLastWrite, conflictReads, hintsUsed, cachedPages atomic.Int64
 }
 
 // Counts returns the shortcut counters.
@@ -331,6 +341,7 @@ func (s *Service) Counts() Counts {
 		GuessesUsed: s.counts.used.Load(), GuessesStale: s.counts.stale.Load(),
 		GuessesRechecked: s.counts.rechecked.Load(), GuessesFromLastWrite: s.counts.fromLastWrite.Load(),
 		ConflictReads: s.counts.conflictReads.Load(), HintsUsed: s.counts.hintsUsed.Load(),
+		CachedPages: s.counts.cachedPages.Load(),
 	}
 }
 

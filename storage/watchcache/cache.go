@@ -10,6 +10,29 @@
 // "not older than R" are served once Revision() >= R; a consistent list first
 // asks the store for its current revision and waits (bounded) until the cache
 // has caught up, using progress notifications when nothing changes.
+// Such lists may be paged (ListAt with a limit, at the revision read). A
+// list at an exact revision R (a continue token's, or resourceVersionMatch
+// Exact) waits until Revision() >= R and reads the snapshot covering R, if
+// the cache still holds one (see Snapshots); otherwise the caller asks the
+// store.
+//
+// # Snapshots
+//
+// After every revision that changes its objects the cache keeps a
+// snapshot: a copy-on-write clone of its btree (O(1) to take; the live
+// tree then copies the few nodes each write touches, about its depth:
+// BenchmarkSnapshotMemory measures 1.2 KiB per snapshot at 1,000 objects,
+// 2.8 KiB at 100,000). ListAt reads a page at any revision a snapshot
+// covers, as the store would at that revision: a paginated walk whose
+// continue token names revision R sees the objects as they were at R,
+// none of the writes since. Snapshots cover the revisions the history
+// covers (from oldest on) and are dropped with it, bounded by
+// MaxSnapshots (default 10,000: about 28 MiB of copied nodes at 100,000
+// objects; the old objects they keep alive are those the history holds
+// anyway); a relist drops them all. A revision no snapshot covers is
+// ErrNoSnapshot: the caller reads the store, which answers 410 when it
+// has compacted that revision. This is Kubernetes' ListFromCacheSnapshot
+// (KEP-4988).
 //
 // # Watchers
 //
@@ -56,7 +79,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -108,6 +130,9 @@ type Config struct {
 	// minimum); MaxHistory bounds it in events (default 100,000).
 	Window     time.Duration
 	MaxHistory int
+	// MaxSnapshots bounds the snapshots kept for paginated and exact
+	// revision lists (default 10,000; see the package doc, "Snapshots").
+	MaxSnapshots int
 	// Buffer bounds the events waiting for each watcher (default 10,000);
 	// memory is used only while a watcher is behind. A watcher with a full
 	// buffer is ended with ErrTooSlow and the buffer dropped.
@@ -128,10 +153,16 @@ type Cache struct {
 	rev     int64
 	// history holds recent events in revision order; oldest is the revision
 	// watches must start after (events after it are all present).
-	history  []*Event
-	oldest   int64
-	watchers map[*Watcher]struct{}
-	ready    bool
+	history []*Event
+	oldest  int64
+	// snaps are the states after each revision that changed objects, in
+	// revision order, the last one the live state (see snapshot.go).
+	snaps []*snapshot
+	// perNamespace counts the live objects of each namespace, for the
+	// remainingItemCount of a namespace's first page.
+	perNamespace map[string]int
+	watchers     map[*Watcher]struct{}
+	ready        bool
 	// listErr is why the last list failed, while the cache is not ready.
 	listErr error
 	// feedErr is why the store's watch failed, until it is re-established.
@@ -153,6 +184,9 @@ func New(cfg Config) *Cache {
 	}
 	if cfg.MaxHistory == 0 {
 		cfg.MaxHistory = 100000
+	}
+	if cfg.MaxSnapshots <= 0 {
+		cfg.MaxSnapshots = 10000
 	}
 	if cfg.Buffer == 0 {
 		cfg.Buffer = 10000
@@ -256,6 +290,7 @@ func (c *Cache) listAndWatch(ctx context.Context) error {
 		c.end_locked(wt, fmt.Errorf("watch cache relisted: %w", storage.ErrCompacted))
 	}
 	c.objects, c.labels, c.history, c.oldest, c.ready, c.listErr = objects, index, nil, rev, true, nil
+	c.resetSnapshots_locked(rev)
 	c.advance_locked(rev)
 	c.mu.Unlock()
 
@@ -387,12 +422,19 @@ func (c *Cache) apply(ctx context.Context, ev storage.Event) error {
 		c.labels.remove(prev)
 	}
 	if ev.Type == storage.Delete {
+		if had {
+			c.count_locked(obj.Key, -1)
+		}
 		c.objects.Delete(obj)
 	} else {
+		if !had {
+			c.count_locked(obj.Key, 1)
+		}
 		c.objects.ReplaceOrInsert(obj)
 		c.labels.add(obj)
 	}
 	c.history = append(c.history, e)
+	c.snapshot_locked(ev.Revision)
 	for w := range c.watchers {
 		w.offer_locked(e)
 	}
@@ -426,6 +468,7 @@ func (c *Cache) trim_locked(now time.Time) {
 	}
 	c.oldest = c.history[cut-1].Rev
 	c.history = append([]*Event(nil), c.history[cut:]...)
+	c.pruneSnapshots_locked()
 }
 
 // Revision is the revision the cache is current at.
@@ -562,54 +605,13 @@ func (q *requirement) matches(m labels.Set) bool {
 	return q.r.Matches(m)
 }
 
-// List returns the objects matching f in key order, at most limit (0: all)
-// starting at startKey, with the revision they are current at and whether
-// more remain. The caller waits for freshness first (WaitFor/WaitFresh).
+// List returns the objects matching f in key order at the cache's
+// current revision, at most limit (0: all) starting at startKey, with the
+// revision they are current at and whether keys follow (see ListAt). The
+// caller waits for freshness first (WaitFor/WaitFresh).
 func (c *Cache) List(f Filter, startKey string, limit int) (objs []*Object, rev int64, more bool, err error) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if !c.ready {
-		return nil, 0, false, ErrNotReady
-	}
-	pivot := &Object{Key: c.cfg.Prefix}
-	if f.Namespace != "" {
-		pivot.Key = c.cfg.Prefix + f.Namespace + "/"
-	}
-	if startKey > pivot.Key {
-		pivot.Key = startKey
-	}
-	nsPrefix := ""
-	if f.Namespace != "" {
-		nsPrefix = c.cfg.Prefix + f.Namespace + "/"
-	}
-	match := f.matcher()
-	if cands, ok := c.labels.candidates(f.Labels); ok {
-		for _, o := range cands {
-			if o.Key < pivot.Key || (nsPrefix != "" && !strings.HasPrefix(o.Key, nsPrefix)) || !match(o) {
-				continue
-			}
-			if limit > 0 && len(objs) == limit {
-				return objs, c.rev, true, nil
-			}
-			objs = append(objs, o)
-		}
-		return objs, c.rev, false, nil
-	}
-	c.objects.AscendGreaterOrEqual(pivot, func(o *Object) bool {
-		if nsPrefix != "" && !strings.HasPrefix(o.Key, nsPrefix) {
-			return false
-		}
-		if !match(o) {
-			return true
-		}
-		if limit > 0 && len(objs) == limit {
-			more = true
-			return false
-		}
-		objs = append(objs, o)
-		return true
-	})
-	return objs, c.rev, more, nil
+	p, err := c.ListAt(f, 0, startKey, limit)
+	return p.Objects, p.Rev, p.More, err
 }
 
 // Get returns the object under key, if present.

@@ -16,6 +16,13 @@ import (
 // in batches.
 func filled(b *testing.B, n int) *watchcache.Cache {
 	b.Helper()
+	_, c := filledEnv(b, n)
+	return c
+}
+
+// filledEnv is filled with its store.
+func filledEnv(b *testing.B, n int) (*env, *watchcache.Cache) {
+	b.Helper()
 	e := setup(b)
 	pad := string(make([]byte, 900))
 	var g errgroup.Group
@@ -40,7 +47,7 @@ func filled(b *testing.B, n int) *watchcache.Cache {
 	if c.Len() != n {
 		b.Fatalf("cache has %d objects, want %d", c.Len(), n)
 	}
-	return c
+	return e, c
 }
 
 // BenchmarkList100k: lists over 100,000 cached objects.
