@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -31,6 +33,8 @@ type caches struct {
 	// dropped are the frames without managedFields of recent events,
 	// shared by the watches that drop them.
 	dropped frameMemo
+	// atStart are the caches StartCaches started, by group/version/resource.
+	atStart map[string]*watchcache.Cache
 }
 
 // hintsFor returns the write hints of res's cache, nil when it has none.
@@ -58,9 +62,32 @@ func (s *Service) Cache(res *registry.Resource) *watchcache.Cache { return s.cac
 // StartCaches starts the watch cache of every served resource, as
 // Kubernetes fills them at start rather than on the first request.
 func (s *Service) StartCaches() {
+	started := map[string]*watchcache.Cache{}
 	for _, res := range s.registry.Resources() {
-		s.cacheFor(res)
+		if c := s.cacheFor(res); c != nil {
+			started[res.GVR().String()] = c
+		}
 	}
+	s.caches.mu.Lock()
+	s.caches.atStart = started
+	s.caches.mu.Unlock()
+}
+
+// UnreadyCaches names, sorted, the resources (group/version, Resource=
+// plural) whose watch caches StartCaches started and that have not loaded
+// their list: the server's storage readiness (Kubernetes' storage-readiness
+// post-start hook) waits for none to remain.
+func (s *Service) UnreadyCaches() []string {
+	s.caches.mu.Lock()
+	defer s.caches.mu.Unlock()
+	var out []string
+	for name, c := range s.caches.atStart {
+		if !c.Ready() {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // PruneCaches stops the caches of resources no longer served (after the
@@ -91,6 +118,9 @@ func (s *Service) cacheFor(res *registry.Resource) *watchcache.Cache {
 	}
 	hints := &writeHints{m: map[string]writeHint{}}
 	var store storage.Interface = s.store
+	if s.cfg.CacheStartDelay > 0 {
+		store = &delayedStart{Interface: store, delay: s.cfg.CacheStartDelay}
+	}
 	decode := s.cacheDecoder(res, hints)
 	if res.Versions != nil && res.Versions.Remote() {
 		b := &batchConverting{Interface: s.store, res: res, done: map[keyRev]*watchcache.Object{}}
@@ -105,6 +135,38 @@ func (s *Service) cacheFor(res *registry.Resource) *watchcache.Cache {
 	s.caches.m[res] = c
 	s.caches.hints[res] = hints
 	return c
+}
+
+// delayedStart is a cache's store whose first list waits (Config's
+// CacheStartDelay, for tests: a cache that starts slowly, as on a large
+// store). It streams when its store does. Safe for concurrent use.
+type delayedStart struct {
+	storage.Interface
+	delay time.Duration
+	once  sync.Once
+}
+
+func (d *delayedStart) wait(ctx context.Context) {
+	d.once.Do(func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d.delay):
+		}
+	})
+}
+
+func (d *delayedStart) List(ctx context.Context, prefix string, opts storage.ListOptions) (storage.ListResult, error) {
+	d.wait(ctx)
+	return d.Interface.List(ctx, prefix, opts)
+}
+
+func (d *delayedStart) ListAll(ctx context.Context, prefix string, chunk func([]storage.KeyValue) error) (int64, error) {
+	d.wait(ctx)
+	st, ok := d.Interface.(storage.Streamer)
+	if !ok {
+		return 0, storage.ErrStreamUnsupported
+	}
+	return st.ListAll(ctx, prefix, chunk)
 }
 
 // pruneCaches stops the caches of resources no longer served (all, when
@@ -267,6 +329,9 @@ func (s *Service) listFromCache(ctx context.Context, res *registry.Resource, ns 
 	if c == nil || plan.fromCont || plan.rev > 0 || (plan.limit > 0 && !plan.any) {
 		return nil, errNoCache
 	}
+	if _, init := c.Initializing(); init {
+		return nil, errNoCache // etcd answers while the cache loads; see cacheNotReady
+	}
 	switch {
 	case plan.any:
 		if err := c.WaitFor(ctx, 0); err != nil {
@@ -306,6 +371,9 @@ func (s *Service) getFromCache(ctx context.Context, res *registry.Resource, ns, 
 	if c == nil {
 		return nil, errNoCache
 	}
+	if _, init := c.Initializing(); init {
+		return nil, errNoCache // etcd answers while the cache loads, as Kubernetes
+	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.FutureRVWait)
 	err := c.WaitFor(wctx, rev)
 	cancel()
@@ -333,6 +401,9 @@ func (s *Service) cacheWatch(ctx context.Context, req *Request, wr watchRequest)
 	c := s.usableCache(req.Resource)
 	if c == nil {
 		return nil, errNoCache
+	}
+	if d, init := c.Initializing(); init && req.User != nil {
+		return nil, cacheNotReady(d)
 	}
 	opts := watchcache.WatchOptions{
 		Filter: filterOf(wr.sel, req.Namespace), From: wr.rv,
@@ -384,6 +455,19 @@ func (s *Service) cacheWatch(ctx context.Context, req *Request, wr watchRequest)
 		src.dropped = &s.caches.dropped
 	}
 	return src, nil
+}
+
+// cacheNotReady is Kubernetes' answer to a watch of a resource whose
+// watch cache is still loading its first list (cacher's ready state,
+// KEP 4568): 429 "storage is (re)initializing", with a Retry-After that
+// grows with how long the cache has been loading, e^(0.06·s) clamped to
+// 1..30 seconds. Gets and lists are served by etcd meanwhile (Kubernetes
+// answers a list without a limit, or with selectors, 429 too; objwatch
+// serves it from etcd rather than refuse it). The server's own followers
+// (requests without a user) wait for the cache instead.
+func cacheNotReady(loading time.Duration) error {
+	retry := int(min(30, max(1, math.Exp(0.06*loading.Seconds()))))
+	return apierrors.NewTooManyRequests("storage is (re)initializing", retry)
 }
 
 // cacheSource feeds a watch from a watch-cache watcher, whose events are

@@ -112,6 +112,9 @@ type Config struct {
 	// DebugFault names a test fault that breaks the service on purpose
 	// (debugfault.go); empty in production.
 	DebugFault string
+	// CacheStartDelay, for tests, makes every watch cache wait this long
+	// before its first list, as a cache on a large store takes to load.
+	CacheStartDelay time.Duration
 }
 
 // FieldManager keeps server-side apply's field ownership
