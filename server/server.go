@@ -515,9 +515,13 @@ func (s *Server) AdmissionWebhookInstalled(kind, name string, rv int64) bool {
 }
 
 // Ready reports whether Run has finished its initial work: bootstrapped,
-// and the watch caches of the resources served at start loaded (or
-// StorageInitializationTimeout passed).
-func (s *Server) Ready() bool { return s.ready.Load() && s.storageReady.Check() == nil }
+// and the watch caches of the resources served at start no longer loading
+// (loaded, or their list failed: their reads go to etcd, which reports
+// why), or StorageInitializationTimeout passed. /readyz also waits for
+// a failed cache (until the timeout), as kube-apiserver's does.
+func (s *Server) Ready() bool {
+	return s.ready.Load() && (s.storageReady.Check() == nil || len(s.objects.LoadingCaches()) == 0)
+}
 
 // Handler returns the HTTP handler for the whole API.
 func (s *Server) Handler() http.Handler {

@@ -74,15 +74,26 @@ func (s *Service) StartCaches() {
 }
 
 // UnreadyCaches names, sorted, the resources (group/version, Resource=
-// plural) whose watch caches StartCaches started and that have not loaded
-// their list: the server's storage readiness (Kubernetes' storage-readiness
-// post-start hook) waits for none to remain.
+// plural) whose watch caches StartCaches started and that are not ready:
+// still loading their first list, or whose list failed. The server's
+// storage readiness (Kubernetes' storage-readiness post-start hook) waits
+// for none to remain.
 func (s *Service) UnreadyCaches() []string {
+	return s.startedCaches(func(c *watchcache.Cache) bool { return !c.Ready() })
+}
+
+// LoadingCaches names, sorted, those of UnreadyCaches still loading
+// (watchcache.Cache.Initializing): their watches are answered 429.
+func (s *Service) LoadingCaches() []string {
+	return s.startedCaches(func(c *watchcache.Cache) bool { _, init := c.Initializing(); return init })
+}
+
+func (s *Service) startedCaches(match func(*watchcache.Cache) bool) []string {
 	s.caches.mu.Lock()
 	defer s.caches.mu.Unlock()
 	var out []string
 	for name, c := range s.caches.atStart {
-		if !c.Ready() {
+		if match(c) {
 			out = append(out, name)
 		}
 	}
