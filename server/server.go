@@ -45,6 +45,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -197,6 +198,17 @@ type Config struct {
 	// encrypted, and encrypted values fail to read. Every server of an
 	// etcd needs the same. See package encryption.
 	EncryptionProviderConfig string
+	// StorageInitializationTimeout bounds how long the server counts as
+	// not ready while the watch caches of the resources it serves at
+	// start load their first list (kube-apiserver's
+	// --storage-initialization-timeout, default 1 minute; negative: do
+	// not wait). Meanwhile gets and lists of a loading resource are served
+	// from etcd and its watches answered 429; see package objects and
+	// docs/OPERATIONS.md, "Restarting".
+	StorageInitializationTimeout time.Duration
+	// WatchCacheStartDelay, for tests, makes every watch cache wait this
+	// long before its first list, as on a large store.
+	WatchCacheStartDelay time.Duration
 	// DebugFault names a test fault that breaks the server on purpose, so
 	// that a test can show its checks find the break (objects.Fault*,
 	// `objwatch serve --debug-fault`); empty, always, in production.
@@ -240,6 +252,9 @@ func (c *Config) setDefaults() {
 	if c.FutureRVWait == 0 {
 		c.FutureRVWait = 3 * time.Second
 	}
+	if c.StorageInitializationTimeout == 0 {
+		c.StorageInitializationTimeout = time.Minute
+	}
 	if c.ContinueTTL == 0 {
 		c.ContinueTTL = 5 * time.Minute
 	}
@@ -282,6 +297,9 @@ type Server struct {
 	stopping context.Context
 	stop     context.CancelFunc
 	ready    atomic.Bool
+	// storageReady waits for the watch caches (readyz
+	// poststarthook/storage-readiness).
+	storageReady *lifecycle.StorageReadiness
 	// health probes etcd; Run runs it.
 	health *health.Monitor
 }
@@ -360,12 +378,13 @@ func New(cfg Config) (*Server, error) {
 		FutureRVWait: cfg.FutureRVWait, ContinueTTL: cfg.ContinueTTL, BookmarkInterval: cfg.BookmarkInterval,
 		DisableWatchCache: cfg.DisableWatchCache, WatchCacheWindow: cfg.WatchCacheWindow,
 		WatchBufferEvents: cfg.WatchBufferEvents, Verify: cfg.Verify,
-		Hooks: hooks, Fields: fm, DebugFault: cfg.DebugFault,
+		Hooks: hooks, Fields: fm, DebugFault: cfg.DebugFault, CacheStartDelay: cfg.WatchCacheStartDelay,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.lifecycle.Use(s.objects)
+	s.storageReady = &lifecycle.StorageReadiness{Pending: s.objects.UnreadyCaches, Timeout: max(0, cfg.StorageInitializationTimeout), Log: cfg.Log}
 	s.access.Use(s.objects)
 	s.policies.Use(s.objects)
 	s.admissionWebhooks.Use(s.objects)
@@ -455,6 +474,7 @@ func (s *Server) Run(ctx context.Context) error {
 	// Like Kubernetes, fill every resource's watch cache at start rather
 	// than on the first request.
 	s.objects.StartCaches()
+	s.storageReady.Start()
 	accessCtx, stopAccess := context.WithCancel(ctx)
 	accessDone := make(chan struct{})
 	go func() {
@@ -498,8 +518,14 @@ func (s *Server) AdmissionWebhookInstalled(kind, name string, rv int64) bool {
 	return s.admissionWebhooks.Installed(kind, name, rv)
 }
 
-// Ready reports whether Run has finished its initial work.
-func (s *Server) Ready() bool { return s.ready.Load() }
+// Ready reports whether Run has finished its initial work: bootstrapped,
+// and the watch caches of the resources served at start no longer loading
+// (loaded, or their list failed: their reads go to etcd, which reports
+// why), or StorageInitializationTimeout passed. /readyz also waits for
+// a failed cache (until the timeout), as kube-apiserver's does.
+func (s *Server) Ready() bool {
+	return s.ready.Load() && (s.storageReady.Check() == nil || len(s.objects.LoadingCaches()) == 0)
+}
 
 // Handler returns the HTTP handler for the whole API.
 func (s *Server) Handler() http.Handler {
@@ -547,18 +573,55 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ok"))
 }
 
+// readyz answers /readyz as kube-apiserver does: each check a line with
+// ?verbose ("[+]name ok", "[-]name failed: reason") and on any failure
+// (503, with the reasons: objwatch does not withhold them), "ok" alone
+// otherwise; /readyz/NAME runs one check.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if !s.Ready() {
-		http.Error(w, "not ready: bootstrap not finished", http.StatusServiceUnavailable)
-		return
+	checks := []struct {
+		name  string
+		check func() error
+	}{
+		{"ping", func() error { return nil }},
+		// The background monitor's verdict: readyz costs nothing and
+		// says the same as the refusals of requests.
+		{"etcd", s.health.Err},
+		{"poststarthook/objwatch-bootstrap", func() error {
+			if !s.ready.Load() {
+				return errors.New("bootstrap not finished")
+			}
+			return nil
+		}},
+		{"poststarthook/storage-readiness", s.storageReady.Check},
 	}
-	// The background monitor's verdict: readyz costs nothing and says
-	// the same as the refusals of requests.
-	if err := s.health.Err(); err != nil {
-		http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
-		return
+	only := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, "/readyz"), "/")
+	var out strings.Builder
+	failed, found := false, only == ""
+	for _, c := range checks {
+		if only != "" && c.name != only {
+			continue
+		}
+		found = true
+		if err := c.check(); err != nil {
+			failed = true
+			fmt.Fprintf(&out, "[-]%s failed: %v\n", c.name, err)
+		} else {
+			fmt.Fprintf(&out, "[+]%s ok\n", c.name)
+		}
 	}
-	s.healthz(w, r)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	switch {
+	case !found:
+		http.Error(w, "no such readiness check: "+only, http.StatusNotFound)
+	case failed:
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "%sreadyz check failed\n", out.String())
+	case r.URL.Query().Has("verbose"):
+		fmt.Fprintf(w, "%sreadyz check passed\n", out.String())
+	default:
+		w.Write([]byte("ok"))
+	}
 }
 
 // healthMetrics are the storage monitor's metrics.

@@ -139,6 +139,25 @@ type ListOptions struct {
 	StartKey string
 }
 
+// Streamer is implemented by stores that can read every key under a
+// prefix at one revision as a stream of chunks (etcd's RangeStream, 3.7
+// and later). Unlike paging with List, whose every page makes the store
+// count the keys after it (quadratic in the keys of the prefix), a stream
+// counts nothing. A watch cache's initial list uses it.
+type Streamer interface {
+	// ListAll calls chunk with the keys under prefix in key order, a
+	// chunk at a time, all read at one revision (the latest, as a
+	// linearizable read), which it returns once the stream has ended.
+	// It stops at the first error of chunk and returns it. A store (or
+	// a server behind it) that cannot stream returns
+	// ErrStreamUnsupported before calling chunk. Safe for concurrent use.
+	ListAll(ctx context.Context, prefix string, chunk func(kvs []KeyValue) error) (rev int64, err error)
+}
+
+// ErrStreamUnsupported: the store cannot stream a list (Streamer); page
+// with List instead.
+var ErrStreamUnsupported = errors.New("streaming list not supported")
+
 // ListResult is one page of a list.
 type ListResult struct {
 	KVs []KeyValue

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +34,8 @@ type caches struct {
 	// dropped are the frames without managedFields of recent events,
 	// shared by the watches that drop them.
 	dropped frameMemo
+	// atStart are the caches StartCaches started, by group/version/resource.
+	atStart map[string]*watchcache.Cache
 }
 
 // hintsFor returns the write hints of res's cache, nil when it has none.
@@ -59,9 +63,43 @@ func (s *Service) Cache(res *registry.Resource) *watchcache.Cache { return s.cac
 // StartCaches starts the watch cache of every served resource, as
 // Kubernetes fills them at start rather than on the first request.
 func (s *Service) StartCaches() {
+	started := map[string]*watchcache.Cache{}
 	for _, res := range s.registry.Resources() {
-		s.cacheFor(res)
+		if c := s.cacheFor(res); c != nil {
+			started[res.GVR().String()] = c
+		}
 	}
+	s.caches.mu.Lock()
+	s.caches.atStart = started
+	s.caches.mu.Unlock()
+}
+
+// UnreadyCaches names, sorted, the resources (group/version, Resource=
+// plural) whose watch caches StartCaches started and that are not ready:
+// still loading their first list, or whose list failed. The server's
+// storage readiness (Kubernetes' storage-readiness post-start hook) waits
+// for none to remain.
+func (s *Service) UnreadyCaches() []string {
+	return s.startedCaches(func(c *watchcache.Cache) bool { return !c.Ready() })
+}
+
+// LoadingCaches names, sorted, those of UnreadyCaches still loading
+// (watchcache.Cache.Initializing): their watches are answered 429.
+func (s *Service) LoadingCaches() []string {
+	return s.startedCaches(func(c *watchcache.Cache) bool { _, init := c.Initializing(); return init })
+}
+
+func (s *Service) startedCaches(match func(*watchcache.Cache) bool) []string {
+	s.caches.mu.Lock()
+	defer s.caches.mu.Unlock()
+	var out []string
+	for name, c := range s.caches.atStart {
+		if match(c) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // PruneCaches stops the caches of resources no longer served (after the
@@ -92,6 +130,9 @@ func (s *Service) cacheFor(res *registry.Resource) *watchcache.Cache {
 	}
 	hints := &writeHints{m: map[string]writeHint{}}
 	var store storage.Interface = s.store
+	if s.cfg.CacheStartDelay > 0 {
+		store = &delayedStart{Interface: store, delay: s.cfg.CacheStartDelay}
+	}
 	decode := s.cacheDecoder(res, hints)
 	if res.Versions != nil && res.Versions.Remote() {
 		b := &batchConverting{Interface: s.store, res: res, done: map[keyRev]*watchcache.Object{}}
@@ -106,6 +147,38 @@ func (s *Service) cacheFor(res *registry.Resource) *watchcache.Cache {
 	s.caches.m[res] = c
 	s.caches.hints[res] = hints
 	return c
+}
+
+// delayedStart is a cache's store whose first list waits (Config's
+// CacheStartDelay, for tests: a cache that starts slowly, as on a large
+// store). It streams when its store does. Safe for concurrent use.
+type delayedStart struct {
+	storage.Interface
+	delay time.Duration
+	once  sync.Once
+}
+
+func (d *delayedStart) wait(ctx context.Context) {
+	d.once.Do(func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d.delay):
+		}
+	})
+}
+
+func (d *delayedStart) List(ctx context.Context, prefix string, opts storage.ListOptions) (storage.ListResult, error) {
+	d.wait(ctx)
+	return d.Interface.List(ctx, prefix, opts)
+}
+
+func (d *delayedStart) ListAll(ctx context.Context, prefix string, chunk func([]storage.KeyValue) error) (int64, error) {
+	d.wait(ctx)
+	st, ok := d.Interface.(storage.Streamer)
+	if !ok {
+		return 0, storage.ErrStreamUnsupported
+	}
+	return st.ListAll(ctx, prefix, chunk)
 }
 
 // pruneCaches stops the caches of resources no longer served (all, when
@@ -130,7 +203,7 @@ func (s *Service) pruneCaches(all bool) {
 // for filtering, JSON for the wire. Values this server wrote come from
 // hints without decoding.
 func (s *Service) cacheDecoder(res *registry.Resource, hints *writeHints) watchcache.Decoder {
-	decode := decodeForCache(res)
+	decode := decodeForCache(res, s.cfg.Verify)
 	return func(kv storage.KeyValue) (*watchcache.Object, error) {
 		o, ok := hints.take(kv)
 		if !ok {
@@ -212,8 +285,9 @@ func (b *batchConverting) decoder(decode watchcache.Decoder) watchcache.Decoder 
 // decodeForCache decodes a stored value of res for the cache: converted
 // once for every watcher of res's version. A conversion webhook that
 // fails is retried (watchcache.ErrRetry): the cache waits for it rather
-// than leave the object out.
-func decodeForCache(res *registry.Resource) watchcache.Decoder {
+// than leave the object out. With verify, every value served as stored
+// (asStored) is checked against encoding it, and a difference panics.
+func decodeForCache(res *registry.Resource, verify bool) watchcache.Decoder {
 	return func(kv storage.KeyValue) (*watchcache.Object, error) {
 		obj, err := FromStorage(res, kv)
 		var ce *ConversionError
@@ -223,8 +297,34 @@ func decodeForCache(res *registry.Resource) watchcache.Decoder {
 		if err != nil {
 			return nil, err
 		}
+		if b := asStored(res, kv); b != nil {
+			o := cacheEntry(res, kv, obj, b)
+			if verify {
+				if want, err := cacheObject(res, kv, obj); err != nil || !bytes.Equal(want.JSON, b) {
+					panic(fmt.Sprintf("stored %s served as stored differs from encoding it (%v):\nstored  %s\nencoded %s", kv.Key, err, b, want.JSON))
+				}
+			}
+			return o, nil
+		}
 		return cacheObject(res, kv, obj)
 	}
+}
+
+// asStored is kv's value with its resourceVersion spliced in, when that
+// is what encoding the decoded object gives and re-encoding it can be
+// skipped (a third of a cache's start): a built-in resource stored as it
+// is served (no StoredAs, one version, a Stored that changes nothing),
+// and a value as toStorage encodes it (sorted keys: apiVersion first, res's
+// kind, no resourceVersion). nil otherwise.
+func asStored(res *registry.Resource, kv storage.KeyValue) []byte {
+	if res.Custom || res.StoredAs != nil || res.Versions != nil ||
+		!bytes.HasPrefix(kv.Value, []byte(`{"apiVersion":"`+res.APIVersion()+`",`)) {
+		return nil
+	}
+	if at, ok := topLevelValue(kv.Value, "kind"); !ok || !bytes.HasPrefix(kv.Value[at:], []byte(`"`+res.Kind+`"`)) {
+		return nil
+	}
+	return withResourceVersion(kv.Value, kv.ModRevision)
 }
 
 // cacheObject is the cache's form of obj, decoded from kv.
@@ -233,11 +333,16 @@ func cacheObject(res *registry.Resource, kv storage.KeyValue, obj *unstructured.
 	if err != nil {
 		return nil, err
 	}
+	return cacheEntry(res, kv, obj, b), nil
+}
+
+// cacheEntry is the cache's form of obj, decoded from kv and encoded as b.
+func cacheEntry(res *registry.Resource, kv storage.KeyValue, obj *unstructured.Unstructured, b []byte) *watchcache.Object {
 	return &watchcache.Object{
 		Key: kv.Key, Namespace: obj.GetNamespace(), Name: obj.GetName(),
 		Labels: labels.Set(obj.GetLabels()), Fields: fieldSet(res, obj),
 		Rev: kv.ModRevision, JSON: b,
-	}, nil
+	}
 }
 
 func filterOf(sel selector, ns string) watchcache.Filter {
@@ -285,6 +390,9 @@ func (s *Service) listFromCache(ctx context.Context, res *registry.Resource, ns 
 		// Its pages go to etcd, which converts them now (as before
 		// snapshots; its full lists are still served here).
 		return nil, errNoCache
+	}
+	if _, init := c.Initializing(); init {
+		return nil, errNoCache // etcd answers while the cache loads; see cacheNotReady
 	}
 	switch {
 	case plan.any:
@@ -383,6 +491,9 @@ func (s *Service) getFromCache(ctx context.Context, res *registry.Resource, ns, 
 	if c == nil {
 		return nil, errNoCache
 	}
+	if _, init := c.Initializing(); init {
+		return nil, errNoCache // etcd answers while the cache loads, as Kubernetes
+	}
 	wctx, cancel := context.WithTimeout(ctx, s.cfg.FutureRVWait)
 	err := c.WaitFor(wctx, rev)
 	cancel()
@@ -410,6 +521,9 @@ func (s *Service) cacheWatch(ctx context.Context, req *Request, wr watchRequest)
 	c := s.usableCache(req.Resource)
 	if c == nil {
 		return nil, errNoCache
+	}
+	if d, init := c.Initializing(); init && req.User != nil {
+		return nil, cacheNotReady(d)
 	}
 	opts := watchcache.WatchOptions{
 		Filter: filterOf(wr.sel, req.Namespace), From: wr.rv,
@@ -461,6 +575,19 @@ func (s *Service) cacheWatch(ctx context.Context, req *Request, wr watchRequest)
 		src.dropped = &s.caches.dropped
 	}
 	return src, nil
+}
+
+// cacheNotReady is Kubernetes' answer to a watch of a resource whose
+// watch cache is still loading its first list (cacher's ready state,
+// KEP 4568): 429 "storage is (re)initializing", with a Retry-After that
+// grows with how long the cache has been loading, e^(0.06·s) clamped to
+// 1..30 seconds. Gets and lists are served by etcd meanwhile (Kubernetes
+// answers a list without a limit, or with selectors, 429 too; objwatch
+// serves it from etcd rather than refuse it). The server's own followers
+// (requests without a user) wait for the cache instead.
+func cacheNotReady(loading time.Duration) error {
+	retry := int(min(30, max(1, math.Exp(0.06*loading.Seconds()))))
+	return apierrors.NewTooManyRequests("storage is (re)initializing", retry)
 }
 
 // cacheSource feeds a watch from a watch-cache watcher, whose events are

@@ -49,6 +49,19 @@
 // from the watch cache's copy when it can stand in for etcd's (see
 // updatecache.go).
 //
+// # While a watch cache loads
+//
+// After a (re)start each cache loads its resource's objects (see package
+// storage/watchcache, "Starting"); until it has, requests are not held,
+// as in Kubernetes (KEP 4568): gets and lists are served from etcd, and
+// watches of clients answered 429 TooManyRequests "storage is
+// (re)initializing" with a Retry-After growing with the time the cache
+// has been loading (cacheNotReady). Kubernetes also refuses a list
+// without a limit, or with a selector, with 429; objwatch serves it from
+// etcd. The server's own followers (requests without a user) wait for the
+// cache. UnreadyCaches and LoadingCaches tell the server's readiness
+// which caches started at start have not loaded.
+//
 // # Versions
 //
 // A resource served in several versions over one storage (a CRD's,
@@ -119,6 +132,9 @@ type Config struct {
 	// DebugFault names a test fault that breaks the service on purpose
 	// (debugfault.go); empty in production.
 	DebugFault string
+	// CacheStartDelay, for tests, makes every watch cache wait this long
+	// before its first list, as a cache on a large store takes to load.
+	CacheStartDelay time.Duration
 }
 
 // FieldManager keeps server-side apply's field ownership

@@ -33,6 +33,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	grpccodes "google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/objwatch/objwatch/storage"
 )
@@ -132,6 +134,58 @@ func (s *Store) List(ctx context.Context, prefix string, opts storage.ListOption
 		out.Remaining = resp.Count - int64(len(resp.Kvs))
 	}
 	return out, nil
+}
+
+// ListAll streams every key under prefix with etcd's RangeStream, in
+// chunks etcd sizes (about its request limit), all at the revision the
+// stream started at, which it returns (see storage.Streamer). A paged List
+// makes etcd count the rest of the range for every page; a stream counts
+// nothing. An etcd older than 3.7 answers Unimplemented:
+// storage.ErrStreamUnsupported.
+func (s *Store) ListAll(ctx context.Context, prefix string, chunk func(kvs []storage.KeyValue) error) (int64, error) {
+	defer s.observe("list", time.Now())
+	ctx, cancel := context.WithCancel(ctx)
+	stream, err := s.cli.GetStream(ctx, prefix, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)))
+	if err != nil {
+		cancel()
+		return 0, fmt.Errorf("list %s: %w", prefix, streamErr(err))
+	}
+	defer func() {
+		cancel()
+		for range stream { // the client's goroutine ends once it has delivered
+		}
+	}()
+	var rev int64
+	for resp := range stream {
+		if err := resp.Err(); err != nil {
+			return 0, fmt.Errorf("list %s: %w", prefix, streamErr(err))
+		}
+		if h := resp.RangeResponse.Header; h != nil && h.Revision > 0 {
+			rev = h.Revision
+		}
+		kvs := make([]storage.KeyValue, len(resp.RangeResponse.Kvs))
+		for i, k := range resp.RangeResponse.Kvs {
+			if kvs[i], err = s.fromStorage(ctx, k); err != nil {
+				return 0, err
+			}
+		}
+		if err := chunk(kvs); err != nil {
+			return 0, err
+		}
+	}
+	if rev == 0 {
+		return 0, fmt.Errorf("list %s: stream ended without a revision", prefix)
+	}
+	return rev, nil
+}
+
+// streamErr maps an error of RangeStream: Unimplemented (an etcd before
+// 3.7) is storage.ErrStreamUnsupported.
+func streamErr(err error) error {
+	if grpcstatus.Code(err) == grpccodes.Unimplemented {
+		return fmt.Errorf("%w: %w", storage.ErrStreamUnsupported, err)
+	}
+	return err
 }
 
 // revErr maps a revision error, looking up the compacted revision if needed.

@@ -174,6 +174,18 @@ func (g *guarded) List(ctx context.Context, prefix string, opts storage.ListOpti
 	return g.Interface.List(ctx, prefix, opts)
 }
 
+// ListAll streams when the guarded store can (storage.Streamer).
+func (g *guarded) ListAll(ctx context.Context, prefix string, chunk func(kvs []storage.KeyValue) error) (int64, error) {
+	if err := g.m.Err(); err != nil {
+		return 0, err
+	}
+	st, ok := g.Interface.(storage.Streamer)
+	if !ok {
+		return 0, storage.ErrStreamUnsupported
+	}
+	return st.ListAll(ctx, prefix, chunk)
+}
+
 func (g *guarded) Count(ctx context.Context, prefix string) (int64, error) {
 	if err := g.m.Err(); err != nil {
 		return 0, err

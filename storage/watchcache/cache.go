@@ -34,6 +34,19 @@
 // has compacted that revision. This is Kubernetes' ListFromCacheSnapshot
 // (KEP-4988).
 //
+// # Starting
+//
+// A cache fills itself with one list of its prefix at one revision. It
+// streams it when the store can (storage.Streamer: etcd's RangeStream),
+// since paging makes etcd count every key after each page, which is
+// quadratic in the objects; otherwise it pages. Each chunk is decoded on
+// up to GOMAXPROCS goroutines while the store sends the next, so the
+// start is linear in the objects and bound by decoding. Until the list
+// has been applied the cache is not ready (Ready false, Initializing
+// true): List answers ErrNotReady and Watch waits in WaitFor, so callers
+// serve reads from the store meanwhile and refuse watches with 429, as
+// Kubernetes does while its watch cache initializes.
+//
 // # Watchers
 //
 // A watcher replays history after its start revision, then follows live
@@ -79,7 +92,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/btree"
@@ -110,7 +125,8 @@ type Object struct {
 
 // Decoder turns a stored value into an Object. kv.ModRevision is the
 // revision to stamp as resourceVersion. A value that does not decode is
-// logged and left out, unless the error wraps ErrRetry.
+// logged and left out, unless the error wraps ErrRetry. It must be safe
+// for concurrent use: the initial list decodes on several goroutines.
 type Decoder func(kv storage.KeyValue) (*Object, error)
 
 // ErrRetry, wrapped by a Decoder's error, says the value may decode later
@@ -171,6 +187,7 @@ type Cache struct {
 	changed chan struct{}
 
 	progress chan struct{} // requests for a progress notification
+	started  time.Time     // when Start was called
 	stop     context.CancelFunc
 	done     chan struct{}
 }
@@ -210,6 +227,9 @@ func New(cfg Config) *Cache {
 // Start runs the feed in a goroutine owned by the cache until Stop.
 func (c *Cache) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
+	c.mu.Lock()
+	c.started = time.Now()
+	c.mu.Unlock()
 	c.stop, c.done = cancel, make(chan struct{})
 	go func() {
 		defer close(c.done)
@@ -254,36 +274,31 @@ func (c *Cache) run(ctx context.Context) {
 
 func (c *Cache) listAndWatch(ctx context.Context) error {
 	objects, index := btree.NewG(32, less), labelIndex{}
-	var rev int64
-	start := ""
-	for {
-		lr, err := c.cfg.Store.List(ctx, c.cfg.Prefix, storage.ListOptions{Revision: rev, Limit: 10000, StartKey: start})
+	rev, err := c.load(ctx, func(kvs []storage.KeyValue) error {
+		objs, err := c.decodeAll(kvs)
 		if err != nil {
-			err = fmt.Errorf("list: %w", err)
-			if ctx.Err() == nil {
-				c.listFailed(err)
-			}
 			return err
 		}
-		rev = lr.Revision
-		for _, kv := range lr.KVs {
-			o, err := c.cfg.Decode(kv)
-			if errors.Is(err, ErrRetry) {
-				return fmt.Errorf("list: %w", err)
-			}
-			if err != nil {
-				c.cfg.Log.Error("watch cache: decode", "key", kv.Key, "err", err)
-				continue
+		for _, o := range objs {
+			if o == nil {
+				continue // logged by decodeAll
 			}
 			if old, had := objects.ReplaceOrInsert(o); had {
 				index.remove(old)
 			}
 			index.add(o)
 		}
-		if !lr.More {
-			break
+		return nil
+	})
+	if errors.Is(err, ErrRetry) {
+		return fmt.Errorf("list: %w", err)
+	}
+	if err != nil {
+		err = fmt.Errorf("list: %w", err)
+		if ctx.Err() == nil {
+			c.listFailed(err)
 		}
-		start = lr.KVs[len(lr.KVs)-1].Key + "\x00"
+		return err
 	}
 	c.mu.Lock()
 	for wt := range c.watchers {
@@ -317,6 +332,75 @@ func (c *Cache) listAndWatch(ctx context.Context) error {
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// load reads every key under the prefix at one revision, which it
+// returns, passing them to chunk a chunk at a time (see "Starting" in the
+// package doc): streamed when the store can (storage.Streamer), else in
+// pages of List.
+func (c *Cache) load(ctx context.Context, chunk func([]storage.KeyValue) error) (int64, error) {
+	if st, ok := c.cfg.Store.(storage.Streamer); ok {
+		rev, err := st.ListAll(ctx, c.cfg.Prefix, chunk)
+		if !errors.Is(err, storage.ErrStreamUnsupported) {
+			return rev, err
+		}
+	}
+	var rev int64
+	start := ""
+	for {
+		lr, err := c.cfg.Store.List(ctx, c.cfg.Prefix, storage.ListOptions{Revision: rev, Limit: listPage, StartKey: start})
+		if err != nil {
+			return 0, err
+		}
+		rev = lr.Revision
+		if err := chunk(lr.KVs); err != nil {
+			return 0, err
+		}
+		if !lr.More {
+			return rev, nil
+		}
+		start = lr.KVs[len(lr.KVs)-1].Key + "\x00"
+	}
+}
+
+// listPage is the page of a list that cannot stream.
+const listPage = 10000
+
+// decodeBatch is how many values a decoding goroutine takes at a time.
+const decodeBatch = 64
+
+// decodeAll decodes kvs on up to GOMAXPROCS goroutines, which it waits
+// for: the objects in kvs' order, nil for a value that does not decode
+// (logged). A value to retry (ErrRetry) fails the whole chunk.
+func (c *Cache) decodeAll(kvs []storage.KeyValue) ([]*Object, error) {
+	objs := make([]*Object, len(kvs))
+	errs := make([]error, len(kvs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), (len(kvs)+decodeBatch-1)/decodeBatch) {
+		wg.Go(func() {
+			for {
+				lo := int(next.Add(decodeBatch)) - decodeBatch
+				if lo >= len(kvs) {
+					return
+				}
+				for i := lo; i < min(lo+decodeBatch, len(kvs)); i++ {
+					objs[i], errs[i] = c.cfg.Decode(kvs[i])
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		switch {
+		case errors.Is(err, ErrRetry):
+			return nil, err
+		case err != nil:
+			c.cfg.Log.Error("watch cache: decode", "key", kvs[i].Key, "err", err)
+			objs[i] = nil
+		}
+	}
+	return objs, nil
 }
 
 // follow watches the store from the cache's revision on, applying events
@@ -483,6 +567,19 @@ func (c *Cache) Ready() bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return c.ready
+}
+
+// Initializing reports whether the cache is still loading its first list
+// (started, not ready, and no list has failed), and for how long it has
+// been: callers read the store meanwhile, and refuse watches with 429
+// (see "Starting" in the package doc).
+func (c *Cache) Initializing() (time.Duration, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.ready || c.listErr != nil || c.started.IsZero() {
+		return 0, false
+	}
+	return time.Since(c.started), true
 }
 
 // WaitFor waits until the cache is ready and at revision rev or later. A

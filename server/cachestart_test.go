@@ -1,0 +1,97 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/testenv"
+)
+
+// TestRequestsWhileWatchCachesLoad: after a (re)start, until a resource's
+// watch cache has loaded, its gets and lists are served from etcd and its
+// watches answered as kube-apiserver answers them (429 "storage is
+// (re)initializing" with Retry-After); once loaded, watches are served.
+// The caches are slowed by WatchCacheStartDelay, standing in for a large
+// store.
+func TestRequestsWhileWatchCachesLoad(t *testing.T) {
+	const delay = 8 * time.Second
+	started := time.Now()
+	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) {
+		c.WatchCacheStartDelay = delay
+		c.StorageInitializationTimeout = time.Millisecond // ready at once: the requests are the test
+	}))
+	a := newAPI(t, env)
+	cache := server.WatchCache(env.Server, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"})
+	if cache == nil || cache.Ready() {
+		t.Fatalf("configmaps cache %v ready %v after %v, want loading (the start took longer than the delay)", cache, cache != nil && cache.Ready(), time.Since(started))
+	}
+
+	mustCode(t, "create", a.json("POST", cms, cm("loading", `,"labels":{"app":"x"}`)), http.StatusCreated)
+	for _, path := range []string{
+		cms + "/loading?resourceVersion=0",
+		cms + "/loading",
+	} {
+		r := a.json("GET", path, "")
+		mustCode(t, "GET "+path, r, http.StatusOK)
+	}
+	for _, path := range []string{
+		cms + "?resourceVersion=0",
+		cms + "?resourceVersion=0&limit=500",
+		cms,
+		cms + "?labelSelector=app%3Dx",
+		"/api/v1/configmaps?resourceVersion=0",
+	} {
+		r := a.json("GET", path, "")
+		mustCode(t, "GET "+path, r, http.StatusOK)
+		if !strings.Contains(string(r.body), `"name":"loading"`) {
+			t.Errorf("GET %s while the cache loads = %s, want the object (from etcd)", path, truncate(r.body))
+		}
+	}
+	r := a.json("GET", cms+"?watch=1&resourceVersion=0&timeoutSeconds=5", "")
+	mustCode(t, "watch while the cache loads", r, http.StatusTooManyRequests)
+	st := r.status()
+	if st.Reason != "TooManyRequests" || st.Message != "storage is (re)initializing" || st.Details == nil || st.Details.RetryAfterSeconds < 1 {
+		t.Errorf("watch refusal = %+v, want kube-apiserver's (TooManyRequests, storage is (re)initializing, retryAfterSeconds >= 1)", st)
+	}
+	if got := r.header.Get("Retry-After"); got == "" || got == "0" {
+		t.Errorf("watch refusal Retry-After = %q, want seconds", got)
+	}
+	if cache.Ready() {
+		t.Fatalf("configmaps cache loaded during the checks (%v after start): they may have been served by it", time.Since(started))
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*delay)
+	defer cancel()
+	if err := cache.WaitFor(ctx, 0); err != nil {
+		t.Fatalf("configmaps cache not loaded %v after start: %v", time.Since(started), err)
+	}
+	lines := watchLines(t, a, cms+"?watch=1&resourceVersion=0&timeoutSeconds=5", 1)
+	if len(lines) != 1 || !strings.Contains(lines[0], `"type":"ADDED"`) || !strings.Contains(lines[0], `"name":"loading"`) {
+		t.Fatalf("watch once loaded = %q, want ADDED loading", lines)
+	}
+}
+
+// TestReadyzChecks: /readyz lists its checks as kube-apiserver's, the
+// watch caches' storage-readiness among them, and answers one by name.
+func TestReadyzChecks(t *testing.T) {
+	env := testenv.Start(t)
+	a := newAPI(t, env)
+	r := a.json("GET", "/readyz?verbose", "")
+	mustCode(t, "readyz?verbose", r, http.StatusOK)
+	for _, want := range []string{"[+]ping ok\n", "[+]etcd ok\n", "[+]poststarthook/storage-readiness ok\n", "readyz check passed\n"} {
+		if !strings.Contains(string(r.body), want) {
+			t.Errorf("/readyz?verbose = %q, want a line %q", r.body, want)
+		}
+	}
+	if r := a.json("GET", "/readyz", ""); r.code != http.StatusOK || string(r.body) != "ok" {
+		t.Errorf("/readyz = %d %q, want 200 ok", r.code, r.body)
+	}
+	mustCode(t, "readyz/poststarthook/storage-readiness", a.json("GET", "/readyz/poststarthook/storage-readiness", ""), http.StatusOK)
+	mustCode(t, "readyz/nosuch", a.json("GET", "/readyz/nosuch", ""), http.StatusNotFound)
+}
