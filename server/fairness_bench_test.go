@@ -60,7 +60,7 @@ func BenchmarkUserFairness(b *testing.B) {
 const (
 	floodClients = 400 // twice the default mutating limit of 200
 	floodConns   = 8
-	calmCreates  = 300
+	calmCreates  = 1000
 	// calmLoadedFor bounds the loaded phase: without a share, each of
 	// calm's creates waits out 429s.
 	calmLoadedFor = 30 * time.Second

@@ -36,25 +36,32 @@ const activeFor = time.Second
 // each. How long a user's queue may grow is the in-flight limit's per-user
 // share (inFlight), which admits requests before they queue here.
 //
-// Beyond kube-apiserver, a user executes at most its share of the seats:
-// seats divided by the users active (executing, waiting, or done within
-// activeFor), at least one. So while another user is active, a flooding
-// user leaves that user's seats free instead of filling them in the gaps
-// between its requests, and the other user's request starts at once and
-// runs beside fewer of the flood's: the CPU, not only the queue, is
-// shared. A user alone uses every seat. This is not work-conserving: a
-// seat kept for an active user stays free while that user thinks.
+// Beyond kube-apiserver, a user executes at most its share: alone, every
+// seat; while other users are active (executing, waiting, or done within
+// activeFor), the CPUs (GOMAXPROCS, at most seats) divided by the active
+// users, at least one. So while another user is active, a flooding user
+// leaves that user's part free instead of filling it in the gaps between
+// its requests, and the other user's request starts at once and runs
+// beside no more of the flood's than there are CPUs for: the CPU, not
+// only the queue, is shared. (The extra seats a user alone gets keep the
+// CPUs busy while its requests wait for etcd; with others active, they
+// would only slow everyone's requests down.) This is not
+// work-conserving: a part kept for an active user stays free while that
+// user thinks.
 //
 // It is safe for concurrent use; mu is never held while a request is
 // served.
 type fairQueue struct {
 	mu    sync.Mutex
 	seats int
-	free  int              // seats not executing a request
-	flows map[string]*flow // active users
-	ring  []*flow          // the flows with requests waiting, in dispatch order
-	next  int              // index in ring of the next flow served
-	now   func() time.Time
+	// shared is what the active users share while more than one is:
+	// min(seats, GOMAXPROCS).
+	shared int
+	free   int              // seats not executing a request
+	flows  map[string]*flow // active users
+	ring   []*flow          // the flows with requests waiting, in dispatch order
+	next   int              // index in ring of the next flow served
+	now    func() time.Time
 	// pruned is when inactive flows were last dropped from flows.
 	pruned time.Time
 }
@@ -79,7 +86,7 @@ func newFairQueue(seats int) *fairQueue {
 	if seats <= 0 {
 		seats = DefaultExecutionSeatsPerCPU * runtime.GOMAXPROCS(0)
 	}
-	return &fairQueue{seats: seats, free: seats, flows: map[string]*flow{}, now: time.Now}
+	return &fairQueue{seats: seats, shared: min(seats, runtime.GOMAXPROCS(0)), free: seats, flows: map[string]*flow{}, now: time.Now}
 }
 
 // acquire takes an execution seat for a request of user, waiting in the
@@ -145,7 +152,10 @@ func (q *fairQueue) pruneLocked(now time.Time) {
 
 // shareLocked is how many seats one user may execute at once.
 func (q *fairQueue) shareLocked() int {
-	return max(1, q.seats/max(1, len(q.flows)))
+	if len(q.flows) <= 1 {
+		return q.seats
+	}
+	return max(1, q.shared/len(q.flows))
 }
 
 // enqueueLocked queues a request at the end of flow f.

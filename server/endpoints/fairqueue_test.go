@@ -66,13 +66,13 @@ func TestFairQueueGiveUp(t *testing.T) {
 }
 
 // TestFairQueueShare: a user alone takes every seat; while another user
-// is active each executes at most its share, and a seat of the other's
-// share stays free for it; once the other has been idle for activeFor,
+// is active each executes at most its share (half the CPUs), and a seat
+// of the other's share stays free for it; once the other has been idle for activeFor,
 // the first may take every seat again.
 func TestFairQueueShare(t *testing.T) {
 	now := time.Unix(1000, 0)
 	q := newFairQueue(4)
-	q.now = func() time.Time { return now }
+	q.now, q.shared = func() time.Time { return now }, 4 // as on 4 CPUs
 	ctx := context.Background()
 	var a []func()
 	for range 4 {
