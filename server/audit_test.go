@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +16,6 @@ import (
 
 	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/server/audit"
-	"github.com/objwatch/objwatch/storage"
 	"github.com/objwatch/objwatch/storage/etcd"
 	"github.com/objwatch/objwatch/testenv"
 )
@@ -38,24 +35,11 @@ func startAudited(t *testing.T, policy string, opts ...testenv.Option) (*testenv
 	opts = append(opts, testenv.WithServerConfig(func(c *server.Config) {
 		c.Audit = audit.Config{Path: path, PolicyFile: pf, CheckpointInterval: 50 * time.Millisecond}
 	}))
-	env := testenv.Start(t, opts...)
-	auditEnvs.Store(path, env)
-	t.Cleanup(func() { auditEnvs.Delete(path) })
-	return env, path
+	return testenv.Start(t, opts...), path
 }
-
-// auditEnvs are the servers startAudited started, by log path: readEvents
-// syncs the log first (a mutation's record reaches the file shortly after
-// its response; see package audit, "Records committed with their writes").
-var auditEnvs sync.Map
 
 func readEvents(t *testing.T, path string) []auditv1.Event {
 	t.Helper()
-	if env, ok := auditEnvs.Load(path); ok {
-		if err := env.(*testenv.Env).Server.AuditLog().Sync(); err != nil {
-			t.Fatalf("audit log sync: %v", err)
-		}
-	}
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -433,50 +417,5 @@ func TestAuditUnauthenticated(t *testing.T) {
 			t.Fatalf("%d records of the 401, want 1", len(got))
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// TestAuditNotesCleared: the records committed with their writes as etcd
-// notes do not stay there: once the records are in the file, their notes
-// are deleted (within about two epochs).
-func TestAuditNotesCleared(t *testing.T) {
-	env, path := startAudited(t, "")
-	a := newAPI(t, env)
-	cli, err := etcd.NewClient(etcd.ClientConfig{Endpoints: []string{env.EtcdEndpoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	store, err := etcd.New(cli, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	before, err := store.Revision(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 20 {
-		mustCode(t, "create", a.json("POST", cms, cm(fmt.Sprintf("n%d", i), "")), http.StatusCreated)
-	}
-	// The creates stored notes: etcd's history has them.
-	h, err := store.List(ctx, storage.NotesPrefix, storage.ListOptions{Revision: before + 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(h.KVs) == 0 {
-		t.Fatal("no notes in etcd after 20 audited creates")
-	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		n, err := store.Count(ctx, storage.NotesPrefix)
-		if err == nil && n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d notes still in etcd after 10 s (%v)", n, err)
-		}
-	}
-	if got := len(completed(readEvents(t, path), "create", "n19")); got != 1 {
-		t.Errorf("%d records of the last create, want 1", got)
 	}
 }

@@ -370,7 +370,6 @@ func New(cfg Config) (*Server, error) {
 		if s.audit, err = audit.New(cfg.Audit); err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
-		hooks.Committing = append(hooks.Committing, s.audit.Committing)
 		hooks.Written = append(hooks.Written, s.audit.Written)
 	}
 	s.objects, err = objects.New(objects.Config{
@@ -417,9 +416,6 @@ func New(cfg Config) (*Server, error) {
 	s.routes()
 	return s, nil
 }
-
-// AuditLog returns the server's audit log; nil without one.
-func (s *Server) AuditLog() *audit.Log { return s.audit }
 
 // Registry returns the served resources.
 func (s *Server) Registry() *registry.Registry { return s.registry }

@@ -18,7 +18,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"k8s.io/apiserver/pkg/storage/value"
 )
@@ -245,49 +244,4 @@ type Interface interface {
 	Revision(ctx context.Context) (int64, error)
 	// Compact discards history before revision.
 	Compact(ctx context.Context, revision int64) error
-}
-
-// NotesPrefix is where notes are kept (WithNote): under their own prefix,
-// out of every resource's.
-const NotesPrefix = "/registry/objwatch.io/notes/"
-
-// NoteKey is the key of a note named name (no '|' in it) made by a write
-// of writtenKey. The written key is part of the note's key so that a
-// reader can transform the note back as the written value is
-// transformed.
-func NoteKey(name, writtenKey string) string { return NotesPrefix + name + "|" + writtenKey }
-
-// NoteWrittenKey is the written key of a note's key; false when key is no
-// note's.
-func NoteWrittenKey(key string) (string, bool) {
-	rest, ok := strings.CutPrefix(key, NotesPrefix)
-	if !ok {
-		return "", false
-	}
-	_, written, ok := strings.Cut(rest, "|")
-	return written, ok
-}
-
-type noteKey struct{}
-
-type note struct {
-	name  string
-	value []byte
-}
-
-// WithNote returns ctx asking the next Create, Update or Delete made with
-// it to put value under NoteKey(name, key written) in the same
-// transaction: the note is stored if and only if the write succeeds, at
-// its revision. The note's value is kept at rest as the written value is
-// (the written key's transformer, the note's key as authenticated data),
-// and reads of the note's key transform it back. A write that needs no
-// transaction (a failed precondition) stores no note.
-func WithNote(ctx context.Context, name string, value []byte) context.Context {
-	return context.WithValue(ctx, noteKey{}, note{name: name, value: value})
-}
-
-// NoteFrom returns the note WithNote put in ctx.
-func NoteFrom(ctx context.Context) (name string, value []byte, ok bool) {
-	n, ok := ctx.Value(noteKey{}).(note)
-	return n.name, n.value, ok
 }

@@ -40,39 +40,15 @@
 //
 // # Durability
 //
-// A client never sees a write acknowledged whose record a crash could
-// lose. A write's record is committed with the write: the object
-// service's Committing hook (Log.Committing) puts the record the request
-// will have if the write succeeds into etcd as a note of the write
-// (storage.WithNote), in the same transaction, encrypted at rest as the
-// object is. The response then waits for nothing but etcd, and the record
-// reaches the file after it, fsynced within lazyFlush (50 ms) with every
-// other record waiting (group commit, off the request's path); once it
-// is, its note is done. Notes are grouped in epochs of a second; an epoch
-// whose records are all on disk is deleted from etcd with one range
-// delete.
-//
-// After a crash the file lacks the records acknowledged since its last
-// fsync; their notes are still in etcd. Run first recovers: every note of
-// an earlier process of this log (same host and path, the checkpoint
-// key's name) whose ResponseComplete record the newest two files lack is
-// written, with the write's resourceVersion (the note's revision) and
-// objwatch.io/recovered: "true" (a RequestResponse record recovered so
-// lacks its responseObject); then those notes are deleted. A write whose
-// response never reached its client (killed in between) is recorded too:
-// it happened.
-//
-// A mutation that stores no note (a no-op update, a dry run, a refusal, a
-// write whose diff failed) holds its response until its record is on
-// disk, as kube-apiserver's durable backends would. When the log cannot
-// be written, those requests get 500 although a write may have happened,
-// and every later record fails; committed records stay in etcd as notes
-// until a later start writes them. Records are written in queue order by
-// Run's goroutine, one fsync for everything queued while the previous
-// one ran; records nobody waits for (other stages, reads) are written
-// within lazyFlush. A record cut by a crash is dropped when the log is
-// reopened. Sync waits until everything queued is in the file, for its
-// readers (Authors, the history subresource).
+// A mutation's response is held until its ResponseComplete record is on
+// disk (written and fsynced): a client never sees a write acknowledged
+// whose record a crash could lose. When the record cannot be written the
+// client gets 500 although the write happened, and every later record
+// fails too. Records are written in queue order by Run's goroutine, one
+// fsync for everything queued while the previous one ran (group commit);
+// records nobody waits for (other stages, reads) are written with the next
+// fsync or within 50 ms. A record cut by a crash is never acknowledged;
+// New drops it when the log is reopened.
 //
 // # Chain format
 //

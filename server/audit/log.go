@@ -67,13 +67,10 @@ type Log struct {
 	mu      sync.Mutex // guards the fields below; never held across I/O
 	queue   [][]byte   // lines with empty chain fields, in order
 	durable bool       // a record in queue is waited for: fsync it soon
-	noted   []int64    // epochs of the notes queue's records resolve
 	next    *batch     // the batch queue will be written in
 	stopped bool       // Run has returned
 
 	kick chan struct{} // 1: wakes Run when the queue was empty
-
-	notes *notes // records committed with their writes (notes.go)
 
 	// Owned by Run's goroutine (and New before it).
 	f    *os.File
@@ -136,7 +133,7 @@ func New(cfg Config) (*Log, error) {
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o700); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	l := &Log{cfg: cfg, policy: cfg.Policy, next: newBatch(), kick: make(chan struct{}, 1), notes: newNotes(cfg.CheckpointKey)}
+	l := &Log{cfg: cfg, policy: cfg.Policy, next: newBatch(), kick: make(chan struct{}, 1)}
 	if err := l.open(); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
@@ -235,17 +232,16 @@ const lazyFlush = 50 * time.Millisecond
 // batch it will be written in. A durable record (a mutation's, whose
 // response waits for it) is written at once with everything queued
 // before it; others within lazyFlush.
-func (l *Log) enqueue(line []byte, durable bool, notes []int64) *batch {
+func (l *Log) enqueue(line []byte, durable bool) *batch {
 	l.mu.Lock()
 	if l.stopped {
-		l.mu.Unlock() // its notes stay unresolved: the next start recovers them
+		l.mu.Unlock()
 		b := newBatch()
 		b.err = ErrClosed
 		close(b.done)
 		return b
 	}
 	l.queue = append(l.queue, line)
-	l.noted = append(l.noted, notes...)
 	b := l.next
 	kick := durable && !l.durable
 	l.durable = l.durable || durable
@@ -259,25 +255,6 @@ func (l *Log) enqueue(line []byte, durable bool, notes []int64) *batch {
 	return b
 }
 
-// Sync returns once every record queued before it is written to the
-// file (readable there; fsynced or not): what a reader of the file
-// (Authors, a test) waits for after the writes it asks about.
-func (l *Log) Sync() error {
-	l.mu.Lock()
-	if len(l.queue) == 0 || l.stopped {
-		l.mu.Unlock()
-		return nil
-	}
-	b := l.next
-	l.durable = true
-	l.mu.Unlock()
-	select {
-	case l.kick <- struct{}{}:
-	default:
-	}
-	return b.Wait()
-}
-
 // Run writes queued records until ctx ends, then writes what is still
 // queued, takes a last checkpoint, closes the file and returns. Records
 // queued after it returns fail with ErrClosed.
@@ -285,9 +262,7 @@ func (l *Log) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	cpCtx, stopCP := context.WithCancel(context.WithoutCancel(ctx))
 	if l.cfg.Storage != nil {
-		l.recover(ctx)
 		wg.Go(func() { l.checkpoints(cpCtx) })
-		wg.Go(func() { l.cleanNotes(cpCtx) })
 	}
 	lazy := time.NewTicker(lazyFlush)
 	defer lazy.Stop()
@@ -332,18 +307,14 @@ func (l *Log) Run(ctx context.Context) {
 // flush writes everything queued, with one fsync per file written.
 func (l *Log) flush() {
 	l.mu.Lock()
-	q, b, noted := l.queue, l.next, l.noted
-	durable := l.durable || l.stopped || len(noted) > 0
+	q, b, durable := l.queue, l.next, l.durable || l.stopped
 	if len(q) == 0 {
 		l.mu.Unlock()
 		return
 	}
-	l.queue, l.next, l.durable, l.noted = nil, newBatch(), false, nil
+	l.queue, l.next, l.durable = nil, newBatch(), false
 	l.mu.Unlock()
 	b.err = l.write(q, durable)
-	if b.err == nil {
-		l.notes.resolve(noted) // else left in etcd, for recovery
-	}
 	close(b.done)
 }
 

@@ -124,9 +124,6 @@ type Author struct {
 // Authors returns, by the resourceVersion they wrote, who made the writes
 // of one object that the log's files (rotated ones included) record.
 func (l *Log) Authors(group, resource, namespace, name string) (map[string]Author, error) {
-	if err := l.Sync(); err != nil {
-		return nil, err
-	}
 	files, err := Files(l.cfg.Path)
 	if err != nil {
 		return nil, err

@@ -15,7 +15,6 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
@@ -44,29 +43,6 @@ type Record struct {
 	// reason is the authorizer's account of its last decision on the
 	// request (authorization.k8s.io/reason).
 	reason string
-	// requestBody returns the request body read so far (Request level).
-	requestBody func() []byte
-	// notes are the epochs of the notes the request's writes were made
-	// with (Log.Committing), resolved once the request's record is on
-	// disk; committed says the request's last write stored one.
-	notes     []int64
-	committed bool
-	// diffed is the last diff Committing computed, which Written reuses
-	// for the same objects.
-	diffed diffed
-}
-
-type diffed struct {
-	old, new     *unstructured.Unstructured
-	patch, paths []byte
-}
-
-// KeepRequestBody gives the record the request body as it is read, for
-// the record Log.Committing prepares before the response.
-func (r *Record) KeepRequestBody(body func() []byte) {
-	r.mu.Lock()
-	r.requestBody = body
-	r.mu.Unlock()
 }
 
 // Authorized records the authorizer's reason for its decision on the
@@ -233,49 +209,21 @@ type Response struct {
 }
 
 // Complete writes the record's last stage and, when wait is set, returns
-// once it is durable (or why not). A request whose response is sent only
-// after Complete returned is acknowledged with its record durable: on
-// disk, or, for a write that stored its record as a note in etcd
-// (Log.Committing), committed with the write and written to disk within
-// lazyFlush.
+// once it is on disk (or why not). A request whose response is sent only
+// after Complete returned is acknowledged with its record durable.
 func (r *Record) Complete(resp Response, wait bool) error {
 	stage := auditv1.StageResponseComplete
 	if resp.Panic != nil {
 		stage = auditv1.StagePanic
 	}
+	if r.decision.omits(stage) {
+		return nil
+	}
 	r.mu.Lock()
 	ev := r.ev
-	wrote, reason, notes, committed := r.wrote, r.reason, r.notes, r.committed
-	r.notes = nil
+	wrote, reason := r.wrote, r.reason
 	r.mu.Unlock()
-	if r.decision.omits(stage) {
-		r.log.notes.resolve(notes)
-		return nil
-	}
-	ev = r.complete(ev, resp, wrote, reason)
-	ev.Stage = stage
-	if committed && resp.Panic == nil && resp.Code/100 == 2 && !resp.DryRun {
-		r.log.appendNoted(&ev, false, notes)
-		return nil
-	}
-	b := r.log.appendNoted(&ev, wait, notes)
-	if !wait {
-		return nil
-	}
-	return b.Wait()
-}
-
-// Drop gives up the record of a request whose handler was aborted: no
-// last stage is written, and its notes' records are left to recovery.
-func (r *Record) Drop() {
-	r.mu.Lock()
-	r.notes = nil
-	r.mu.Unlock()
-}
-
-// complete is ev, the record's event, at ResponseComplete for resp.
-func (r *Record) complete(ev auditv1.Event, resp Response, wrote bool, reason string) auditv1.Event {
-	ev.Stage, ev.StageTimestamp = auditv1.StageResponseComplete, metav1.NewMicroTime(time.Now())
+	ev.Stage, ev.StageTimestamp = stage, metav1.NewMicroTime(time.Now())
 	ev.ResponseStatus = responseStatus(resp)
 	if ev.ObjectRef != nil && resp.Panic == nil {
 		// As kube-apiserver records them; objwatch authorizes in the
@@ -298,7 +246,11 @@ func (r *Record) complete(ev auditv1.Event, resp Response, wrote bool, reason st
 	if r.WantsResponse() && resp.Code/100 == 2 {
 		ev.ResponseObject = r.object(resp.ResponseBody)
 	}
-	return ev
+	b := r.log.append(&ev, wait)
+	if !wait {
+		return nil
+	}
+	return b.Wait()
 }
 
 // object is body as a recorded object: JSON only, without managedFields
@@ -403,23 +355,10 @@ func (r *Record) Annotate(kv ...string) {
 // (the server's own: garbage collection, namespace cleanup, bootstrap; a
 // deletecollection's every object after the first).
 func (l *Log) Written(ctx context.Context, w objects.Write) {
-	r := RecordFrom(ctx)
-	var patch, paths []byte
-	var err error
-	if r != nil {
-		r.mu.Lock()
-		if d := r.diffed; d.old == w.Old && d.new == w.New && d.patch != nil {
-			patch, paths = d.patch, d.paths
-		}
-		r.diffed = diffed{}
-		r.committed = len(r.notes) > 0 // the write was made with the last note
-		r.mu.Unlock()
-	}
-	if patch == nil {
-		if patch, paths, err = Diff(w.Old, w.New); err != nil {
-			l.cfg.Log.Warn("audit diff", "err", err)
-			patch, paths = nil, nil
-		}
+	patch, paths, err := Diff(w.Old, w.New)
+	if err != nil {
+		l.cfg.Log.Warn("audit diff", "err", err)
+		patch, paths = nil, nil
 	}
 	ann := []string{ResourceVersionAnnotation, strconv.FormatInt(w.Revision, 10)}
 	if patch != nil {
@@ -429,7 +368,7 @@ func (l *Log) Written(ctx context.Context, w objects.Write) {
 	if obj == nil {
 		obj = w.Old
 	}
-	if r != nil {
+	if r := RecordFrom(ctx); r != nil {
 		r.mu.Lock()
 		if !r.wrote {
 			r.wrote = true
@@ -441,8 +380,17 @@ func (l *Log) Written(ctx context.Context, w objects.Write) {
 			return
 		}
 		ev := r.ev
+		ev.Annotations = withAnnotations(nil, ann...)
 		r.mu.Unlock()
-		ev = r.further(ev, w, ann)
+		ev.Verb = w.Request.Verb
+		if ev.ObjectRef != nil && obj != nil {
+			ref := *ev.ObjectRef
+			ref.Name, ref.Namespace = obj.GetName(), obj.GetNamespace()
+			ev.ObjectRef = &ref
+		}
+		ev.Stage, ev.StageTimestamp = auditv1.StageResponseComplete, metav1.NewMicroTime(time.Now())
+		ev.ResponseStatus = &metav1.Status{Code: http.StatusOK}
+		ev.RequestObject, ev.ResponseObject = nil, nil
 		r.log.append(&ev, false) // the request's own record waits for it
 		return
 	}
@@ -477,38 +425,10 @@ func (l *Log) Written(ctx context.Context, w objects.Write) {
 	l.append(&ev, false)
 }
 
-// further is the record of a further write of the request whose event is
-// ev (a deletecollection's every object after the first), with the
-// write's annotations ann.
-func (r *Record) further(ev auditv1.Event, w objects.Write, ann []string) auditv1.Event {
-	ev.Annotations = withAnnotations(nil, ann...)
-	ev.Verb = w.Request.Verb
-	obj := w.New
-	if obj == nil {
-		obj = w.Old
-	}
-	if ev.ObjectRef != nil && obj != nil {
-		ref := *ev.ObjectRef
-		ref.Name, ref.Namespace = obj.GetName(), obj.GetNamespace()
-		ev.ObjectRef = &ref
-	}
-	ev.Stage, ev.StageTimestamp = auditv1.StageResponseComplete, metav1.NewMicroTime(time.Now())
-	ev.ResponseStatus = &metav1.Status{Code: http.StatusOK}
-	ev.RequestObject, ev.ResponseObject = nil, nil
-	return ev
-}
-
 // append encodes ev with empty chain fields and queues it.
 func (l *Log) append(ev *auditv1.Event, durable bool) *batch {
-	return l.appendNoted(ev, durable, nil)
-}
-
-// appendNoted is append for a record that resolves notes (of their
-// epochs) once it is on disk: it is fsynced within lazyFlush even if
-// nobody waits for it.
-func (l *Log) appendNoted(ev *auditv1.Event, durable bool, notes []int64) *batch {
 	ev.Annotations = withAnnotations(ev.Annotations, SeqAnnotation, "", PrevHashAnnotation, "")
-	return l.enqueue(appendEvent(make([]byte, 0, 1024), ev), durable, notes)
+	return l.enqueue(appendEvent(make([]byte, 0, 1024), ev), durable)
 }
 
 func requestURI(group, version, resource, ns, name, sub string) string {

@@ -65,7 +65,6 @@ func (a *API) WithAudit(next http.Handler) http.Handler {
 		if mutating && rec.WantsRequest() && r.Body != nil {
 			reqBody = new(bytes.Buffer)
 			r.Body = teeBody{Reader: io.TeeReader(r.Body, reqBody), Closer: r.Body}
-			rec.KeepRequestBody(reqBody.Bytes)
 		}
 		r = r.WithContext(audit.WithRecord(r.Context(), rec))
 		aw := &auditWriter{ResponseWriter: w, rec: rec, hold: mutating, watch: watch, keep: rec.WantsResponse()}
@@ -73,8 +72,6 @@ func (a *API) WithAudit(next http.Handler) http.Handler {
 			if v := recover(); v != nil {
 				if v != http.ErrAbortHandler {
 					rec.Complete(audit.Response{Panic: v}, false)
-				} else {
-					rec.Drop()
 				}
 				panic(v)
 			}

@@ -181,14 +181,6 @@ type Hooks struct {
 	// delete attempt (validating admission: policies, then webhooks);
 	// they must not change the object. An error refuses the write.
 	Validate []func(ctx context.Context, a *Attempt) error
-	// Committing run in order just before each write goes to etcd (every
-	// attempt: one that conflicts is retried), with the stored old object
-	// and the new one as it is about to be stored (without its
-	// resourceVersion; nil for a deletion) and Revision 0. The write is
-	// made with the context the last returns: the audit log puts its
-	// record there as a storage note (storage.WithNote), committed in the
-	// same transaction as the write.
-	Committing []func(ctx context.Context, w Write) context.Context
 	// Written run in order after every successful write.
 	Written []func(ctx context.Context, w Write)
 	// Review answers a create of a Review resource (req.Resource.Review)
@@ -401,15 +393,6 @@ func (us undos) run() {
 	for _, u := range us {
 		u()
 	}
-}
-
-// committing runs Hooks.Committing before a write of req; the write is
-// made with the context it returns.
-func (s *Service) committing(ctx context.Context, req *Request, old, new *unstructured.Unstructured) context.Context {
-	for _, h := range s.cfg.Hooks.Committing {
-		ctx = h(ctx, Write{Request: req, Old: old, New: new})
-	}
-	return ctx
 }
 
 // written runs Hooks.Written: the one place that sees every successful

@@ -117,7 +117,7 @@ func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Un
 	key := res.Key(obj.GetNamespace(), obj.GetName())
 	hints := s.hintsFor(res)
 	hints.add(res, key, b, obj)
-	kv, err := s.store.Create(s.committing(ctx, req, nil, obj), key, b)
+	kv, err := s.store.Create(ctx, key, b)
 	if err != nil {
 		hints.drop(key, b)
 		undo.run()
@@ -268,7 +268,7 @@ func (s *Service) guaranteedUpdate(ctx context.Context, req *Request, opts Write
 			if opts.DryRun {
 				return obj, warnings, nil
 			}
-			deleted, err := s.store.Delete(s.committing(ctx, req, cur, nil), kv.Key, kv.ModRevision)
+			deleted, err := s.store.Delete(ctx, kv.Key, kv.ModRevision)
 			if retry.conflict(err) && (g.conflicted() || !pinned && retry.more()) {
 				continue
 			}
@@ -304,7 +304,7 @@ func (s *Service) guaranteedUpdate(ctx context.Context, req *Request, opts Write
 		}
 		hints := s.hintsFor(res)
 		hints.add(res, kv.Key, b, obj)
-		nkv, err := s.store.Update(s.committing(ctx, req, cur, obj), kv.Key, b, kv.ModRevision)
+		nkv, err := s.store.Update(ctx, kv.Key, b, kv.ModRevision)
 		if err != nil {
 			hints.drop(kv.Key, b)
 		}
@@ -527,7 +527,7 @@ func (s *Service) deleteObject(ctx context.Context, req *Request, opts *metav1.D
 			if err != nil {
 				return Result{}, err
 			}
-			nkv, err := s.store.Update(s.committing(ctx, req, old, cur), kv.Key, b, kv.ModRevision)
+			nkv, err := s.store.Update(ctx, kv.Key, b, kv.ModRevision)
 			if retry.conflict(err) && retry.more() {
 				continue
 			}
@@ -541,7 +541,7 @@ func (s *Service) deleteObject(ctx context.Context, req *Request, opts *metav1.D
 		if dryRun {
 			return Result{Object: cur, Deleted: true}, nil
 		}
-		gone, err := s.store.Delete(s.committing(ctx, req, old, nil), kv.Key, kv.ModRevision)
+		gone, err := s.store.Delete(ctx, kv.Key, kv.ModRevision)
 		if retry.conflict(err) && retry.more() {
 			continue
 		}

@@ -226,13 +226,9 @@ func (s *Store) Create(ctx context.Context, key string, value []byte) (storage.K
 	if err != nil {
 		return storage.KeyValue{}, err
 	}
-	ops, err := s.withNote(ctx, key, clientv3.OpPut(key, stored))
-	if err != nil {
-		return storage.KeyValue{}, err
-	}
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", 0)).
-		Then(ops...).
+		Then(clientv3.OpPut(key, stored)).
 		Commit()
 	if err != nil {
 		return storage.KeyValue{}, fmt.Errorf("create %s: %w", key, err)
@@ -251,13 +247,9 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, expectedRe
 	if err != nil {
 		return storage.KeyValue{}, err
 	}
-	ops, err := s.withNote(ctx, key, clientv3.OpPut(key, stored, clientv3.WithPrevKV()))
-	if err != nil {
-		return storage.KeyValue{}, err
-	}
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", expectedRevision)).
-		Then(ops...).
+		Then(clientv3.OpPut(key, stored, clientv3.WithPrevKV())).
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
@@ -288,13 +280,9 @@ func (s *Store) Delete(ctx context.Context, key string, expectedRevision int64) 
 	if expectedRevision > 0 {
 		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", expectedRevision)
 	}
-	ops, err := s.withNote(ctx, key, clientv3.OpDelete(key, clientv3.WithPrevKV()))
-	if err != nil {
-		return storage.KeyValue{}, err
-	}
 	resp, err := s.cli.Txn(ctx).
 		If(cmp).
-		Then(ops...).
+		Then(clientv3.OpDelete(key, clientv3.WithPrevKV())).
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {

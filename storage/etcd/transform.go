@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apiserver/pkg/storage/value"
 
 	"github.com/objwatch/objwatch/storage"
@@ -21,31 +20,12 @@ func (s *Store) WithTransformers(t storage.Transformers) storage.Interface {
 	return &c
 }
 
-// transformer is the transformer of key's value, nil for none. A note
-// (storage.WithNote) is transformed as the value whose write made it.
+// transformer is the transformer of key's value, nil for none.
 func (s *Store) transformer(key string) value.Transformer {
 	if s.transform == nil {
 		return nil
 	}
-	if written, ok := storage.NoteWrittenKey(key); ok {
-		key = written
-	}
 	return s.transform(key)
-}
-
-// withNote is op, and the put of ctx's note (storage.WithNote) of a
-// write of key if it has one: the operations of the write's transaction.
-func (s *Store) withNote(ctx context.Context, key string, op clientv3.Op) ([]clientv3.Op, error) {
-	name, v, ok := storage.NoteFrom(ctx)
-	if !ok {
-		return []clientv3.Op{op}, nil
-	}
-	nk := storage.NoteKey(name, key)
-	stored, err := s.toStorage(ctx, nk, v)
-	if err != nil {
-		return nil, err
-	}
-	return []clientv3.Op{op, clientv3.OpPut(nk, stored)}, nil
 }
 
 // fromStorage is k with its value transformed back from its form at rest,
