@@ -43,7 +43,10 @@
 //     for). The others wait in their user's FIFO queue; a freed seat goes
 //     to the users with waiting requests in turn (round robin), so another
 //     user's request waits for about one seat to free, however many
-//     requests the flooding user has queued. A request waits at most a
+//     requests the flooding user has queued. While several users are
+//     active, each executes at most its share of the CPUs (see
+//     fairQueue), so another user's request also runs beside few of the
+//     flood's. A request waits at most a
 //     quarter of the request timeout (at most a minute), as in
 //     kube-apiserver, and is then answered the same 429. The request
 //     timeout covers the queue wait, as in kube-apiserver. A request's
