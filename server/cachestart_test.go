@@ -14,9 +14,10 @@ import (
 )
 
 // TestRequestsWhileWatchCachesLoad: after a (re)start, until a resource's
-// watch cache has loaded, its gets and lists are served from etcd and its
-// watches answered as kube-apiserver answers them (429 "storage is
-// (re)initializing" with Retry-After); once loaded, watches are served.
+// watch cache has loaded, its gets and pages (a limit, no selector) are
+// served from etcd, its watches answered as kube-apiserver answers them
+// (429 "storage is (re)initializing" with Retry-After), and its other
+// lists wait for the cache; once loaded, watches are served.
 // The caches are slowed by WatchCacheStartDelay, standing in for a large
 // store.
 func TestRequestsWhileWatchCachesLoad(t *testing.T) {
@@ -41,11 +42,9 @@ func TestRequestsWhileWatchCachesLoad(t *testing.T) {
 		mustCode(t, "GET "+path, r, http.StatusOK)
 	}
 	for _, path := range []string{
-		cms + "?resourceVersion=0",
 		cms + "?resourceVersion=0&limit=500",
-		cms,
-		cms + "?labelSelector=app%3Dx",
-		"/api/v1/configmaps?resourceVersion=0",
+		cms + "?limit=500",
+		"/api/v1/configmaps?limit=500",
 	} {
 		r := a.json("GET", path, "")
 		mustCode(t, "GET "+path, r, http.StatusOK)
@@ -66,6 +65,18 @@ func TestRequestsWhileWatchCachesLoad(t *testing.T) {
 		t.Fatalf("configmaps cache loaded during the checks (%v after start): they may have been served by it", time.Since(started))
 	}
 
+	// A list without a limit, or with a selector, waits for the cache
+	// rather than read the whole collection from etcd while it loads.
+	for _, path := range []string{cms + "?resourceVersion=0", cms + "?labelSelector=app%3Dx&limit=500"} {
+		r := a.json("GET", path, "")
+		mustCode(t, "GET "+path, r, http.StatusOK)
+		if !strings.Contains(string(r.body), `"name":"loading"`) {
+			t.Errorf("GET %s = %s, want the object", path, truncate(r.body))
+		}
+		if !cache.Ready() {
+			t.Errorf("GET %s answered %v after start, before the cache loaded: from etcd", path, time.Since(started))
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*delay)
 	defer cancel()
 	if err := cache.WaitFor(ctx, 0); err != nil {

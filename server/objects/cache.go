@@ -378,7 +378,16 @@ func (s *Service) usableCache(res *registry.Resource) *watchcache.Cache {
 // snapshot of, a cache that does not catch up in time, or one that is not
 // ready, go to etcd (errNoCache), which serves them or answers 410; so do
 // the pages and exact lists of a version a conversion webhook converts.
-func (s *Service) listFromCache(ctx context.Context, res *registry.Resource, ns string, sel selector, plan listPlan) (*List, error) {
+//
+// While the cache loads, a page without selectors, and any list of the
+// server's own (client false), is read from etcd; a client's list
+// without a limit, or with a selector, waits for the cache instead of
+// reading the whole collection from etcd while the cache loads it: at 1M
+// objects such lists, retried, took minutes of etcd and CPU each and
+// starved the load. (Kubernetes' cacher answers them 429 "storage is
+// (re)initializing"; objwatch holds them, bounded by the request's
+// timeout, which clients that do not retry 429 also get through.)
+func (s *Service) listFromCache(ctx context.Context, res *registry.Resource, ns string, sel selector, plan listPlan, client bool) (*List, error) {
 	c := s.usableCache(res)
 	if c == nil {
 		return nil, errNoCache
@@ -391,7 +400,7 @@ func (s *Service) listFromCache(ctx context.Context, res *registry.Resource, ns 
 		// snapshots; its full lists are still served here).
 		return nil, errNoCache
 	}
-	if _, init := c.Initializing(); init {
+	if _, init := c.Initializing(); init && (!client || (plan.limit > 0 && sel.empty())) {
 		return nil, errNoCache // etcd answers while the cache loads; see cacheNotReady
 	}
 	switch {
@@ -581,9 +590,9 @@ func (s *Service) cacheWatch(ctx context.Context, req *Request, wr watchRequest)
 // watch cache is still loading its first list (cacher's ready state,
 // KEP 4568): 429 "storage is (re)initializing", with a Retry-After that
 // grows with how long the cache has been loading, e^(0.06·s) clamped to
-// 1..30 seconds. Gets and lists are served by etcd meanwhile (Kubernetes
-// answers a list without a limit, or with selectors, 429 too; objwatch
-// serves it from etcd rather than refuse it). The server's own followers
+// 1..30 seconds. Gets and pages without selectors are served by etcd
+// meanwhile, and a client's other lists wait for the cache (Kubernetes
+// answers them 429 too; see listFromCache). The server's own followers
 // (requests without a user) wait for the cache instead.
 func cacheNotReady(loading time.Duration) error {
 	retry := int(min(30, max(1, math.Exp(0.06*loading.Seconds()))))

@@ -224,7 +224,7 @@ func (s *Service) List(ctx context.Context, req *Request, o *internalversion.Lis
 	if err != nil {
 		return nil, err
 	}
-	if l, err := s.listFromCache(ctx, res, req.Namespace, sel, plan); !errors.Is(err, errNoCache) {
+	if l, err := s.listFromCache(ctx, res, req.Namespace, sel, plan, req.User != nil); !errors.Is(err, errNoCache) {
 		return l, err
 	}
 	if plan.minRev > 0 {

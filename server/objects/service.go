@@ -53,13 +53,15 @@
 //
 // After a (re)start each cache loads its resource's objects (see package
 // storage/watchcache, "Starting"); until it has, requests are not held,
-// as in Kubernetes (KEP 4568): gets and lists are served from etcd, and
-// watches of clients answered 429 TooManyRequests "storage is
-// (re)initializing" with a Retry-After growing with the time the cache
-// has been loading (cacheNotReady). Kubernetes also refuses a list
-// without a limit, or with a selector, with 429; objwatch serves it from
-// etcd. The server's own followers (requests without a user) wait for the
-// cache. UnreadyCaches and LoadingCaches tell the server's readiness
+// as in Kubernetes (KEP 4568): gets and pages of lists (a limit, no
+// selector) are served from etcd, and watches of clients answered 429
+// TooManyRequests "storage is (re)initializing" with a Retry-After
+// growing with the time the cache has been loading (cacheNotReady). A
+// client's list without a limit, or with a selector, waits for the cache
+// (Kubernetes refuses it with 429): read from etcd, a large collection's
+// full lists would take what the cache needs to load. The server's own
+// lists go to etcd, and its followers (requests without a user) wait for
+// the cache. UnreadyCaches and LoadingCaches tell the server's readiness
 // which caches started at start have not loaded.
 //
 // # Versions
