@@ -87,6 +87,9 @@ func FuzzDecodeBody(f *testing.F) {
 			t.Fatalf("decodeBody(%q, %s) = %v; its JSON %s decodes to %v, %v", body, ct, obj.Object, j, again, err)
 		}
 		y, err := yaml.Marshal(obj.Object)
+		if err != nil && strings.Contains(err.Error(), "control characters are not allowed") {
+			return // a string JSON holds and YAML cannot print (kubectl -o yaml fails alike)
+		}
 		if err != nil {
 			t.Fatalf("decodeBody(%q, %s) = %v: no YAML: %v", body, ct, obj.Object, err)
 		}
