@@ -1,15 +1,18 @@
 package server_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/testenv"
@@ -267,5 +270,102 @@ func TestCachedPagesExpire(t *testing.T) {
 	}
 	if r := a.json("GET", cms+"?resourceVersion="+first.RV+"&resourceVersionMatch=Exact", ""); r.code != 410 || r.status().Reason != metav1.StatusReasonExpired {
 		t.Fatalf("exact list at %s = %d %s, want 410 Expired", first.RV, r.code, truncate(r.body))
+	}
+}
+
+// expiredAnswer is what a 410 says: code, reason, message and the
+// continue token it carries, decoded (its issue time aside).
+func expiredAnswer(t *testing.T, r response) string {
+	t.Helper()
+	s := r.status()
+	tok := ""
+	if s.ListMeta.Continue != "" {
+		b, err := base64.RawURLEncoding.DecodeString(s.ListMeta.Continue)
+		var c struct {
+			RV    int64  `json:"rv"`
+			Start string `json:"start"`
+		}
+		if err != nil || json.Unmarshal(b, &c) != nil {
+			t.Fatalf("continue %q in %s is not a token (%v)", s.ListMeta.Continue, r.body, err)
+		}
+		tok = fmt.Sprintf("%d %q", c.RV, c.Start)
+	}
+	return fmt.Sprintf("%d %s %s %q continue=%s", r.code, s.Kind, s.Reason, s.Message, tok)
+}
+
+// TestCachedPagesCompacted: once etcd is compacted past a walk's revision
+// (here through another client, as another server's compactor would, so
+// the server never sees the compaction itself), the server with a watch
+// cache drops its snapshots of the compacted revisions within a few
+// polls: the walk's continue token and an exact list at its revision get
+// the 410 Expired Status that the server reading etcd gives, where they
+// were served from the cache before; revisions not compacted are still
+// served from the cache.
+func TestCachedPagesCompacted(t *testing.T) {
+	const poll = 100 * time.Millisecond
+	cached, direct, env := cacheAndEtcd(t, testenv.WithServerConfig(func(c *server.Config) { c.WatchCacheCompactionPoll = poll }))
+	for i := range 6 {
+		cached.json("POST", cms, cm(fmt.Sprintf("p%d", i), ""))
+	}
+	before := server.CachedPages(env.Server)
+	first := cached.page(cms + "?limit=2")
+	second := cached.page(cms + "?limit=2&continue=" + url.QueryEscape(first.cont))
+	if second.RV != first.RV || second.cont == "" {
+		t.Fatalf("second page %v after %v", second, first)
+	}
+	if n := server.CachedPages(env.Server) - before; n != 2 {
+		t.Fatalf("the cache served %d of 2 pages", n)
+	}
+	cont := cms + "?limit=2&continue=" + url.QueryEscape(second.cont)
+	exact := cms + "?resourceVersion=" + first.RV + "&resourceVersionMatch=Exact"
+	// Served from the cache's snapshot, writes since or not.
+	last := rvOf(t, cached.do("PATCH", cms+"/p5", "application/merge-patch+json", []byte(`{"data":{"k":"changed"}}`)))
+	waitCache(t, env, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, last)
+	if r := cached.json("GET", cont, ""); r.code != 200 {
+		t.Fatalf("continue before compaction = %d %s", r.code, truncate(r.body))
+	}
+
+	rev, _ := strconv.ParseInt(last, 10, 64)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := rawStore(t, env).Compact(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{cont, exact} {
+		want := direct.json("GET", path, "")
+		if want.code != 410 || want.status().Reason != metav1.StatusReasonExpired {
+			t.Fatalf("etcd: GET %s = %d %s, want 410 Expired", path, want.code, truncate(want.body))
+		}
+		deadline := time.Now().Add(30 * poll)
+		for {
+			got := cached.json("GET", path, "")
+			if got.code == 410 {
+				if g, w := expiredAnswer(t, got), expiredAnswer(t, want); g != w {
+					t.Fatalf("GET %s:\n cache %s\n etcd  %s", path, g, w)
+				}
+				break
+			}
+			if got.code != 200 {
+				t.Fatalf("GET %s = %d %s", path, got.code, truncate(got.body))
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET %s still served from the cache %v after etcd compacted %s", path, 30*poll, first.RV)
+			}
+			time.Sleep(poll / 5)
+		}
+	}
+	// From the compaction revision on the cache still serves, as etcd.
+	before = server.CachedPages(env.Server)
+	served := 0
+	for _, q := range []string{"resourceVersion=" + last + "&resourceVersionMatch=Exact", "resourceVersion=" + last + "&limit=2"} {
+		got := walk(t, []*api{cached}, cms, q)
+		served += len(got)
+		samePages(t, q, got, walk(t, []*api{direct}, cms, q))
+	}
+	now := walk(t, []*api{cached}, cms, "limit=2")
+	served += len(now)
+	samePages(t, "a new walk", now, walk(t, []*api{direct}, cms, "limit=2&resourceVersion="+now[0].RV))
+	if n := server.CachedPages(env.Server) - before; n != int64(served) {
+		t.Fatalf("after the compaction the cache served %d of %d pages", n, served)
 	}
 }

@@ -152,6 +152,11 @@ type Config struct {
 	// WatchCacheWindow is the minimum history a watch cache keeps for
 	// watches to resume from (default 75 s, as Kubernetes).
 	WatchCacheWindow time.Duration
+	// WatchCacheCompactionPoll is how often a watch cache asks etcd
+	// whether it has compacted the revisions of its snapshots, which it
+	// then no longer serves pages or exact lists at (default 15 s, as
+	// Kubernetes).
+	WatchCacheCompactionPoll time.Duration
 	// GCWorkers is how many objects the garbage collector processes at
 	// once (default 4; see package gc).
 	GCWorkers int
@@ -376,7 +381,7 @@ func New(cfg Config) (*Server, error) {
 		Storage: cfg.Storage, Registry: s.registry, Log: cfg.Log,
 		FutureRVWait: cfg.FutureRVWait, ContinueTTL: cfg.ContinueTTL, BookmarkInterval: cfg.BookmarkInterval,
 		DisableWatchCache: cfg.DisableWatchCache, WatchCacheWindow: cfg.WatchCacheWindow,
-		WatchBufferEvents: cfg.WatchBufferEvents, Verify: cfg.Verify,
+		WatchCacheCompactionPoll: cfg.WatchCacheCompactionPoll, WatchBufferEvents: cfg.WatchBufferEvents, Verify: cfg.Verify,
 		Hooks: hooks, Fields: fm, DebugFault: cfg.DebugFault, CacheStartDelay: cfg.WatchCacheStartDelay,
 	})
 	if err != nil {

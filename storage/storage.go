@@ -244,4 +244,12 @@ type Interface interface {
 	Revision(ctx context.Context) (int64, error)
 	// Compact discards history before revision.
 	Compact(ctx context.Context, revision int64) error
+	// Compacted reports whether the store has discarded the history at
+	// rev, by this store's Compact or anyone else's (another server's
+	// on the same etcd): 0 if it can still read at rev, else a revision
+	// it has compacted to (> rev: reads before it are ErrCompacted). It
+	// may answer from the compactions it has already seen (its own, and
+	// the CompactedErrors of its reads and watches) without asking the
+	// server; otherwise it costs one small request.
+	Compacted(ctx context.Context, rev int64) (int64, error)
 }

@@ -141,7 +141,7 @@ func (s *Service) cacheFor(res *registry.Resource) *watchcache.Cache {
 	c := watchcache.New(watchcache.Config{
 		Store: store, Prefix: res.StoragePrefix, Decode: decode,
 		Window: s.cfg.WatchCacheWindow, Buffer: s.cfg.WatchBufferEvents,
-		FreshTimeout: s.cfg.FutureRVWait, Log: s.cfg.Log,
+		FreshTimeout: s.cfg.FutureRVWait, CompactionPoll: s.cfg.WatchCacheCompactionPoll, Log: s.cfg.Log,
 	})
 	c.Start()
 	s.caches.m[res] = c

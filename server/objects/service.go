@@ -119,6 +119,10 @@ type Config struct {
 	DisableWatchCache bool
 	// WatchCacheWindow is the minimum history a watch cache keeps.
 	WatchCacheWindow time.Duration
+	// WatchCacheCompactionPoll is how often a watch cache asks the store
+	// whether it compacted its snapshots' revisions (watchcache's
+	// CompactionPoll).
+	WatchCacheCompactionPoll time.Duration
 	// WatchBufferEvents bounds the events queued for one cached watch.
 	WatchBufferEvents int
 	// Verify checks the service's shortcuts against etcd and panics where

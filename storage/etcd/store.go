@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,6 +48,10 @@ type Store struct {
 	latency *prometheus.HistogramVec
 	// transform, if not nil, chooses each key's transformer at rest.
 	transform storage.Transformers
+	// compacted is the newest compaction revision the store has seen
+	// (its Compact calls, compacted errors), shared with the stores
+	// WithTransformers makes.
+	compacted *atomic.Int64
 }
 
 var _ storage.Transforming = (*Store)(nil)
@@ -64,7 +69,7 @@ func New(cli *clientv3.Client, reg prometheus.Registerer) (*Store, error) {
 			return nil, fmt.Errorf("etcd store: register metrics: %w", err)
 		}
 	}
-	return &Store{cli: cli, latency: h}, nil
+	return &Store{cli: cli, latency: h, compacted: new(atomic.Int64)}, nil
 }
 
 // Client returns the underlying etcd client.
@@ -77,6 +82,16 @@ func (s *Store) observe(op string, start time.Time) {
 // kv is k as etcd stores it; fromStorage transforms its value back.
 func kv(k *mvccpb.KeyValue) storage.KeyValue {
 	return storage.KeyValue{Key: string(k.Key), Value: k.Value, CreateRevision: k.CreateRevision, ModRevision: k.ModRevision}
+}
+
+// sawCompacted records that etcd has compacted to rev.
+func (s *Store) sawCompacted(rev int64) {
+	for {
+		cur := s.compacted.Load()
+		if rev <= cur || s.compacted.CompareAndSwap(cur, rev) {
+			return
+		}
+	}
 }
 
 // mapErr turns etcd errors into storage sentinels.
@@ -194,7 +209,9 @@ func (s *Store) revErr(ctx context.Context, err error, rev int64) error {
 		return mapErr(err, rev, 0)
 	}
 	// etcd does not say which revision it compacted to; a watch does.
-	return mapErr(err, rev, s.compactRevision(ctx))
+	compacted := s.compactRevision(ctx)
+	s.sawCompacted(compacted)
+	return mapErr(err, rev, compacted)
 }
 
 // compactRevision discovers the current compaction revision (best effort).
@@ -337,7 +354,35 @@ func (s *Store) Compact(ctx context.Context, revision int64) error {
 	if err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
 		return fmt.Errorf("compact %d: %w", revision, mapErr(err, revision, 0))
 	}
+	s.sawCompacted(revision) // compacted now, or to revision or later before
 	return nil
+}
+
+// Compacted reports whether etcd has compacted rev (see
+// storage.Interface): from the compactions the store has seen when one
+// is past rev, else with a count-only read of a key no one writes at rev,
+// which etcd refuses without reading anything once rev is compacted. The
+// revision it compacted to is then learnt as revErr learns it (a watch
+// from a compacted revision says); should that fail, rev+1 is answered,
+// which the next call refines. Safe for concurrent use.
+func (s *Store) Compacted(ctx context.Context, rev int64) (int64, error) {
+	if c := s.compacted.Load(); rev < c {
+		return c, nil
+	}
+	if rev <= 0 {
+		return 0, nil
+	}
+	defer s.observe("compacted", time.Now())
+	_, err := s.cli.Get(ctx, "\x00objwatch-compact-probe", clientv3.WithRev(rev), clientv3.WithCountOnly())
+	switch {
+	case err == nil, errors.Is(err, rpctypes.ErrFutureRev):
+		return 0, nil
+	case !errors.Is(err, rpctypes.ErrCompacted):
+		return 0, fmt.Errorf("compacted %d: %w", rev, err)
+	}
+	compacted := max(s.compactRevision(ctx), rev+1)
+	s.sawCompacted(compacted)
+	return compacted, nil
 }
 
 // Watch streams the changes under prefix from fromRevision on. Each Watch
@@ -431,6 +476,7 @@ func (w *watcher) follow(ctx context.Context, ch clientv3.WatchChan, from int64)
 		if err := resp.Err(); err != nil {
 			switch {
 			case resp.CompactRevision > 0:
+				w.store.sawCompacted(resp.CompactRevision)
 				err = &storage.CompactedError{Requested: from, Compacted: resp.CompactRevision}
 			case errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrGRPCNoLeader):
 				err = fmt.Errorf("%w: etcd: %w", storage.ErrUnavailable, err)

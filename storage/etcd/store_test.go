@@ -2,6 +2,7 @@ package etcd_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -59,4 +60,38 @@ func TestCompactorKeepsOneInterval(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("revision %d never compacted", first.ModRevision)
+}
+
+// TestCompactedByAnotherStore: a store learns etcd's compaction revision
+// exactly when another client (another server's compactor) compacted,
+// which it has not seen itself; revisions from it on are not compacted.
+func TestCompactedByAnotherStore(t *testing.T) {
+	s := startStore(t)
+	cli, err := etcd.NewClient(etcd.ClientConfig{Endpoints: s.Client().Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	other, err := etcd.New(cli, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var revs []int64
+	for i := range 5 {
+		kv, err := s.Create(ctx, fmt.Sprintf("/x/%d", i), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs = append(revs, kv.ModRevision)
+	}
+	if err := other.Compact(ctx, revs[3]); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ rev, want int64 }{{revs[0], revs[3]}, {revs[2], revs[3]}, {revs[3], 0}, {revs[4], 0}, {revs[4] + 100, 0}} {
+		if got, err := s.Compacted(ctx, tc.rev); err != nil || got != tc.want {
+			t.Fatalf("Compacted(%d) = %d, %v; want %d", tc.rev, got, err, tc.want)
+		}
+	}
 }

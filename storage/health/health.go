@@ -235,6 +235,13 @@ func (g *guarded) Compact(ctx context.Context, revision int64) error {
 	return g.Interface.Compact(ctx, revision)
 }
 
+func (g *guarded) Compacted(ctx context.Context, rev int64) (int64, error) {
+	if err := g.m.Err(); err != nil {
+		return 0, err
+	}
+	return g.Interface.Compacted(ctx, rev)
+}
+
 // Watch starts a watch that the store's loss ends: its context is
 // cancelled with the reason as the cause.
 func (g *guarded) Watch(ctx context.Context, prefix string, fromRevision int64) (storage.Watcher, error) {

@@ -32,6 +32,7 @@ func Run(t *testing.T, newStore func(t *testing.T) storage.Interface) {
 		{"WatchAtomicTransactions", testWatchDeletePrefix},
 		{"WatchProgress", testWatchProgress},
 		{"Compaction", testCompaction},
+		{"CompactedRevision", testCompacted},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -377,5 +378,29 @@ func testCompaction(t *testing.T, s storage.Interface, p string) {
 	// The latest state is still readable, and a watch at the compaction point works.
 	if got := must(s.Get(c, p+"a")); string(got.Value) != "2" {
 		t.Fatalf("Get after compaction = %q, want 2", got.Value)
+	}
+}
+
+// testCompacted: Compacted says 0 for a revision the store still reads at
+// and, once it is compacted, a revision after it that the store has
+// compacted to (here the only compaction: not newer than it).
+func testCompacted(t *testing.T, s storage.Interface, p string) {
+	c := ctx(t)
+	a := must(s.Create(c, p+"a", []byte("1")))
+	b := must(s.Update(c, p+"a", []byte("2"), a.ModRevision))
+	if got := must(s.Compacted(c, a.ModRevision)); got != 0 {
+		t.Fatalf("Compacted(%d) before compaction = %d, want 0", a.ModRevision, got)
+	}
+	if err := s.Compact(c, b.ModRevision); err != nil {
+		t.Fatalf("Compact: %v", err)
+	}
+	if got := must(s.Compacted(c, a.ModRevision)); got <= a.ModRevision || got > b.ModRevision {
+		t.Fatalf("Compacted(%d) after Compact(%d) = %d, want in (%d, %d]", a.ModRevision, b.ModRevision, got, a.ModRevision, b.ModRevision)
+	}
+	if got := must(s.Compacted(c, b.ModRevision)); got != 0 {
+		t.Fatalf("Compacted(%d) at the compaction revision = %d, want 0 (still readable)", b.ModRevision, got)
+	}
+	if _, err := s.List(c, p, storage.ListOptions{Revision: b.ModRevision}); err != nil {
+		t.Fatalf("List at the compaction revision: %v", err)
 	}
 }

@@ -29,10 +29,19 @@
 // covers (from oldest on) and are dropped with it, bounded by
 // MaxSnapshots (default 10,000: about 28 MiB of copied nodes at 100,000
 // objects; the old objects they keep alive are those the history holds
-// anyway); a relist drops them all. A revision no snapshot covers is
-// ErrNoSnapshot: the caller reads the store, which answers 410 when it
-// has compacted that revision. This is Kubernetes' ListFromCacheSnapshot
-// (KEP-4988).
+// anyway); a relist drops them all. They are also dropped once the store
+// has compacted their revisions, whoever compacted it (this server's
+// compactor or another's on the same etcd): every CompactionPoll
+// (default 15 s, as Kubernetes' cacher) the cache asks the store
+// (storage.Interface's Compacted) about the oldest revision it would
+// serve from a snapshot, and from then on serves no past revision before
+// the store's compaction revision, as the store would not; the newest
+// snapshot, the live state, always stays. A revision no snapshot covers
+// is ErrNoSnapshot: the caller reads the store, which answers 410 when
+// it has compacted that revision, so that a continue token or an exact
+// list at a compacted revision gets the same 410 from every server,
+// within CompactionPoll of the compaction. This is Kubernetes'
+// ListFromCacheSnapshot (KEP-4988).
 //
 // # Starting
 //
@@ -149,6 +158,10 @@ type Config struct {
 	// MaxSnapshots bounds the snapshots kept for paginated and exact
 	// revision lists (default 10,000; see the package doc, "Snapshots").
 	MaxSnapshots int
+	// CompactionPoll is how often the cache asks the store whether it
+	// has compacted the oldest revision the snapshots serve, and drops
+	// those it has (default 15 s, as Kubernetes' cacher polls).
+	CompactionPoll time.Duration
 	// Buffer bounds the events waiting for each watcher (default 10,000);
 	// memory is used only while a watcher is behind. A watcher with a full
 	// buffer is ended with ErrTooSlow and the buffer dropped.
@@ -174,6 +187,9 @@ type Cache struct {
 	// snaps are the states after each revision that changed objects, in
 	// revision order, the last one the live state (see snapshot.go).
 	snaps []*snapshot
+	// compacted is the newest revision the store is known to have
+	// compacted to: no past revision before it is served.
+	compacted int64
 	// perNamespace counts the live objects of each namespace, for the
 	// remainingItemCount of a namespace's first page.
 	perNamespace map[string]int
@@ -205,6 +221,9 @@ func New(cfg Config) *Cache {
 	if cfg.MaxSnapshots <= 0 {
 		cfg.MaxSnapshots = 10000
 	}
+	if cfg.CompactionPoll <= 0 {
+		cfg.CompactionPoll = 15 * time.Second
+	}
 	if cfg.Buffer == 0 {
 		cfg.Buffer = 10000
 	}
@@ -224,7 +243,9 @@ func New(cfg Config) *Cache {
 	}
 }
 
-// Start runs the feed in a goroutine owned by the cache until Stop.
+// Start runs the feed, and the poll of the store's compaction (see
+// "Snapshots" in the package doc), in goroutines owned by the cache
+// until Stop.
 func (c *Cache) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	c.mu.Lock()
@@ -233,11 +254,14 @@ func (c *Cache) Start() {
 	c.stop, c.done = cancel, make(chan struct{})
 	go func() {
 		defer close(c.done)
+		var wg sync.WaitGroup
+		wg.Go(func() { c.pollCompaction(ctx) })
 		c.run(ctx)
+		wg.Wait()
 	}()
 }
 
-// Stop ends the feed and every watcher, and waits.
+// Stop ends the feed, the compaction poll and every watcher, and waits.
 func (c *Cache) Stop() {
 	if c.stop == nil {
 		return

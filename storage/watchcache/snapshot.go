@@ -1,18 +1,21 @@
 package watchcache
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/btree"
 )
 
 // ErrNoSnapshot: the cache holds no state at the revision asked for (older
-// than its snapshots, from before a relist, or newer than the cache). The
-// caller reads the store, which serves it or answers 410.
+// than its snapshots, from before a relist, compacted by the store, or
+// newer than the cache). The caller reads the store, which serves it or
+// answers 410.
 var ErrNoSnapshot = errors.New("watch cache holds no snapshot at that revision")
 
 // maxRanks bounds the remaining-count memo of one snapshot.
@@ -73,12 +76,14 @@ func (c *Cache) count_locked(key string, d int) {
 }
 
 // pruneSnapshots_locked drops snapshots no revision the history covers
-// needs (the newest one at or before c.oldest still serves c.oldest), and
-// the oldest beyond MaxSnapshots. The newest is always kept.
+// and the store has not compacted needs (the newest one at or before
+// that floor still serves it), and the oldest beyond MaxSnapshots. The
+// newest is always kept.
 func (c *Cache) pruneSnapshots_locked() {
+	floor := max(c.oldest, c.compacted)
 	drop := 0
 	for n := len(c.snaps); drop < n-1; drop++ {
-		if c.snaps[drop+1].rev > c.oldest && n-drop <= c.cfg.MaxSnapshots {
+		if c.snaps[drop+1].rev > floor && n-drop <= c.cfg.MaxSnapshots {
 			break
 		}
 	}
@@ -106,7 +111,55 @@ func (c *Cache) Snapshots() (n int, oldest int64) {
 	if len(c.snaps) == 0 {
 		return 0, 0
 	}
-	return len(c.snaps), max(c.snaps[0].rev, c.oldest)
+	return len(c.snaps), min(max(c.snaps[0].rev, c.oldest, c.compacted), c.rev)
+}
+
+// pollCompaction asks the store every CompactionPoll whether it has
+// compacted the oldest revision the cache would serve from a snapshot,
+// and records what it learns (compacted_locked), until ctx ends. A store
+// that does not answer is asked again at the next poll.
+func (c *Cache) pollCompaction(ctx context.Context) {
+	t := time.NewTicker(c.cfg.CompactionPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.mu.RLock()
+		ready, oldest := c.ready, int64(0)
+		if len(c.snaps) > 0 {
+			oldest = max(c.snaps[0].rev, c.compacted)
+		}
+		c.mu.RUnlock()
+		if !ready || oldest == 0 {
+			continue
+		}
+		rev, err := c.cfg.Store.Compacted(ctx, oldest)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.cfg.Log.Debug("watch cache: ask for the compaction revision", "prefix", c.cfg.Prefix, "revision", oldest, "err", err)
+			}
+			continue
+		}
+		if rev > 0 {
+			c.mu.Lock()
+			c.compacted_locked(rev)
+			c.mu.Unlock()
+		}
+	}
+}
+
+// compacted_locked records that the store has compacted to rev: past
+// revisions before it are no longer served, and the snapshots only they
+// needed are dropped.
+func (c *Cache) compacted_locked(rev int64) {
+	if rev <= c.compacted {
+		return
+	}
+	c.compacted = rev
+	c.pruneSnapshots_locked()
 }
 
 // Page is one page of a list.
@@ -125,8 +178,10 @@ type Page struct {
 // ListAt returns the objects matching f in key order as they were at
 // revision rev (0: the cache's current revision), from startKey on (a full
 // key; "" for the start of the range), at most limit (0: all). A revision
-// newer than the cache, or older than its snapshots, is ErrNoSnapshot: the
-// caller waits for the cache first (WaitFor/WaitFresh) or reads the store.
+// newer than the cache, older than its snapshots, or older than the
+// store's compaction revision as the cache last learnt it, is
+// ErrNoSnapshot: the caller waits for the cache first (WaitFor/WaitFresh)
+// or reads the store.
 //
 // The page is read from an immutable snapshot: a walk continued at the
 // same revision sees none of the writes since, as a store's read at that
@@ -137,6 +192,11 @@ func (c *Cache) ListAt(f Filter, rev int64, startKey string, limit int) (Page, e
 	if !c.ready {
 		c.mu.RUnlock()
 		return Page{}, ErrNotReady
+	}
+	if rev > 0 && rev < c.compacted {
+		compacted := c.compacted
+		c.mu.RUnlock()
+		return Page{}, fmt.Errorf("%w: revision %d, the store has compacted to %d", ErrNoSnapshot, rev, compacted)
 	}
 	if rev == 0 {
 		rev = c.rev
