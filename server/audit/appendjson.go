@@ -11,8 +11,5 @@ import authnv1 "k8s.io/api/authentication/v1"
 // go through encoding/json.
 func AppendJSON(b []byte, v any) []byte { return appendValue(b, v) }
 
-// AppendJSONString appends s as encoding/json encodes a string.
-func AppendJSONString(b []byte, s string) []byte { return appendString(b, s) }
-
 // AppendUserInfo appends u as encoding/json encodes it.
 func AppendUserInfo(b []byte, u *authnv1.UserInfo) []byte { return appendUser(b, u) }

@@ -3,16 +3,15 @@ package audit
 import (
 	"encoding/json"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
-	"unicode/utf8"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/objwatch/objwatch/change"
+	"github.com/objwatch/objwatch/server/jsonenc"
 )
 
 // The audit log's hot path encodes JSON by hand: encoding/json's
@@ -26,24 +25,24 @@ func appendEvent(b []byte, ev *auditv1.Event) []byte {
 	b = append(b, '{')
 	if ev.Kind != "" {
 		b = append(b, `"kind":`...)
-		b = appendString(b, ev.Kind)
+		b = jsonenc.AppendString(b, ev.Kind)
 		b = append(b, ',')
 	}
 	if ev.APIVersion != "" {
 		b = append(b, `"apiVersion":`...)
-		b = appendString(b, ev.APIVersion)
+		b = jsonenc.AppendString(b, ev.APIVersion)
 		b = append(b, ',')
 	}
 	b = append(b, `"level":`...)
-	b = appendString(b, string(ev.Level))
+	b = jsonenc.AppendString(b, string(ev.Level))
 	b = append(b, `,"auditID":`...)
-	b = appendString(b, string(ev.AuditID))
+	b = jsonenc.AppendString(b, string(ev.AuditID))
 	b = append(b, `,"stage":`...)
-	b = appendString(b, string(ev.Stage))
+	b = jsonenc.AppendString(b, string(ev.Stage))
 	b = append(b, `,"requestURI":`...)
-	b = appendString(b, ev.RequestURI)
+	b = jsonenc.AppendString(b, ev.RequestURI)
 	b = append(b, `,"verb":`...)
-	b = appendString(b, ev.Verb)
+	b = jsonenc.AppendString(b, ev.Verb)
 	b = append(b, `,"user":`...)
 	b = appendUser(b, &ev.User)
 	if ev.ImpersonatedUser != nil {
@@ -60,7 +59,7 @@ func appendEvent(b []byte, ev *auditv1.Event) []byte {
 	}
 	if ev.UserAgent != "" {
 		b = append(b, `,"userAgent":`...)
-		b = appendString(b, ev.UserAgent)
+		b = jsonenc.AppendString(b, ev.UserAgent)
 	}
 	if r := ev.ObjectRef; r != nil {
 		b = append(b, `,"objectRef":{`...)
@@ -129,9 +128,9 @@ func appendField(b []byte, start int, name, value string) []byte {
 	if len(b) > start || start == 0 {
 		b = append(b, ',')
 	}
-	b = appendString(b, name)
+	b = jsonenc.AppendString(b, name)
 	b = append(b, ':')
-	return appendString(b, value)
+	return jsonenc.AppendString(b, value)
 }
 
 func appendUser(b []byte, u *authnv1.UserInfo) []byte {
@@ -170,13 +169,13 @@ func appendStrings(b []byte, ss []string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, s)
+		b = jsonenc.AppendString(b, s)
 	}
 	return append(b, ']')
 }
 
 func appendStringMap(b []byte, m map[string]string) []byte {
-	return appendObject(b, m, appendString)
+	return appendObject(b, m, jsonenc.AppendString)
 }
 
 // appendObject appends m as a JSON object, keys sorted as encoding/json
@@ -187,118 +186,20 @@ func appendObject[V any](b []byte, m map[string]V, value func([]byte, V) []byte)
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, k)
+		b = jsonenc.AppendString(b, k)
 		b = append(b, ':')
 		b = value(b, m[k])
 	}
 	return append(b, '}')
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string, escaped as encoding/json (and
-// so kube-apiserver's audit log) escapes it.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			switch r {
-			case utf8.RuneError:
-				b = append(b, `\ufffd`...)
-			default:
-				b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			}
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
 // appendValue appends a JSON value as decoded into any (or as the change
 // package returns them); other types go through encoding/json.
 func appendValue(b []byte, v any) []byte {
-	switch v := v.(type) {
-	case nil:
-		return append(b, "null"...)
-	case bool:
-		return strconv.AppendBool(b, v)
-	case string:
-		return appendString(b, v)
-	case int64:
-		return strconv.AppendInt(b, v, 10)
-	case int:
-		return strconv.AppendInt(b, int64(v), 10)
-	case float64:
-		return appendFloat(b, v)
-	case map[string]any:
-		return appendObject(b, v, appendValue)
-	case []any:
-		b = append(b, '[')
-		for i, e := range v {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendValue(b, e)
-		}
-		return append(b, ']')
+	if out, ok := jsonenc.Append(b, v); ok {
+		return out
 	}
 	return appendMarshal(b, v)
-}
-
-// appendFloat formats f as encoding/json does.
-func appendFloat(b []byte, f float64) []byte {
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return append(b, "null"...)
-	}
-	abs := math.Abs(f)
-	format := byte('f')
-	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' {
-		// clean up e-09 to e-9
-		n := len(b)
-		if n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b
 }
 
 // appendPatch appends ops as a JSON Patch.
@@ -309,13 +210,13 @@ func appendPatch(b []byte, ops []change.Operation) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"op":`...)
-		b = appendString(b, string(op.Op))
+		b = jsonenc.AppendString(b, string(op.Op))
 		if op.From != "" {
 			b = append(b, `,"from":`...)
-			b = appendString(b, op.From)
+			b = jsonenc.AppendString(b, op.From)
 		}
 		b = append(b, `,"path":`...)
-		b = appendString(b, op.Path)
+		b = jsonenc.AppendString(b, op.Path)
 		if op.Op == change.OpAdd || op.Op == change.OpReplace {
 			b = append(b, `,"value":`...)
 			b = appendValue(b, op.Value)

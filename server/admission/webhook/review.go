@@ -18,6 +18,7 @@ import (
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 
 	"github.com/objwatch/objwatch/server/audit"
+	"github.com/objwatch/objwatch/server/jsonenc"
 	webhookclient "github.com/objwatch/objwatch/server/webhook"
 )
 
@@ -69,7 +70,7 @@ func encodeReview(review runtime.Object) ([]byte, error) {
 // encoding/json encodes admissionv1.AdmissionReview (object, oldObject
 // and options null when absent, as RawExtension encodes them).
 func appendReviewV1(b []byte, r *admissionv1.AdmissionRequest) []byte {
-	str := audit.AppendJSONString
+	str := jsonenc.AppendString
 	// A GroupVersionKind or GroupVersionResource: last is "kind" or
 	// "resource".
 	gv := func(b []byte, g, v, last, val string) []byte {
