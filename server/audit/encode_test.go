@@ -62,3 +62,33 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 		t.Errorf("appendPatch = %s, want %s", got, want)
 	}
 }
+
+// TestRecordedObjectOneLine: a request or response body is recorded as
+// encoding/json embeds a raw message (kube-apiserver's records): compact,
+// so that a pretty-printed body keeps the record on one line, and HTML
+// characters escaped; a body that is not a JSON object is left out.
+func TestRecordedObjectOneLine(t *testing.T) {
+	r := &Record{}
+	for _, body := range []string{
+		"{\n  \"a\": 1,\n  \"b\": \"x y\"\n}\n",
+		`{"html":"<a href='x'>&amp;</a>","sep":"` + "\u2028\u2029" + `","n":[1, 2 ,3]}`,
+		`{"plain":"value"}`,
+	} {
+		o := r.object([]byte(body))
+		if o == nil {
+			t.Fatalf("%q: not recorded", body)
+		}
+		want, err := json.Marshal(json.RawMessage(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(o.Raw) != string(want) {
+			t.Errorf("%q recorded as %s, encoding/json embeds %s", body, o.Raw, want)
+		}
+	}
+	for _, body := range []string{`{"a":`, `[1,2]`, `not json`, ``} {
+		if o := r.object([]byte(body)); o != nil {
+			t.Errorf("%q recorded as %s", body, o.Raw)
+		}
+	}
+}

@@ -257,13 +257,33 @@ func (r *Record) Complete(resp Response, wait bool) error {
 // when the policy says so.
 func (r *Record) object(body []byte) *runtime.Unknown {
 	body = bytes.TrimSpace(body)
-	if len(body) == 0 || body[0] != '{' || !json.Valid(body) {
+	if len(body) == 0 || body[0] != '{' {
+		return nil
+	}
+	if body = compactJSON(body); body == nil {
 		return nil
 	}
 	if r.decision.OmitManagedFields && bytes.Contains(body, []byte(`"managedFields"`)) {
 		body = omitManagedFields(body)
 	}
 	return &runtime.Unknown{Raw: body, ContentType: runtime.ContentTypeJSON}
+}
+
+// compactJSON returns body as encoding/json writes an embedded raw
+// message, and so as kube-apiserver's records hold objects: without
+// insignificant whitespace (a pretty-printed body must not break the
+// record's line), <, >, &, U+2028 and U+2029 escaped. nil: not JSON.
+func compactJSON(body []byte) []byte {
+	out := bytes.NewBuffer(make([]byte, 0, len(body)))
+	if json.Compact(out, body) != nil {
+		return nil
+	}
+	if !bytes.ContainsAny(out.Bytes(), "<>&\u2028\u2029") {
+		return out.Bytes()
+	}
+	esc := bytes.NewBuffer(make([]byte, 0, out.Len()+64))
+	json.HTMLEscape(esc, out.Bytes())
+	return esc.Bytes()
 }
 
 func omitManagedFields(body []byte) []byte {
