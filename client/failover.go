@@ -45,7 +45,8 @@ var (
 // requests left it, the next attempt goes to it as a probe, one at a
 // time, while the others stay on the current server. A probe that is
 // answered makes the preferred server current again; one that fails
-// (unanswered, a 502, 503 or 504) doubles its backoff, so a preferred
+// (unanswered, a 502, 503 or 504, or cut off by its caller's deadline
+// before an answer) doubles its backoff, so a preferred
 // server that stays down is tried at most once per backoff, and the
 // request moves on as after any failure (see REST.do: a write only when it
 // surely was not processed). The delay is a minimum time away, not the
@@ -56,6 +57,12 @@ var (
 // flapping preferred server draws a client back at most once per
 // failbackDelay. Running requests and watches are never cut to move: only
 // new attempts go to the preferred server.
+//
+// An answer moves requests only to the preferred server or away from a
+// current one that failed, never from a working current one, so requests
+// still running on the server they failed over to do not undo a
+// failback; and an answer to an attempt sent before its server's latest
+// failure is stale and changes nothing.
 type servers struct {
 	urls      []*url.URL
 	failovers atomic.Uint64

@@ -346,7 +346,8 @@ func TestFailoverOn503(t *testing.T) {
 	if rc.Server() != pb.URL || rc.Failovers() != 1 {
 		t.Errorf("Server() = %s, Failovers() = %d; want %s, 1", rc.Server(), rc.Failovers(), pb.URL)
 	}
-	// Sticky: B answered, so B serves the next ones, even with A back.
+	// Sticky: B answered, so B serves the next ones, even with A back
+	// (until the failback delay of 30 s).
 	pa.mode.Store("")
 	if _, err := cms.Get(ctx, "default", "refused", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
