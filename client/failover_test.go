@@ -284,12 +284,16 @@ func firstDiff(a, b []event) int {
 }
 
 // faultProxy is an HTTP front of a real server that can refuse requests
-// (503, as a server that is not ready) or lose the answer of a request
-// it passed on (502, as a gateway whose backend reset).
+// (503, as a server that is not ready), lose the answer of a request it
+// passed on (502, as a gateway whose backend reset), or hold requests (a
+// slow server: each is announced on held and passed on when release
+// receives).
 type faultProxy struct {
 	*httptest.Server
-	mode  atomic.Value // "", "503" or "502"
-	posts atomic.Int32 // POSTs that reached the server
+	mode    atomic.Value // "", "503", "502" or "hold"
+	posts   atomic.Int32 // POSTs that reached the server
+	held    chan struct{}
+	release chan struct{}
 }
 
 func newFaultProxy(t *testing.T, target string) *faultProxy {
@@ -300,10 +304,22 @@ func newFaultProxy(t *testing.T, target string) *faultProxy {
 	rp := httputil.NewSingleHostReverseProxy(u)
 	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
 	rp.Transport = tr
-	p := &faultProxy{}
+	p := &faultProxy{held: make(chan struct{}), release: make(chan struct{})}
 	p.mode.Store("")
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mode := p.mode.Load().(string)
+		if mode == "hold" {
+			select {
+			case p.held <- struct{}{}:
+			case <-r.Context().Done():
+				return
+			}
+			select {
+			case <-p.release:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		if mode == "503" {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -776,6 +792,46 @@ func TestFailbackWrites(t *testing.T) {
 	}
 	if pa.posts.Load() != 2 || pb.posts.Load() != 1 || rc.Server() != pa.URL || rc.Failbacks() != 1 {
 		t.Errorf("POSTs reaching A, B = %d, %d, Server() = %s, Failbacks() = %d; want 2, 1, A, 1", pa.posts.Load(), pb.posts.Load(), rc.Server(), rc.Failbacks())
+	}
+}
+
+// TestFailbackStays: a request that was running on the other server and
+// answers after the failback does not move requests off the preferred
+// server again.
+func TestFailbackStays(t *testing.T) {
+	const most = 200 * time.Millisecond
+	defer client.SetFailoverTimes(50*time.Millisecond, most, 0)()
+	envs := servers(t, 2)
+	pa, pb := newFaultProxy(t, envs[0].Config.Host), newFaultProxy(t, envs[1].Config.Host)
+	rc := restFor(t, envs[0], []string{pa.URL, pb.URL}, nil)
+	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	ctx := ctxFor(t)
+	pa.mode.Store("503")
+	if _, err := cms.List(ctx, "default", metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pb.mode.Store("hold")
+	slow := make(chan error, 1)
+	go func() {
+		_, err := cms.List(ctx, "default", metav1.ListOptions{})
+		slow <- err
+	}()
+	<-pb.held
+	pb.mode.Store("")
+	pa.mode.Store("")
+	time.Sleep(most + 50*time.Millisecond) // A's backoff is over
+	if _, err := cms.List(ctx, "default", metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if rc.Server() != pa.URL || rc.Failbacks() != 1 {
+		t.Fatalf("Server() = %s, Failbacks() = %d; want A, 1", rc.Server(), rc.Failbacks())
+	}
+	pb.release <- struct{}{}
+	if err := <-slow; err != nil {
+		t.Fatalf("the list held on B = %v", err)
+	}
+	if rc.Server() != pa.URL {
+		t.Errorf("Server() = %s after B answered a list sent before the failback, want A", rc.Server())
 	}
 }
 
