@@ -20,8 +20,9 @@ type Config struct {
 	Host string
 	// Hosts are further servers of the same cluster (same etcd, same
 	// credentials and CA), in the same form as Host, which is preferred
-	// and comes first. With any, requests fail over between them (see
-	// the package doc, "Several servers"). A load balancer's one URL in
+	// and comes first. With any, requests fail over between them, and
+	// back to Host once it answers again (see the package doc, "Several
+	// servers"). A load balancer's one URL in
 	// Host needs none. From a kubeconfig: its cluster's objwatch.io/servers
 	// extension.
 	Hosts []string

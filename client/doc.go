@@ -32,8 +32,8 @@
 // Config.Hosts lists further servers of the cluster beside Host (several
 // `objwatch serve` on one etcd; from a kubeconfig, the cluster's
 // objwatch.io/servers extension, see ServersExtension). A REST sends
-// every request to its current server, the one that answered last, and
-// moves to the next in the list when that one fails: a connection error
+// every request to its current server, at first Host, and moves to the
+// next in the list when that one fails: a connection error
 // (refused, reset, TLS failure, EOF before the answer), no answer headers
 // within Config.AttemptTimeout, a 502, 503 or 504, a watch or list whose
 // body breaks, a watch ERROR event with such a code, or a watch with
@@ -53,6 +53,23 @@
 // server is tried once per request before the Retry-After rules below
 // apply. REST.Server reports the current server, REST.Failovers how often
 // requests moved.
+//
+// Host is the preferred server, and requests return to it after a
+// failover away from it (a failback), so that clients configured with
+// different preferred servers keep their load spread after one restarts.
+// Once its backoff has ended and at least 30 s have passed since requests
+// left it, one request at a time is sent to it as a probe while the
+// others stay where they are; when it answers, it is current again
+// (REST.Failbacks counts these). A probe that fails counts as any
+// failure: the preferred server backs off for twice as long, so one that
+// stays down is tried at most once per backoff (at most every 30 s at
+// length), and the probing request moves on under the rules above (a
+// write only if it surely was not processed). The 30 s minimum keeps a
+// client from following a server that flaps or restarts in a loop: each
+// move away costs errors for writes whose answers are lost and a
+// resumption for every watch. Nothing running is cut to move back: a
+// watch streaming from another server stays there until it ends, and its
+// resumption goes to the preferred server.
 //
 // A watch that fails ends with an error; client/informer resumes it from
 // its last resourceVersion, which now goes to the next server. All

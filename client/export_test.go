@@ -33,3 +33,12 @@ func RateLimit(r *REST) (qps float64, burst int, ok bool) {
 	}
 	return float64(r.limiter.Limit()), r.limiter.Burst(), true
 }
+
+// SetFailoverTimes changes the backoff of failed servers (failedFor,
+// doubling up to failedForMax) and the failback delay for a test and
+// returns a function restoring them. Call it while no request runs.
+func SetFailoverTimes(failed, failedMax, failback time.Duration) func() {
+	f, m, b := failedFor, failedForMax, failbackDelay
+	failedFor, failedForMax, failbackDelay = failed, failedMax, failback
+	return func() { failedFor, failedForMax, failbackDelay = f, m, b }
+}

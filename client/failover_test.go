@@ -284,12 +284,16 @@ func firstDiff(a, b []event) int {
 }
 
 // faultProxy is an HTTP front of a real server that can refuse requests
-// (503, as a server that is not ready) or lose the answer of a request
-// it passed on (502, as a gateway whose backend reset).
+// (503, as a server that is not ready), lose the answer of a request it
+// passed on (502, as a gateway whose backend reset), or hold requests (a
+// slow server: each is announced on held and passed on when release
+// receives).
 type faultProxy struct {
 	*httptest.Server
-	mode  atomic.Value // "", "503" or "502"
-	posts atomic.Int32 // POSTs that reached the server
+	mode    atomic.Value // "", "503", "502" or "hold"
+	posts   atomic.Int32 // POSTs that reached the server
+	held    chan struct{}
+	release chan struct{}
 }
 
 func newFaultProxy(t *testing.T, target string) *faultProxy {
@@ -300,10 +304,22 @@ func newFaultProxy(t *testing.T, target string) *faultProxy {
 	rp := httputil.NewSingleHostReverseProxy(u)
 	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
 	rp.Transport = tr
-	p := &faultProxy{}
+	p := &faultProxy{held: make(chan struct{}), release: make(chan struct{})}
 	p.mode.Store("")
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mode := p.mode.Load().(string)
+		if mode == "hold" {
+			select {
+			case p.held <- struct{}{}:
+			case <-r.Context().Done():
+				return
+			}
+			select {
+			case <-p.release:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		if mode == "503" {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -346,7 +362,8 @@ func TestFailoverOn503(t *testing.T) {
 	if rc.Server() != pb.URL || rc.Failovers() != 1 {
 		t.Errorf("Server() = %s, Failovers() = %d; want %s, 1", rc.Server(), rc.Failovers(), pb.URL)
 	}
-	// Sticky: B answered, so B serves the next ones, even with A back.
+	// Sticky: B answered, so B serves the next ones, even with A back
+	// (until the failback delay of 30 s).
 	pa.mode.Store("")
 	if _, err := cms.Get(ctx, "default", "refused", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
@@ -524,5 +541,380 @@ current-context: x
 		if err == nil || !strings.Contains(err.Error(), p) {
 			t.Errorf("extension {%s}: error %v, want one naming %s", bad, err, p)
 		}
+	}
+}
+
+// restartable starts servers A and B of one cluster (one etcd, one set of
+// credentials) and returns a function that starts A again, after
+// A.Stop, at its address and with its data directory, as a restarted
+// process.
+func restartable(t *testing.T) (a, b *testenv.Env, restartA func() *testenv.Env) {
+	t.Helper()
+	etcd := testenv.StartEtcd(t)
+	dirA := t.TempDir()
+	a = testenv.Start(t, testenv.WithEtcd(etcd), func(o *instance.Options) { o.DataDir = dirA })
+	b = testenv.Start(t, testenv.WithEtcd(etcd), func(o *instance.Options) {
+		if err := os.CopyFS(filepath.Join(o.DataDir, "pki"), os.DirFS(filepath.Join(dirA, "pki"))); err != nil {
+			t.Fatal(err)
+		}
+	})
+	u, err := url.Parse(a.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restartA = func() *testenv.Env {
+		t.Helper()
+		env := testenv.Start(t, testenv.WithEtcd(etcd), func(o *instance.Options) { o.DataDir, o.Listen = dirA, u.Host })
+		if env.Config.Host != a.Config.Host {
+			t.Fatalf("restarted A at %s, want %s", env.Config.Host, a.Config.Host)
+		}
+		return env
+	}
+	return a, b, restartA
+}
+
+// TestFailback: after a failover away from the preferred server, requests
+// go back to it once it is up again, its backoff has ended and the
+// failback delay has passed, not before; the first request then (here a
+// watch resumption) is the one that moves. A watch streaming from the
+// other server is not cut by the move.
+func TestFailback(t *testing.T) {
+	defer client.SetFailoverTimes(50*time.Millisecond, 200*time.Millisecond, time.Hour)()
+	a, b, restartA := restartable(t)
+	ctx := ctxFor(t)
+	var counts requests
+	rc := restFor(t, a, []string{a.Config.Host, b.Config.Host}, func(c *client.Config) { c.WrapTransport = counts.wrap })
+	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	writer := client.For[*corev1.ConfigMap](restFor(t, b, []string{b.Config.Host}, nil), configMaps)
+	l, err := cms.List(ctx, "default", metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts.get(a.Config.Host, "list") != 1 {
+		t.Fatalf("the first list did not go to the preferred server A")
+	}
+
+	// A stops: requests move to B.
+	a.Stop()
+	x, err := cms.Create(ctx, newCM("default", "x", nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("Create with A stopped = %v", err)
+	}
+	if rc.Server() != b.Config.Host || rc.Failovers() != 1 || rc.Failbacks() != 0 {
+		t.Fatalf("Server() = %s, Failovers() = %d, Failbacks() = %d; want B, 1, 0", rc.Server(), rc.Failovers(), rc.Failbacks())
+	}
+	// Two watches on B: one streams throughout, one is resumed later.
+	watch := func(rv string) *client.Watcher[*corev1.ConfigMap] {
+		w, err := cms.Watch(ctx, "default", metav1.ListOptions{ResourceVersion: rv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+		return w
+	}
+	next := func(w *client.Watcher[*corev1.ConfigMap], name string) *corev1.ConfigMap {
+		t.Helper()
+		ev, err := w.Next()
+		if err != nil || ev.Type != client.Added || ev.Object.Name != name {
+			t.Fatalf("Next() = %s %v, %v; want ADDED %s", ev.Type, ev.Object, err, name)
+		}
+		return ev.Object
+	}
+	streaming, resumed := watch(l.ResourceVersion), watch(l.ResourceVersion)
+	next(streaming, "x")
+	next(resumed, "x")
+
+	// A is back, and its backoff (at most 200ms) is over, but the
+	// failback delay is not: requests stay on B.
+	a = restartA()
+	time.Sleep(300 * time.Millisecond)
+	gets := counts.get(a.Config.Host, "GET")
+	for range 5 {
+		if _, err := cms.Get(ctx, "default", "x", metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := counts.get(a.Config.Host, "GET") - gets; n != 0 || rc.Server() != b.Config.Host {
+		t.Errorf("within the failback delay: %d GETs to A, Server() = %s; want 0, B", n, rc.Server())
+	}
+
+	// With the delay over, the next request, a watch resumption, goes to
+	// A, which answers: requests are back on A.
+	client.SetFailoverTimes(50*time.Millisecond, 200*time.Millisecond, 0)
+	resumed.Stop()
+	resumed = watch(x.ResourceVersion)
+	if counts.get(a.Config.Host, "watch") != 1 || rc.Server() != a.Config.Host || rc.Failbacks() != 1 {
+		t.Fatalf("resumed watch: %d watches on A, Server() = %s, Failbacks() = %d; want 1, A, 1", counts.get(a.Config.Host, "watch"), rc.Server(), rc.Failbacks())
+	}
+	gets = counts.get(a.Config.Host, "GET")
+	if _, err := cms.Get(ctx, "default", "x", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if counts.get(a.Config.Host, "GET") != gets+1 {
+		t.Errorf("a GET after the failback did not go to A")
+	}
+
+	// The watch on B was not cut: it streams on, as does the resumed one
+	// on A, from where it left off.
+	if _, err := writer.Create(ctx, newCM("default", "y", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	next(streaming, "y")
+	next(resumed, "y")
+	if n := counts.get(b.Config.Host, "watch"); n != 2 {
+		t.Errorf("%d watches sent to B, want the 2 started there: one was cut and restarted", n)
+	}
+	if rc.Failovers() != 1 || rc.Failbacks() != 1 {
+		t.Errorf("Failovers() = %d, Failbacks() = %d; want 1, 1", rc.Failovers(), rc.Failbacks())
+	}
+}
+
+// TestFailbackWhileDown: a preferred server that stays down is tried
+// again, by requests from several goroutines, no more often than its
+// doubling backoff allows, and every request is served by the other
+// server meanwhile; a write that a failback attempt finds refused (not
+// sent) is sent to the other server, once.
+func TestFailbackWhileDown(t *testing.T) {
+	const first, most = 50 * time.Millisecond, 200 * time.Millisecond
+	defer client.SetFailoverTimes(first, most, 0)()
+	envs := servers(t, 2)
+	a, b := envs[0], envs[1]
+	ctx := ctxFor(t)
+	var counts requests
+	rc := restFor(t, a, []string{a.Config.Host, b.Config.Host}, func(c *client.Config) { c.WrapTransport = counts.wrap })
+	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	a.Stop()
+	start := time.Now()
+	if _, err := cms.List(ctx, "default", metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if rc.Server() != b.Config.Host {
+		t.Fatalf("Server() = %s, want B", rc.Server())
+	}
+	var wg sync.WaitGroup
+	var lists, failed atomic.Int32
+	for range 4 {
+		wg.Go(func() {
+			for time.Since(start) < 2*time.Second {
+				lists.Add(1)
+				if _, err := cms.List(ctx, "default", metav1.ListOptions{}); err != nil {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	// The attempts the backoff allows in elapsed: the first, then one
+	// after each backoff (first, doubling up to most).
+	allowed, at := 1, time.Duration(0)
+	for d := first; ; d = min(2*d, most) {
+		if at += d; at > elapsed {
+			break
+		}
+		allowed++
+	}
+	n := counts.get(a.Config.Host, "list")
+	if n > allowed {
+		t.Errorf("A, down, was tried %d times in %v; its backoff allows %d", n, elapsed, allowed)
+	}
+	if n < 3 {
+		t.Errorf("A was tried %d times in %v: no failback attempts", n, elapsed)
+	}
+	if failed.Load() != 0 || rc.Failbacks() != 0 || rc.Server() != b.Config.Host {
+		t.Errorf("%d of %d lists failed, Failbacks() = %d, Server() = %s; want 0, 0, B", failed.Load(), lists.Load(), rc.Failbacks(), rc.Server())
+	}
+	t.Logf("A tried %d times in %v (%d allowed), %d lists", n, elapsed, allowed, lists.Load())
+
+	// A failback attempt of a write, refused: sent to B, once.
+	time.Sleep(most + 50*time.Millisecond)
+	if _, err := cms.Create(ctx, newCM("default", "w", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("Create = %v, want it created through B", err)
+	}
+	if pa, pb := counts.get(a.Config.Host, "POST"), counts.get(b.Config.Host, "POST"); pa != 1 || pb != 1 {
+		t.Errorf("POSTs sent to A, B = %d, %d; want 1 (refused), 1", pa, pb)
+	}
+	if rc.Failovers() != 1 || rc.Server() != b.Config.Host {
+		t.Errorf("Failovers() = %d, Server() = %s; want 1, B: a failed failback is no failover", rc.Failovers(), rc.Server())
+	}
+}
+
+// TestFailbackWrites: a failback attempt of a write follows the failover
+// rules: refused with 503, it goes to the other server; answered 502 (it
+// may have been processed), its error is returned and it is not sent
+// again; answered, it brings requests back.
+func TestFailbackWrites(t *testing.T) {
+	const most = 200 * time.Millisecond
+	defer client.SetFailoverTimes(50*time.Millisecond, most, 0)()
+	envs := servers(t, 2)
+	pa, pb := newFaultProxy(t, envs[0].Config.Host), newFaultProxy(t, envs[1].Config.Host)
+	rc := restFor(t, envs[0], []string{pa.URL, pb.URL}, nil)
+	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	ctx := ctxFor(t)
+	pa.mode.Store("503")
+	if _, err := cms.List(ctx, "default", metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if rc.Server() != pb.URL {
+		t.Fatalf("Server() = %s, want B", rc.Server())
+	}
+	backoff := func() { time.Sleep(most + 50*time.Millisecond) } // A's backoff is over
+
+	backoff()
+	if _, err := cms.Create(ctx, newCM("default", "refused", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("Create with A refusing = %v, want it created through B", err)
+	}
+	if pa.posts.Load() != 0 || pb.posts.Load() != 1 {
+		t.Errorf("POSTs reaching A, B = %d, %d; want 0, 1", pa.posts.Load(), pb.posts.Load())
+	}
+
+	backoff()
+	pa.mode.Store("502")
+	_, err := cms.Create(ctx, newCM("default", "lost", nil), metav1.CreateOptions{})
+	var se *client.StatusError
+	if !errors.As(err, &se) || se.ErrStatus.Code != http.StatusBadGateway {
+		t.Fatalf("Create answered 502 by A = %v, want the 502 returned", err)
+	}
+	if pa.posts.Load() != 1 || pb.posts.Load() != 1 {
+		t.Errorf("POSTs reaching A, B = %d, %d; want 1, 1 (the lost one not resent)", pa.posts.Load(), pb.posts.Load())
+	}
+	if _, err := cms.Get(ctx, "default", "lost", metav1.GetOptions{}); err != nil {
+		t.Errorf("Get(lost) = %v: A did not create it", err)
+	}
+	if rc.Server() != pb.URL || rc.Failbacks() != 0 {
+		t.Errorf("Server() = %s, Failbacks() = %d; want B, 0", rc.Server(), rc.Failbacks())
+	}
+
+	backoff()
+	pa.mode.Store("")
+	if _, err := cms.Create(ctx, newCM("default", "back", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if pa.posts.Load() != 2 || pb.posts.Load() != 1 || rc.Server() != pa.URL || rc.Failbacks() != 1 {
+		t.Errorf("POSTs reaching A, B = %d, %d, Server() = %s, Failbacks() = %d; want 2, 1, A, 1", pa.posts.Load(), pb.posts.Load(), rc.Server(), rc.Failbacks())
+	}
+}
+
+// TestFailbackStays: a request that was running on the other server and
+// answers after the failback does not move requests off the preferred
+// server again.
+func TestFailbackStays(t *testing.T) {
+	const most = 200 * time.Millisecond
+	defer client.SetFailoverTimes(50*time.Millisecond, most, 0)()
+	envs := servers(t, 2)
+	pa, pb := newFaultProxy(t, envs[0].Config.Host), newFaultProxy(t, envs[1].Config.Host)
+	rc := restFor(t, envs[0], []string{pa.URL, pb.URL}, nil)
+	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	ctx := ctxFor(t)
+	pa.mode.Store("503")
+	if _, err := cms.List(ctx, "default", metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pb.mode.Store("hold")
+	slow := make(chan error, 1)
+	go func() {
+		_, err := cms.List(ctx, "default", metav1.ListOptions{})
+		slow <- err
+	}()
+	<-pb.held
+	pb.mode.Store("")
+	pa.mode.Store("")
+	time.Sleep(most + 50*time.Millisecond) // A's backoff is over
+	if _, err := cms.List(ctx, "default", metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if rc.Server() != pa.URL || rc.Failbacks() != 1 {
+		t.Fatalf("Server() = %s, Failbacks() = %d; want A, 1", rc.Server(), rc.Failbacks())
+	}
+	pb.release <- struct{}{}
+	if err := <-slow; err != nil {
+		t.Fatalf("the list held on B = %v", err)
+	}
+	if rc.Server() != pa.URL {
+		t.Errorf("Server() = %s after B answered a list sent before the failback, want A", rc.Server())
+	}
+}
+
+// TestFailbackOneProbe: while a failback attempt hangs on a preferred
+// server that vanished from the network, the other requests are not sent
+// to it: they are served by the current server. A failback attempt cut
+// off by its caller's deadline counts against the preferred server too.
+func TestFailbackOneProbe(t *testing.T) {
+	const backoff = 500 * time.Millisecond
+	defer client.SetFailoverTimes(backoff, backoff, 0)()
+	envs := servers(t, 2)
+	u, err := url.Parse(envs[0].Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFreezer(t, u.Host)
+	frozen := "https://" + f.ln.Addr().String()
+	var counts requests
+	rc := restFor(t, envs[0], []string{frozen, envs[1].Config.Host}, func(c *client.Config) {
+		c.WrapTransport = counts.wrap
+		c.AttemptTimeout = 2 * time.Second
+	})
+	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	ctx := ctxFor(t)
+	if _, err := cms.List(ctx, "default", metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.freeze()
+	if _, err := cms.List(ctx, "default", metav1.ListOptions{}); err != nil {
+		t.Fatalf("List with A frozen = %v, want it read from B after the attempt timeout", err)
+	}
+	if rc.Server() != envs[1].Config.Host || counts.get(frozen, "list") != 2 {
+		t.Fatalf("Server() = %s, %d lists to A; want B, 2", rc.Server(), counts.get(frozen, "list"))
+	}
+	time.Sleep(backoff + 50*time.Millisecond) // A's backoff is over
+
+	// One list is the failback attempt and hangs on A.
+	probe := make(chan error, 1)
+	go func() {
+		_, err := cms.List(ctx, "default", metav1.ListOptions{})
+		probe <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); counts.get(frozen, "list") < 3; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no failback attempt to A")
+		}
+	}
+	for range 10 {
+		if _, err := cms.List(ctx, "default", metav1.ListOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := counts.get(frozen, "list"); n != 3 {
+		t.Errorf("%d lists sent to A, want 3: another request joined the hanging failback attempt", n)
+	}
+	select {
+	case err = <-probe:
+		t.Errorf("the failback attempt ended (%v) before its attempt timeout", err)
+	default:
+		err = <-probe
+	}
+	if err != nil {
+		t.Errorf("the failback attempt's list = %v, want it read from B after the timeout", err)
+	}
+	if rc.Server() != envs[1].Config.Host || rc.Failbacks() != 0 {
+		t.Errorf("Server() = %s, Failbacks() = %d; want B, 0", rc.Server(), rc.Failbacks())
+	}
+
+	// A failback attempt whose caller gives up first: A backs off, so the
+	// next request is not another attempt on it.
+	time.Sleep(backoff + 50*time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := cms.List(short, "default", metav1.ListOptions{}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("List with a 300ms deadline, A frozen = %v, want the deadline", err)
+	}
+	if n := counts.get(frozen, "list"); n != 4 {
+		t.Fatalf("%d lists sent to A, want 4", n)
+	}
+	if _, err := cms.List(ctx, "default", metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := counts.get(frozen, "list"); n != 4 {
+		t.Errorf("%d lists sent to A, want 4: the failback attempt the caller gave up on did not back A off", n)
 	}
 }

@@ -133,7 +133,10 @@ const maxRetries = 5
 // that is safe: always for reads, and for writes when the server surely
 // did not process it (the request was never written, or the answer is
 // 503). Each server is tried at most once per round; then Retry-After
-// rules apply as with one server.
+// rules apply as with one server. After a failover away from the
+// preferred server, an attempt may be a failback probe of it (see
+// servers); its failure is handled as any other, so a write moves on to
+// the next server only if the preferred one surely did not process it.
 func (r *REST) do(ctx context.Context, req request) (*http.Response, error) {
 	reauthed := false
 	var tried []bool // servers that failed req, with several
@@ -160,10 +163,20 @@ func (r *REST) do(ctx context.Context, req request) (*http.Response, error) {
 		if r.certFiles != nil {
 			r.certFiles.refresh()
 		}
-		i := r.servers.pick(tried)
+		c := r.servers.pick(tried)
+		i := c.server
 		resp, a, cred, err := r.send(ctx, req, i)
 		if err != nil {
 			if a == nil || ctx.Err() != nil {
+				if a != nil && c.probe {
+					// A probe not answered before the caller gave up
+					// does not bring requests back: the preferred
+					// server backs off, else every probe could hang
+					// on it until its caller's deadline.
+					r.servers.failed(i)
+				} else {
+					r.servers.release(c)
+				}
 				return nil, err // not the server's failure
 			}
 			r.servers.failed(i)
@@ -173,12 +186,13 @@ func (r *REST) do(ctx context.Context, req request) (*http.Response, error) {
 			return nil, err
 		}
 		if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-			r.servers.succeeded(i)
+			r.servers.succeeded(c)
 			return resp, nil
 		}
 		if resp.StatusCode == http.StatusUnauthorized && cred != nil {
 			r.creds.exec.refused(cred)
 			if !reauthed {
+				r.servers.release(c)
 				reauthed = true
 				drain(resp)
 				continue
@@ -191,7 +205,7 @@ func (r *REST) do(ctx context.Context, req request) (*http.Response, error) {
 				continue
 			}
 		} else {
-			r.servers.succeeded(i) // it answered for itself
+			r.servers.succeeded(c) // it answered for itself
 		}
 		wait, retry := retryAfter(resp)
 		if !retry || attempt >= maxRetries {
