@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,54 +57,84 @@ type Stats struct {
 }
 
 // Log is an audit log: records are queued by any number of requests and
-// written, in queue order, by Run's goroutine, one fsync for everything
-// queued while the previous fsync ran (group commit). A Log is safe for
-// concurrent use; its owner calls Run once and keeps it running while
-// requests are served.
+// written in queue order, one fsync for everything queued while the
+// previous fsync ran (group commit). The writer is whoever holds the io
+// token: a response waiting for its record takes it (the batch's leader)
+// and writes everything queued, its followers' records too, so no other
+// goroutine has to be woken and scheduled between a write's etcd commit
+// and its record's fsync; Run's goroutine takes it for the records nobody
+// waits for. A Log is safe for concurrent use; its owner calls Run once
+// and keeps it running while requests are served.
 type Log struct {
 	cfg    Config
 	policy *Policy
 
-	mu      sync.Mutex // guards the fields below; never held across I/O
-	queue   [][]byte   // lines with empty chain fields, in order
-	durable bool       // a record in queue is waited for: fsync it soon
-	next    *batch     // the batch queue will be written in
-	stopped bool       // Run has returned
+	mu       sync.Mutex // guards the fields below; never held across I/O
+	queue    [][]byte   // lines with empty chain fields, in order
+	durables int        // records in queue that are waited for
+	next     *batch     // the batch queue will be written in
+	stopped  bool       // Run has returned
 
-	kick chan struct{} // 1: wakes Run when the queue was empty
+	// io is the right to write the file (capacity 1: a send takes it, a
+	// receive gives it back); it is held across the write and fsync.
+	io chan struct{}
 
-	// Owned by Run's goroutine (and New before it).
+	// Owned by the holder of io (and New before it).
 	f    *os.File
 	size int64
 	seq  int64
 	prev [sha256.Size]byte
 	err  error // a failed write: everything after it fails
-	// lastSync is how long the last fsync took: the commit delay follows
-	// it (see commitDelay).
-	lastSync time.Duration
+	// lastSync is the last fsync's duration; batched holds the most
+	// waited records an fsync made durable in the last window and in the
+	// current one (batchWindow long, from windowStart on). The commit
+	// delay follows them.
+	lastSync    time.Duration
+	batched     [2]int
+	windowStart time.Time
 
 	headMu  sync.Mutex // guards head; a leaf
 	head    Checkpoint
 	records atomic.Int64
 	fsyncs  atomic.Int64
-	buf     []byte
-	saved   int64 // the last checkpointed seq (checkpoint goroutine, then Run)
+	// syncSeconds and waitSeconds: each fsync's duration, and how long
+	// each response waited for its record to be durable.
+	syncSeconds, waitSeconds prometheus.Histogram
+	buf                      []byte
+	saved                    int64 // the last checkpointed seq (checkpoint goroutine, then Run)
 }
 
 // batch is the records written together with one fsync. done is closed
 // once they are on disk (or failed: err).
 type batch struct {
+	log  *Log
 	done chan struct{}
 	err  error
 }
 
-func newBatch() *batch { return &batch{done: make(chan struct{})} }
+func (l *Log) newBatch() *batch { return &batch{log: l, done: make(chan struct{})} }
 
 // Wait blocks until the batch is on disk and returns why not, if it is
-// not.
+// not. The first waiter to find the log idle writes it (and everything
+// queued with it) itself; the others wait for that write, or lead the
+// next one when theirs came too late to join it.
 func (b *batch) Wait() error {
-	<-b.done
-	return b.err
+	for {
+		select {
+		case <-b.done:
+			return b.err
+		case b.log.io <- struct{}{}:
+			select {
+			case <-b.done: // written by the holder before
+			default:
+				if d := b.log.commitDelay(); d > 0 {
+					time.Sleep(d) // the records of writes finishing now join this fsync
+				}
+				b.log.flush()
+			}
+			<-b.log.io
+		}
+	}
 }
 
 // New opens (or creates) the log file and continues the chain from its
@@ -133,7 +164,17 @@ func New(cfg Config) (*Log, error) {
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o700); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	l := &Log{cfg: cfg, policy: cfg.Policy, next: newBatch(), kick: make(chan struct{}, 1)}
+	l := &Log{cfg: cfg, policy: cfg.Policy, io: make(chan struct{}, 1),
+		syncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "objwatch_audit_fsync_duration_seconds", Help: "Duration of the audit log's fsyncs.",
+			Buckets: waitBuckets,
+		}),
+		waitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "objwatch_audit_wait_duration_seconds", Help: "How long a mutation's response waited for its audit record to be on disk.",
+			Buckets: waitBuckets,
+		}),
+	}
+	l.next = l.newBatch()
 	if err := l.open(); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
@@ -224,34 +265,29 @@ func lastLine(f *os.File) ([]byte, int64, error) {
 }
 
 // lazyFlush is how long a record nobody waits for may stay queued: such
-// records (RequestReceived stages, reads) wake no fsync of their own but
+// records (RequestReceived stages, reads) cause no fsync of their own but
 // go with the next one.
 const lazyFlush = 50 * time.Millisecond
 
 // enqueue queues one record line (its chain fields empty) and returns the
 // batch it will be written in. A durable record (a mutation's, whose
-// response waits for it) is written at once with everything queued
-// before it; others within lazyFlush.
+// response waits for it) is written and fsynced by the batch's Wait, with
+// everything queued before it; others within lazyFlush.
 func (l *Log) enqueue(line []byte, durable bool) *batch {
 	l.mu.Lock()
 	if l.stopped {
 		l.mu.Unlock()
-		b := newBatch()
+		b := l.newBatch()
 		b.err = ErrClosed
 		close(b.done)
 		return b
 	}
 	l.queue = append(l.queue, line)
 	b := l.next
-	kick := durable && !l.durable
-	l.durable = l.durable || durable
-	l.mu.Unlock()
-	if kick {
-		select {
-		case l.kick <- struct{}{}:
-		default:
-		}
+	if durable {
+		l.durables++
 	}
+	l.mu.Unlock()
 	return b
 }
 
@@ -268,21 +304,13 @@ func (l *Log) Run(ctx context.Context) {
 	defer lazy.Stop()
 	for {
 		select {
-		case <-l.kick:
-			if d := l.commitDelay(); d > 0 {
-				// Let the writes whose records come next join this
-				// fsync: fewer, fuller fsyncs leave the disk to etcd.
-				t := time.NewTimer(d)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-					t.Stop()
-				}
-			}
-			l.flush()
-			continue
 		case <-lazy.C:
-			l.flush()
+			select {
+			case l.io <- struct{}{}:
+				l.flush()
+				<-l.io
+			case <-ctx.Done():
+			}
 			continue
 		case <-ctx.Done():
 		}
@@ -291,6 +319,7 @@ func (l *Log) Run(ctx context.Context) {
 	l.mu.Lock()
 	l.stopped = true
 	l.mu.Unlock()
+	l.io <- struct{}{} // kept: nothing is written after this flush
 	l.flush()
 	stopCP()
 	wg.Wait()
@@ -304,16 +333,21 @@ func (l *Log) Run(ctx context.Context) {
 	}
 }
 
-// flush writes everything queued, with one fsync per file written.
+// flush writes everything queued, with one fsync per file written. The
+// caller holds io.
 func (l *Log) flush() {
 	l.mu.Lock()
-	q, b, durable := l.queue, l.next, l.durable || l.stopped
+	q, b, durables := l.queue, l.next, l.durables
 	if len(q) == 0 {
 		l.mu.Unlock()
 		return
 	}
-	l.queue, l.next, l.durable = nil, newBatch(), false
+	durable := durables > 0 || l.stopped
+	l.queue, l.next, l.durables = nil, l.newBatch(), 0
 	l.mu.Unlock()
+	if durable {
+		l.sawBatch(durables, time.Now())
+	}
 	b.err = l.write(q, durable)
 	close(b.done)
 }
@@ -325,7 +359,14 @@ func (l *Log) write(q [][]byte, durable bool) error {
 		return l.err
 	}
 	maxSize := int64(l.cfg.MaxSizeMB) << 20
+	n := 0
+	for _, line := range q {
+		n += len(line) + 2*sha256.Size + 21 // the hash, a seq, the newline
+	}
 	buf := l.buf[:0]
+	if cap(buf) < n {
+		buf = make([]byte, 0, n)
+	}
 	var hexb [2 * sha256.Size]byte
 	for _, line := range q {
 		l.seq++
@@ -366,21 +407,43 @@ func (l *Log) fail(err error) error {
 	return l.err
 }
 
-// maxCommitDelay bounds how long a durable record waits for others to
-// share its fsync.
-const maxCommitDelay = 2 * time.Millisecond
+// maxCommitDelay bounds how long a batch's writer waits for more records;
+// batchWindow is how long a batch of several waiting records counts as a
+// sign of concurrent writers.
+const (
+	maxCommitDelay = 8 * time.Millisecond
+	batchWindow    = 100 * time.Millisecond
+)
 
-// commitDelay is how long a durable record that finds the log idle waits
-// before its fsync: half the last fsync's duration, up to maxCommitDelay,
-// and none while fsyncs are fast (an idle disk: the wait would be most of
-// the cost). Under load, when an fsync takes milliseconds, the records of
-// the writes acknowledged by etcd meanwhile join it.
+// sawBatch records that an fsync is about to make n waiting records
+// durable. The caller holds io.
+func (l *Log) sawBatch(n int, now time.Time) {
+	switch age := now.Sub(l.windowStart); {
+	case age >= 2*batchWindow: // both windows are over
+		l.batched, l.windowStart = [2]int{}, now
+	case age >= batchWindow: // the current window becomes the last
+		l.batched, l.windowStart = [2]int{l.batched[1], 0}, now
+	}
+	l.batched[1] = max(l.batched[1], n)
+}
+
+// commitDelay is how long the writer of a batch waits before its fsync
+// for the records of the writes finishing meanwhile: four times the last
+// fsync's duration, at most maxCommitDelay, and none unless an fsync of
+// the last 100 to 200 ms made several waiting records durable (one writer
+// at a time has no one to wait for: the delay would be all of its
+// cost). The caller holds io.
+//
+// Each fsync costs about 0.1 ms of kernel CPU on the machines measured
+// (docs/PERFORMANCE.md), beside its wait: with many concurrent writes on
+// busy cores, fewer and fuller fsyncs are most of what an audited write
+// costs more than an unaudited one. With 64 writers, this delay took
+// batches from about 3 to 7 waiting records per fsync.
 func (l *Log) commitDelay() time.Duration {
-	d := l.lastSync / 2
-	if d < 100*time.Microsecond {
+	if max(l.batched[0], l.batched[1]) < 2 {
 		return 0
 	}
-	return min(d, maxCommitDelay)
+	return min(4*l.lastSync, maxCommitDelay)
 }
 
 // sync appends b to the current file and, if durable, flushes it to the
@@ -395,6 +458,7 @@ func (l *Log) sync(b []byte, durable bool) error {
 	start := time.Now()
 	err = datasync(l.f)
 	l.lastSync = time.Since(start)
+	l.syncSeconds.Observe(l.lastSync.Seconds())
 	return err
 }
 
@@ -478,12 +542,13 @@ func splice(buf, line []byte, seq int64, prevHex []byte) []byte {
 	buf = append(buf, line[:p]...)
 	buf = append(buf, prevHex...)
 	buf = append(buf, line[p:s]...)
-	buf = fmt.Appendf(buf, "%d", seq)
+	buf = strconv.AppendInt(buf, seq, 10)
 	return append(buf, line[s:]...)
 }
 
-// Collectors are the log's metrics: records written and fsyncs, whose
-// ratio is the group commit's batching.
+// Collectors are the log's metrics: records written and fsyncs (their
+// ratio is the group commit's batching), the fsyncs' durations and the
+// responses' waits for their records.
 func (l *Log) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
@@ -492,5 +557,10 @@ func (l *Log) Collectors() []prometheus.Collector {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "objwatch_audit_fsyncs_total", Help: "fsyncs of the audit log (each makes every record written before it durable).",
 		}, func() float64 { return float64(l.fsyncs.Load()) }),
+		l.syncSeconds, l.waitSeconds,
 	}
 }
+
+// waitBuckets span an idle disk's fsync (tens of microseconds) to a
+// stalled one's.
+var waitBuckets = prometheus.ExponentialBuckets(50e-6, 2, 14)

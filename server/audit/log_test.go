@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
@@ -194,5 +195,41 @@ func TestGroupCommit(t *testing.T) {
 	}
 	if err := l.append(&auditv1.Event{}, true).Wait(); !errors.Is(err, ErrClosed) {
 		t.Errorf("append after Run = %v, want ErrClosed", err)
+	}
+}
+
+// TestLoneWriterDoesNotWait: a writer alone fsyncs each record at once,
+// with no commit delay (there is no one to wait for); after an fsync made
+// several waiting records durable, a batch's writer waits, bounded, until
+// two windows without such a batch have passed.
+func TestLoneWriterDoesNotWait(t *testing.T) {
+	l, err := New(Config{Path: filepath.Join(t.TempDir(), "audit.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); l.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for range 10 {
+		if err := l.append(&auditv1.Event{Verb: "create"}, true).Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.io <- struct{}{} // the writer's state, as a batch's writer sees it
+	d, n := l.commitDelay(), max(l.batched[0], l.batched[1])
+	l.sawBatch(5, time.Now())
+	busy := l.commitDelay()
+	l.sawBatch(1, time.Now().Add(3*batchWindow))
+	idle := l.commitDelay()
+	<-l.io
+	if s := l.Stats(); s.Fsyncs != 10 || d != 0 || n != 1 {
+		t.Errorf("lone writer: %d fsyncs for 10 records, last batch %d records, commit delay %v; want 10, 1, 0", s.Fsyncs, n, d)
+	}
+	if busy <= 0 || busy > maxCommitDelay {
+		t.Errorf("commit delay after a batch of 5 = %v, want in (0, %v]", busy, maxCommitDelay)
+	}
+	if idle != 0 {
+		t.Errorf("commit delay two windows after the batch of 5 = %v, want 0", idle)
 	}
 }

@@ -250,7 +250,10 @@ func (r *Record) Complete(resp Response, wait bool) error {
 	if !wait {
 		return nil
 	}
-	return b.Wait()
+	start := time.Now()
+	err := b.Wait()
+	r.log.waitSeconds.Observe(time.Since(start).Seconds())
+	return err
 }
 
 // object is body as a recorded object: JSON only, without managedFields
@@ -448,7 +451,16 @@ func (l *Log) Written(ctx context.Context, w objects.Write) {
 // append encodes ev with empty chain fields and queues it.
 func (l *Log) append(ev *auditv1.Event, durable bool) *batch {
 	ev.Annotations = withAnnotations(ev.Annotations, SeqAnnotation, "", PrevHashAnnotation, "")
-	return l.enqueue(appendEvent(make([]byte, 0, 1024), ev), durable)
+	n := 1024 // the fields of a Metadata record; annotations (a diff) and objects come on top
+	for _, v := range ev.Annotations {
+		n += len(v) + len(v)/8
+	}
+	for _, o := range []*runtime.Unknown{ev.RequestObject, ev.ResponseObject} {
+		if o != nil {
+			n += len(o.Raw)
+		}
+	}
+	return l.enqueue(appendEvent(make([]byte, 0, n), ev), durable)
 }
 
 func requestURI(group, version, resource, ns, name, sub string) string {
