@@ -286,15 +286,30 @@ func (r *recorder) rvs() map[informer.Key]string {
 // check reports the recorder's protocol errors and checks that each
 // object's sequence of states is a subsequence of its history. With
 // complete, it must also contain every state after the first one seen.
+//
+// With complete, it first waits (up to 10 s) for the recorder to reach the
+// end of every key's history: a waitConsistent before it cannot tell a
+// handler that has not yet seen a last create and delete from one that
+// saw both, since the key is absent either way.
 func (r *recorder) check(t *testing.T, name string, hist *history, complete bool) {
 	t.Helper()
+	for end := time.Now().Add(10 * time.Second); complete && len(r.findings(hist, true)) > 0 && time.Now().Before(end); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, f := range r.findings(hist, complete) {
+		t.Errorf("%s: %s", name, f)
+	}
+}
+
+// findings are what check reports: the handler's errors, and states it
+// saw that are not in order in their key's history (or, with complete,
+// not every state from the first it saw to the last).
+func (r *recorder) findings(hist *history, complete bool) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	hist.mu.Lock()
 	defer hist.mu.Unlock()
-	for _, e := range r.errs {
-		t.Errorf("%s: %s", name, e)
-	}
+	out := slices.Clone(r.errs)
 	for k, seq := range r.seq {
 		h := hist.states[k]
 		j, first := 0, -1
@@ -303,7 +318,7 @@ func (r *recorder) check(t *testing.T, name string, hist *history, complete bool
 				j++
 			}
 			if j == len(h) {
-				t.Errorf("%s: %s saw %v, not a subsequence of its history %v", name, k, seq, h)
+				out = append(out, fmt.Sprintf("%s saw %v, not a subsequence of its history %v", k, seq, h))
 				break
 			}
 			if first < 0 {
@@ -312,9 +327,10 @@ func (r *recorder) check(t *testing.T, name string, hist *history, complete bool
 			j++
 		}
 		if complete && first >= 0 && !slices.Equal(seq, h[first:first+len(seq)]) || complete && first >= 0 && first+len(seq) != len(h) {
-			t.Errorf("%s: %s saw %v, want every state from the first: %v", name, k, seq, h[first:])
+			out = append(out, fmt.Sprintf("%s saw %v, want every state from the first: %v", k, seq, h[first:]))
 		}
 	}
+	return out
 }
 
 // listRVs returns a fresh LIST as key → resourceVersion.
