@@ -739,6 +739,22 @@ func TestFailbackWhileDown(t *testing.T) {
 	}
 }
 
+// failedOverFromA starts two servers behind fault proxies, A preferred,
+// and has A refuse a list with 503 so that requests move to B (A keeps
+// refusing until the caller changes its mode).
+func failedOverFromA(t *testing.T) (*client.REST, *client.Client[*corev1.ConfigMap], *faultProxy, *faultProxy) {
+	t.Helper()
+	envs := servers(t, 2)
+	pa, pb := newFaultProxy(t, envs[0].Config.Host), newFaultProxy(t, envs[1].Config.Host)
+	rc := restFor(t, envs[0], []string{pa.URL, pb.URL}, nil)
+	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	pa.mode.Store("503")
+	if _, err := cms.List(ctxFor(t), "default", metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return rc, cms, pa, pb
+}
+
 // TestFailbackWrites: a failback attempt of a write follows the failover
 // rules: refused with 503, it goes to the other server; answered 502 (it
 // may have been processed), its error is returned and it is not sent
@@ -746,15 +762,8 @@ func TestFailbackWhileDown(t *testing.T) {
 func TestFailbackWrites(t *testing.T) {
 	const most = 200 * time.Millisecond
 	defer client.SetFailoverTimes(50*time.Millisecond, most, 0)()
-	envs := servers(t, 2)
-	pa, pb := newFaultProxy(t, envs[0].Config.Host), newFaultProxy(t, envs[1].Config.Host)
-	rc := restFor(t, envs[0], []string{pa.URL, pb.URL}, nil)
-	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	rc, cms, pa, pb := failedOverFromA(t)
 	ctx := ctxFor(t)
-	pa.mode.Store("503")
-	if _, err := cms.List(ctx, "default", metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	if rc.Server() != pb.URL {
 		t.Fatalf("Server() = %s, want B", rc.Server())
 	}
@@ -801,15 +810,8 @@ func TestFailbackWrites(t *testing.T) {
 func TestFailbackStays(t *testing.T) {
 	const most = 200 * time.Millisecond
 	defer client.SetFailoverTimes(50*time.Millisecond, most, 0)()
-	envs := servers(t, 2)
-	pa, pb := newFaultProxy(t, envs[0].Config.Host), newFaultProxy(t, envs[1].Config.Host)
-	rc := restFor(t, envs[0], []string{pa.URL, pb.URL}, nil)
-	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	rc, cms, pa, pb := failedOverFromA(t)
 	ctx := ctxFor(t)
-	pa.mode.Store("503")
-	if _, err := cms.List(ctx, "default", metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	pb.mode.Store("hold")
 	slow := make(chan error, 1)
 	go func() {
