@@ -92,3 +92,21 @@ func TestRecordedObjectOneLine(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordedObjectWithoutManagedFields: with omitManagedFields, a body
+// is recorded without the managedFields of it and of a list's items, on
+// one line as encoding/json writes it, its integers exact.
+func TestRecordedObjectWithoutManagedFields(t *testing.T) {
+	r := &Record{decision: Decision{OmitManagedFields: true}}
+	body := "{\n \"metadata\": {\"name\": \"a<b\", \"managedFields\": [{\"manager\": \"m\"}]},\n" +
+		" \"spec\": {\"big\": 123456789012345678, \"f\": 1.5},\n" +
+		" \"items\": [{\"metadata\": {\"managedFields\": [], \"name\": \"i\"}}]\n}"
+	o := r.object([]byte(body))
+	want := `{"items":[{"metadata":{"name":"i"}}],"metadata":{"name":"a\u003cb"},"spec":{"big":123456789012345678,"f":1.5}}`
+	if o == nil || string(o.Raw) != want {
+		t.Fatalf("recorded %v, want %s", o, want)
+	}
+	if o := r.object([]byte(`{"managedFields": `)); o != nil {
+		t.Errorf("invalid JSON recorded as %s", o.Raw)
+	}
+}

@@ -17,9 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/objwatch/objwatch/server/auth"
+	"github.com/objwatch/objwatch/server/jsonenc"
 	"github.com/objwatch/objwatch/server/objects"
 )
 
@@ -263,11 +265,13 @@ func (r *Record) object(body []byte) *runtime.Unknown {
 	if len(body) == 0 || body[0] != '{' {
 		return nil
 	}
+	if r.decision.OmitManagedFields && bytes.Contains(body, []byte(`"managedFields"`)) {
+		if out, ok := omitManagedFields(body); ok {
+			return &runtime.Unknown{Raw: out, ContentType: runtime.ContentTypeJSON}
+		}
+	}
 	if body = compactJSON(body); body == nil {
 		return nil
-	}
-	if r.decision.OmitManagedFields && bytes.Contains(body, []byte(`"managedFields"`)) {
-		body = omitManagedFields(body)
 	}
 	return &runtime.Unknown{Raw: body, ContentType: runtime.ContentTypeJSON}
 }
@@ -289,10 +293,14 @@ func compactJSON(body []byte) []byte {
 	return esc.Bytes()
 }
 
-func omitManagedFields(body []byte) []byte {
+// omitManagedFields re-encodes body, a JSON object, without the
+// managedFields of it or of its items (a list), as encoding/json encodes
+// it: compact, HTML characters escaped. Numbers keep their precision
+// (integers decode as int64). ok is false when body is not JSON.
+func omitManagedFields(body []byte) (_ []byte, ok bool) {
 	var m map[string]any
-	if json.Unmarshal(body, &m) != nil {
-		return body
+	if utiljson.Unmarshal(body, &m) != nil {
+		return nil, false
 	}
 	strip := func(o any) {
 		if om, ok := o.(map[string]any); ok {
@@ -307,11 +315,7 @@ func omitManagedFields(body []byte) []byte {
 			strip(it)
 		}
 	}
-	out, err := json.Marshal(m)
-	if err != nil {
-		return body
-	}
-	return out
+	return jsonenc.Append(make([]byte, 0, len(body)), m)
 }
 
 func responseStatus(resp Response) *metav1.Status {
