@@ -418,17 +418,24 @@ func TestFailoverOnRefusedConnection(t *testing.T) {
 	}
 }
 
+// freezerFor puts a freezer in front of env's server and returns it with
+// the URL that reaches the server through it.
+func freezerFor(t *testing.T, env *testenv.Env) (*freezer, string) {
+	t.Helper()
+	u, err := url.Parse(env.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFreezer(t, u.Host)
+	return f, "https://" + f.ln.Addr().String()
+}
+
 // TestStalledWatchFailsOver: a watch with bookmarks that receives nothing
 // for StallTimeout ends with ErrStalled, and its resumption goes to the
 // other server and misses nothing.
 func TestStalledWatchFailsOver(t *testing.T) {
 	envs := servers(t, 2)
-	u, err := url.Parse(envs[0].Config.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := newFreezer(t, u.Host)
-	frozen := "https://" + f.ln.Addr().String()
+	f, frozen := freezerFor(t, envs[0])
 	rc := restFor(t, envs[0], []string{frozen, envs[1].Config.Host}, func(c *client.Config) {
 		c.StallTimeout = 700 * time.Millisecond
 	})
@@ -849,12 +856,7 @@ func TestFailbackOneProbe(t *testing.T) {
 	const backoff = 500 * time.Millisecond
 	defer client.SetFailoverTimes(backoff, backoff, 0)()
 	envs := servers(t, 2)
-	u, err := url.Parse(envs[0].Config.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := newFreezer(t, u.Host)
-	frozen := "https://" + f.ln.Addr().String()
+	f, frozen := freezerFor(t, envs[0])
 	var counts requests
 	rc := restFor(t, envs[0], []string{frozen, envs[1].Config.Host}, func(c *client.Config) {
 		c.WrapTransport = counts.wrap
@@ -893,6 +895,7 @@ func TestFailbackOneProbe(t *testing.T) {
 	if n := counts.get(frozen, "list"); n != 3 {
 		t.Errorf("%d lists sent to A, want 3: another request joined the hanging failback attempt", n)
 	}
+	var err error
 	select {
 	case err = <-probe:
 		t.Errorf("the failback attempt ended (%v) before its attempt timeout", err)
