@@ -313,8 +313,15 @@ func (h *hasher) hashStruct(n node, live uint64, depth int) (uint64, error) {
 // without changing the object (resourceVersion, managedFields), sharing
 // everything else with obj: what a diff of two stored states compares.
 func WithoutNoise(obj map[string]any) map[string]any {
-	return WithoutMetadata(obj, "resourceVersion", "managedFields")
+	return WithoutMetadata(obj, noiseFields[:]...)
 }
+
+// noiseFields are the metadata members WithoutNoise leaves out.
+var noiseFields = [...]string{"resourceVersion", "managedFields"}
+
+// IsNoise reports whether name is a metadata member WithoutNoise leaves
+// out, for encoders that skip them instead of copying the object.
+func IsNoise(name string) bool { return name == noiseFields[0] || name == noiseFields[1] }
 
 // WithoutMetadata returns obj without the named members of its metadata,
 // sharing everything else with obj (which it does not modify).

@@ -82,7 +82,7 @@ func BenchmarkDurable(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			e := *ev
-			if err := l.append(&e, true).Wait(); err != nil {
+			if err := l.append(&e, nil, true).Wait(); err != nil {
 				b.Error(err)
 			}
 		}

@@ -2,7 +2,6 @@ package audit
 
 import (
 	"encoding/json"
-	"maps"
 	"slices"
 	"strconv"
 
@@ -20,8 +19,12 @@ import (
 // encoding/json writes (fields in struct order, map keys sorted);
 // encode_test.go compares the two.
 
-// appendEvent appends ev as encoding/json would encode it.
-func appendEvent(b []byte, ev *auditv1.Event) []byte {
+// appendEvent appends ev as encoding/json would encode it, with the
+// annotations of extra (key, value pairs, keys distinct) merged into its
+// own: an extra key replaces the event's. The record's own annotations
+// (its diff, its chain fields) come as extra, so no map is built for
+// them.
+func appendEvent(b []byte, ev *auditv1.Event, extra []string) []byte {
 	b = append(b, '{')
 	if ev.Kind != "" {
 		b = append(b, `"kind":`...)
@@ -103,20 +106,99 @@ func appendEvent(b []byte, ev *auditv1.Event) []byte {
 	b = appendMicroTime(b, ev.RequestReceivedTimestamp)
 	b = append(b, `,"stageTimestamp":`...)
 	b = appendMicroTime(b, ev.StageTimestamp)
-	if len(ev.Annotations) > 0 {
+	if len(ev.Annotations) > 0 || len(extra) > 0 {
 		b = append(b, `,"annotations":`...)
-		b = appendStringMap(b, ev.Annotations)
+		b = appendAnnotations(b, ev.Annotations, extra)
 	}
 	return append(b, '}')
 }
 
+// appendAnnotations appends m merged with extra (key, value pairs whose
+// keys replace m's) as one JSON object, keys sorted.
+func appendAnnotations(b []byte, m map[string]string, extra []string) []byte {
+	var buf [16]string
+	keys := buf[:0]
+	for i := 0; i+1 < len(extra); i += 2 {
+		keys = append(keys, extra[i])
+	}
+	for k := range m {
+		if !slices.Contains(keys[:len(extra)/2], k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		b = appendKey(b, i == 0, k)
+		v, ok := lookup(extra, k)
+		if !ok {
+			v = m[k]
+		}
+		b = jsonenc.AppendString(b, v)
+	}
+	return append(b, '}')
+}
+
+// appendKey appends an object member's key and colon, after a comma
+// unless it is the first member.
+func appendKey(b []byte, first bool, k string) []byte {
+	if !first {
+		b = append(b, ',')
+	}
+	b = jsonenc.AppendString(b, k)
+	return append(b, ':')
+}
+
+// lookup returns the value of key in kv (key, value pairs).
+func lookup(kv []string, key string) (string, bool) {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i] == key {
+			return kv[i+1], true
+		}
+	}
+	return "", false
+}
+
+// appendMicroTime appends t as metav1.MicroTime encodes itself, in UTC
+// with microseconds (RFC3339Micro), written digit by digit: the layout
+// interpreter of time.Format was a tenth of a record's encoding.
 func appendMicroTime(b []byte, t metav1.MicroTime) []byte {
 	if t.IsZero() {
 		return append(b, "null"...)
 	}
+	u := t.UTC()
+	year, month, day := u.Date()
+	hour, minute, sec := u.Clock()
+	if year < 0 || year > 9999 {
+		b = append(b, '"')
+		b = u.AppendFormat(b, metav1.RFC3339Micro)
+		return append(b, '"')
+	}
 	b = append(b, '"')
-	b = t.UTC().AppendFormat(b, metav1.RFC3339Micro)
-	return append(b, '"')
+	b = appendDigits(b, year, 4)
+	b = append(b, '-')
+	b = appendDigits(b, int(month), 2)
+	b = append(b, '-')
+	b = appendDigits(b, day, 2)
+	b = append(b, 'T')
+	b = appendDigits(b, hour, 2)
+	b = append(b, ':')
+	b = appendDigits(b, minute, 2)
+	b = append(b, ':')
+	b = appendDigits(b, sec, 2)
+	b = append(b, '.')
+	b = appendDigits(b, u.Nanosecond()/1000, 6)
+	return append(b, 'Z', '"')
+}
+
+// appendDigits appends n, non-negative, as width digits, zero-padded.
+func appendDigits(b []byte, n, width int) []byte {
+	var d [8]byte
+	for i := width - 1; i >= 0; i-- {
+		d[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return append(b, d[:width]...)
 }
 
 // appendField appends "name":value when value is set, with a comma
@@ -172,25 +254,6 @@ func appendStrings(b []byte, ss []string) []byte {
 		b = jsonenc.AppendString(b, s)
 	}
 	return append(b, ']')
-}
-
-func appendStringMap(b []byte, m map[string]string) []byte {
-	return appendObject(b, m, jsonenc.AppendString)
-}
-
-// appendObject appends m as a JSON object, keys sorted as encoding/json
-// sorts them, each value with value.
-func appendObject[V any](b []byte, m map[string]V, value func([]byte, V) []byte) []byte {
-	b = append(b, '{')
-	for i, k := range slices.Sorted(maps.Keys(m)) {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = jsonenc.AppendString(b, k)
-		b = append(b, ':')
-		b = value(b, m[k])
-	}
-	return append(b, '}')
 }
 
 // appendValue appends a JSON value as decoded into any (or as the change

@@ -2,12 +2,16 @@ package audit
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
@@ -37,15 +41,26 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 		{ObjectRef: &auditv1.ObjectReference{Name: "only"}, ResponseStatus: &metav1.Status{Code: 200}},
 		{ResponseStatus: &metav1.Status{Code: 409, Details: &metav1.StatusDetails{Name: "n"}}},
 	}
+	many := map[string]string{}
+	for i := range 20 {
+		many[fmt.Sprintf("k%02d", i)] = fmt.Sprint(i)
+	}
+	evs = append(evs, &auditv1.Event{Annotations: many, StageTimestamp: metav1.NewMicroTime(time.Date(999, 12, 31, 23, 59, 59, 999, time.UTC))},
+		&auditv1.Event{RequestReceivedTimestamp: metav1.NewMicroTime(time.Date(2026, 12, 2, 0, 0, 0, 0, time.FixedZone("x", 3600)))})
+	extras := [][]string{nil, {"z", "replaced", "y", `"quoted"`}, nil, {SeqAnnotation, "", PrevHashAnnotation, ""}, {"k07", "seven", "k99", "last"}, nil}
 	for i, ev := range evs {
-		want, _ := json.Marshal(ev)
-		got := appendEvent(nil, ev)
+		merged := *ev
+		if len(extras[i]) > 0 {
+			merged.Annotations = withAnnotations(ev.Annotations, extras[i]...)
+		}
+		want, _ := json.Marshal(&merged)
+		got := appendEvent(nil, ev, extras[i])
 		var w, g any
 		if err := json.Unmarshal(got, &g); err != nil {
 			t.Fatalf("event %d: %s: %v", i, got, err)
 		}
 		json.Unmarshal(want, &w)
-		if !reflect.DeepEqual(w, g) {
+		if !reflect.DeepEqual(w, g) || string(got) != string(want) {
 			t.Errorf("event %d:\n got %s\nwant %s", i, got, want)
 		}
 	}
@@ -54,6 +69,26 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 		want, _ := json.Marshal(v)
 		if got := appendValue(nil, v); string(got) != string(want) {
 			t.Errorf("appendValue(%v) = %s, want %s", v, got, want)
+		}
+	}
+	for _, o := range []map[string]any{
+		{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "a", "resourceVersion": "7",
+			"managedFields": []any{map[string]any{"manager": "m"}}, "labels": map[string]any{"<": "&"}}, "data": map[string]any{"k": "v"}},
+		{"kind": "NoMetadata", "spec": map[string]any{"n": int64(3)}},
+		{"metadata": "not an object"},
+	} {
+		u := &unstructured.Unstructured{Object: o}
+		for _, c := range []struct{ old, new *unstructured.Unstructured }{{nil, u}, {u, nil}} {
+			patch, paths, err := Diff(c.old, c.new)
+			op := change.Operation{Op: change.OpRemove, Path: ""}
+			if c.new != nil {
+				op = change.Operation{Op: change.OpAdd, Path: "", Value: change.WithoutNoise(o)}
+			}
+			want, _ := json.Marshal([]change.Operation{op})
+			wantPaths, _ := json.Marshal(slices.Sorted(maps.Keys(o)))
+			if err != nil || string(patch) != string(want) || string(paths) != string(wantPaths) {
+				t.Errorf("Diff of %v:\n got %s %s %v\nwant %s %s", o, patch, paths, err, want, wantPaths)
+			}
 		}
 	}
 	ops := []change.Operation{{Op: change.OpAdd, Path: "/a", Value: nil}, {Op: change.OpRemove, Path: "/b"}, {Op: change.OpMove, From: "/c/0", Path: "/c/1"}, {Op: change.OpReplace, Path: "", Value: map[string]any{"k": "v"}}}

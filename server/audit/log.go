@@ -70,7 +70,7 @@ type Log struct {
 	policy *Policy
 
 	mu       sync.Mutex // guards the fields below; never held across I/O
-	queue    [][]byte   // lines with empty chain fields, in order
+	queue    [][]byte   // lines with empty chain fields, in order (buffers of lineBufs)
 	durables int        // records in queue that are waited for
 	next     *batch     // the batch queue will be written in
 	stopped  bool       // Run has returned
@@ -92,6 +92,8 @@ type Log struct {
 	lastSync    time.Duration
 	batched     [2]int
 	windowStart time.Time
+	// spare is the queue written last, kept for the next flush's records.
+	spare [][]byte
 
 	headMu  sync.Mutex // guards head; a leaf
 	head    Checkpoint
@@ -343,13 +345,18 @@ func (l *Log) flush() {
 		return
 	}
 	durable := durables > 0 || l.stopped
-	l.queue, l.next, l.durables = nil, l.newBatch(), 0
+	l.queue, l.next, l.durables = l.spare[:0], l.newBatch(), 0
 	l.mu.Unlock()
 	if durable {
 		l.sawBatch(durables, time.Now())
 	}
 	b.err = l.write(q, durable)
 	close(b.done)
+	for i, line := range q {
+		putBuf(line)
+		q[i] = nil
+	}
+	l.spare = q[:0]
 }
 
 // write writes q; durable: and fsyncs it (else the next durable write
@@ -365,7 +372,7 @@ func (l *Log) write(q [][]byte, durable bool) error {
 	}
 	buf := l.buf[:0]
 	if cap(buf) < n {
-		buf = make([]byte, 0, n)
+		buf = make([]byte, 0, n+n/4) // room for the next batch to be larger
 	}
 	var hexb [2 * sha256.Size]byte
 	for _, line := range q {

@@ -38,7 +38,7 @@ func writeLog(t *testing.T, path string, n, maxMB int) Checkpoint {
 				Verb: "create", User: userInfo(ServerUser), RequestURI: fmt.Sprintf("/r/%d", i),
 				StageTimestamp: metav1.NowMicro(),
 				Annotations:    map[string]string{"pad": strings.Repeat("p", 2000)}}
-			if err := l.append(ev, true).Wait(); err != nil {
+			if err := l.append(ev, nil, true).Wait(); err != nil {
 				t.Errorf("record %d: %v", i, err)
 			}
 		})
@@ -179,7 +179,7 @@ func TestGroupCommit(t *testing.T) {
 	for range 64 {
 		wg.Go(func() {
 			for range 20 {
-				if err := l.append(&auditv1.Event{Verb: "create"}, true).Wait(); err != nil {
+				if err := l.append(&auditv1.Event{Verb: "create"}, nil, true).Wait(); err != nil {
 					t.Error(err)
 				}
 			}
@@ -193,7 +193,7 @@ func TestGroupCommit(t *testing.T) {
 	if s.Records != 64*20 || s.Fsyncs >= s.Records/2 {
 		t.Errorf("Stats = %+v, want 1280 records in fewer than 640 fsyncs", s)
 	}
-	if err := l.append(&auditv1.Event{}, true).Wait(); !errors.Is(err, ErrClosed) {
+	if err := l.append(&auditv1.Event{}, nil, true).Wait(); !errors.Is(err, ErrClosed) {
 		t.Errorf("append after Run = %v, want ErrClosed", err)
 	}
 }
@@ -212,7 +212,7 @@ func TestLoneWriterDoesNotWait(t *testing.T) {
 	go func() { defer close(done); l.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	for range 10 {
-		if err := l.append(&auditv1.Event{Verb: "create"}, true).Wait(); err != nil {
+		if err := l.append(&auditv1.Event{Verb: "create"}, nil, true).Wait(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	authnv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,10 +41,12 @@ type Record struct {
 	log      *Log
 	decision Decision
 
-	mu     sync.Mutex // guards ev, wrote and reason
-	ev     auditv1.Event
-	wrote  bool
-	events int // more writes of the request, each its own record
+	mu    sync.Mutex // guards ev, wrote, write and reason
+	ev    auditv1.Event
+	wrote bool
+	// write is the request's first write's annotations, for its last
+	// stage: its diff and resourceVersion (record.diff).
+	write *written
 	// reason is the authorizer's account of its last decision on the
 	// request (authorization.k8s.io/reason).
 	reason string
@@ -156,7 +161,7 @@ func (r *Record) Stage(stage auditv1.Stage) {
 	if stage == auditv1.StageRequestReceived {
 		ev.StageTimestamp = ev.RequestReceivedTimestamp
 	}
-	r.log.append(&ev, false)
+	r.log.append(&ev, nil, false)
 }
 
 // Unauthenticated writes the record of a request no authenticator
@@ -170,7 +175,7 @@ func (r *Record) Unauthenticated(h *http.Request) {
 	ev := r.ev
 	ev.Stage, ev.StageTimestamp = auditv1.StageResponseStarted, metav1.NewMicroTime(time.Now())
 	ev.ResponseStatus = &metav1.Status{Code: http.StatusUnauthorized, Message: AuthenticationFailure(h)}
-	r.log.append(&ev, false)
+	r.log.append(&ev, nil, false)
 }
 
 // AuthenticationFailure is kube-apiserver's account of a request's failed
@@ -223,10 +228,13 @@ func (r *Record) Complete(resp Response, wait bool) error {
 	}
 	r.mu.Lock()
 	ev := r.ev
-	wrote, reason := r.wrote, r.reason
+	wrote, reason, write := r.wrote, r.reason, r.write
+	r.write = nil // this stage is its last use: its buffer is reused after it
 	r.mu.Unlock()
 	ev.Stage, ev.StageTimestamp = stage, metav1.NewMicroTime(time.Now())
 	ev.ResponseStatus = responseStatus(resp)
+	var buf [10]string
+	extra := buf[:0]
 	if ev.ObjectRef != nil && resp.Panic == nil {
 		// As kube-apiserver records them; objwatch authorizes in the
 		// object service, so a 403 is the refusal.
@@ -234,12 +242,16 @@ func (r *Record) Complete(resp Response, wait bool) error {
 		if resp.Code == http.StatusForbidden {
 			decision = "forbid"
 		}
-		ev.Annotations = withAnnotations(ev.Annotations, "authorization.k8s.io/decision", decision, "authorization.k8s.io/reason", reason)
+		extra = append(extra, "authorization.k8s.io/decision", decision, "authorization.k8s.io/reason", reason)
 	}
-	if resp.Mutating && !wrote && !resp.DryRun && resp.Code/100 == 2 && resp.Panic == nil {
-		ev.Annotations = withAnnotations(ev.Annotations, PatchAnnotation, "[]", ChangedPathsAnnotation, "[]")
+	switch {
+	case write != nil:
+		extra = write.annotations(extra)
+		defer write.release()
+	case resp.Mutating && !wrote && !resp.DryRun && resp.Code/100 == 2 && resp.Panic == nil:
+		extra = append(extra, PatchAnnotation, "[]", ChangedPathsAnnotation, "[]")
 		if rv := responseRV(resp.ResponseBody); rv != "" {
-			ev.Annotations[ResourceVersionAnnotation] = rv
+			extra = append(extra, ResourceVersionAnnotation, rv)
 		}
 	}
 	if r.WantsRequest() && resp.Mutating {
@@ -248,7 +260,7 @@ func (r *Record) Complete(resp Response, wait bool) error {
 	if r.WantsResponse() && resp.Code/100 == 2 {
 		ev.ResponseObject = r.object(resp.ResponseBody)
 	}
-	b := r.log.append(&ev, wait)
+	b := r.log.append(&ev, extra, wait)
 	if !wait {
 		return nil
 	}
@@ -382,15 +394,7 @@ func (r *Record) Annotate(kv ...string) {
 // (the server's own: garbage collection, namespace cleanup, bootstrap; a
 // deletecollection's every object after the first).
 func (l *Log) Written(ctx context.Context, w objects.Write) {
-	patch, paths, err := Diff(w.Old, w.New)
-	if err != nil {
-		l.cfg.Log.Warn("audit diff", "err", err)
-		patch, paths = nil, nil
-	}
-	ann := []string{ResourceVersionAnnotation, strconv.FormatInt(w.Revision, 10)}
-	if patch != nil {
-		ann = append(ann, PatchAnnotation, string(patch), ChangedPathsAnnotation, string(paths))
-	}
+	wr := l.diff(w)
 	obj := w.New
 	if obj == nil {
 		obj = w.Old
@@ -398,8 +402,7 @@ func (l *Log) Written(ctx context.Context, w objects.Write) {
 	if r := RecordFrom(ctx); r != nil {
 		r.mu.Lock()
 		if !r.wrote {
-			r.wrote = true
-			r.ev.Annotations = withAnnotations(r.ev.Annotations, ann...)
+			r.wrote, r.write = true, wr
 			if r.ev.ObjectRef != nil && r.ev.ObjectRef.Name == "" && obj != nil {
 				r.ev.ObjectRef.Name = obj.GetName()
 			}
@@ -407,8 +410,9 @@ func (l *Log) Written(ctx context.Context, w objects.Write) {
 			return
 		}
 		ev := r.ev
-		ev.Annotations = withAnnotations(nil, ann...)
+		ev.Annotations = nil
 		r.mu.Unlock()
+		defer wr.release()
 		ev.Verb = w.Request.Verb
 		if ev.ObjectRef != nil && obj != nil {
 			ref := *ev.ObjectRef
@@ -418,9 +422,11 @@ func (l *Log) Written(ctx context.Context, w objects.Write) {
 		ev.Stage, ev.StageTimestamp = auditv1.StageResponseComplete, metav1.NewMicroTime(time.Now())
 		ev.ResponseStatus = &metav1.Status{Code: http.StatusOK}
 		ev.RequestObject, ev.ResponseObject = nil, nil
-		r.log.append(&ev, false) // the request's own record waits for it
+		var buf [6]string
+		r.log.append(&ev, wr.annotations(buf[:0]), false) // the request's own record waits for it
 		return
 	}
+	defer wr.release()
 	if w.Request.User != nil {
 		return // a request the policy records nothing of
 	}
@@ -447,15 +453,62 @@ func (l *Log) Written(ctx context.Context, w objects.Write) {
 			APIGroup: res.Group, APIVersion: res.Version, Subresource: req.Subresource},
 		ResponseStatus:           &metav1.Status{Code: http.StatusOK},
 		RequestReceivedTimestamp: now, StageTimestamp: now,
-		Annotations: withAnnotations(nil, ann...),
 	}
-	l.append(&ev, false)
+	var buf [6]string
+	l.append(&ev, wr.annotations(buf[:0]), false)
 }
 
-// append encodes ev with empty chain fields and queues it.
-func (l *Log) append(ev *auditv1.Event, durable bool) *batch {
-	ev.Annotations = withAnnotations(ev.Annotations, SeqAnnotation, "", PrevHashAnnotation, "")
+// written is what a write adds to its record: the resourceVersion it
+// stored and its diff (the patch, then the paths, in one buffer of
+// lineBufs). Its owner calls release once the record is encoded.
+type written struct {
+	rv       string
+	diff     []byte
+	patchEnd int // diff[:patchEnd] is the patch; nil diff: none (it failed)
+}
+
+func (l *Log) diff(w objects.Write) *written {
+	b, end, err := appendDiff(getBuf(), w.Old, w.New)
+	d := &written{rv: strconv.FormatInt(w.Revision, 10), diff: b, patchEnd: end}
+	if err != nil {
+		l.cfg.Log.Warn("audit diff", "err", err)
+		putBuf(b)
+		d.diff = nil
+	}
+	return d
+}
+
+// annotations appends w's annotations to kv. The values share w's
+// buffer: they are valid until release.
+func (w *written) annotations(kv []string) []string {
+	kv = append(kv, ResourceVersionAnnotation, w.rv)
+	if w.diff != nil {
+		kv = append(kv, PatchAnnotation, bytesString(w.diff[:w.patchEnd]), ChangedPathsAnnotation, bytesString(w.diff[w.patchEnd:]))
+	}
+	return kv
+}
+
+func (w *written) release() {
+	if w.diff != nil {
+		putBuf(w.diff)
+		w.diff = nil
+	}
+}
+
+// bytesString is b as a string without a copy, for annotation values read
+// only while b is unchanged (encoding a record).
+func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// append encodes ev, its annotations merged with extra (key, value pairs)
+// and with empty chain fields, into a buffer of lineBufs and queues it.
+func (l *Log) append(ev *auditv1.Event, extra []string, durable bool) *batch {
+	var kv [16]string
+	extra = append(append(kv[:0], extra...), SeqAnnotation, "", PrevHashAnnotation, "")
+	b := getBuf()
 	n := 1024 // the fields of a Metadata record; annotations (a diff) and objects come on top
+	for i := 1; i < len(extra); i += 2 {
+		n += len(extra[i]) + len(extra[i])/8
+	}
 	for _, v := range ev.Annotations {
 		n += len(v) + len(v)/8
 	}
@@ -464,7 +517,31 @@ func (l *Log) append(ev *auditv1.Event, durable bool) *batch {
 			n += len(o.Raw)
 		}
 	}
-	return l.enqueue(appendEvent(make([]byte, 0, n), ev), durable)
+	return l.enqueue(appendEvent(slices.Grow(b, n), ev, extra), durable)
+}
+
+// lineBufs recycles the buffers records are encoded in (and writes'
+// diffs): each is free again once the writer has copied its record into
+// the file's buffer. A record costs two or three of them, a few KB each,
+// on every mutation: allocated anew, they were a tenth of the server's
+// allocation, and its collector's work with them.
+var lineBufs sync.Pool
+
+// maxPooledBuf bounds the buffers kept for reuse: a RequestResponse
+// record of a large object is allocated and dropped.
+const maxPooledBuf = 64 << 10
+
+func getBuf() []byte {
+	if p, ok := lineBufs.Get().(*[]byte); ok {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, 4096)
+}
+
+func putBuf(b []byte) {
+	if cap(b) <= maxPooledBuf {
+		lineBufs.Put(&b)
+	}
 }
 
 func requestURI(group, version, resource, ns, name, sub string) string {
@@ -518,10 +595,18 @@ func sourceIPs(r *http.Request) []string {
 	return ips
 }
 
+// newUID returns a random (version 4) UUID in its text form.
 func newUID() string {
 	var b [16]byte
 	rand.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	hex.Encode(s[9:13], b[4:6])
+	hex.Encode(s[14:18], b[6:8])
+	hex.Encode(s[19:23], b[8:10])
+	hex.Encode(s[24:], b[10:])
+	s[8], s[13], s[18], s[23] = '-', '-', '-', '-'
+	return string(s[:])
 }
