@@ -282,27 +282,15 @@ func (r *Record) object(body []byte) *runtime.Unknown {
 			return &runtime.Unknown{Raw: out, ContentType: runtime.ContentTypeJSON}
 		}
 	}
-	if body = compactJSON(body); body == nil {
+	// As encoding/json embeds a raw message, and so as kube-apiserver's
+	// records hold objects: without insignificant whitespace (a
+	// pretty-printed body must not break the record's line), <, >, &,
+	// U+2028 and U+2029 escaped.
+	body, ok := jsonenc.AppendCompact(make([]byte, 0, len(body)), body)
+	if !ok {
 		return nil
 	}
 	return &runtime.Unknown{Raw: body, ContentType: runtime.ContentTypeJSON}
-}
-
-// compactJSON returns body as encoding/json writes an embedded raw
-// message, and so as kube-apiserver's records hold objects: without
-// insignificant whitespace (a pretty-printed body must not break the
-// record's line), <, >, &, U+2028 and U+2029 escaped. nil: not JSON.
-func compactJSON(body []byte) []byte {
-	out := bytes.NewBuffer(make([]byte, 0, len(body)))
-	if json.Compact(out, body) != nil {
-		return nil
-	}
-	if !bytes.ContainsAny(out.Bytes(), "<>&\u2028\u2029") {
-		return out.Bytes()
-	}
-	esc := bytes.NewBuffer(make([]byte, 0, out.Len()+64))
-	json.HTMLEscape(esc, out.Bytes())
-	return esc.Bytes()
 }
 
 // omitManagedFields re-encodes body, a JSON object, without the

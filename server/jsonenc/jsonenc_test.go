@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -78,4 +79,65 @@ func BenchmarkAppendString(b *testing.B) {
 	for b.Loop() {
 		buf = AppendString(buf[:0], s)
 	}
+}
+
+// FuzzAppendCompact checks AppendCompact against encoding/json: what
+// json.Compact then json.HTMLEscape write for any input, and refused
+// exactly when json.Compact refuses it.
+func FuzzAppendCompact(f *testing.F) {
+	for _, s := range []string{
+		"{\n  \"a\": 1,\n  \"b\": \"x y\"\n}\n", `{"html":"<a href='x'>&amp;</a>","sep":"` + "\u2028\u2029\u2027\u20ac" + `"}`,
+		`[1, -0.5e+10, 0, -0, 1E3, true, false, null, "\u00e9\n\"\\\/"]`, ` "s" `, `{"a":}`, `[1,]`, `01`, `-`, `1.`, `1e`,
+		`"\x01"`, "\"\xff\xe2\x80\"", `{"a" "b"}`, `{1:2}`, `[[[[]]]]`, `tru`, `nul`, "", " ", `{"a":1}x`, `"\u12g4"`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var compacted bytes.Buffer
+		err := json.Compact(&compacted, b)
+		var want bytes.Buffer
+		json.HTMLEscape(&want, compacted.Bytes())
+		got, ok := AppendCompact([]byte("prefix"), b)
+		switch {
+		case ok != (err == nil):
+			t.Fatalf("%q: AppendCompact ok %v, json.Compact %v", b, ok, err)
+		case !ok && string(got) != "prefix":
+			t.Fatalf("%q: refused, but appended %q", b, got)
+		case ok && string(got) != "prefix"+want.String():
+			t.Fatalf("%q:\nAppendCompact %s\nencoding/json %s", b, got[len("prefix"):], want.Bytes())
+		}
+	})
+}
+
+// TestAppendCompactNesting: encoding/json's nesting limit, 10000 objects
+// or arrays deep.
+func TestAppendCompactNesting(t *testing.T) {
+	for _, depth := range []int{maxNesting, maxNesting + 1} {
+		doc := strings.Repeat(`{"a":[`, depth/2) + strings.Repeat("[", depth%2) + strings.Repeat("]", depth%2) + strings.Repeat("]}", depth/2)
+		_, ok := AppendCompact(nil, []byte(doc))
+		wantOK := json.Compact(new(bytes.Buffer), []byte(doc)) == nil
+		if ok != wantOK || ok != (depth <= maxNesting) {
+			t.Errorf("depth %d: AppendCompact ok %v, json.Compact ok %v", depth, ok, wantOK)
+		}
+	}
+}
+
+func BenchmarkAppendCompact(b *testing.B) {
+	doc := []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"obj-000123","namespace":"default","labels":{"app":"bench"}},"data":{"payload":"` + strings.Repeat("x", 1000) + `","replicas":"3"}}`)
+	buf := make([]byte, 0, 4096)
+	b.SetBytes(int64(len(doc)))
+	b.Run("AppendCompact", func(b *testing.B) {
+		for b.Loop() {
+			buf, _ = AppendCompact(buf[:0], doc)
+		}
+	})
+	b.Run("encoding/json", func(b *testing.B) {
+		var c, e bytes.Buffer
+		for b.Loop() {
+			c.Reset()
+			e.Reset()
+			json.Compact(&c, doc)
+			json.HTMLEscape(&e, c.Bytes())
+		}
+	})
 }
