@@ -23,8 +23,9 @@ import (
 // annotations of extra (key, value pairs, keys distinct) merged into its
 // own: an extra key replaces the event's. The record's own annotations
 // (its diff, its chain fields) come as extra, so no map is built for
-// them.
-func appendEvent(b []byte, ev *auditv1.Event, extra []string) []byte {
+// them. chain is where the values of the empty chain annotations
+// (SeqAnnotation, PrevHashAnnotation) start, for the writer to fill.
+func appendEvent(b []byte, ev *auditv1.Event, extra []string) (_ []byte, chain chainAt) {
 	b = append(b, '{')
 	if ev.Kind != "" {
 		b = append(b, `"kind":`...)
@@ -108,14 +109,19 @@ func appendEvent(b []byte, ev *auditv1.Event, extra []string) []byte {
 	b = appendMicroTime(b, ev.StageTimestamp)
 	if len(ev.Annotations) > 0 || len(extra) > 0 {
 		b = append(b, `,"annotations":`...)
-		b = appendAnnotations(b, ev.Annotations, extra)
+		b = appendAnnotations(b, ev.Annotations, extra, &chain)
 	}
-	return append(b, '}')
+	return append(b, '}'), chain
 }
 
+// chainAt is where the empty values of a line's chain annotations are
+// (the offset of the closing quote of each); 0 where it has none.
+type chainAt struct{ prev, seq int }
+
 // appendAnnotations appends m merged with extra (key, value pairs whose
-// keys replace m's) as one JSON object, keys sorted.
-func appendAnnotations(b []byte, m map[string]string, extra []string) []byte {
+// keys replace m's) as one JSON object, keys sorted, and notes in chain
+// where the chain annotations' empty values are.
+func appendAnnotations(b []byte, m map[string]string, extra []string, chain *chainAt) []byte {
 	var buf [16]string
 	keys := buf[:0]
 	for i := 0; i+1 < len(extra); i += 2 {
@@ -135,6 +141,14 @@ func appendAnnotations(b []byte, m map[string]string, extra []string) []byte {
 			v = m[k]
 		}
 		b = jsonenc.AppendString(b, v)
+		if v == "" {
+			switch k {
+			case PrevHashAnnotation:
+				chain.prev = len(b) - 1
+			case SeqAnnotation:
+				chain.seq = len(b) - 1
+			}
+		}
 	}
 	return append(b, '}')
 }

@@ -54,7 +54,7 @@ func TestEncodeMatchesEncodingJSON(t *testing.T) {
 			merged.Annotations = withAnnotations(ev.Annotations, extras[i]...)
 		}
 		want, _ := json.Marshal(&merged)
-		got := appendEvent(nil, ev, extras[i])
+		got, _ := appendEvent(nil, ev, extras[i])
 		var w, g any
 		if err := json.Unmarshal(got, &g); err != nil {
 			t.Fatalf("event %d: %s: %v", i, got, err)

@@ -59,8 +59,9 @@ type Stats struct {
 // Log is an audit log: records are queued by any number of requests and
 // written in queue order, one fsync for everything queued while the
 // previous fsync ran (group commit). The writer is whoever holds the io
-// token: a response waiting for its record takes it (the batch's leader)
-// and writes everything queued, its followers' records too, so no other
+// token: the response waiting for a batch's first durable record takes
+// it (the batch's leader) and writes everything queued, its followers'
+// records too (they wait only for the batch's done), so no other
 // goroutine has to be woken and scheduled between a write's etcd commit
 // and its record's fsync; Run's goroutine takes it for the records nobody
 // waits for. A Log is safe for concurrent use; its owner calls Run once
@@ -70,7 +71,7 @@ type Log struct {
 	policy *Policy
 
 	mu       sync.Mutex // guards the fields below; never held across I/O
-	queue    [][]byte   // lines with empty chain fields, in order (buffers of lineBufs)
+	queue    []queued   // lines with empty chain fields, in order
 	durables int        // records in queue that are waited for
 	next     *batch     // the batch queue will be written in
 	stopped  bool       // Run has returned
@@ -93,7 +94,7 @@ type Log struct {
 	batched     [2]int
 	windowStart time.Time
 	// spare is the queue written last, kept for the next flush's records.
-	spare [][]byte
+	spare []queued
 
 	headMu  sync.Mutex // guards head; a leaf
 	head    Checkpoint
@@ -112,22 +113,33 @@ type batch struct {
 	log  *Log
 	done chan struct{}
 	err  error
+	led  bool // a durable record is queued in it: its leader is chosen (guarded by log.mu)
 }
 
 func (l *Log) newBatch() *batch { return &batch{log: l, done: make(chan struct{})} }
 
-// Wait blocks until the batch is on disk and returns why not, if it is
-// not. The first waiter to find the log idle writes it (and everything
-// queued with it) itself; the others wait for that write, or lead the
-// next one when theirs came too late to join it.
-func (b *batch) Wait() error {
-	for {
+// ticket is a queued record's place: its batch, and whether its waiter
+// leads the batch.
+type ticket struct {
+	b    *batch
+	lead bool
+}
+
+// Wait blocks until the record's batch is on disk and returns why not, if
+// it is not. The batch's leader, the first durable record queued in it,
+// writes it (and everything queued with it) itself, once the batch before
+// is written, unless a flush of Run's took it first; the others only wait
+// for that. So only one goroutine per batch waits for the io token:
+// when every waiter competed for it, their selects on the one token
+// channel cost more CPU than the fsync they waited for.
+func (t ticket) Wait() error {
+	b := t.b
+	if t.lead {
 		select {
-		case <-b.done:
-			return b.err
+		case <-b.done: // written by Run's flush (the last one keeps io)
 		case b.log.io <- struct{}{}:
 			select {
-			case <-b.done: // written by the holder before
+			case <-b.done: // written by Run's lazy flush before
 			default:
 				if d := b.log.commitDelay(); d > 0 {
 					time.Sleep(d) // the records of writes finishing now join this fsync
@@ -137,6 +149,8 @@ func (b *batch) Wait() error {
 			<-b.log.io
 		}
 	}
+	<-b.done
+	return b.err
 }
 
 // New opens (or creates) the log file and continues the chain from its
@@ -271,26 +285,29 @@ func lastLine(f *os.File) ([]byte, int64, error) {
 // go with the next one.
 const lazyFlush = 50 * time.Millisecond
 
-// enqueue queues one record line (its chain fields empty) and returns the
-// batch it will be written in. A durable record (a mutation's, whose
-// response waits for it) is written and fsynced by the batch's Wait, with
-// everything queued before it; others within lazyFlush.
-func (l *Log) enqueue(line []byte, durable bool) *batch {
+// enqueue queues one record line (its chain fields empty) and returns its
+// ticket. A durable record (a mutation's, whose response waits for it) is
+// written and fsynced by its batch's leader (the first durable record of
+// the batch, in its Wait), with everything queued before it; others
+// within lazyFlush.
+func (l *Log) enqueue(line queued, durable bool) ticket {
 	l.mu.Lock()
 	if l.stopped {
 		l.mu.Unlock()
 		b := l.newBatch()
 		b.err = ErrClosed
 		close(b.done)
-		return b
+		return ticket{b: b}
 	}
 	l.queue = append(l.queue, line)
-	b := l.next
+	t := ticket{b: l.next}
 	if durable {
 		l.durables++
+		t.lead = !t.b.led
+		t.b.led = true
 	}
 	l.mu.Unlock()
-	return b
+	return t
 }
 
 // Run writes queued records until ctx ends, then writes what is still
@@ -353,22 +370,22 @@ func (l *Log) flush() {
 	b.err = l.write(q, durable)
 	close(b.done)
 	for i, line := range q {
-		putBuf(line)
-		q[i] = nil
+		putBuf(line.b)
+		q[i] = queued{}
 	}
 	l.spare = q[:0]
 }
 
 // write writes q; durable: and fsyncs it (else the next durable write
 // does).
-func (l *Log) write(q [][]byte, durable bool) error {
+func (l *Log) write(q []queued, durable bool) error {
 	if l.err != nil {
 		return l.err
 	}
 	maxSize := int64(l.cfg.MaxSizeMB) << 20
 	n := 0
 	for _, line := range q {
-		n += len(line) + 2*sha256.Size + 21 // the hash, a seq, the newline
+		n += len(line.b) + 2*sha256.Size + 21 // the hash, a seq, the newline
 	}
 	buf := l.buf[:0]
 	if cap(buf) < n {
@@ -529,28 +546,24 @@ func Files(path string) ([]string, error) {
 	return append(bs, path), nil
 }
 
-var (
-	prevHashField = []byte(`"` + PrevHashAnnotation + `":""`)
-	seqField      = []byte(`"` + SeqAnnotation + `":""`)
-)
+// queued is a record's line, in a buffer of lineBufs, with its chain
+// fields empty at chain.
+type queued struct {
+	b     []byte
+	chain chainAt
+}
 
-// splice appends line to buf with its empty chain fields filled. The
-// fields are the last occurrences in the line: annotations are the last
-// member of an Event, and a key inside an embedded object's JSON can
-// only come before.
-func splice(buf, line []byte, seq int64, prevHex []byte) []byte {
-	p := bytes.LastIndex(line, prevHashField)
-	s := bytes.LastIndex(line, seqField)
-	if p < 0 || s < 0 || s < p {
+// splice appends line to buf with its empty chain fields filled.
+func splice(buf []byte, line queued, seq int64, prevHex []byte) []byte {
+	p, s := line.chain.prev, line.chain.seq
+	if p <= 0 || s <= p {
 		panic("audit: record without chain fields")
 	}
-	p += len(prevHashField) - 1
-	s += len(seqField) - 1
-	buf = append(buf, line[:p]...)
+	buf = append(buf, line.b[:p]...)
 	buf = append(buf, prevHex...)
-	buf = append(buf, line[p:s]...)
+	buf = append(buf, line.b[p:s]...)
 	buf = strconv.AppendInt(buf, seq, 10)
-	return append(buf, line[s:]...)
+	return append(buf, line.b[s:]...)
 }
 
 // Collectors are the log's metrics: records written and fsyncs (their

@@ -489,7 +489,7 @@ func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), le
 
 // append encodes ev, its annotations merged with extra (key, value pairs)
 // and with empty chain fields, into a buffer of lineBufs and queues it.
-func (l *Log) append(ev *auditv1.Event, extra []string, durable bool) *batch {
+func (l *Log) append(ev *auditv1.Event, extra []string, durable bool) ticket {
 	var kv [16]string
 	extra = append(append(kv[:0], extra...), SeqAnnotation, "", PrevHashAnnotation, "")
 	b := getBuf()
@@ -505,7 +505,8 @@ func (l *Log) append(ev *auditv1.Event, extra []string, durable bool) *batch {
 			n += len(o.Raw)
 		}
 	}
-	return l.enqueue(appendEvent(slices.Grow(b, n), ev, extra), durable)
+	line, chain := appendEvent(slices.Grow(b, n), ev, extra)
+	return l.enqueue(queued{line, chain}, durable)
 }
 
 // lineBufs recycles the buffers records are encoded in (and writes'
