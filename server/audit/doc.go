@@ -45,12 +45,13 @@
 // whose record a crash could lose. When the record cannot be written the
 // client gets 500 although the write happened, and every later record
 // fails too. Records are written in queue order, one fsync for everything
-// queued while the previous one ran (group commit). The first response to
-// wait while no write is under way writes and fsyncs the queue itself,
-// with the records of the writes that finished meanwhile; the responses
-// waiting on that fsync return with it, and the first of those too late
-// for it writes the next, so no goroutine has to be woken between a
-// write's etcd commit and its record's fsync. While writes run
+// queued while the previous one ran (group commit). The response waiting
+// for a batch's first durable record is the batch's leader: once the
+// batch before is written it writes and fsyncs the queue itself, with the
+// records of the writes that finished meanwhile, and the other responses
+// of the batch, which wait only for it, return with it. So no goroutine
+// has to be woken between a write's etcd commit and its record's fsync,
+// and only one per batch competes for the file. While writes run
 // concurrently (the last fsync made several waiting records durable), the
 // writer first waits up to four times the last fsync's duration (at most
 // 8 ms) for more records: an fsync costs kernel CPU, and on busy cores
