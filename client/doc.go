@@ -57,8 +57,9 @@
 // Host is the preferred server, and requests return to it after a
 // failover away from it (a failback), so that clients configured with
 // different preferred servers keep their load spread after one restarts.
-// Once its backoff has ended and at least 30 s have passed since requests
-// left it, one request at a time is sent to it as a probe while the
+// Once its backoff has ended and 30–45 s (at random, so that clients
+// moved together come back spread) have passed since requests left it,
+// one request at a time is sent to it as a probe while the
 // others stay where they are; when it answers, it is current again
 // (REST.Failbacks counts these). A probe that fails counts as any
 // failure: the preferred server backs off for twice as long, so one that

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"sync"
@@ -42,12 +43,14 @@ var (
 // cluster spread their load by preferring different servers), and
 // requests return to it after a failover away from it (a failback): once
 // its backoff has ended and at least failbackDelay has passed since
-// requests left it, the next attempt goes to it as a probe, one at a
-// time, while the others stay on the current server. A probe that is
-// answered makes the preferred server current again; one that fails
-// (unanswered, a 502, 503 or 504, or cut off by its caller's deadline
-// before an answer) doubles its backoff, so a preferred
-// server that stays down is tried at most once per backoff, and the
+// requests left it (plus up to half of it more, at random, drawn each
+// time they leave: clients that a server's crash moved together do not
+// all come back at the same moment), the next attempt goes to it as a
+// probe, one at a time, while the others stay on the current server. A
+// probe that is answered makes the preferred server current again; one
+// that fails (unanswered, a 502, 503 or 504, or cut off by its caller's
+// deadline before an answer) doubles its backoff, so a preferred server
+// that stays down is tried at most once per backoff, and the
 // request moves on as after any failure (see REST.do: a write only when it
 // surely was not processed). The delay is a minimum time away, not the
 // backoff alone, because a server back from a crash or restart is often
@@ -74,6 +77,7 @@ type servers struct {
 	until   []time.Time // end of the backoff, per server
 	gen     []uint64    // failures ever, per server: an answer to an attempt older than a failure is stale
 	left    time.Time   // when requests last moved away from the preferred server
+	spread  float64     // the failback delay's random part, a fraction of it in [0, 0.5)
 	probing bool        // a failback probe is in flight
 }
 
@@ -97,7 +101,7 @@ func (s *servers) pick(tried []bool) choice {
 	defer s.mu.Unlock()
 	now := time.Now()
 	if s.cur != 0 && !s.probing && (tried == nil || !tried[0]) &&
-		!now.Before(s.until[0]) && !now.Before(s.left.Add(failbackDelay)) {
+		!now.Before(s.until[0]) && !now.Before(s.left.Add(failbackDelay+time.Duration(s.spread*float64(failbackDelay)))) {
 		s.probing = true
 		return choice{server: 0, gen: s.gen[0], probe: true}
 	}
@@ -123,7 +127,7 @@ func (s *servers) pick(tried []bool) choice {
 // setCur makes server i current.
 func (s *servers) setCur(i int, now time.Time) {
 	if s.cur == 0 && i != 0 {
-		s.left = now
+		s.left, s.spread = now, rand.Float64()/2
 	}
 	s.cur = i
 }
