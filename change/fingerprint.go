@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/bits"
 	"reflect"
+	"slices"
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
@@ -321,7 +322,7 @@ var noiseFields = [...]string{"resourceVersion", "managedFields"}
 
 // IsNoise reports whether name is a metadata member WithoutNoise leaves
 // out, for encoders that skip them instead of copying the object.
-func IsNoise(name string) bool { return name == noiseFields[0] || name == noiseFields[1] }
+func IsNoise(name string) bool { return slices.Contains(noiseFields[:], name) }
 
 // WithoutMetadata returns obj without the named members of its metadata,
 // sharing everything else with obj (which it does not modify).
