@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/objwatch/objwatch/internal/instance"
+	"github.com/objwatch/objwatch/server/audit"
 	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/objects"
 )
@@ -24,6 +25,7 @@ func newServeCommand() *cobra.Command {
 		etcdCA, etcdCert, etcdKey string
 		hosts                     []string
 		verbose                   bool
+		auditJournalMB            int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -36,6 +38,10 @@ func newServeCommand() *cobra.Command {
 			}
 			o.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			o.Hosts = hosts
+			o.Server.Audit.JournalSize = int64(auditJournalMB) << 20
+			if auditJournalMB <= 0 {
+				o.Server.Audit.JournalSize = -1
+			}
 			if etcdServers != "" {
 				o.EtcdServers = strings.Split(etcdServers, ",")
 				tc, err := etcdTLS(etcdCA, etcdCert, etcdKey)
@@ -89,6 +95,7 @@ func newServeCommand() *cobra.Command {
 	f.StringVar(&o.Server.Audit.PolicyFile, "audit-policy-file", "", "audit.k8s.io/v1 Policy choosing what is recorded (default: every request at Metadata level)")
 	f.IntVar(&o.Server.Audit.MaxSizeMB, "audit-log-maxsize", 0, "megabytes the audit log grows to before it is rotated (0: never)")
 	f.IntVar(&o.Server.Audit.MaxBackups, "audit-log-maxbackup", 0, "rotated audit log files kept (0: all)")
+	f.IntVar(&auditJournalMB, "audit-journal-size", audit.DefaultJournalSize>>20, "megabytes of the journal beside the audit log (PATH.journal) that makes records durable without fsyncing the log itself, which on the file system of etcd's WAL slows etcd (0: no journal, the log is fsynced for every batch)")
 	f.DurationVar(&o.Server.Audit.CheckpointInterval, "audit-checkpoint-interval", 10*time.Second, "interval between checkpoints of the audit log's hash chain in etcd")
 	f.StringVar(&o.Server.EncryptionProviderConfig, "encryption-provider-config", "", "apiserver.config.k8s.io/v1 EncryptionConfiguration choosing the resources encrypted at rest in etcd and their keys (aesgcm, aescbc, secretbox, identity), as kube-apiserver's; every server of an etcd needs the same (default: nothing encrypted)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logging")

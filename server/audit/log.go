@@ -48,6 +48,10 @@ type Config struct {
 	// CheckpointInterval between checkpoints of a changed head (default
 	// 10 s); one is also taken when Run ends.
 	CheckpointInterval time.Duration
+	// JournalSize is the size in bytes of the journal beside the log
+	// (PATH.journal; see journal.go): 0 is DefaultJournalSize; negative:
+	// no journal, the log itself is fsynced for every batch.
+	JournalSize int64
 	Log                *slog.Logger
 }
 
@@ -83,6 +87,7 @@ type Log struct {
 	// Owned by the holder of io (and New before it).
 	f    *os.File
 	size int64
+	j    *journal // nil: none (Config.JournalSize < 0)
 	seq  int64
 	prev [sha256.Size]byte
 	err  error // a failed write: everything after it fails
@@ -153,10 +158,13 @@ func (t ticket) Wait() error {
 	return b.err
 }
 
-// New opens (or creates) the log file and continues the chain from its
-// last record, or from the newest rotated file's when it is empty. A
-// partial last line (the server died while writing it, before any fsync
-// acknowledged it) is cut off. New starts nothing; call Run.
+// New opens (or creates) the log file and its journal and continues the
+// chain from its last record, or from the newest rotated file's when it
+// is empty. Records the journal made durable that the log lacks (the
+// machine went down before the file system wrote them) are written to
+// the log first; a partial last line (the server died while writing it,
+// before any fsync acknowledged it) is cut off. New starts nothing; call
+// Run.
 func New(cfg Config) (*Log, error) {
 	if cfg.Path == "" {
 		return nil, errors.New("audit: no log path")
@@ -176,6 +184,9 @@ func New(cfg Config) (*Log, error) {
 	}
 	if cfg.CheckpointKey == "" {
 		cfg.CheckpointKey = CheckpointKey(cfg.Path)
+	}
+	if cfg.JournalSize == 0 {
+		cfg.JournalSize = DefaultJournalSize
 	}
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o700); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
@@ -209,10 +220,26 @@ func (l *Log) open() error {
 	if err != nil {
 		return err
 	}
+	if err := l.openJournal(f); err != nil {
+		f.Close()
+		return err
+	}
 	last, size, err := lastLine(f)
 	if err != nil {
 		f.Close()
 		return err
+	}
+	if l.j != nil {
+		// Everything in the file is made durable before the journal
+		// starts over (its first entry will say it starts at size).
+		if err := datasync(f); err != nil {
+			f.Close()
+			return err
+		}
+		if err := l.j.reset(); err != nil {
+			f.Close()
+			return err
+		}
 	}
 	if _, err := f.Seek(size, io.SeekStart); err != nil {
 		f.Close()
@@ -235,6 +262,37 @@ func (l *Log) open() error {
 		}
 		l.seq, l.prev = r.seq, sha256.Sum256(last)
 		l.head = Checkpoint{Seq: l.seq, Hash: hex.EncodeToString(l.prev[:])}
+	}
+	return nil
+}
+
+// openJournal opens the log's journal (unless there is to be none) and
+// writes to f what its entries hold that f lacks; a journal that does not
+// continue f is set aside.
+func (l *Log) openJournal(f *os.File) error {
+	if l.cfg.JournalSize < 0 {
+		return nil
+	}
+	j, off, data, err := openJournal(journalPath(l.cfg.Path), l.cfg.JournalSize)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	l.j = j
+	if len(data) == 0 {
+		return nil
+	}
+	ok, why, err := recoverLog(f, off, data)
+	if err != nil {
+		j.f.Close()
+		return fmt.Errorf("recovering from the journal: %w", err)
+	}
+	if !ok {
+		aside, err := j.setAside()
+		if err != nil {
+			return fmt.Errorf("journal: %w", err)
+		}
+		l.cfg.Log.Warn("audit: the journal does not continue the log, which was changed while the server was down; the log is used as it is, the journal kept beside it",
+			"log", l.cfg.Path, "journal", aside, "reason", why)
 	}
 	return nil
 }
@@ -340,6 +398,17 @@ func (l *Log) Run(ctx context.Context) {
 	l.mu.Unlock()
 	l.io <- struct{}{} // kept: nothing is written after this flush
 	l.flush()
+	if l.j != nil {
+		// The log made durable, the journal is empty on the next start.
+		if l.err == nil {
+			if err := datasync(l.f); err != nil {
+				l.fail(err)
+			} else if err := l.j.reset(); err != nil {
+				l.fail(err)
+			}
+		}
+		l.j.f.Close()
+	}
 	stopCP()
 	wg.Wait()
 	if l.cfg.Storage != nil {
@@ -383,7 +452,7 @@ func (l *Log) write(q []queued, durable bool) error {
 		return l.err
 	}
 	maxSize := int64(l.cfg.MaxSizeMB) << 20
-	n := 0
+	n := journalHeader
 	for _, line := range q {
 		n += len(line.b) + 2*sha256.Size + 21 // the hash, a seq, the newline
 	}
@@ -391,6 +460,7 @@ func (l *Log) write(q []queued, durable bool) error {
 	if cap(buf) < n {
 		buf = make([]byte, 0, n+n/4) // room for the next batch to be larger
 	}
+	buf = buf[:journalHeader] // room for the batch's journal header
 	var hexb [2 * sha256.Size]byte
 	for _, line := range q {
 		l.seq++
@@ -398,16 +468,13 @@ func (l *Log) write(q []queued, durable bool) error {
 		start := len(buf)
 		buf = splice(buf, line, l.seq, hexb[:])
 		rec := buf[start:]
-		if maxSize > 0 && l.size > 0 && l.size+int64(len(buf)) > maxSize {
+		if maxSize > 0 && l.size > 0 && l.size+int64(len(buf)-journalHeader) > maxSize {
 			// This record goes to a new file: write and sync the old one.
-			if err := l.sync(buf[:start], true); err != nil {
+			if err := l.rotate(buf[journalHeader:start]); err != nil {
 				return l.fail(err)
 			}
-			if err := l.rotate(); err != nil {
-				return l.fail(err)
-			}
-			buf = append(buf[:0], rec...)
-			rec = buf
+			buf = append(buf[:journalHeader], rec...)
+			rec = buf[journalHeader:]
 		}
 		l.prev = sha256.Sum256(rec)
 		buf = append(buf, '\n')
@@ -470,26 +537,60 @@ func (l *Log) commitDelay() time.Duration {
 	return min(4*l.lastSync, maxCommitDelay)
 }
 
-// sync appends b to the current file and, if durable, flushes it to the
-// disk (fdatasync: the data and the size that finds it).
+// sync appends b[journalHeader:] to the current file and, if durable,
+// makes it durable: written into the journal too (b[:journalHeader] is
+// room for its header), and the journal flushed to the disk (fdatasync).
+// Without a journal, or when the batch does not fit before the journal's
+// end, the file itself is flushed (fdatasync: the data and the size that
+// finds it) and the journal starts over. Batches nobody waits for go
+// into the journal unflushed: the next fdatasync of it takes them too.
 func (l *Log) sync(b []byte, durable bool) error {
-	n, err := l.f.Write(b)
+	off := l.size
+	n, err := l.f.Write(b[journalHeader:])
 	l.size += int64(n)
-	if err != nil || !durable {
+	switch {
+	case err != nil:
+		return err
+	case l.j == nil:
+		if !durable {
+			return nil
+		}
+		return l.datasync(l.f)
+	case !l.j.fits(len(b)):
+		if err := l.datasync(l.f); err != nil {
+			return err
+		}
+		return l.j.reset()
+	}
+	if err := l.j.write(b, off); err != nil || !durable {
 		return err
 	}
+	return l.datasync(l.j.f)
+}
+
+// datasync flushes f (the log or its journal), timed.
+func (l *Log) datasync(f *os.File) error {
 	l.fsyncs.Add(1)
 	start := time.Now()
-	err = datasync(l.f)
+	err := datasync(f)
 	l.lastSync = time.Since(start)
 	l.syncSeconds.Observe(l.lastSync.Seconds())
 	return err
 }
 
-// rotate renames the current file to a backup named as lumberjack (and so
-// kube-apiserver) names them, opens a new one and removes backups beyond
-// MaxBackups.
-func (l *Log) rotate() error {
+// rotate appends b, the current file's last records, flushes the file
+// (the journal starts over for the next one), renames it to a backup
+// named as lumberjack (and so kube-apiserver) names them, opens a new one
+// and removes backups beyond MaxBackups.
+func (l *Log) rotate(b []byte) error {
+	n, err := l.f.Write(b)
+	l.size += int64(n)
+	if err != nil {
+		return err
+	}
+	if err := l.datasync(l.f); err != nil {
+		return err
+	}
 	if err := l.f.Close(); err != nil {
 		return err
 	}
@@ -508,9 +609,14 @@ func (l *Log) rotate() error {
 		return err
 	}
 	l.f, l.size = f, 0
-	if d, err := os.Open(filepath.Dir(l.cfg.Path)); err == nil {
-		d.Sync() // the rename and the new file survive a crash
-		d.Close()
+	if err := syncDir(filepath.Dir(l.cfg.Path)); err != nil { // the rename and the new file survive a crash
+		return err
+	}
+	if l.j != nil {
+		// The journal's entries are the old file's, durable in it now.
+		if err := l.j.reset(); err != nil {
+			return err
+		}
 	}
 	if l.cfg.MaxBackups > 0 {
 		bs, _ := Backups(l.cfg.Path)
