@@ -63,6 +63,21 @@
 // record cut by a crash is never acknowledged; New drops it when the log
 // is reopened.
 //
+// The fsync is of the journal (PATH.journal, Config.JournalSize, 16 MiB
+// by default), not of the log. Each batch is appended to the log and
+// written into the journal, a file of fixed size whose blocks were
+// written with zeros when it was made, overwritten as a ring. Appending to
+// a file changes its size, so an fdatasync of the log would commit the
+// file system's journal, and with embedded etcd, etcd's WAL fsyncs wait
+// behind that commit; an fdatasync of the journal flushes its data alone.
+// The log itself is fsynced when the journal is full (and starts over),
+// before it is rotated and when Run ends; after a crash of the machine,
+// New writes into the log what the journal holds and the log lacks, and
+// a log changed while the server was down is left as it is (the journal
+// is set aside). A kill -9 of the server loses nothing either way: what
+// it wrote is in the kernel. The format and the recovery rules are in
+// journal.go.
+//
 // # Chain format
 //
 // Each record has objwatch.io/seq (1, 2, ... across rotated files) and

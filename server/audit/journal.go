@@ -69,6 +69,8 @@ type journal struct {
 	size int64  // the file's size, fixed
 	pos  int64  // where the next entry goes
 	pass uint64 // the current pass's entries carry it
+	// writeback: the log's writeback was started in this pass.
+	writeback bool
 }
 
 // journalPath is the journal of the log at path.
@@ -178,17 +180,23 @@ func (j *journal) fits(n int) bool { return j.pos+int64(n) <= j.size }
 // write writes b, whose first journalHeader bytes are room for the
 // header, as the next entry: a batch written at off in the log.
 func (j *journal) write(b []byte, off int64) error {
-	copy(b, journalMagic)
-	binary.LittleEndian.PutUint64(b[8:], j.pass)
-	binary.LittleEndian.PutUint64(b[16:], uint64(off))
-	binary.LittleEndian.PutUint32(b[24:], uint32(len(b)-journalHeader))
-	binary.LittleEndian.PutUint32(b[28:], 0)
-	binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(b[8:], castagnoli))
+	encodeEntry(b, j.pass, off)
 	if _, err := j.f.WriteAt(b, j.pos); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
 	j.pos += int64(len(b))
 	return nil
+}
+
+// encodeEntry fills the header room at b's start for the entry of pass
+// holding b[journalHeader:], written at off in the log.
+func encodeEntry(b []byte, pass uint64, off int64) {
+	copy(b, journalMagic)
+	binary.LittleEndian.PutUint64(b[8:], pass)
+	binary.LittleEndian.PutUint64(b[16:], uint64(off))
+	binary.LittleEndian.PutUint32(b[24:], uint32(len(b)-journalHeader))
+	binary.LittleEndian.PutUint32(b[28:], 0)
+	binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(b[8:], castagnoli))
 }
 
 // reset starts a new pass: the first header is zeroed and fsynced. The
@@ -203,7 +211,7 @@ func (j *journal) reset() error {
 	}
 	var p [8]byte
 	rand.Read(p[:])
-	j.pos, j.pass = 0, binary.LittleEndian.Uint64(p[:])
+	j.pos, j.pass, j.writeback = 0, binary.LittleEndian.Uint64(p[:]), false
 	return nil
 }
 

@@ -274,3 +274,37 @@ func TestNoJournal(t *testing.T) {
 	}
 	wantURIs(t, uris(t, []string{path}), 20)
 }
+
+// FuzzScanJournal: scanJournal reads any bytes without failing, and of a
+// journal whose pass is followed by anything (an earlier pass's entries,
+// a cut entry, garbage) it returns at least the pass's batches, in order.
+func FuzzScanJournal(f *testing.F) {
+	f.Add([]byte("a\nbb\n"), []byte("ccc\n"), uint64(7), int64(100), []byte{})
+	f.Add([]byte("x\n"), []byte("y\n"), uint64(1), int64(0), []byte("OWJ1garbage after the pass"))
+	f.Fuzz(func(t *testing.T, b1, b2 []byte, pass uint64, off int64, tail []byte) {
+		if off < 0 || len(b1) == 0 {
+			return
+		}
+		var j []byte
+		at := off
+		for _, b := range [][]byte{b1, b2} {
+			e := append(make([]byte, journalHeader), b...)
+			encodeEntry(e, pass, at)
+			j = append(j, e...)
+			at += int64(len(b))
+		}
+		j = append(j, tail...)
+		got, data, err := scanJournal(bytes.NewReader(j), int64(len(j)))
+		if err != nil {
+			t.Fatalf("scanJournal = %v", err)
+		}
+		want := append(bytes.Clone(b1), b2...)
+		if got != off || !bytes.HasPrefix(data, want) {
+			t.Fatalf("scanJournal = %d, %q; want %d, %q...", got, data, off, want)
+		}
+		// Any bytes at all: no failure, nothing beyond the file.
+		if _, data, err := scanJournal(bytes.NewReader(tail), int64(len(tail))); err != nil || len(data) > len(tail) {
+			t.Fatalf("scanJournal(tail) = %d bytes, %v", len(data), err)
+		}
+	})
+}

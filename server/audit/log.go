@@ -52,7 +52,7 @@ type Config struct {
 	// (PATH.journal; see journal.go): 0 is DefaultJournalSize; negative:
 	// no journal, the log itself is fsynced for every batch.
 	JournalSize int64
-	Log                *slog.Logger
+	Log         *slog.Logger
 }
 
 // Stats are a log's counters since it was opened.
@@ -61,8 +61,9 @@ type Stats struct {
 }
 
 // Log is an audit log: records are queued by any number of requests and
-// written in queue order, one fsync for everything queued while the
-// previous fsync ran (group commit). The writer is whoever holds the io
+// written in queue order, one fsync (of the journal beside the log, see
+// journal.go) for everything queued while the previous fsync ran (group
+// commit). The writer is whoever holds the io
 // token: the response waiting for a batch's first durable record takes
 // it (the batch's leader) and writes everything queued, its followers'
 // records too (they wait only for the batch's done), so no other
@@ -562,8 +563,17 @@ func (l *Log) sync(b []byte, durable bool) error {
 		}
 		return l.j.reset()
 	}
-	if err := l.j.write(b, off); err != nil || !durable {
+	if err := l.j.write(b, off); err != nil {
 		return err
+	}
+	if !l.j.writeback && l.j.pos > l.j.size/2 {
+		// The log's fdatasync when the journal is full has less to write
+		// if the kernel starts on it now.
+		l.j.writeback = true
+		startWriteback(l.f)
+	}
+	if !durable {
+		return nil
 	}
 	return l.datasync(l.j.f)
 }
@@ -681,7 +691,7 @@ func (l *Log) Collectors() []prometheus.Collector {
 			Name: "objwatch_audit_records_total", Help: "Audit records written.",
 		}, func() float64 { return float64(l.records.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "objwatch_audit_fsyncs_total", Help: "fsyncs of the audit log (each makes every record written before it durable).",
+			Name: "objwatch_audit_fsyncs_total", Help: "fdatasyncs of the audit log or its journal (each makes every record written before it durable).",
 		}, func() float64 { return float64(l.fsyncs.Load()) }),
 		l.syncSeconds, l.waitSeconds,
 	}
