@@ -221,30 +221,32 @@ func (l *Log) open() error {
 	if err != nil {
 		return err
 	}
-	if err := l.openJournal(f); err != nil {
+	fail := func(err error) error {
 		f.Close()
+		if l.j != nil {
+			l.j.f.Close()
+		}
 		return err
+	}
+	if err := l.openJournal(f); err != nil {
+		return fail(err)
 	}
 	last, size, err := lastLine(f)
 	if err != nil {
-		f.Close()
-		return err
+		return fail(err)
 	}
 	if l.j != nil {
 		// Everything in the file is made durable before the journal
 		// starts over (its first entry will say it starts at size).
 		if err := datasync(f); err != nil {
-			f.Close()
-			return err
+			return fail(err)
 		}
 		if err := l.j.reset(); err != nil {
-			f.Close()
-			return err
+			return fail(err)
 		}
 	}
 	if _, err := f.Seek(size, io.SeekStart); err != nil {
-		f.Close()
-		return err
+		return fail(err)
 	}
 	l.f, l.size = f, size
 	if last == nil {
@@ -259,7 +261,7 @@ func (l *Log) open() error {
 	if last != nil {
 		r, err := parseChain(last)
 		if err != nil {
-			return fmt.Errorf("last record of %s: %w", l.cfg.Path, err)
+			return fail(fmt.Errorf("last record of %s: %w", l.cfg.Path, err))
 		}
 		l.seq, l.prev = r.seq, sha256.Sum256(last)
 		l.head = Checkpoint{Seq: l.seq, Hash: hex.EncodeToString(l.prev[:])}
@@ -284,7 +286,6 @@ func (l *Log) openJournal(f *os.File) error {
 	}
 	ok, why, err := recoverLog(f, off, data)
 	if err != nil {
-		j.f.Close()
 		return fmt.Errorf("recovering from the journal: %w", err)
 	}
 	if !ok {
@@ -601,6 +602,15 @@ func (l *Log) rotate(b []byte) error {
 	if err := l.datasync(l.f); err != nil {
 		return err
 	}
+	if l.j != nil {
+		// The journal's entries are the old file's, durable in it now.
+		// It starts over before the rename: had it kept them, a crash
+		// between the rename and its reset would have them compared with
+		// (and, from offset 0, written into) the new file.
+		if err := l.j.reset(); err != nil {
+			return err
+		}
+	}
 	if err := l.f.Close(); err != nil {
 		return err
 	}
@@ -621,12 +631,6 @@ func (l *Log) rotate(b []byte) error {
 	l.f, l.size = f, 0
 	if err := syncDir(filepath.Dir(l.cfg.Path)); err != nil { // the rename and the new file survive a crash
 		return err
-	}
-	if l.j != nil {
-		// The journal's entries are the old file's, durable in it now.
-		if err := l.j.reset(); err != nil {
-			return err
-		}
 	}
 	if l.cfg.MaxBackups > 0 {
 		bs, _ := Backups(l.cfg.Path)
