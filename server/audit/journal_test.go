@@ -219,6 +219,13 @@ func TestJournalSetAside(t *testing.T) {
 			b[i+int64(len("system:apiserve"))] = 'X'
 			return b
 		}},
+		{"record before the journal edited", func(b []byte, off int64) []byte {
+			// The journal's bytes are all there; the record they chain
+			// to is not the one they were written after.
+			i := bytes.LastIndex(b[:off], []byte("system:apiserver"))
+			b[i+len("system:apiserve")] = 'X'
+			return b
+		}},
 		{"cut below the journal", func(b []byte, off int64) []byte {
 			return b[:bytes.LastIndexByte(b[:off-1], '\n')+1]
 		}},
