@@ -83,7 +83,10 @@ func FuzzDecodeBody(f *testing.F) {
 			t.Fatalf("decodeBody(%q, %s) = %v: not encodable: %v", body, ct, obj.Object, err)
 		}
 		again, err := decodeBody(bodyRequest("application/json"), j)
-		if err != nil || !reflect.DeepEqual(again.Object, obj.Object) {
+		// Equal as JSON, not as Go values: a number written with an
+		// exponent (0e0) decodes to float64, as apimachinery's decoder
+		// has it, and is encoded back as 0, which decodes to int64.
+		if err != nil || !jsonEqual(again.Object, obj.Object) {
 			t.Fatalf("decodeBody(%q, %s) = %v; its JSON %s decodes to %v, %v", body, ct, obj.Object, j, again, err)
 		}
 		y, err := yaml.Marshal(obj.Object)
