@@ -332,11 +332,8 @@ func lastLine(f *os.File) ([]byte, int64, error) {
 				return nil, 0, err
 			}
 		}
-		start := bytes.LastIndexByte(tail[:end], '\n')
-		if start < 0 && off > 0 {
-			continue
-		}
-		return tail[start+1 : end], complete, nil
+		last, err := lineBefore(f, complete)
+		return last, complete, err
 	}
 }
 

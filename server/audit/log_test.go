@@ -7,8 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,7 +22,7 @@ import (
 // its final checkpoint.
 func writeLog(t *testing.T, path string, n, maxMB int) Checkpoint {
 	t.Helper()
-	l, err := New(Config{Path: path, MaxSizeMB: maxMB, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	l, err := New(Config{Path: path, MaxSizeMB: maxMB, Log: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
