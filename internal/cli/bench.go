@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/objwatch/objwatch/bench"
 )
@@ -48,17 +49,18 @@ history (objwatch serve --compaction-interval).`,
 				results   []bench.Result
 				informers []*bench.InformerReport
 			)
-			want := map[string]bool{}
+			plan := bench.Plan{IdleWatchers: idleWatchers}
+			wantInformer := false
 			for _, s := range scenarios {
-				switch s {
-				case "writes", "memory", "list", "fanout", "idle", "informer":
-					want[s] = true
-				default:
-					return fmt.Errorf("--scenarios: unknown scenario %q", s)
+				if s == "informer" {
+					wantInformer = true
+				} else {
+					plan.Scenarios = append(plan.Scenarios, s)
 				}
 			}
-			// Every scenario but informer uses the benchmark CRD.
-			crd := want["writes"] || want["memory"] || want["list"] || want["fanout"] || want["idle"]
+			if err := plan.Validate(); err != nil {
+				return fmt.Errorf("--scenarios: %w", err)
+			}
 			for _, spec := range targets {
 				name, path, ok := strings.Cut(spec, "=")
 				if !ok {
@@ -68,46 +70,12 @@ history (objwatch serve --compaction-interval).`,
 				if err != nil {
 					return err
 				}
-				var mem0 bench.MemorySample
-				if crd {
-					if err := bench.Setup(ctx, t, &o); err != nil {
-						return err
-					}
-					if mem0, err = bench.SampleMemory(ctx, t); err != nil {
-						return err
-					}
-				}
-				run := func(s string, f func() ([]bench.Result, error)) error {
-					if !want[s] {
-						return nil
-					}
-					r, err := f()
-					results = append(results, r...)
+				r, err := bench.Run(ctx, t, &o, plan)
+				results = append(results, r...)
+				if err != nil {
 					return err
 				}
-				steps := []struct {
-					name string
-					f    func() ([]bench.Result, error)
-				}{
-					{"writes", func() ([]bench.Result, error) { return bench.Writes(ctx, t, &o) }},
-					{"memory", func() ([]bench.Result, error) { return bench.Memory(ctx, t, &o, mem0) }},
-					{"list", func() ([]bench.Result, error) { return bench.Lists(ctx, t, &o) }},
-					{"fanout", func() ([]bench.Result, error) { return bench.Fanout(ctx, t, &o) }},
-					{"idle", func() ([]bench.Result, error) {
-						idle := o
-						idle.Watchers = idleWatchers
-						return bench.IdleWatches(ctx, t, &idle)
-					}},
-				}
-				for _, st := range steps {
-					if err := run(st.name, st.f); err != nil {
-						return err
-					}
-				}
-				if crd {
-					bench.Cleanup(ctx, t)
-				}
-				if want["informer"] {
+				if wantInformer {
 					rep, err := bench.Informer(ctx, t, &o)
 					if errors.Is(err, bench.ErrNotServed) {
 						fmt.Fprintf(os.Stderr, "\r\033[Kskipped: %v\n", err)
@@ -144,21 +112,112 @@ history (objwatch serve --compaction-interval).`,
 			return nil
 		},
 	}
-	cmd.AddCommand(newBenchScaleCommand(), newBenchPlotCommand())
+	cmd.AddCommand(newBenchScaleCommand(), newBenchPlotCommand(), newBenchABCommand())
 	f := cmd.Flags()
 	f.StringArrayVar(&targets, "target", nil, "NAME=KUBECONFIG of a server to measure (repeatable; the first is the baseline of ratios)")
 	f.StringVar(&etcdURL, "etcd", "", "etcd client URL to measure raw puts against")
 	f.StringVar(&jsonOut, "json", "", "write results as JSON to this file")
 	f.StringSliceVar(&scenarios, "scenarios", []string{"writes", "memory", "list", "fanout", "idle"}, "scenarios to run (writes, memory, list, fanout, idle; informer, not by default)")
+	scenarioFlags(f, &o, &idleWatchers)
+	return cmd
+}
+
+// scenarioFlags are the load settings of bench and bench ab.
+func scenarioFlags(f *pflag.FlagSet, o *bench.Options, idleWatchers *int) {
 	f.StringVar(&o.Namespace, "namespace", "default", "namespace for benchmark objects")
 	f.IntVar(&o.Objects, "objects", 10000, "objects to create (ConfigMaps for informer)")
 	f.IntVar(&o.Clients, "clients", 64, "concurrent writers")
 	f.IntVar(&o.ObjectSize, "object-size", 1024, "approximate object size in bytes")
 	f.IntVar(&o.Watchers, "watchers", 1000, "fan-out watchers")
-	f.IntVar(&idleWatchers, "idle-watchers", 10000, "watches held open by the idle scenario")
+	f.IntVar(idleWatchers, "idle-watchers", 10000, "watches held open by the idle scenario")
 	f.IntVar(&o.WriteRate, "write-rate", 200, "fan-out writes per second")
 	f.DurationVar(&o.Duration, "duration", 20*time.Second, "fan-out duration")
 	f.IntVar(&o.ListRuns, "list-runs", 5, "repetitions of each list")
+}
+
+func newBenchABCommand() *cobra.Command {
+	var (
+		c         bench.ABConfig
+		sides     []string
+		scenarios []string
+		jsonOut   string
+	)
+	cmd := &cobra.Command{
+		Use:   "ab --side NAME=BINARY --side NAME=BINARY --etcd-binary ETCD",
+		Short: "Compare two objwatch binaries, interleaved, each run on a fresh etcd and server",
+		Long: `ab runs the scenarios against two objwatch binaries in turn, --rounds times
+each, rounds alternating which goes first (A B, B A, A B, ...). Every run
+starts a fresh etcd process (--etcd-binary, e.g. built with
+'go build -o /tmp/etcd go.etcd.io/etcd/server/v3') and 'BINARY serve' on it,
+so the server process is measured alone and both sides see the same
+machine. It prints, per metric, each side's median, the median of the
+rounds' ratios (second side over first) and their spread.
+
+Build the base side from the commit a change started from (git worktree add)
+and the change's own binary; record the table in docs/PERFORMANCE.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(sides) != 2 {
+				return fmt.Errorf("--side: want exactly two, got %d", len(sides))
+			}
+			for i, spec := range sides {
+				name, bin, ok := strings.Cut(spec, "=")
+				if !ok || name == "" || bin == "" {
+					return fmt.Errorf("--side %q: want NAME=BINARY", spec)
+				}
+				c.Sides[i] = bench.ABSide{Name: name, Binary: bin}
+			}
+			if c.Sides[0].Name == c.Sides[1].Name {
+				return fmt.Errorf("--side: the two sides need different names")
+			}
+			if c.EtcdBinary == "" {
+				return fmt.Errorf("--etcd-binary is required")
+			}
+			for _, s := range scenarios {
+				if s == "etcd" {
+					c.EtcdPuts = true
+				} else {
+					c.Plan.Scenarios = append(c.Plan.Scenarios, s)
+				}
+			}
+			if err := c.Plan.Validate(); err != nil {
+				return fmt.Errorf("--scenarios: %w", err)
+			}
+			if c.Dir == "" {
+				d, err := os.MkdirTemp("", "objwatch-ab-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(d)
+				c.Dir = d
+			}
+			c.Options.Progress = func(s string) { fmt.Fprintf(os.Stderr, "\r\033[K%s", s) }
+			c.Logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, "\r\033[K"+format+"\n", args...) }
+			rep, err := bench.AB(cmd.Context(), c)
+			fmt.Fprint(os.Stderr, "\r\033[K")
+			if rep != nil {
+				if werr := rep.WriteTable(cmd.OutOrStdout()); werr != nil {
+					return werr
+				}
+				if jsonOut != "" {
+					b, _ := json.MarshalIndent(rep, "", "  ")
+					if werr := os.WriteFile(jsonOut, b, 0o644); werr != nil {
+						return werr
+					}
+				}
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&sides, "side", nil, "NAME=BINARY of an objwatch binary (twice; ratios are the second over the first)")
+	f.StringVar(&c.EtcdBinary, "etcd-binary", "", "etcd binary each run starts on a fresh data directory")
+	f.IntVar(&c.Rounds, "rounds", 3, "runs of each side")
+	f.StringVar(&c.Dir, "dir", "", "directory for the runs' data and logs (default: a temporary one, removed at the end)")
+	f.StringArrayVar(&c.ServeArgs, "serve-arg", nil, "argument appended to every 'BINARY serve' (repeatable), e.g. --serve-arg=--audit-log-path=/tmp/a.log")
+	f.StringSliceVar(&scenarios, "scenarios", []string{"writes", "memory", "list", "fanout"}, "scenarios to run (writes, memory, list, fanout, idle; etcd: raw puts on each run's etcd after its server stopped)")
+	f.StringVar(&jsonOut, "json", "", "write every run's results as JSON to this file")
+	scenarioFlags(f, &c.Options, &c.Plan.IdleWatchers)
 	return cmd
 }
 
