@@ -11,6 +11,15 @@ import (
 // Anything unusual (ownerReferences, managedFields, nulls, empty maps,
 // non-canonical timestamps) takes the exact path.
 func plainMetadata(obj map[string]interface{}) bool {
+	return canonicalMetadata(obj, false)
+}
+
+// canonicalMetadata is plainMetadata that, with managedFields set, also
+// accepts managedFields entries in the form the round trip gives them:
+// what the field manager writes into every stored object (see
+// canonicalManagedFields). The validator's shortcut does not take them
+// (its reasoning covers metadata without them); coercion does.
+func canonicalMetadata(obj map[string]interface{}, managedFields bool) bool {
 	raw, ok := obj["metadata"]
 	if !ok {
 		return true
@@ -26,12 +35,7 @@ func plainMetadata(obj map[string]interface{}) bool {
 				return false
 			}
 		case "creationTimestamp", "deletionTimestamp":
-			s, ok := v.(string)
-			if !ok {
-				return false
-			}
-			t, err := time.Parse(time.RFC3339, s)
-			if err != nil || t.UTC().Format(time.RFC3339) != s {
+			if !canonicalTime(v) {
 				return false
 			}
 		case "generation", "deletionGracePeriodSeconds":
@@ -58,9 +62,75 @@ func plainMetadata(obj map[string]interface{}) bool {
 					return false
 				}
 			}
+		case "managedFields":
+			if !managedFields || !canonicalManagedFields(v) {
+				return false
+			}
 		default:
 			return false
 		}
 	}
 	return true
+}
+
+// canonicalManagedFields reports whether v is a non-empty list of
+// managedFields entries that metav1.ManagedFieldsEntry's decoding and
+// encoding leave as they are: only its fields, strings non-empty, the
+// time canonical, fieldsV1 a tree of objects (its leaves are {}).
+func canonicalManagedFields(v interface{}) bool {
+	l, ok := v.([]interface{})
+	if !ok || len(l) == 0 {
+		return false
+	}
+	for _, e := range l {
+		m, ok := e.(map[string]interface{})
+		if !ok || len(m) == 0 {
+			return false
+		}
+		for k, x := range m {
+			switch k {
+			case "manager", "operation", "apiVersion", "fieldsType", "subresource":
+				if s, ok := x.(string); !ok || s == "" {
+					return false
+				}
+			case "time":
+				if !canonicalTime(x) {
+					return false
+				}
+			case "fieldsV1":
+				if !fieldsTree(x) {
+					return false
+				}
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// fieldsTree reports whether v is a JSON object whose values are all such
+// objects, as a FieldsV1 set is.
+func fieldsTree(v interface{}) bool {
+	m, ok := v.(map[string]interface{})
+	if !ok {
+		return false
+	}
+	for _, x := range m {
+		if !fieldsTree(x) {
+			return false
+		}
+	}
+	return true
+}
+
+// canonicalTime reports whether v is a timestamp as metav1.Time encodes
+// it: RFC 3339 in UTC, whole seconds.
+func canonicalTime(v interface{}) bool {
+	s, ok := v.(string)
+	if !ok {
+		return false
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	return err == nil && t.UTC().Format(time.RFC3339) == s
 }
