@@ -18,30 +18,35 @@
 //
 // # Snapshots
 //
-// After every revision that changes its objects the cache keeps a
-// snapshot: a copy-on-write clone of its btree (O(1) to take; the live
-// tree then copies the few nodes each write touches, about its depth:
-// BenchmarkSnapshotMemory measures 1.2 KiB per snapshot at 1,000 objects,
-// 2.8 KiB at 100,000). ListAt reads a page at any revision a snapshot
-// covers, as the store would at that revision: a paginated walk whose
-// continue token names revision R sees the objects as they were at R,
-// none of the writes since. Snapshots cover the revisions the history
-// covers (from oldest on) and are dropped with it, bounded by
-// MaxSnapshots (default 10,000: about 28 MiB of copied nodes at 100,000
-// objects; the old objects they keep alive are those the history holds
-// anyway); a relist drops them all. They are also dropped once the store
-// has compacted their revisions, whoever compacted it (this server's
-// compactor or another's on the same etcd): every CompactionPoll
+// A list reads a snapshot of the objects at its revision: a copy-on-write
+// clone of the cache's btree (O(1) to take; the live tree then copies the
+// few nodes each write touches, about its depth: BenchmarkSnapshotMemory
+// measures 1.2 KiB per snapshot at 1,000 objects, 2.8 KiB at 100,000).
+// Snapshots are taken by reads, not writes: the first list of a revision
+// takes one, and the pages after it (and any other read of that
+// revision) share it, so a cache that nobody lists keeps none and its
+// writes copy no nodes. A read of a past revision that no snapshot holds
+// takes a clone of the live state with the keys written since as the
+// history has them before those writes (each event keeps the object it
+// replaced), so any revision the history covers is served, as the store
+// would at that revision: a paginated walk whose continue token names
+// revision R sees the objects as they were at R, none of the writes
+// since. Snapshots serve the revisions the history covers (from oldest
+// on) and are dropped with it, bounded by MaxSnapshots (default 10,000,
+// the newest kept); a relist drops them all. They are also dropped once
+// the store has compacted their revisions, whoever compacted it (this
+// server's compactor or another's on the same etcd): every CompactionPoll
 // (default 15 s, as Kubernetes' cacher) the cache asks the store
 // (storage.Interface's Compacted) about the oldest revision it would
 // serve from a snapshot, and from then on serves no past revision before
-// the store's compaction revision, as the store would not; the newest
-// snapshot, the live state, always stays. A revision no snapshot covers
-// is ErrNoSnapshot: the caller reads the store, which answers 410 when
+// the store's compaction revision, as the store would not; the live
+// state's snapshot stays. A revision before the history, or compacted, is
+// ErrNoSnapshot: the caller reads the store, which answers 410 when
 // it has compacted that revision, so that a continue token or an exact
 // list at a compacted revision gets the same 410 from every server,
 // within CompactionPoll of the compaction. This is Kubernetes'
-// ListFromCacheSnapshot (KEP-4988).
+// ListFromCacheSnapshot (KEP-4988), whose cacher clones its tree at every
+// event instead.
 //
 // # Starting
 //
@@ -329,7 +334,7 @@ func (c *Cache) listAndWatch(ctx context.Context) error {
 		c.end_locked(wt, fmt.Errorf("watch cache relisted: %w", storage.ErrCompacted))
 	}
 	c.objects, c.labels, c.history, c.oldest, c.ready, c.listErr = objects, index, nil, rev, true, nil
-	c.resetSnapshots_locked(rev)
+	c.resetSnapshots_locked()
 	c.advance_locked(rev)
 	c.mu.Unlock()
 
@@ -542,7 +547,7 @@ func (c *Cache) apply(ctx context.Context, ev storage.Event) error {
 		c.labels.add(obj)
 	}
 	c.history = append(c.history, e)
-	c.snapshot_locked(ev.Revision)
+	c.wrote_locked(ev.Revision)
 	for w := range c.watchers {
 		w.offer_locked(e)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,13 +22,19 @@ var ErrNoSnapshot = errors.New("watch cache holds no snapshot at that revision")
 // maxRanks bounds the remaining-count memo of one snapshot.
 const maxRanks = 1024
 
-// snapshot is the cache's objects as they were from rev on, until the next
-// snapshot's rev: a copy-on-write clone of the btree (btree.Clone is O(1);
-// the live tree then copies the nodes it writes). Nothing writes a
-// snapshot's tree, so it is read without Cache.mu.
+// snapshot is the cache's objects as they were at revisions rev up to,
+// not including, until (0: up to the cache's current revision and on,
+// until the next write): a copy-on-write clone of the btree taken when a
+// read first needed it (btree.Clone is O(1); the live tree then copies the
+// nodes it writes), with past: the objects of the keys written after rev,
+// before the clone, as they were at rev. Nothing writes a snapshot, so it
+// is read without Cache.mu.
 type snapshot struct {
-	rev  int64
-	tree *btree.BTreeG[*Object]
+	rev, until int64
+	tree       *btree.BTreeG[*Object]
+	// past is in key order; obj is nil for a key that did not exist at
+	// rev.
+	past []pastObject
 
 	mu sync.Mutex
 	// after memoizes how many objects under a prefix are at or after a
@@ -36,27 +43,113 @@ type snapshot struct {
 	after map[rangeStart]int
 }
 
+type pastObject struct {
+	key string
+	obj *Object
+}
+
 type rangeStart struct{ prefix, start string }
 
-// snapshot_locked records the live tree as the state at rev, and prunes.
-// Events of one revision (a transaction) share one snapshot.
-func (c *Cache) snapshot_locked(rev int64) {
-	s := &snapshot{rev: rev, tree: c.objects.Clone()}
-	if n := len(c.snaps); n > 0 && c.snaps[n-1].rev == rev {
-		c.snaps[n-1] = s
-	} else {
-		c.snaps = append(c.snaps, s)
+// covers reports whether s holds the state at rev.
+func (s *snapshot) covers(rev int64) bool {
+	return s.rev <= rev && (s.until == 0 || rev < s.until)
+}
+
+// ascend calls fn with the snapshot's objects from key start on, in key
+// order, until fn returns false.
+func (s *snapshot) ascend(start string, fn func(*Object) bool) {
+	past := s.past[sort.Search(len(s.past), func(i int) bool { return s.past[i].key >= start }):]
+	more := true
+	s.tree.AscendGreaterOrEqual(&Object{Key: start}, func(o *Object) bool {
+		// Keys before o that the tree lacks were deleted after rev.
+		for ; len(past) > 0 && past[0].key < o.Key; past = past[1:] {
+			if p := past[0].obj; p != nil && !fn(p) {
+				more = false
+				return false
+			}
+		}
+		if len(past) > 0 && past[0].key == o.Key {
+			p := past[0].obj
+			past = past[1:]
+			if p == nil {
+				return true // created after rev
+			}
+			o = p
+		}
+		more = fn(o)
+		return more
+	})
+	for ; more && len(past) > 0; past = past[1:] {
+		if p := past[0].obj; p != nil {
+			more = fn(p)
+		}
 	}
+}
+
+// wrote_locked records a write at rev: the live snapshot, if any, now
+// ends before it (or, at its own revision, a transaction's later event,
+// no longer holds at all).
+func (c *Cache) wrote_locked(rev int64) {
+	n := len(c.snaps)
+	if n == 0 || c.snaps[n-1].until != 0 {
+		return
+	}
+	if s := c.snaps[n-1]; s.rev < rev {
+		s.until = rev
+		return
+	}
+	c.snaps[n-1] = nil
+	c.snaps = c.snaps[:n-1]
+}
+
+// snapshot_locked returns a snapshot holding the state at rev, taking one
+// if none does: a clone of the live tree, with the keys written after rev
+// as the history says they were. Snapshots are taken by reads, not by
+// writes, so a cache nobody pages through keeps none. rev must not be
+// newer than the cache; a revision before the history or the store's
+// compaction is ErrNoSnapshot.
+func (c *Cache) snapshot_locked(rev int64) (*snapshot, error) {
+	if s := c.snapshotAt_locked(rev); s != nil {
+		return s, nil
+	}
+	if rev < c.oldest || rev < c.compacted || rev > c.rev {
+		return nil, fmt.Errorf("%w: revision %d, cache holds %d to %d", ErrNoSnapshot, rev, max(c.oldest, c.compacted), c.rev)
+	}
+	// The history holds every event after c.oldest, in revision order: the
+	// first event of a key after rev has its state at rev as Prev.
+	first := sort.Search(len(c.history), func(i int) bool { return c.history[i].Rev > rev })
+	later := c.history[first:]
+	if n := len(c.snaps); len(later) == 0 && n > 0 && c.snaps[n-1].until == 0 {
+		// Nothing changed since rev: the live snapshot (taken at a
+		// revision the cache reached without writes) holds from rev on.
+		// Only one snapshot may be open-ended, the newest.
+		c.snaps[n-1].rev = rev
+		return c.snaps[n-1], nil
+	}
+	s := &snapshot{rev: rev, tree: c.objects.Clone()}
+	if len(later) > 0 {
+		s.until = later[0].Rev
+		seen := make(map[string]bool, len(later))
+		for _, e := range later {
+			if !seen[e.Obj.Key] {
+				seen[e.Obj.Key] = true
+				s.past = append(s.past, pastObject{e.Obj.Key, e.Prev})
+			}
+		}
+		sort.Slice(s.past, func(i, j int) bool { return s.past[i].key < s.past[j].key })
+	}
+	i := sort.Search(len(c.snaps), func(i int) bool { return c.snaps[i].rev > rev })
+	c.snaps = slices.Insert(c.snaps, i, s)
 	c.pruneSnapshots_locked()
+	return s, nil
 }
 
 // resetSnapshots_locked drops every snapshot after a (re)list at rev (the
 // states before it are not known) and counts the listed objects of each
 // namespace.
-func (c *Cache) resetSnapshots_locked(rev int64) {
+func (c *Cache) resetSnapshots_locked() {
 	clear(c.snaps)
 	c.snaps = c.snaps[:0]
-	c.snapshot_locked(rev)
 	c.perNamespace = map[string]int{}
 	c.objects.Ascend(func(o *Object) bool {
 		c.count_locked(o.Key, 1)
@@ -75,29 +168,25 @@ func (c *Cache) count_locked(key string, d int) {
 	}
 }
 
-// pruneSnapshots_locked drops snapshots no revision the history covers
-// and the store has not compacted needs (the newest one at or before
-// that floor still serves it), and the oldest beyond MaxSnapshots. The
-// newest is always kept.
+// pruneSnapshots_locked drops the snapshots that serve no revision the
+// history covers and the store has not compacted, and the oldest beyond
+// MaxSnapshots.
 func (c *Cache) pruneSnapshots_locked() {
 	floor := max(c.oldest, c.compacted)
-	drop := 0
-	for n := len(c.snaps); drop < n-1; drop++ {
-		if c.snaps[drop+1].rev > floor && n-drop <= c.cfg.MaxSnapshots {
-			break
+	keep := c.snaps[:0]
+	for i, s := range c.snaps {
+		if (s.until == 0 || s.until > floor) && len(c.snaps)-i <= c.cfg.MaxSnapshots {
+			keep = append(keep, s)
 		}
 	}
-	if drop == 0 {
-		return
-	}
-	clear(c.snaps[:drop])
-	c.snaps = c.snaps[drop:]
+	clear(c.snaps[len(keep):])
+	c.snaps = keep
 }
 
 // snapshotAt_locked is the snapshot holding the state at rev, or nil.
 func (c *Cache) snapshotAt_locked(rev int64) *snapshot {
 	i := sort.Search(len(c.snaps), func(i int) bool { return c.snaps[i].rev > rev })
-	if i == 0 || rev > c.rev {
+	if i == 0 || rev > c.rev || !c.snaps[i-1].covers(rev) {
 		return nil
 	}
 	return c.snaps[i-1]
@@ -201,20 +290,34 @@ func (c *Cache) ListAt(f Filter, rev int64, startKey string, limit int) (Page, e
 	if rev == 0 {
 		rev = c.rev
 	}
-	s := c.snapshotAt_locked(rev)
-	if s == nil {
-		oldest := int64(0)
-		if len(c.snaps) > 0 {
-			oldest = c.snaps[0].rev
-		}
+	if rev > c.rev {
 		cur := c.rev
 		c.mu.RUnlock()
-		return Page{}, fmt.Errorf("%w: revision %d, cache holds %d to %d", ErrNoSnapshot, rev, oldest, cur)
+		return Page{}, fmt.Errorf("%w: revision %d, the cache is at %d", ErrNoSnapshot, rev, cur)
+	}
+	s := c.snapshotAt_locked(rev)
+	if s == nil {
+		// Taking a snapshot clones the live tree, which needs the
+		// writer's lock; it is O(1), plus the history since rev for a
+		// past revision.
+		c.mu.RUnlock()
+		c.mu.Lock()
+		var err error
+		if !c.ready {
+			err = ErrNotReady
+		} else {
+			s, err = c.snapshot_locked(rev)
+		}
+		c.mu.Unlock()
+		if err != nil {
+			return Page{}, err
+		}
+		c.mu.RLock()
 	}
 	var cands []*Object
 	indexed := false
 	total := -1 // objects in the range, when known without counting
-	if s == c.snaps[len(c.snaps)-1] {
+	if s.until == 0 && len(s.past) == 0 && s.rev == c.rev && c.ready {
 		// The live state: its label index and counts apply.
 		cands, indexed = c.labels.candidates(f.Labels)
 		if f.Namespace != "" {
@@ -244,7 +347,7 @@ func (c *Cache) ListAt(f Filter, rev int64, startKey string, limit int) (Page, e
 			}
 		}
 	} else {
-		s.tree.AscendGreaterOrEqual(&Object{Key: start}, func(o *Object) bool {
+		s.ascend(start, func(o *Object) bool {
 			if !strings.HasPrefix(o.Key, prefix) {
 				return false
 			}
@@ -258,7 +361,7 @@ func (c *Cache) ListAt(f Filter, rev int64, startKey string, limit int) (Page, e
 		return p, nil
 	}
 	next := p.Objects[len(p.Objects)-1].Key + "\x00"
-	s.tree.AscendGreaterOrEqual(&Object{Key: next}, func(o *Object) bool {
+	s.ascend(next, func(o *Object) bool {
 		p.More = strings.HasPrefix(o.Key, prefix)
 		return false
 	})
@@ -287,10 +390,10 @@ func (s *snapshot) countFrom(all, prefix, start string) int {
 	switch {
 	case ok:
 		return n
-	case prefix == all && start == prefix:
+	case prefix == all && start == prefix && len(s.past) == 0:
 		return s.tree.Len()
 	}
-	s.tree.AscendGreaterOrEqual(&Object{Key: start}, func(o *Object) bool {
+	s.ascend(start, func(o *Object) bool {
 		if !strings.HasPrefix(o.Key, prefix) {
 			return false
 		}

@@ -24,7 +24,7 @@ func BenchmarkSnapshotMemory(b *testing.B) {
 					c.objects.ReplaceOrInsert(objs[i])
 				}
 				c.mu.Lock()
-				c.resetSnapshots_locked(1)
+				c.resetSnapshots_locked()
 				c.mu.Unlock()
 				runtime.GC()
 				var before, after runtime.MemStats
@@ -34,7 +34,10 @@ func BenchmarkSnapshotMemory(b *testing.B) {
 					c.mu.Lock()
 					c.objects.ReplaceOrInsert(o) // the same object: only the tree's nodes count
 					c.rev = int64(r + 2)
-					c.snapshot_locked(c.rev)
+					c.wrote_locked(c.rev)
+					if _, err := c.snapshot_locked(c.rev); err != nil { // as a list would
+						b.Fatal(err)
+					}
 					c.mu.Unlock()
 				}
 				runtime.GC()

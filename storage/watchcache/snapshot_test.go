@@ -148,9 +148,7 @@ func TestSnapshotsPrunedWithHistory(t *testing.T) {
 	var revs []int64
 	for i := range 20 {
 		revs = append(revs, e.put("a", fmt.Sprintf("o%d", i), "v", nil))
-	}
-	if err := c.WaitFor(e.ctx, revs[19]); err != nil {
-		t.Fatal(err)
+		listAt(t, e, c, revs[i])
 	}
 	n, oldest := c.Snapshots()
 	if n > 7 || oldest < revs[12] {
@@ -192,8 +190,8 @@ func TestSnapshotsPrunedWithWindow(t *testing.T) {
 }
 
 // cacheAfterWrites starts a cache with cfg, then creates n objects o0...
-// in namespace a and waits for the cache to see them; last is the last
-// write's revision.
+// in namespace a, each read by a list once the cache has it (so that each
+// revision has its snapshot); last is the last write's revision.
 func cacheAfterWrites(t *testing.T, cfg watchcache.Config, n int) (e *env, c *watchcache.Cache, last int64) {
 	t.Helper()
 	e = setup(t)
@@ -203,11 +201,60 @@ func cacheAfterWrites(t *testing.T, cfg watchcache.Config, n int) (e *env, c *wa
 	}
 	for i := range n {
 		last = e.put("a", fmt.Sprintf("o%d", i), "v", nil)
-	}
-	if err := c.WaitFor(e.ctx, last); err != nil {
-		t.Fatal(err)
+		listAt(t, e, c, last)
 	}
 	return e, c, last
+}
+
+// listAt waits for the cache to reach rev and lists its first page, as a
+// paginated client would.
+func listAt(t *testing.T, e *env, c *watchcache.Cache, rev int64) {
+	t.Helper()
+	if err := c.WaitFor(e.ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ListAt(watchcache.Filter{}, 0, "", 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSnapshotsTakenByReads: writes take no snapshot; a read takes one of
+// the state it reads, current or past, and the next read of that state
+// shares it.
+func TestSnapshotsTakenByReads(t *testing.T) {
+	e := setup(t)
+	c := e.cache(watchcache.Config{})
+	if err := c.WaitFor(e.ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	var revs []int64
+	for i := range 5 {
+		revs = append(revs, e.put("a", fmt.Sprintf("o%d", i), "v", nil))
+	}
+	if err := c.WaitFor(e.ctx, revs[4]); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.Snapshots(); n != 0 {
+		t.Fatalf("Snapshots() after writes = %d, want 0", n)
+	}
+	walkAgrees(t, e, c, "", revs[1], 2)
+	walkAgrees(t, e, c, "a", revs[1], 1)
+	if n, oldest := c.Snapshots(); n != 1 || oldest != revs[1] {
+		t.Fatalf("Snapshots() after walks at %d = %d from %d, want 1 from %d", revs[1], n, oldest, revs[1])
+	}
+	walkAgrees(t, e, c, "", 0, 2)
+	walkAgrees(t, e, c, "", revs[4], 3)
+	if n, _ := c.Snapshots(); n != 2 {
+		t.Fatalf("Snapshots() after walks of the live state = %d, want 2", n)
+	}
+	// A delete and a re-create after the snapshot's revision: both pasts
+	// read right.
+	e.del("a", "o0")
+	last := e.put("a", "o0", "again", nil)
+	listAt(t, e, c, last)
+	for _, rev := range append(revs, last-1, last) {
+		walkAgrees(t, e, c, "", rev, 2)
+	}
 }
 
 // TestListAtDuringWrites: pages read from a snapshot while the cache
