@@ -18,3 +18,10 @@ var (
 func (m *Manager) FieldManagerFor(res *registry.Resource, subresource string) (*managedfields.FieldManager, error) {
 	return m.managerFor(res, subresource)
 }
+
+// Shapes is how many create shapes m remembers.
+func (m *Manager) Shapes() int {
+	m.creates.mu.RLock()
+	defer m.creates.mu.RUnlock()
+	return len(m.creates.m)
+}

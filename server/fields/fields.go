@@ -70,7 +70,7 @@ type Config struct {
 	// types, keyed by model name and tagged with
 	// x-kubernetes-group-version-kind. Required.
 	BuiltinModels func() (map[string]*spec.Schema, error)
-	// Verify checks every shortcut (fastUpdate) against the field
+	// Verify checks every shortcut (fastUpdate, fastCreate) against the field
 	// manager's answer and panics where they differ: for tests.
 	Verify bool
 }
@@ -84,6 +84,8 @@ type Manager struct {
 	mu     sync.Mutex
 	byGVR  map[schema.GroupVersionResource]*managers // under mu
 	custom map[string]*customConverter               // by group/plural, under mu
+
+	creates shapes // see fastcreate.go
 }
 
 // managers are one resource version's field managers.
@@ -159,8 +161,20 @@ func (m *Manager) Update(res *registry.Resource, subresource string, live, obj *
 			}
 		}
 	}
+	var shape shapeKey
 	if live == nil {
 		live = empty(res)
+		if subresource == "" {
+			var mf []any
+			var ok bool
+			if mf, shape, ok = m.creates.fastCreate(fm, tracked, manager, time.Now()); ok {
+				if m.cfg.Verify {
+					verifyFastUpdate(fm, live, tracked, manager, mf)
+				}
+				obj.Object["metadata"].(map[string]any)["managedFields"] = mf
+				return obj
+			}
+		}
 	} else if m.fast(fm, res, subresource, live, tracked, obj, manager) {
 		return obj
 	}
@@ -168,6 +182,7 @@ func (m *Manager) Update(res *registry.Resource, subresource string, live, obj *
 	if !ok {
 		return obj
 	}
+	m.creates.record(shape, out)
 	if tracked != obj {
 		obj.SetManagedFields(out.GetManagedFields())
 		return obj
