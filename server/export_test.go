@@ -15,7 +15,7 @@ func WatchCache(s *Server, gvr schema.GroupVersionResource) *watchcache.Cache {
 	if !ok {
 		return nil
 	}
-	return s.objects.Cache(res)
+	return s.objects.Caches().For(res)
 }
 
 // WriteHintsUsed is how many watch-cache events s built from write hints.
@@ -67,7 +67,7 @@ func mustServe(s *Server, gvr schema.GroupVersionResource) *registry.Resource {
 
 // DroppedFramesEncoded is how many watch-cache frames without
 // managedFields s encoded.
-func DroppedFramesEncoded(s *Server) int64 { return s.objects.DroppedFramesEncoded() }
+func DroppedFramesEncoded(s *Server) int64 { return s.objects.Counts().DroppedFrames }
 
 // CachedPages is how many lists with a limit, continue token or exact
 // resourceVersion s served from its watch cache.
