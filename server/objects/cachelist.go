@@ -24,7 +24,7 @@ import (
 //     continue token at R: from the cache's snapshot at R, when it holds one.
 //
 // A page has the items, continue token, remainingItemCount and
-// resourceVersion etcd would give (see readList): the same token continues
+// resourceVersion etcd would give (see storeReader.list): the same token continues
 // on either path, on this server or another. A revision the cache has no
 // snapshot of, a cache that does not catch up in time, or one that is not
 // ready, go to etcd (errNoCache), which serves them or answers 410; so do

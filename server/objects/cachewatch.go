@@ -82,7 +82,7 @@ func (c *Caches) watch(ctx context.Context, req *Request, wr watchRequest) (*cac
 // grows with how long the cache has been loading, e^(0.06·s) clamped to
 // 1..30 seconds. Gets and pages without selectors are served by etcd
 // meanwhile, and a client's other lists wait for the cache (Kubernetes
-// answers them 429 too; see listFromCache). The server's own followers
+// answers them 429 too; see Caches.list). The server's own followers
 // (requests without a user) wait for the cache instead.
 func cacheNotReady(loading time.Duration) error {
 	retry := int(min(30, max(1, math.Exp(0.06*loading.Seconds()))))

@@ -62,42 +62,20 @@ func (p *hookPoints) authorize(ctx context.Context, req *Request) error {
 	return p.h.Authorize(ctx, req)
 }
 
-// admit runs Hooks.Admit, then Hooks.Validate, on a's object; the undos
-// release what the hooks took.
-func (p *hookPoints) admit(ctx context.Context, a *Attempt) (undos, error) {
-	var us undos
-	for _, h := range p.h.Admit {
-		u, err := h(ctx, a.Request, a.Object, a.Old)
-		if err != nil {
-			us.run()
-			return nil, err
-		}
-		if u != nil {
-			us = append(us, u)
-		}
+// review answers a create of a review: decoded with the review's schema
+// (unknown fields per fieldValidation), answered by Hooks.Review, stored
+// nowhere.
+func (p *hookPoints) review(ctx context.Context, req *Request, rr *registry.Resource, obj *unstructured.Unstructured, opts WriteOptions) (Result, error) {
+	warnings, err := normalize(rr, obj, nil, opts)
+	out := Result{Warnings: warnings}
+	if err != nil {
+		return out, err
 	}
-	if err := p.validate(ctx, a); err != nil {
-		us.run()
-		return nil, err
+	if p.h.Review == nil {
+		return out, apierrors.NewMethodNotSupported(gr(req.Resource), "create")
 	}
-	return us, nil
-}
-
-// undos release what admission took for a write that then failed.
-type undos []func()
-
-func (us undos) run() {
-	for _, u := range us {
-		u()
-	}
-}
-
-// written runs Hooks.Written: the one place that sees every successful
-// write's stored old and new object.
-func (p *hookPoints) written(ctx context.Context, req *Request, old, new *unstructured.Unstructured, rev int64) {
-	for _, h := range p.h.Written {
-		h(ctx, Write{Request: req, Old: old, New: new, Revision: rev})
-	}
+	out.Object, err = p.h.Review(ctx, req, obj)
+	return out, err
 }
 
 // mutate runs Hooks.Mutate on a create or update attempt: after the
@@ -122,6 +100,27 @@ func (p *hookPoints) mutate(ctx context.Context, a *Attempt) error {
 	return nil
 }
 
+// admit runs Hooks.Admit, then Hooks.Validate, on a's object; the undos
+// release what the hooks took.
+func (p *hookPoints) admit(ctx context.Context, a *Attempt) (undos, error) {
+	var us undos
+	for _, h := range p.h.Admit {
+		u, err := h(ctx, a.Request, a.Object, a.Old)
+		if err != nil {
+			us.run()
+			return nil, err
+		}
+		if u != nil {
+			us = append(us, u)
+		}
+	}
+	if err := p.validate(ctx, a); err != nil {
+		us.run()
+		return nil, err
+	}
+	return us, nil
+}
+
 // validate runs Hooks.Validate after Hooks.Admit: the last word before
 // the write.
 func (p *hookPoints) validate(ctx context.Context, a *Attempt) error {
@@ -133,18 +132,19 @@ func (p *hookPoints) validate(ctx context.Context, a *Attempt) error {
 	return nil
 }
 
-// review answers a create of a review: decoded with the review's schema
-// (unknown fields per fieldValidation), answered by Hooks.Review, stored
-// nowhere.
-func (p *hookPoints) review(ctx context.Context, req *Request, rr *registry.Resource, obj *unstructured.Unstructured, opts WriteOptions) (Result, error) {
-	warnings, err := normalize(rr, obj, nil, opts)
-	out := Result{Warnings: warnings}
-	if err != nil {
-		return out, err
+// written runs Hooks.Written: the one place that sees every successful
+// write's stored old and new object.
+func (p *hookPoints) written(ctx context.Context, req *Request, old, new *unstructured.Unstructured, rev int64) {
+	for _, h := range p.h.Written {
+		h(ctx, Write{Request: req, Old: old, New: new, Revision: rev})
 	}
-	if p.h.Review == nil {
-		return out, apierrors.NewMethodNotSupported(gr(req.Resource), "create")
+}
+
+// undos release what admission took for a write that then failed.
+type undos []func()
+
+func (us undos) run() {
+	for _, u := range us {
+		u()
 	}
-	out.Object, err = p.h.Review(ctx, req, obj)
-	return out, err
 }

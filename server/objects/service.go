@@ -40,7 +40,7 @@
 // ListFromCacheSnapshot: resourceVersion "0" (the limit ignored),
 // consistent and NotOlderThan lists with or without a limit, and exact
 // revisions and continue tokens at a revision the cache still holds a
-// snapshot of (see listFromCache; etcd serves older ones, or answers
+// snapshot of (see Caches.list; etcd serves older ones, or answers
 // 410). A page has etcd's items, continue token, remainingItemCount and
 // resourceVersion, so a walk may move between the cache and etcd, or
 // between servers. Writes are conditional etcd transactions: a stale
@@ -61,7 +61,7 @@
 // (Kubernetes refuses it with 429): read from etcd, a large collection's
 // full lists would take what the cache needs to load. The server's own
 // lists go to etcd, and its followers (requests without a user) wait for
-// the cache. UnreadyCaches and LoadingCaches tell the server's readiness
+// the cache. Caches.Unready and Caches.Loading tell the server's readiness
 // which caches started at start have not loaded.
 //
 // # Versions
@@ -77,8 +77,8 @@
 // # Concurrency
 //
 // A Service is safe for concurrent use. It owns one watch cache per served
-// resource, started on first use (or by StartCaches) and stopped by
-// PruneCaches and Close; Close must be called once the service is no
+// resource (Caches), started on first use (or by Caches.Start) and stopped by
+// Caches.Prune and Close; Close must be called once the service is no
 // longer used. A Source returned by Watch belongs to its caller, who must
 // Stop it.
 package objects

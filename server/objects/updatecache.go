@@ -19,11 +19,11 @@ package objects
 // etcd. Dry runs never guess.
 //
 // The guess is exact: the cache decodes each stored value with
-// fromStorage for the same *registry.Resource, as getCurrent does, and
+// fromStorage for the same *registry.Resource, as storeReader.get does, and
 // keeps it encoded (decodeForCache, or a write hint that tests check
-// against it); decoding that JSON gives back getCurrent's object. Custom
+// against it); decoding that JSON gives back storeReader.get's object. Custom
 // resources stored in another version are no exception: the cache of the
-// requested version converts them exactly as getCurrent does. But the
+// requested version converts them exactly as storeReader.get does. But the
 // cache of a version other than the storage version holds another form
 // than an update writes, so it cannot tell an update that changes nothing:
 // those updates guess only from this server's last write (its stored
@@ -132,7 +132,7 @@ func (gs *guesses) guess(ctx context.Context, res *registry.Resource, key string
 		return nil, nil
 	}
 	if last.ModRevision > 0 {
-		// Exactly what getCurrent would return had nobody written since:
+		// Exactly what storeReader.get would return had nobody written since:
 		// the stored value itself, decoded the same way. No waiting for
 		// the cache to have it.
 		if objs, err := decodeStored(ctx, res, []storage.KeyValue{last}); err == nil {
