@@ -20,6 +20,7 @@ import (
 	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/storage"
 	"github.com/objwatch/objwatch/storage/etcd"
+	"github.com/objwatch/objwatch/storage/etcd/etcdtest"
 	"github.com/objwatch/objwatch/testenv"
 )
 
@@ -85,22 +86,7 @@ func rawStore(t *testing.T, env *testenv.Env) *etcd.Store {
 // back and returns the new resourceVersion.
 func rewriteKey(t *testing.T, st storage.Interface, key string, f func(map[string]any)) string {
 	t.Helper()
-	ctx := context.Background()
-	kv, err := st.Get(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(kv.Value, &m); err != nil {
-		t.Fatal(err)
-	}
-	f(m)
-	b, _ := json.Marshal(m)
-	nkv, err := st.Update(ctx, key, b, kv.ModRevision)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strconv.FormatInt(nkv.ModRevision, 10)
+	return strconv.FormatInt(etcdtest.Rewrite(t, st, key, f), 10)
 }
 
 func dataOf(r response) map[string]any {

@@ -2,7 +2,6 @@ package objects_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -80,32 +79,10 @@ func waitCache(t testing.TB, s *objects.Service, res *registry.Resource, rev int
 	}
 }
 
-// rewriteKey changes the object stored at key with f behind the service's
-// back and returns the new revision.
-func rewriteKey(t testing.TB, st storage.Interface, key string, f func(map[string]any)) int64 {
-	t.Helper()
-	ctx := context.Background()
-	kv, err := st.Get(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(kv.Value, &m); err != nil {
-		t.Fatal(err)
-	}
-	f(m)
-	b, _ := json.Marshal(m)
-	nkv, err := st.Update(ctx, key, b, kv.ModRevision)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nkv.ModRevision
-}
-
 // rewriteData sets data.k to v behind the service's back.
 func rewriteData(t testing.TB, st storage.Interface, res *registry.Resource, name, v string) int64 {
 	t.Helper()
-	return rewriteKey(t, st, res.Key("ns", name), func(m map[string]any) { m["data"].(map[string]any)["k"] = v })
+	return etcdtest.Rewrite(t, st, res.Key("ns", name), func(m map[string]any) { m["data"].(map[string]any)["k"] = v })
 }
 
 // putAt is an update pinned at rv that sets data.k to v.
@@ -263,7 +240,7 @@ func TestUpdateGuessStale(t *testing.T) {
 		t.Cleanup(objects.FreezeUpdateGuess(s, res, "ns", "fin"))
 		// Another finalizer comes behind the service's back: removing the
 		// first does not complete the deletion.
-		rewriteKey(t, st, res.Key("ns", "fin"), func(m map[string]any) {
+		etcdtest.Rewrite(t, st, res.Key("ns", "fin"), func(m map[string]any) {
 			m["metadata"].(map[string]any)["finalizers"] = []any{"example.com/a", "example.com/b"}
 		})
 		before := guessesOf(s)
