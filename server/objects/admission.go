@@ -71,11 +71,3 @@ func (a *Attempt) Warn(msg string) { a.warnings = append(a.warnings, msg) }
 
 // Warnings returns the warnings added so far.
 func (a *Attempt) Warnings() []string { return a.warnings }
-
-// operation is the admission operation of a create or update request.
-func operation(old *unstructured.Unstructured) string {
-	if old == nil {
-		return OpCreate
-	}
-	return OpUpdate
-}

@@ -15,8 +15,8 @@ import (
 	"github.com/objwatch/objwatch/storage/watchcache"
 )
 
-// list serves a list from the cache where Kubernetes' cacher
-// does (its shouldDelegateList, with ListFromCacheSnapshot):
+// list serves a list from the cache where Kubernetes' cacher does (its
+// shouldDelegateList, with ListFromCacheSnapshot):
 //   - resourceVersion "0": the cache's state, the limit ignored;
 //   - none (consistent): after the cache caught up with etcd, a page or all;
 //   - NotOlderThan R: once the cache reached R, a page or all;
@@ -24,8 +24,8 @@ import (
 //     continue token at R: from the cache's snapshot at R, when it holds one.
 //
 // A page has the items, continue token, remainingItemCount and
-// resourceVersion etcd would give (see storeReader.list): the same token continues
-// on either path, on this server or another. A revision the cache has no
+// resourceVersion etcd would give (see storeReader.list): the same token
+// continues on either path, on this server or another. A revision the cache has no
 // snapshot of, a cache that does not catch up in time, or one that is not
 // ready, go to etcd (errNoCache), which serves them or answers 410; so do
 // the pages and exact lists of a version a conversion webhook converts.
