@@ -3,8 +3,6 @@ package server
 import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/objwatch/objwatch/server/registry"
-	"github.com/objwatch/objwatch/storage"
 	"github.com/objwatch/objwatch/storage/watchcache"
 )
 
@@ -15,7 +13,7 @@ func WatchCache(s *Server, gvr schema.GroupVersionResource) *watchcache.Cache {
 	if !ok {
 		return nil
 	}
-	return s.objects.Cache(res)
+	return s.objects.Caches().For(res)
 }
 
 // WriteHintsUsed is how many watch-cache events s built from write hints.
@@ -29,45 +27,13 @@ func UpdateGuesses(s *Server) (used, stale, rechecked int64) {
 	return c.GuessesUsed, c.GuessesStale, c.GuessesRechecked
 }
 
-// SetUpdateGuesses turns s's update guesses on or off until restore.
-func SetUpdateGuesses(s *Server, on bool) (restore func()) {
-	return s.objects.Probe().SetUpdateGuesses(on)
-}
-
-// ResetUpdateGuessKeys forgets every key's last write and pause in s.
-func ResetUpdateGuessKeys(s *Server) { s.objects.Probe().ResetUpdateGuessKeys() }
-
-// FreezeUpdateGuess makes update guesses of one object see the watch
-// cache's copy as of now, until unfreeze (see objects.Probe).
-func FreezeUpdateGuess(s *Server, gvr schema.GroupVersionResource, namespace, name string) (unfreeze func()) {
-	return s.objects.Probe().FreezeUpdateGuess(mustServe(s, gvr), namespace, name)
-}
-
-// UpdateGuessesFromLastWrite returns how many of s's update guesses were
-// its previous write of the key rather than the cache's copy.
-func UpdateGuessesFromLastWrite(s *Server) int64 { return s.objects.Counts().GuessesFromLastWrite }
-
-// HoldUpdateTurn takes an object's update turn until release (see
-// objects.Probe).
-func HoldUpdateTurn(s *Server, gvr schema.GroupVersionResource, namespace, name string, stored storage.KeyValue) (waiters func() int, release func()) {
-	return s.objects.Probe().HoldUpdateTurn(mustServe(s, gvr), namespace, name, stored)
-}
-
 // UpdateConflictReads returns how many of s's update and delete attempts
 // started from the state a conflicting write returned.
 func UpdateConflictReads(s *Server) int64 { return s.objects.Counts().ConflictReads }
 
-func mustServe(s *Server, gvr schema.GroupVersionResource) *registry.Resource {
-	res, ok := s.registry.Get(gvr)
-	if !ok {
-		panic("not served: " + gvr.String())
-	}
-	return res
-}
-
 // DroppedFramesEncoded is how many watch-cache frames without
 // managedFields s encoded.
-func DroppedFramesEncoded(s *Server) int64 { return s.objects.DroppedFramesEncoded() }
+func DroppedFramesEncoded(s *Server) int64 { return s.objects.Counts().DroppedFrames }
 
 // CachedPages is how many lists with a limit, continue token or exact
 // resourceVersion s served from its watch cache.

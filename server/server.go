@@ -388,7 +388,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	s.lifecycle.Use(s.objects)
-	s.storageReady = &lifecycle.StorageReadiness{Pending: s.objects.UnreadyCaches, Timeout: max(0, cfg.StorageInitializationTimeout), Log: cfg.Log}
+	s.storageReady = &lifecycle.StorageReadiness{Pending: s.objects.Caches().Unready, Timeout: max(0, cfg.StorageInitializationTimeout), Log: cfg.Log}
 	s.access.Use(s.objects)
 	s.policies.Use(s.objects)
 	s.admissionWebhooks.Use(s.objects)
@@ -474,7 +474,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	// Like Kubernetes, fill every resource's watch cache at start rather
 	// than on the first request.
-	s.objects.StartCaches()
+	s.objects.Caches().Start()
 	s.storageReady.Start()
 	accessCtx, stopAccess := context.WithCancel(ctx)
 	accessDone := make(chan struct{})
@@ -525,7 +525,7 @@ func (s *Server) AdmissionWebhookInstalled(kind, name string, rv int64) bool {
 // why), or StorageInitializationTimeout passed. /readyz also waits for
 // a failed cache (until the timeout), as kube-apiserver's does.
 func (s *Server) Ready() bool {
-	return s.ready.Load() && (s.storageReady.Check() == nil || len(s.objects.LoadingCaches()) == 0)
+	return s.ready.Load() && (s.storageReady.Check() == nil || len(s.objects.Caches().Loading()) == 0)
 }
 
 // Handler returns the HTTP handler for the whole API.

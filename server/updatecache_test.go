@@ -20,6 +20,7 @@ import (
 	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/storage"
 	"github.com/objwatch/objwatch/storage/etcd"
+	"github.com/objwatch/objwatch/storage/etcd/etcdtest"
 	"github.com/objwatch/objwatch/testenv"
 )
 
@@ -81,40 +82,11 @@ func rawStore(t *testing.T, env *testenv.Env) *etcd.Store {
 	return st
 }
 
-// rewrite changes a stored ConfigMap's data.k behind the server's back and
-// returns the new resourceVersion.
-func rewrite(t *testing.T, st storage.Interface, name, value string) string {
-	t.Helper()
-	return rewriteWith(t, st, name, func(m map[string]any) { m["data"].(map[string]any)["k"] = value })
-}
-
-// rewriteWith changes a stored ConfigMap with f behind the server's back
-// and returns the new resourceVersion.
-func rewriteWith(t *testing.T, st storage.Interface, name string, f func(map[string]any)) string {
-	t.Helper()
-	return rewriteKey(t, st, "/registry/core/configmaps/default/"+name, f)
-}
-
 // rewriteKey changes the object stored at key with f behind the server's
 // back and returns the new resourceVersion.
 func rewriteKey(t *testing.T, st storage.Interface, key string, f func(map[string]any)) string {
 	t.Helper()
-	ctx := context.Background()
-	kv, err := st.Get(ctx, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(kv.Value, &m); err != nil {
-		t.Fatal(err)
-	}
-	f(m)
-	b, _ := json.Marshal(m)
-	nkv, err := st.Update(ctx, key, b, kv.ModRevision)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strconv.FormatInt(nkv.ModRevision, 10)
+	return strconv.FormatInt(etcdtest.Rewrite(t, st, key, f), 10)
 }
 
 func dataOf(r response) map[string]any {
@@ -241,167 +213,6 @@ func TestUpdateGuessSequence(t *testing.T) {
 	}
 }
 
-// A guess older than etcd never decides an answer: preconditions, patch
-// tests and "nothing changed" are checked against etcd, and the write
-// conditional on the guess's revision fails and is redone.
-func TestUpdateGuessStale(t *testing.T) {
-	env := testenv.Start(t)
-	a := newAPI(t, env)
-	t.Cleanup(a.c.CloseIdleConnections)
-	st := rawStore(t, env)
-
-	// setup creates name with data.k=v1, holds the server's guesses of it
-	// there, and then changes it to v2 behind the server's back.
-	setup := func(t *testing.T, name string) (guessRV, etcdRV string) {
-		server.ResetUpdateGuessKeys(env.Server)
-		r := a.json("POST", cms, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"`+name+`"},"data":{"k":"v1"}}`)
-		mustCode(t, "create", r, http.StatusCreated)
-		waitCache(t, env, cmGVR, rvOf(t, r))
-		t.Cleanup(server.FreezeUpdateGuess(env.Server, cmGVR, "default", name))
-		return rvOf(t, r), rewrite(t, st, name, "v2")
-	}
-	put := func(name, rv, value string) response {
-		return a.json("PUT", cms+"/"+name, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"`+name+`","resourceVersion":"`+rv+`"},"data":{"k":"`+value+`"}}`)
-	}
-	check := func(t *testing.T, before guessCounts, want guessCounts) {
-		t.Helper()
-		if got := guesses(env).since(before); got != want {
-			t.Errorf("guesses = %+v, want %+v", got, want)
-		}
-	}
-
-	t.Run("precondition at etcd's revision", func(t *testing.T) {
-		_, etcdRV := setup(t, "pre-new")
-		before := guesses(env)
-		r := put("pre-new", etcdRV, "v3")
-		mustCode(t, "PUT at etcd's resourceVersion", r, http.StatusOK)
-		if dataOf(r)["k"] != "v3" || rvNum(t, r) <= mustInt(etcdRV) {
-			t.Errorf("PUT = %s, want v3 after %s", r.body, etcdRV)
-		}
-		check(t, before, guessCounts{used: 1, stale: 1, rechecked: 1})
-	})
-	t.Run("precondition at the guess's revision", func(t *testing.T) {
-		guessRV, etcdRV := setup(t, "pre-old")
-		before := guesses(env)
-		r := put("pre-old", guessRV, "v3")
-		mustCode(t, "PUT at the cached resourceVersion", r, http.StatusConflict)
-		if g := a.json("GET", cms+"/pre-old", ""); dataOf(g)["k"] != "v2" || rvOf(t, g) != etcdRV {
-			t.Errorf("after the conflict: %s, want v2 at %s", g.body, etcdRV)
-		}
-		// The write on the guess conflicted; then etcd's state fails the
-		// precondition.
-		check(t, before, guessCounts{used: 1, stale: 1})
-	})
-	t.Run("no-op on the guess is a change in etcd", func(t *testing.T) {
-		_, etcdRV := setup(t, "noop-guess")
-		before := guesses(env)
-		r := a.do("PATCH", cms+"/noop-guess", "application/merge-patch+json", []byte(`{"data":{"k":"v1"}}`))
-		mustCode(t, "PATCH", r, http.StatusOK)
-		if dataOf(r)["k"] != "v1" || rvNum(t, r) <= mustInt(etcdRV) {
-			t.Errorf("PATCH back to the cached value = %s, want v1 written after %s", r.body, etcdRV)
-		}
-		if g := a.json("GET", cms+"/noop-guess", ""); !bytes.Equal(g.body, r.body) {
-			t.Errorf("GET = %s, want %s", g.body, r.body)
-		}
-		check(t, before, guessCounts{used: 1, stale: 1, rechecked: 1})
-	})
-	t.Run("change on the guess is a no-op in etcd", func(t *testing.T) {
-		_, etcdRV := setup(t, "noop-etcd")
-		before := guesses(env)
-		r := a.do("PATCH", cms+"/noop-etcd", "application/merge-patch+json", []byte(`{"data":{"k":"v2"}}`))
-		mustCode(t, "PATCH", r, http.StatusOK)
-		if dataOf(r)["k"] != "v2" || rvOf(t, r) != etcdRV {
-			t.Errorf("PATCH to the stored value = %s, want v2 unchanged at %s", r.body, etcdRV)
-		}
-		if rev, _ := st.Revision(context.Background()); strconv.FormatInt(rev, 10) != etcdRV {
-			t.Errorf("etcd revision %d after a no-op, want %s", rev, etcdRV)
-		}
-		check(t, before, guessCounts{used: 1, stale: 1})
-	})
-	t.Run("patch test fails on the guess", func(t *testing.T) {
-		setup(t, "test-guess")
-		before := guesses(env)
-		r := a.do("PATCH", cms+"/test-guess", "application/json-patch+json", []byte(`[{"op":"test","path":"/data/k","value":"v2"},{"op":"replace","path":"/data/k","value":"v3"}]`))
-		mustCode(t, "PATCH testing etcd's value", r, http.StatusOK)
-		if dataOf(r)["k"] != "v3" {
-			t.Errorf("PATCH = %s, want v3", r.body)
-		}
-		check(t, before, guessCounts{used: 1, stale: 1, rechecked: 1})
-	})
-	t.Run("patch test fails in etcd", func(t *testing.T) {
-		setup(t, "test-etcd")
-		before := guesses(env)
-		r := a.do("PATCH", cms+"/test-etcd", "application/json-patch+json", []byte(`[{"op":"test","path":"/data/k","value":"v1"},{"op":"replace","path":"/data/k","value":"v3"}]`))
-		mustCode(t, "PATCH testing the cached value", r, http.StatusUnprocessableEntity)
-		check(t, before, guessCounts{used: 1, stale: 1})
-	})
-	t.Run("warnings once", func(t *testing.T) {
-		setup(t, "warn")
-		r := a.do("PATCH", cms+"/warn?fieldValidation=Warn", "application/merge-patch+json", []byte(`{"bogus":1,"data":{"k":"v3"}}`))
-		mustCode(t, "PATCH", r, http.StatusOK)
-		if w := r.header.Values("Warning"); len(w) != 1 || !strings.Contains(w[0], "bogus") {
-			t.Errorf("warnings = %q, want one about bogus", w)
-		}
-	})
-	t.Run("deleted in etcd", func(t *testing.T) {
-		setup(t, "gone")
-		if _, err := st.Delete(context.Background(), "/registry/core/configmaps/default/gone", 0); err != nil {
-			t.Fatal(err)
-		}
-		before := guesses(env)
-		r := a.do("PATCH", cms+"/gone", "application/merge-patch+json", []byte(`{"data":{"k":"v3"}}`))
-		mustCode(t, "PATCH", r, http.StatusNotFound)
-		check(t, before, guessCounts{used: 1})
-	})
-	t.Run("last finalizer gone on the guess only", func(t *testing.T) {
-		server.ResetUpdateGuessKeys(env.Server)
-		r := a.json("POST", cms, cm("fin", `,"finalizers":["example.com/a"]`))
-		mustCode(t, "create", r, http.StatusCreated)
-		r = a.json("DELETE", cms+"/fin", "")
-		mustCode(t, "delete", r, http.StatusOK)
-		waitCache(t, env, cmGVR, rvOf(t, r))
-		t.Cleanup(server.FreezeUpdateGuess(env.Server, cmGVR, "default", "fin"))
-		// Another finalizer comes behind the server's back: removing the
-		// first does not complete the deletion.
-		rewriteWith(t, st, "fin", func(m map[string]any) {
-			md := m["metadata"].(map[string]any)
-			md["finalizers"] = []any{"example.com/a", "example.com/b"}
-		})
-		before := guesses(env)
-		r = a.do("PATCH", cms+"/fin", "application/json-patch+json", []byte(`[{"op":"remove","path":"/metadata/finalizers/0"}]`))
-		mustCode(t, "PATCH", r, http.StatusOK)
-		g := a.json("GET", cms+"/fin", "")
-		mustCode(t, "GET after removing a finalizer", g, http.StatusOK)
-		if f := g.object()["metadata"].(map[string]any)["finalizers"]; fmt.Sprint(f) != "[example.com/b]" {
-			t.Errorf("finalizers = %v, want [example.com/b]", f)
-		}
-		check(t, before, guessCounts{used: 1, stale: 1})
-		// Removing the last one completes the deletion.
-		r = a.do("PATCH", cms+"/fin", "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))
-		mustCode(t, "PATCH", r, http.StatusOK)
-		mustCode(t, "GET after removing the last finalizer", a.json("GET", cms+"/fin", ""), http.StatusNotFound)
-	})
-	t.Run("not in the cache", func(t *testing.T) {
-		server.ResetUpdateGuessKeys(env.Server)
-		t.Cleanup(server.FreezeUpdateGuess(env.Server, cmGVR, "default", "absent"))
-		mustCode(t, "create", a.json("POST", cms, cm("absent", "")), http.StatusCreated)
-		before := guesses(env)
-		r := a.do("PATCH", cms+"/absent", "application/merge-patch+json", []byte(`{"data":{"k":"v3"}}`))
-		mustCode(t, "PATCH", r, http.StatusOK)
-		check(t, before, guessCounts{})
-	})
-	t.Run("dry run", func(t *testing.T) {
-		_, etcdRV := setup(t, "dry")
-		before := guesses(env)
-		r := a.do("PATCH", cms+"/dry?dryRun=All", "application/merge-patch+json", []byte(`{"data":{"x":"y"}}`))
-		mustCode(t, "PATCH", r, http.StatusOK)
-		if dataOf(r)["k"] != "v2" || rvOf(t, r) != etcdRV {
-			t.Errorf("dry-run PATCH = %s, want etcd's v2 at %s", r.body, etcdRV)
-		}
-		check(t, before, guessCounts{})
-	})
-}
-
 // Without a watch cache, updates read etcd.
 func TestUpdateGuessNeedsCache(t *testing.T) {
 	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.DisableWatchCache = true }))
@@ -424,40 +235,6 @@ func mustInt(s string) int64 {
 		panic(err)
 	}
 	return n
-}
-
-// Two servers on one etcd: each one's cache lags the other's writes, which
-// a resourceVersion precondition exposes.
-func TestUpdateGuessTwoServers(t *testing.T) {
-	ep := testenv.StartEtcd(t)
-	envA, envB := testenv.Start(t, testenv.WithEtcd(ep)), testenv.Start(t, testenv.WithEtcd(ep))
-	a, b := newAPI(t, envA), newAPI(t, envB)
-	t.Cleanup(a.c.CloseIdleConnections)
-	t.Cleanup(b.c.CloseIdleConnections)
-	created := a.json("POST", cms, cm("two", ""))
-	mustCode(t, "create", created, http.StatusCreated)
-	waitCache(t, envA, cmGVR, rvOf(t, created))
-
-	before := guesses(envA, envB)
-	old := rvOf(t, created)
-	for i := range 30 {
-		// Guesses of the key pause after a stale one: forget that, so
-		// that every round may guess.
-		server.ResetUpdateGuessKeys(envA.Server)
-		r := b.do("PATCH", cms+"/two", "application/merge-patch+json", []byte(fmt.Sprintf(`{"data":{"b":"%d"}}`, i)))
-		mustCode(t, "PATCH through B", r, http.StatusOK)
-		cur := rvOf(t, r)
-		o := r.object()
-		o["data"].(map[string]any)["a"] = fmt.Sprint(i)
-		body, _ := json.Marshal(o)
-		r = a.do("PUT", cms+"/two", "application/json", body)
-		mustCode(t, fmt.Sprintf("PUT through A at B's resourceVersion %s", cur), r, http.StatusOK)
-		o["metadata"].(map[string]any)["resourceVersion"] = old
-		body, _ = json.Marshal(o)
-		mustCode(t, fmt.Sprintf("PUT through A at %s", old), a.do("PUT", cms+"/two", "application/json", body), http.StatusConflict)
-		old = rvOf(t, r)
-	}
-	t.Logf("guesses: %+v", guesses(envA, envB).since(before))
 }
 
 // Concurrent patches of one object through two servers lose nothing.
@@ -580,16 +357,25 @@ const versionsCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResou
 
 // A custom resource stored in one version and updated through another
 // (converted, defaulted, pruned) gets, from the cache, exactly the answers
-// and stored values reading etcd gives.
+// and stored values reading etcd gives: the same writes through a server
+// without a watch cache (whose updates read etcd) are the reference.
 func TestUpdateGuessCustomResourceVersions(t *testing.T) {
-	env := testenv.Start(t)
-	a := newAPI(t, env)
+	ep := testenv.StartEtcd(t)
+	env := testenv.Start(t, testenv.WithEtcd(ep))
+	ref := testenv.Start(t, testenv.WithEtcd(ep), testenv.WithServerConfig(func(c *server.Config) { c.DisableWatchCache = true }))
+	a, fromEtcd := newAPI(t, env), newAPI(t, ref)
 	t.Cleanup(a.c.CloseIdleConnections)
+	t.Cleanup(fromEtcd.c.CloseIdleConnections)
 	mustCode(t, "create CRD", a.json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", versionsCRD), http.StatusCreated)
 	base := "/apis/guess.objwatch.io/%s/namespaces/default/things"
 	v1, v2 := fmt.Sprintf(base, "v1"), fmt.Sprintf(base, "v2")
 	oaEventually(t, 10*time.Second, func() bool {
-		return a.json("GET", v1, "").code == http.StatusOK && a.json("GET", v2, "").code == http.StatusOK
+		for _, c := range []*api{a, fromEtcd} {
+			if c.json("GET", v1, "").code != http.StatusOK || c.json("GET", v2, "").code != http.StatusOK {
+				return false
+			}
+		}
+		return true
 	})
 	// The caches exist once something reads from them.
 	for _, p := range []string{v1, v2} {
@@ -611,19 +397,21 @@ func TestUpdateGuessCustomResourceVersions(t *testing.T) {
 		{"v2", "PATCH", "", "application/json-patch+json", `[{"op":"remove","path":"/spec/color"}]`},
 		{"v2", "PATCH", "", "application/merge-patch+json", `{"spec":{"size":"big"}}`},
 	}
-	// run applies the steps to a new object and returns the answers, with
-	// what differs between objects taken out.
-	run := func(name string) []string {
-		r := a.json("POST", v1, `{"apiVersion":"guess.objwatch.io/v1","kind":"Thing","metadata":{"name":"`+name+`"},"spec":{"size":1}}`)
+	// run applies the steps to a new object through c and returns the
+	// answers, with what differs between objects taken out.
+	run := func(c *api, name string) []string {
+		r := c.json("POST", v1, `{"apiVersion":"guess.objwatch.io/v1","kind":"Thing","metadata":{"name":"`+name+`"},"spec":{"size":1}}`)
 		mustCode(t, "create", r, http.StatusCreated)
-		for _, v := range []string{"v1", "v2"} {
-			waitCache(t, env, gvr(v), rvOf(t, r))
+		if c == a {
+			for _, v := range []string{"v1", "v2"} {
+				waitCache(t, env, gvr(v), rvOf(t, r))
+			}
 		}
 		var out []string
 		last := mustInt(rvOf(t, r))
 		for i, s := range steps {
 			p := fmt.Sprintf(base, s.version)
-			r := a.do(s.method, p+"/"+name+s.sub, s.ctype, []byte(s.body))
+			r := c.do(s.method, p+"/"+name+s.sub, s.ctype, []byte(s.body))
 			o := r.object()
 			if md, ok := o["metadata"].(map[string]any); ok {
 				delete(md, "uid")
@@ -647,15 +435,12 @@ func TestUpdateGuessCustomResourceVersions(t *testing.T) {
 		}
 		return out
 	}
-	restore := server.SetUpdateGuesses(env.Server, false)
-	before := guesses(env)
-	want := run("from-etcd")
-	if got := guesses(env).since(before); got.used != 0 {
-		t.Fatalf("guesses used while off: %+v", got)
+	want := run(fromEtcd, "from-etcd")
+	if got := guesses(ref); got.used != 0 {
+		t.Fatalf("guesses used without a watch cache: %+v", got)
 	}
-	restore()
-	before = guesses(env)
-	got := run("from-cache")
+	before := guesses(env)
+	got := run(a, "from-cache")
 	g := guesses(env).since(before)
 	t.Logf("guesses: %+v", g)
 	if g.used == 0 || g.stale != 0 {
@@ -697,168 +482,6 @@ func dropManagedFieldsTimes(md map[string]any) {
 			delete(m, "time")
 		}
 	}
-}
-
-// BenchmarkPatchOneObject patches one ConfigMap sequentially through one
-// server, with the update starting from the watch cache (guess) or from an
-// etcd read (etcd), and with watchers of the ConfigMaps draining events.
-func BenchmarkPatchOneObject(b *testing.B) {
-	env := testenv.Start(b)
-	c := env.HTTPClient()
-	defer c.CloseIdleConnections()
-	do := func(method, path, ctype, body string) []byte {
-		req, _ := http.NewRequest(method, env.Config.Host+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", ctype)
-		resp, err := c.Do(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer resp.Body.Close()
-		out, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode >= 300 {
-			b.Fatalf("%s %s = %d %s", method, path, resp.StatusCode, out)
-		}
-		return out
-	}
-	do("POST", cms, "application/json", cm("bench", ""))
-	for _, watchers := range []int{0, 100} {
-		var wg sync.WaitGroup
-		var bodies []io.Closer
-		for range watchers {
-			resp, err := c.Get(env.Config.Host + cms + "?watch=true")
-			if err != nil {
-				b.Fatal(err)
-			}
-			bodies = append(bodies, resp.Body)
-			wg.Go(func() { io.Copy(io.Discard, resp.Body) })
-		}
-		for _, mode := range []string{"guess", "etcd"} {
-			b.Run(fmt.Sprintf("watchers=%d/%s", watchers, mode), func(b *testing.B) {
-				defer server.SetUpdateGuesses(env.Server, mode == "guess")()
-				before := guesses(env)
-				i := 0
-				for b.Loop() {
-					i++
-					do("PATCH", cms+"/bench", "application/merge-patch+json", fmt.Sprintf(`{"data":{"k":"%d"}}`, i))
-				}
-				g := guesses(env).since(before)
-				b.ReportMetric(float64(g.used)/float64(i), "guesses/op")
-				b.ReportMetric(float64(g.stale)/float64(i), "stale/op")
-			})
-		}
-		for _, body := range bodies {
-			body.Close()
-		}
-		wg.Wait()
-	}
-}
-
-// An update queued behind another update of the same object through the
-// same server starts from what that one stored, without waiting for the
-// cache; a stale one (the object changed elsewhere meanwhile) loses
-// nothing, and a change that is a no-op only against it is written.
-func TestUpdateGuessFromLastWrite(t *testing.T) {
-	env := testenv.Start(t)
-	a := newAPI(t, env)
-	t.Cleanup(a.c.CloseIdleConnections)
-	st := rawStore(t, env)
-	ctx := context.Background()
-
-	// queued sends patch to name while an update turn that stored
-	// stored is held, once the patch waits for its turn.
-	queued := func(t *testing.T, name string, stored storage.KeyValue, patch string) response {
-		t.Helper()
-		waiters, release := server.HoldUpdateTurn(env.Server, cmGVR, "default", name, stored)
-		done := make(chan response, 1)
-		go func() {
-			done <- a.do("PATCH", cms+"/"+name, "application/merge-patch+json", []byte(patch))
-		}()
-		deadline := time.Now().Add(10 * time.Second)
-		for waiters() < 1 {
-			if time.Now().After(deadline) {
-				release()
-				t.Fatal("the patch never queued for its turn")
-			}
-			time.Sleep(time.Millisecond)
-		}
-		release()
-		return <-done
-	}
-	create := func(t *testing.T, name string) storage.KeyValue {
-		t.Helper()
-		r := a.json("POST", cms, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"`+name+`"},"data":{"k":"v1"}}`)
-		mustCode(t, "create", r, http.StatusCreated)
-		kv, err := st.Get(ctx, "/registry/core/configmaps/default/"+name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kv
-	}
-	from := func() int64 { return server.UpdateGuessesFromLastWrite(env.Server) }
-
-	t.Run("current", func(t *testing.T) {
-		kv := create(t, "last-current")
-		before, g0 := from(), guesses(env)
-		r := queued(t, "last-current", kv, `{"data":{"p":"1"}}`)
-		mustCode(t, "patch", r, http.StatusOK)
-		if d := dataOf(r); d["k"] != "v1" || d["p"] != "1" {
-			t.Fatalf("data = %v", d)
-		}
-		if n := from() - before; n != 1 {
-			t.Fatalf("guesses from the last write = %d, want 1", n)
-		}
-		if g := guesses(env).since(g0); g.stale != 0 || g.rechecked != 0 {
-			t.Fatalf("guesses = %+v, want none stale or rechecked", g)
-		}
-	})
-	t.Run("stale", func(t *testing.T) {
-		kv := create(t, "last-stale")
-		rewrite(t, st, "last-stale", "v2")
-		g0 := guesses(env)
-		r := queued(t, "last-stale", kv, `{"data":{"p":"1"}}`)
-		mustCode(t, "patch", r, http.StatusOK)
-		if d := dataOf(r); d["k"] != "v2" || d["p"] != "1" {
-			t.Fatalf("data = %v, want the change made elsewhere kept", d)
-		}
-		if g := guesses(env).since(g0); g.stale != 1 {
-			t.Fatalf("guesses = %+v, want one stale", g)
-		}
-	})
-	t.Run("no-op only against the stale guess", func(t *testing.T) {
-		kv := create(t, "last-noop")
-		rv := rewrite(t, st, "last-noop", "v2")
-		r := queued(t, "last-noop", kv, `{"data":{"k":"v1"}}`)
-		mustCode(t, "patch", r, http.StatusOK)
-		if d := dataOf(r); d["k"] != "v1" {
-			t.Fatalf("data = %v, want k=v1 written", d)
-		}
-		if got, was := rvNum(t, r), mustInt(rv); got <= was {
-			t.Fatalf("resourceVersion %d after the rewrite's %d: the patch was not written", got, was)
-		}
-	})
-	t.Run("queued patches", func(t *testing.T) {
-		create(t, "last-many")
-		before := from()
-		var wg sync.WaitGroup
-		for g := range 8 {
-			wg.Go(func() {
-				for i := range 10 {
-					r := a.do("PATCH", cms+"/last-many", "application/merge-patch+json", fmt.Appendf(nil, `{"data":{"g%d-%d":"x"}}`, g, i))
-					if r.code != http.StatusOK {
-						t.Errorf("patch = %d %s", r.code, truncate(r.body))
-					}
-				}
-			})
-		}
-		wg.Wait()
-		r := a.json("GET", cms+"/last-many", "")
-		if d := dataOf(r); len(d) != 1+80 {
-			t.Fatalf("%d data keys after 80 patches, want 81", len(d))
-		}
-		if from() == before {
-			t.Fatal("no patch started from the one queued before it")
-		}
-	})
 }
 
 // A delete that conflicts with concurrent patches retries from the state

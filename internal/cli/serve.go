@@ -100,8 +100,10 @@ func newServeCommand() *cobra.Command {
 	f.StringVar(&o.Server.EncryptionProviderConfig, "encryption-provider-config", "", "apiserver.config.k8s.io/v1 EncryptionConfiguration choosing the resources encrypted at rest in etcd and their keys (aesgcm, aescbc, secretbox, identity), as kube-apiserver's; every server of an etcd needs the same (default: nothing encrypted)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
 	// A test fault (server.Config.DebugFault) for the robustness
-	// harness's self-test; hidden from help.
-	f.StringVar(&o.Server.DebugFault, "debug-fault", "", "TEST ONLY: break the server on purpose ("+objects.FaultDropEventAfterRestart+")")
+	// harness's self-test; hidden from help. Only a binary built with
+	// -tags objwatch_debugfault has the faults: any other refuses to
+	// start with one named.
+	f.StringVar(&o.Server.DebugFault, "debug-fault", "", "TEST ONLY, in builds with -tags "+objects.DebugFaultTag+": break the server on purpose ("+objects.FaultDropEventAfterRestart+")")
 	_ = f.MarkHidden("debug-fault")
 	return cmd
 }

@@ -94,13 +94,19 @@ func cmpOr[T comparable](v, def T) T {
 }
 
 // Build builds etcd (its main package, go.etcd.io/etcd/server/v3, a
-// dependency of this module) and objwatch into dir.
+// dependency of this module) and objwatch into dir. objwatch is built with
+// its test faults (the build tag objects.DebugFaultTag), which
+// Config.DebugFault arms.
 func Build(ctx context.Context, dir string) (etcdBin, objwatchBin string, err error) {
 	etcdBin, objwatchBin = filepath.Join(dir, "etcd"), filepath.Join(dir, "objwatch")
-	for _, b := range [][2]string{{etcdBin, "go.etcd.io/etcd/server/v3"}, {objwatchBin, "github.com/objwatch/objwatch/cmd/objwatch"}} {
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", b[0], b[1]).CombinedOutput()
+	for _, b := range [][]string{
+		{"-o", etcdBin, "go.etcd.io/etcd/server/v3"},
+		{"-tags", "objwatch_debugfault", "-o", objwatchBin, "github.com/objwatch/objwatch/cmd/objwatch"},
+	} {
+		pkg := b[len(b)-1]
+		out, err := exec.CommandContext(ctx, "go", append([]string{"build"}, b...)...).CombinedOutput()
 		if err != nil {
-			return "", "", fmt.Errorf("go build %s: %v\n%s", b[1], err, out)
+			return "", "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
 		}
 	}
 	return etcdBin, objwatchBin, nil

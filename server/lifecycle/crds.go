@@ -95,7 +95,7 @@ func (l *Lifecycle) followCRDs(ctx context.Context, res *registry.Resource, from
 		} else {
 			l.serveCRD(ctx, obj, known)
 		}
-		l.objects.PruneCaches()
+		l.objects.Caches().Prune()
 	}
 	return errors.New("watch ended")
 }
@@ -145,7 +145,7 @@ func (l *Lifecycle) serveCRD(ctx context.Context, obj *unstructured.Unstructured
 	}
 	if err == nil {
 		for _, r := range resources {
-			l.objects.Cache(r)
+			l.objects.Caches().For(r)
 		}
 		l.gc.kindsChanged()
 	}

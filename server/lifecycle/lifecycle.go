@@ -151,7 +151,7 @@ func (l *Lifecycle) written(ctx context.Context, w objects.Write) {
 func (l *Lifecycle) deletionStarted(ctx context.Context, res *registry.Resource, obj *unstructured.Unstructured, rev int64) {
 	switch {
 	case isNamespaceResource(res):
-		if c := l.objects.Cache(res); c != nil {
+		if c := l.objects.Caches().For(res); c != nil {
 			wctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
 			_ = c.WaitFor(wctx, rev) // at worst a create slips in, and is drained
@@ -167,7 +167,7 @@ func (l *Lifecycle) deletionStarted(ctx context.Context, res *registry.Resource,
 // not (yet) have the namespace.
 func (l *Lifecycle) checkNamespaceActive(ctx context.Context, ns string, res *registry.Resource) error {
 	nsRes := l.namespaceResource()
-	if c := l.objects.Cache(nsRes); c != nil {
+	if c := l.objects.Caches().For(nsRes); c != nil {
 		if o, _, ok := c.Get(nsRes.Key("", ns)); ok {
 			return namespaceState(res, ns, o.Fields["status.phase"] == "Terminating")
 		}

@@ -1,8 +1,6 @@
 package objects
 
 import (
-	"context"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -73,44 +71,3 @@ func (a *Attempt) Warn(msg string) { a.warnings = append(a.warnings, msg) }
 
 // Warnings returns the warnings added so far.
 func (a *Attempt) Warnings() []string { return a.warnings }
-
-// mutate runs Hooks.Mutate on a create or update attempt: after the
-// change is recorded in managedFields and before the object is prepared
-// and validated, as kube-apiserver runs mutating admission. When a hook
-// asked for it (Reinvocation.SetShouldReinvoke), every hook runs once
-// more, as kube-apiserver's admission chain reinvokes itself.
-func (s *Service) mutate(ctx context.Context, a *Attempt) error {
-	for pass := range 2 {
-		if pass == 1 {
-			if !a.reinv.shouldReinvoke {
-				break
-			}
-			a.reinv.isReinvoke = true
-		}
-		for _, h := range s.cfg.Hooks.Mutate {
-			if err := h(ctx, a); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// validate runs Hooks.Validate after Hooks.Admit: the last word before
-// the write.
-func (s *Service) validate(ctx context.Context, a *Attempt) error {
-	for _, h := range s.cfg.Hooks.Validate {
-		if err := h(ctx, a); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// operation is the admission operation of a create or update request.
-func operation(old *unstructured.Unstructured) string {
-	if old == nil {
-		return OpCreate
-	}
-	return OpUpdate
-}

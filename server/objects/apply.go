@@ -20,7 +20,7 @@ import (
 // Conflicts with other managers' fields are 409 unless opts.Force.
 func (s *Service) Apply(ctx context.Context, req *Request, patch *unstructured.Unstructured, opts WriteOptions) (Result, error) {
 	req.DryRun = opts.DryRun
-	if err := s.authorize(ctx, req); err != nil {
+	if err := s.hooks.authorize(ctx, req); err != nil {
 		return Result{}, err
 	}
 	fm := s.cfg.Fields
@@ -49,7 +49,7 @@ func (s *Service) Apply(ctx context.Context, req *Request, patch *unstructured.U
 		}
 		creq := *req
 		creq.Verb = "create"
-		if err := s.authorize(ctx, &creq); err != nil {
+		if err := s.hooks.authorize(ctx, &creq); err != nil {
 			return Result{}, err
 		}
 		obj, err = fm.Apply(res, "", nil, patch, opts.FieldManager, opts.Force)
@@ -95,7 +95,7 @@ func checkApplied(obj *unstructured.Unstructured, req *Request) error {
 // are mutate's), and never a create.
 func (s *Service) ApplySubresource(ctx context.Context, req *Request, opts WriteOptions, mutate Mutation) (Result, error) {
 	req.DryRun = opts.DryRun
-	if err := s.authorize(ctx, req); err != nil {
+	if err := s.hooks.authorize(ctx, req); err != nil {
 		return Result{}, err
 	}
 	applied := func(_, obj *unstructured.Unstructured) *unstructured.Unstructured { return obj }

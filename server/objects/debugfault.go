@@ -1,15 +1,10 @@
 package objects
 
-import (
-	"fmt"
-	"sync/atomic"
-
-	"github.com/objwatch/objwatch/storage/watchcache"
-)
-
 // A test fault breaks the service on purpose, so that a test can show a
-// checker finds the break (the robustness harness, test/robustness). Never
-// set one in production: Config.DebugFault is empty unless
+// checker finds the break (the robustness harness, test/robustness). The
+// faults exist only in binaries built with -tags objwatch_debugfault
+// (debugfault_on.go), as the harness builds objwatch; any other build
+// refuses a Config.DebugFault (debugfault_off.go), which is empty unless
 // `objwatch serve --debug-fault` (hidden from help) names one.
 const (
 	// FaultDropEventAfterRestart drops one event, once per server process:
@@ -20,42 +15,5 @@ const (
 	FaultDropEventAfterRestart = "drop-event-after-restart"
 )
 
-// debugFault is the armed test fault of a service; its methods are safe
-// for concurrent use.
-type debugFault struct {
-	dropped atomic.Bool // the one event was dropped
-}
-
-func newDebugFault(name string) (*debugFault, error) {
-	switch name {
-	case "":
-		return nil, nil
-	case FaultDropEventAfterRestart:
-		return &debugFault{}, nil
-	}
-	return nil, fmt.Errorf("objects: unknown debug fault %q", name)
-}
-
-// wrap returns src, or a source that drops the fault's event when req and
-// wr are the watch it breaks.
-func (f *debugFault) wrap(src Source, req *Request, wr watchRequest) Source {
-	if f == nil || wr.rv == 0 || req.Resource.Plural != "configmaps" || req.Resource.Group != "" {
-		return src
-	}
-	return &faultSource{Source: src, f: f}
-}
-
-// faultSource drops the first MODIFIED event that the fault has not yet
-// dropped in this process. It belongs to the watch's goroutine.
-type faultSource struct {
-	Source
-	f *debugFault
-}
-
-func (s *faultSource) TryNext() (Item, bool) {
-	it, ok := s.Source.TryNext()
-	if ok && it.Type == watchcache.Modified && s.f.dropped.CompareAndSwap(false, true) {
-		return s.Source.TryNext()
-	}
-	return it, ok
-}
+// DebugFaultTag is the build tag that compiles the test faults in.
+const DebugFaultTag = "objwatch_debugfault"

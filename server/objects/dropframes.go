@@ -100,7 +100,3 @@ func droppedFrame(it watchcache.Item, full []byte) ([]byte, error) {
 	b = append(b, stripped...)
 	return append(b, full[end:]...), nil
 }
-
-// DroppedFramesEncoded is how many watch frames without managedFields the
-// service has encoded (each shared by every watch that drops them).
-func (s *Service) DroppedFramesEncoded() int64 { return s.caches.dropped.encoded() }

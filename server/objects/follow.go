@@ -26,7 +26,7 @@ func (s *Service) Follow(ctx context.Context, res *registry.Resource, timeout ti
 	backoff := 100 * time.Millisecond
 	rv := "" // where a resumed watch starts; "": a fresh list
 	for ctx.Err() == nil {
-		next, err := s.followOnce(ctx, res, timeout, rv, begin, each)
+		next, err := followOnce(ctx, s, res, timeout, rv, begin, each)
 		if ctx.Err() != nil {
 			return
 		}
@@ -47,11 +47,11 @@ func (s *Service) Follow(ctx context.Context, res *registry.Resource, timeout ti
 
 var errFollowTimedOut = errors.New("watch timed out")
 
-// followOnce runs one watch of Follow's, from a fresh list (rv "") or
+// followOnce runs one watch of s's Follow, from a fresh list (rv "") or
 // resumed after rv. It returns where a resumed watch would start: the
 // last revision delivered after the initial events ("" if they did not
 // end).
-func (s *Service) followOnce(ctx context.Context, res *registry.Resource, timeout time.Duration, rv string, begin func(), each func(Item) error) (next string, err error) {
+func followOnce(ctx context.Context, s *Service, res *registry.Resource, timeout time.Duration, rv string, begin func(), each func(Item) error) (next string, err error) {
 	list := &internalversion.ListOptions{Watch: true, AllowWatchBookmarks: true, ResourceVersion: rv}
 	if rv == "" {
 		yes := true

@@ -32,7 +32,7 @@ type History struct {
 // revision (a read at the revision before it), up to MaxHistory states.
 // It is a read of the object: Authorize sees req as it is (a get).
 func (s *Service) History(ctx context.Context, req *Request) (History, error) {
-	if err := s.authorize(ctx, req); err != nil {
+	if err := s.hooks.authorize(ctx, req); err != nil {
 		return History{}, err
 	}
 	res := req.Resource

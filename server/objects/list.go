@@ -132,8 +132,9 @@ type listPlan struct {
 	any      bool // resourceVersion "0": any state will do
 }
 
-// planList plans a list from its validated options (see listOptions).
-func (s *Service) planList(o *internalversion.ListOptions) (listPlan, error) {
+// planList plans a list from its validated options (see listOptions);
+// a continue token older than ttl has expired.
+func planList(o *internalversion.ListOptions, ttl time.Duration) (listPlan, error) {
 	rvStr, match, cont := o.ResourceVersion, o.ResourceVersionMatch, o.Continue
 	p := listPlan{limit: o.Limit}
 	rv, err := ParseRV(rvStr)
@@ -148,8 +149,8 @@ func (s *Service) planList(o *internalversion.ListOptions) (listPlan, error) {
 		if err != nil {
 			return p, err
 		}
-		if t.Issued > 0 && time.Since(time.Unix(t.Issued, 0)) > s.cfg.ContinueTTL && t.RV > 0 {
-			return p, s.expiredContinue(t)
+		if t.Issued > 0 && time.Since(time.Unix(t.Issued, 0)) > ttl && t.RV > 0 {
+			return p, expiredContinue(t)
 		}
 		p.start, p.fromCont = t.Start, true
 		if t.RV > 0 {
@@ -172,7 +173,7 @@ func (s *Service) planList(o *internalversion.ListOptions) (listPlan, error) {
 
 // expiredContinue is the 410 for a continue token whose revision is gone; it
 // carries a token that continues from the same key at the latest revision.
-func (s *Service) expiredContinue(t continueToken) error {
+func expiredContinue(t continueToken) error {
 	st := apierrors.NewResourceExpired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
 	st.ErrStatus.ListMeta.Continue = encodeContinue(-1, t.Start, time.Now())
 	return st
@@ -208,11 +209,11 @@ func (l *List) Objects() ([]*unstructured.Unstructured, error) {
 // that o selects, following Kubernetes' resourceVersion,
 // resourceVersionMatch, limit and continue rules; o is decoded and
 // validated. The watch cache answers where those rules allow (see
-// listFromCache: all but a revision it has no snapshot of); etcd answers
+// Caches.list: all but a revision it has no snapshot of); etcd answers
 // the rest, page by page with the same continue tokens.
 func (s *Service) List(ctx context.Context, req *Request, o *internalversion.ListOptions) (*List, error) {
 	req.SelectedName = selectedName(o)
-	if err := s.authorize(ctx, req); err != nil {
+	if err := s.hooks.authorize(ctx, req); err != nil {
 		return nil, err
 	}
 	res := req.Resource
@@ -220,19 +221,19 @@ func (s *Service) List(ctx context.Context, req *Request, o *internalversion.Lis
 	if err != nil {
 		return nil, err
 	}
-	plan, err := s.planList(o)
+	plan, err := planList(o, s.cfg.ContinueTTL)
 	if err != nil {
 		return nil, err
 	}
-	if l, err := s.listFromCache(ctx, res, req.Namespace, sel, plan, req.User != nil); !errors.Is(err, errNoCache) {
+	if l, err := s.caches.list(ctx, res, req.Namespace, sel, plan, req.User != nil); !errors.Is(err, errNoCache) {
 		return l, err
 	}
 	if plan.minRev > 0 {
-		if err := s.waitForRevision(ctx, plan.minRev); err != nil {
+		if err := s.etcd.waitFor(ctx, plan.minRev); err != nil {
 			return nil, err
 		}
 	}
-	items, meta, err := s.readList(ctx, res, req.Namespace, sel, plan)
+	items, meta, err := s.etcd.list(ctx, res, req.Namespace, sel, plan)
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +244,7 @@ func (s *Service) List(ctx context.Context, req *Request, o *internalversion.Lis
 // req.Namespace, if set) that o selects (nil: all), and the revision read
 // at.
 func (s *Service) ListAll(ctx context.Context, req *Request, o *internalversion.ListOptions) ([]*unstructured.Unstructured, int64, error) {
-	if err := s.authorize(ctx, req); err != nil {
+	if err := s.hooks.authorize(ctx, req); err != nil {
 		return nil, 0, err
 	}
 	sel := matchAll
@@ -253,12 +254,12 @@ func (s *Service) ListAll(ctx context.Context, req *Request, o *internalversion.
 			return nil, 0, err
 		}
 	}
-	return s.listAll(ctx, req.Resource, req.Namespace, sel)
+	return s.etcd.listAll(ctx, req.Resource, req.Namespace, sel)
 }
 
-// readList reads one page (or everything, without a limit) of the
+// list reads one page (or everything, without a limit) of the
 // resource's objects matching sel.
-func (s *Service) readList(ctx context.Context, res *registry.Resource, ns string, sel selector, plan listPlan) ([]*unstructured.Unstructured, metav1.ListMeta, error) {
+func (r *storeReader) list(ctx context.Context, res *registry.Resource, ns string, sel selector, plan listPlan) ([]*unstructured.Unstructured, metav1.ListMeta, error) {
 	prefix := res.Prefix(ns)
 	var meta metav1.ListMeta
 	items := []*unstructured.Unstructured{}
@@ -272,11 +273,11 @@ func (s *Service) readList(ctx context.Context, res *registry.Resource, ns strin
 		if plan.limit > 0 && plan.limit < page {
 			page = plan.limit
 		}
-		lr, err := s.store.List(ctx, prefix, storage.ListOptions{Revision: rev, Limit: page, StartKey: start})
+		lr, err := r.store.List(ctx, prefix, storage.ListOptions{Revision: rev, Limit: page, StartKey: start})
 		if err != nil {
 			var ce *storage.CompactedError
 			if errors.As(err, &ce) && plan.fromCont {
-				return nil, meta, s.expiredContinue(continueToken{Start: plan.start})
+				return nil, meta, expiredContinue(continueToken{Start: plan.start})
 			}
 			return nil, meta, apistatus.Storage(err, gr(res), "")
 		}
@@ -315,8 +316,8 @@ func (s *Service) readList(ctx context.Context, res *registry.Resource, ns strin
 }
 
 // listAll reads every matching object at the latest revision.
-func (s *Service) listAll(ctx context.Context, res *registry.Resource, ns string, sel selector) ([]*unstructured.Unstructured, int64, error) {
-	items, meta, err := s.readList(ctx, res, ns, sel, listPlan{})
+func (r *storeReader) listAll(ctx context.Context, res *registry.Resource, ns string, sel selector) ([]*unstructured.Unstructured, int64, error) {
+	items, meta, err := r.list(ctx, res, ns, sel, listPlan{})
 	if err != nil {
 		return nil, 0, err
 	}

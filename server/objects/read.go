@@ -18,7 +18,7 @@ import (
 // any state; a number: no older than it) the watch cache may answer;
 // without it the read is a quorum read. opts may be nil.
 func (s *Service) Get(ctx context.Context, req *Request, opts *metav1.GetOptions) (*unstructured.Unstructured, error) {
-	if err := s.authorize(ctx, req); err != nil {
+	if err := s.hooks.authorize(ctx, req); err != nil {
 		return nil, err
 	}
 	res := req.Resource
@@ -27,25 +27,39 @@ func (s *Service) Get(ctx context.Context, req *Request, opts *metav1.GetOptions
 		if err != nil {
 			return nil, err
 		}
-		if obj, err := s.getFromCache(ctx, res, req.Namespace, req.Name, rv); !errors.Is(err, errNoCache) {
+		if obj, err := s.caches.get(ctx, res, req.Namespace, req.Name, rv); !errors.Is(err, errNoCache) {
 			return obj, err
 		}
 		if rv > 0 {
-			if err := s.waitForRevision(ctx, rv); err != nil {
+			if err := s.etcd.waitFor(ctx, rv); err != nil {
 				return nil, err
 			}
 		}
 	}
-	obj, _, err := s.getCurrent(ctx, res, req.Namespace, req.Name)
+	obj, _, err := s.etcd.get(ctx, res, req.Namespace, req.Name)
 	return obj, err
 }
 
-// waitForRevision waits until the store has reached rev, up to
-// FutureRVWait; then it is a 504 "Too large resource version".
-func (s *Service) waitForRevision(ctx context.Context, rev int64) error {
-	deadline := time.Now().Add(s.cfg.FutureRVWait)
+// storeReader reads objects from etcd: every read the watch cache does
+// not serve (see cachelist.go, cacheget.go, cachewatch.go for those it
+// does) and every write's quorum read. Its methods are safe for
+// concurrent use; it is copied by value into the types that read etcd.
+type storeReader struct {
+	store storage.Interface
+	// futureRVWait is how long a read waits for a resourceVersion the
+	// store has not reached (Config.FutureRVWait).
+	futureRVWait time.Duration
+	// bookmarkEvery is the interval between a watch's bookmarks
+	// (Config.BookmarkInterval).
+	bookmarkEvery time.Duration
+}
+
+// waitFor waits until the store has reached rev, up to futureRVWait;
+// then it is a 504 "Too large resource version".
+func (r *storeReader) waitFor(ctx context.Context, rev int64) error {
+	deadline := time.Now().Add(r.futureRVWait)
 	for {
-		cur, err := s.store.Revision(ctx)
+		cur, err := r.store.Revision(ctx)
 		if err != nil {
 			return apierrors.NewInternalError(err)
 		}
@@ -63,9 +77,9 @@ func (s *Service) waitForRevision(ctx context.Context, rev int64) error {
 	}
 }
 
-// getCurrent reads an object with a quorum read.
-func (s *Service) getCurrent(ctx context.Context, res *registry.Resource, ns, name string) (*unstructured.Unstructured, storage.KeyValue, error) {
-	kv, err := s.store.Get(ctx, res.Key(ns, name))
+// get reads an object with a quorum read.
+func (r *storeReader) get(ctx context.Context, res *registry.Resource, ns, name string) (*unstructured.Unstructured, storage.KeyValue, error) {
+	kv, err := r.store.Get(ctx, res.Key(ns, name))
 	if err != nil {
 		return nil, kv, apistatus.Storage(err, gr(res), name)
 	}

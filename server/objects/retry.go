@@ -61,10 +61,10 @@ func (c *conflictRetry) first() bool { return c.attempts == 1 }
 // else a quorum read.
 func (s *Service) current(ctx context.Context, res *registry.Resource, ns, name string, known *storage.KeyValue) (*unstructured.Unstructured, storage.KeyValue, error) {
 	if known != nil {
-		s.counts.conflictReads.Add(1)
+		s.conflictReads.Add(1)
 		return decodeCurrent(ctx, res, *known)
 	}
-	return s.getCurrent(ctx, res, ns, name)
+	return s.etcd.get(ctx, res, ns, name)
 }
 
 // conflictCurrent returns the key's state a conflict error carries, or nil.

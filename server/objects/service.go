@@ -40,7 +40,7 @@
 // ListFromCacheSnapshot: resourceVersion "0" (the limit ignored),
 // consistent and NotOlderThan lists with or without a limit, and exact
 // revisions and continue tokens at a revision the cache still holds a
-// snapshot of (see listFromCache; etcd serves older ones, or answers
+// snapshot of (see Caches.list; etcd serves older ones, or answers
 // 410). A page has etcd's items, continue token, remainingItemCount and
 // resourceVersion, so a walk may move between the cache and etcd, or
 // between servers. Writes are conditional etcd transactions: a stale
@@ -61,7 +61,7 @@
 // (Kubernetes refuses it with 429): read from etcd, a large collection's
 // full lists would take what the cache needs to load. The server's own
 // lists go to etcd, and its followers (requests without a user) wait for
-// the cache. UnreadyCaches and LoadingCaches tell the server's readiness
+// the cache. Caches.Unready and Caches.Loading tell the server's readiness
 // which caches started at start have not loaded.
 //
 // # Versions
@@ -77,14 +77,13 @@
 // # Concurrency
 //
 // A Service is safe for concurrent use. It owns one watch cache per served
-// resource, started on first use (or by StartCaches) and stopped by
-// PruneCaches and Close; Close must be called once the service is no
+// resource (Caches), started on first use (or by Caches.Start) and stopped by
+// Caches.Prune and Close; Close must be called once the service is no
 // longer used. A Source returned by Watch belongs to its caller, who must
 // Stop it.
 package objects
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"sync/atomic"
@@ -156,46 +155,6 @@ type FieldManager interface {
 	Apply(res *registry.Resource, subresource string, live, patch *unstructured.Unstructured, manager string, force bool) (*unstructured.Unstructured, error)
 }
 
-// Hooks are the named places where authorization, lifecycle, admission
-// and audit plug into every request (see the package doc). Each runs
-// synchronously in the request that calls it; nil fields do nothing.
-type Hooks struct {
-	// Authorize decides whether req may proceed; an error (a 403 Status)
-	// refuses it. nil allows everything.
-	Authorize func(ctx context.Context, req *Request) error
-	// AuthorizationChanged, if set, returns a context that is done when
-	// Authorize's decision on req may have changed (a role or binding
-	// changed), or nil when it cannot change (the server itself, an
-	// unrestricted user). An open watch then asks Authorize again, and a
-	// refusal ends it with that error as an ERROR event: a revoked
-	// permission does not keep streaming until the watch's timeout.
-	AuthorizationChanged func(req *Request) context.Context
-	// Admit run in order before a create or update (each attempt of it)
-	// is written, with the object to write and, for an update, the
-	// current one. An error refuses the write. undo, if not nil, is
-	// called when a create's write then fails (an update's undo is not
-	// called: no hook takes anything for one yet). Admit runs for dry
-	// runs too (req.DryRun): it must take nothing then.
-	Admit []func(ctx context.Context, req *Request, obj, old *unstructured.Unstructured) (undo func(), err error)
-	// Mutate run in order on every create and update attempt, after the
-	// change is recorded in managedFields and before the object is
-	// prepared, defaulted and validated (mutating admission: policies,
-	// then webhooks). They may change a.Object; an error refuses the
-	// write. They run for dry runs too (a.Request.DryRun).
-	Mutate []func(ctx context.Context, a *Attempt) error
-	// Validate run in order after Admit on every create, update and
-	// delete attempt (validating admission: policies, then webhooks);
-	// they must not change the object. An error refuses the write.
-	Validate []func(ctx context.Context, a *Attempt) error
-	// Written run in order after every successful write.
-	Written []func(ctx context.Context, w Write)
-	// Review answers a create of a Review resource (req.Resource.Review)
-	// or of a review subresource (req.Resource.Reviews[req.Subresource]):
-	// obj is the decoded request, the result the answer. Nothing is
-	// stored. nil answers every review with 405.
-	Review func(ctx context.Context, req *Request, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
-}
-
 // Request is one operation on a served resource: who asks, what for, and
 // which object (Name empty: the collection, or a create).
 type Request struct {
@@ -263,22 +222,26 @@ type Result struct {
 	Created bool
 }
 
-// Service serves objects. Create it with New; call Close when done.
+// Service serves objects: the verbs, each running the hook points in
+// order (hooks.go). Reads go to its watch caches where those may answer
+// (Caches) and to etcd otherwise (storeReader); updates start from a
+// guess where one is good (guesses) and take turns per key (keyLocks).
+// Create it with New; call Close when done.
 type Service struct {
 	cfg      Config
-	store    storage.Interface
+	store    storage.Interface // where writes go
 	registry *registry.Registry
 
-	caches    caches
-	keyLocks  *keyLocks    // see guaranteedUpdate
-	guessKeys *guessKeyMap // see updatecache.go
-	counts    counts
-	hooks     testHooks
-	fault     *debugFault // nil: none (the only case in production)
+	etcd     storeReader
+	caches   Caches
+	hooks    hookPoints
+	guesses  guesses     // see updatecache.go
+	keyLocks *keyLocks   // see guaranteedUpdate
+	fault    *debugFault // nil: none (the only case in production)
 
-	// closed ends when Close is called: no cache starts after it.
-	closed context.Context
-	close  context.CancelFunc
+	// conflictReads counts attempts that started from a conflict's state
+	// (Counts.ConflictReads).
+	conflictReads atomic.Int64
 }
 
 // New returns a Service. It starts nothing.
@@ -302,20 +265,20 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	etcd := storeReader{store: cfg.Storage, futureRVWait: cfg.FutureRVWait, bookmarkEvery: cfg.BookmarkInterval}
 	s := &Service{
 		cfg: cfg, store: cfg.Storage, registry: cfg.Registry,
-		keyLocks: newKeyLocks(), guessKeys: newGuessKeyMap(), fault: fault,
+		etcd: etcd, hooks: hookPoints{cfg.Hooks},
+		keyLocks: newKeyLocks(), fault: fault,
 	}
-	s.closed, s.close = context.WithCancel(context.Background())
+	s.caches.cfg, s.caches.etcd = cfg, etcd
+	s.guesses = guesses{caches: &s.caches, store: cfg.Storage, verify: cfg.Verify, noCache: cfg.DisableWatchCache, keys: newGuessKeyMap()}
 	return s, nil
 }
 
 // Close stops every watch cache; watches served from them end. The
 // service answers no more cached requests after it.
-func (s *Service) Close() {
-	s.close()
-	s.pruneCaches(true)
-}
+func (s *Service) Close() { s.caches.close() }
 
 // Registry returns the served resources.
 func (s *Service) Registry() *registry.Registry { return s.registry }
@@ -323,6 +286,9 @@ func (s *Service) Registry() *registry.Registry { return s.registry }
 // Storage returns the store the service writes to, for the parts of the
 // server that keep records outside any resource (cluster IP claims).
 func (s *Service) Storage() storage.Interface { return s.store }
+
+// Caches returns the service's watch caches.
+func (s *Service) Caches() *Caches { return &s.caches }
 
 // Counts are how the service's shortcuts fared since it started.
 type Counts struct {
@@ -342,69 +308,22 @@ type Counts struct {
 	// CachedPages counts the lists with a limit, a continue token or an
 	// exact resourceVersion that the watch cache served.
 	CachedPages int64
-}
-
-// counts is Counts as it is kept: safe for concurrent use.
-type counts struct {
-	used, stale, rechecked, fromLastWrite, conflictReads, hintsUsed, cachedPages atomic.Int64
+	// DroppedFrames counts the watch frames without managedFields the
+	// caches encoded (each shared by every watch that drops them).
+	DroppedFrames int64
 }
 
 // Counts returns the shortcut counters.
 func (s *Service) Counts() Counts {
+	g := &s.guesses
 	return Counts{
-		GuessesUsed: s.counts.used.Load(), GuessesStale: s.counts.stale.Load(),
-		GuessesRechecked: s.counts.rechecked.Load(), GuessesFromLastWrite: s.counts.fromLastWrite.Load(),
-		ConflictReads: s.counts.conflictReads.Load(), HintsUsed: s.counts.hintsUsed.Load(),
-		CachedPages: s.counts.cachedPages.Load(),
+		GuessesUsed: g.used.Load(), GuessesStale: g.stale.Load(),
+		GuessesRechecked: g.rechecked.Load(), GuessesFromLastWrite: g.fromLastWrite.Load(),
+		ConflictReads: s.conflictReads.Load(), HintsUsed: s.caches.hintsUsed.Load(),
+		CachedPages: s.caches.cachedPages.Load(), DroppedFrames: s.caches.dropped.encoded(),
 	}
 }
 
 func gr(res *registry.Resource) schema.GroupResource {
 	return schema.GroupResource{Group: res.Group, Resource: res.Plural}
-}
-
-// authorize is the one authorization point (Hooks.Authorize).
-func (s *Service) authorize(ctx context.Context, req *Request) error {
-	if s.cfg.Hooks.Authorize == nil {
-		return nil
-	}
-	return s.cfg.Hooks.Authorize(ctx, req)
-}
-
-// admit runs Hooks.Admit, then Hooks.Validate, on a's object; the undos
-// release what the hooks took.
-func (s *Service) admit(ctx context.Context, a *Attempt) (undos, error) {
-	var us undos
-	for _, h := range s.cfg.Hooks.Admit {
-		u, err := h(ctx, a.Request, a.Object, a.Old)
-		if err != nil {
-			us.run()
-			return nil, err
-		}
-		if u != nil {
-			us = append(us, u)
-		}
-	}
-	if err := s.validate(ctx, a); err != nil {
-		us.run()
-		return nil, err
-	}
-	return us, nil
-}
-
-// undos release what admission took for a write that then failed.
-type undos []func()
-
-func (us undos) run() {
-	for _, u := range us {
-		u()
-	}
-}
-
-// written runs Hooks.Written: the one place that sees every successful
-// write's stored old and new object.
-func (s *Service) written(ctx context.Context, req *Request, old, new *unstructured.Unstructured, rev int64) {
-	for _, h := range s.cfg.Hooks.Written {
-		h(ctx, Write{Request: req, Old: old, New: new, Revision: rev})
-	}
 }

@@ -284,7 +284,7 @@ func TestServicesShareNothing(t *testing.T) {
 	if _, err := a.Create(ctx, req, configMap("x", nil), objects.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Cache(res).WaitFor(ctx, 0); err != nil {
+	if err := a.Caches().For(res).WaitFor(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
 	up := &objects.Request{Verb: "update", Resource: res, Namespace: "ns", Name: "x"}

@@ -19,11 +19,11 @@ package objects
 // etcd. Dry runs never guess.
 //
 // The guess is exact: the cache decodes each stored value with
-// fromStorage for the same *registry.Resource, as getCurrent does, and
+// fromStorage for the same *registry.Resource, as storeReader.get does, and
 // keeps it encoded (decodeForCache, or a write hint that tests check
-// against it); decoding that JSON gives back getCurrent's object. Custom
+// against it); decoding that JSON gives back storeReader.get's object. Custom
 // resources stored in another version are no exception: the cache of the
-// requested version converts them exactly as getCurrent does. But the
+// requested version converts them exactly as storeReader.get does. But the
 // cache of a version other than the storage version holds another form
 // than an update writes, so it cannot tell an update that changes nothing:
 // those updates guess only from this server's last write (its stored
@@ -65,20 +65,29 @@ const (
 	maxGuessKeys = 4096
 )
 
-// testHooks are switches tests flip on a running server (see
-// export_test.go); production code only reads them.
-type testHooks struct {
-	// guessesOff makes every update read etcd (benchmarks compare).
-	guessesOff atomic.Bool
-	// guessOverride replaces what the cache returned for a key (to hold a
-	// guess stale).
-	guessOverride atomic.Pointer[func(key string, o *watchcache.Object, ok bool) (*watchcache.Object, bool)]
+// guesses are a Service's update guesses: where they come from (the
+// caches, or this server's last write of a key), which keys they pause
+// for, and how they fared. Safe for concurrent use.
+type guesses struct {
+	caches  *Caches
+	store   storage.Interface // for Config.Verify's comparisons with etcd
+	verify  bool              // Config.Verify
+	noCache bool              // Config.DisableWatchCache
+	keys    *guessKeyMap
+
+	// off makes every update read etcd, and override replaces what the
+	// cache returned for a key (to hold a guess stale): switches only
+	// tests flip (export_test.go).
+	off      atomic.Bool
+	override atomic.Pointer[func(key string, o *watchcache.Object, ok bool) (*watchcache.Object, bool)]
+
+	used, stale, rechecked, fromLastWrite atomic.Int64 // see Counts
 }
 
 // updateGuess is an update attempt's starting point taken from the watch
 // cache, not confirmed by etcd.
 type updateGuess struct {
-	s   *Service
+	gs  *guesses
 	obj *watchcache.Object // the guessed state (JSON unset when stored is set)
 	// stored is the guessed state's stored value when the guess is this
 	// server's own last write of the key; nil for a cache guess.
@@ -103,46 +112,46 @@ func (s *Service) updateState(ctx context.Context, req *Request, opts WriteOptio
 		return s.current(ctx, res, req.Namespace, req.Name, known)
 	}
 	if retry.first() && !opts.DryRun {
-		if ng, cur := s.guessCurrent(ctx, res, res.Key(req.Namespace, req.Name), last); ng != nil {
+		if ng, cur := s.guesses.guess(ctx, res, res.Key(req.Namespace, req.Name), last); ng != nil {
 			*g = ng
 			return cur, storage.KeyValue{Key: ng.obj.Key, ModRevision: ng.obj.Rev}, nil
 		}
 	}
-	cur, kv, err := s.getCurrent(ctx, res, req.Namespace, req.Name)
+	cur, kv, err := s.etcd.get(ctx, res, req.Namespace, req.Name)
 	if prev != nil && prev.recheck && (err != nil || kv.ModRevision != prev.obj.Rev) {
-		s.counts.stale.Add(1)
+		s.guesses.stale.Add(1)
 	}
 	return cur, kv, err
 }
 
-// guessCurrent returns a guess of key's current state, decoded: what the
+// guess returns a guess of key's current state, decoded: what the
 // previous update through this server stored (last, when set), else the
 // cache's copy, if there is one to guess from.
-func (s *Service) guessCurrent(ctx context.Context, res *registry.Resource, key string, last storage.KeyValue) (*updateGuess, *unstructured.Unstructured) {
-	if s.hooks.guessesOff.Load() {
+func (gs *guesses) guess(ctx context.Context, res *registry.Resource, key string, last storage.KeyValue) (*updateGuess, *unstructured.Unstructured) {
+	if gs.off.Load() {
 		return nil, nil
 	}
 	if last.ModRevision > 0 {
-		// Exactly what getCurrent would return had nobody written since:
+		// Exactly what storeReader.get would return had nobody written since:
 		// the stored value itself, decoded the same way. No waiting for
 		// the cache to have it.
 		if objs, err := decodeStored(ctx, res, []storage.KeyValue{last}); err == nil {
 			cur := objs[0]
-			if s.cfg.Verify {
-				s.verifyGuess(ctx, res, &watchcache.Object{Key: key, Rev: last.ModRevision}, cur)
+			if gs.verify {
+				gs.check(ctx, res, &watchcache.Object{Key: key, Rev: last.ModRevision}, cur)
 			}
-			s.counts.used.Add(1)
-			s.counts.fromLastWrite.Add(1)
-			return s.newGuess(&watchcache.Object{Key: key, Rev: last.ModRevision}, last.Value), cur
+			gs.used.Add(1)
+			gs.fromLastWrite.Add(1)
+			return &updateGuess{gs: gs, obj: &watchcache.Object{Key: key, Rev: last.ModRevision}, stored: last.Value}, cur
 		}
 	}
-	c := s.existingCache(res)
+	c := gs.caches.existing(res)
 	if c == nil || !c.Ready() || res.StoredAs != nil || convertsOnWrite(res) {
 		// A cache holding another form than the stored one cannot tell
 		// whether an update changes nothing (see unchanged).
 		return nil, nil
 	}
-	written, paused := s.guessKeys.get(c, key)
+	written, paused := gs.keys.get(c, key)
 	if paused {
 		return nil, nil
 	}
@@ -152,13 +161,13 @@ func (s *Service) guessCurrent(ctx context.Context, res *registry.Resource, key 
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
-				s.guessKeys.pause(key)
+				gs.keys.pause(key)
 			}
 			return nil, nil
 		}
 	}
 	o, _, ok := c.Get(key)
-	if f := s.hooks.guessOverride.Load(); f != nil {
+	if f := gs.override.Load(); f != nil {
 		o, ok = (*f)(key, o, ok)
 	}
 	if !ok {
@@ -168,17 +177,11 @@ func (s *Service) guessCurrent(ctx context.Context, res *registry.Resource, key 
 	if err != nil {
 		return nil, nil
 	}
-	if s.cfg.Verify {
-		s.verifyGuess(ctx, res, o, cur)
+	if gs.verify {
+		gs.check(ctx, res, o, cur)
 	}
-	s.counts.used.Add(1)
-	return s.newGuess(o, nil), cur
-}
-
-// newGuess returns the guess that o (and, when known, its stored bytes) is
-// current.
-func (s *Service) newGuess(o *watchcache.Object, stored []byte) *updateGuess {
-	return &updateGuess{s: s, obj: o, stored: stored}
+	gs.used.Add(1)
+	return &updateGuess{gs: gs, obj: o}, cur
 }
 
 // retry abandons a guessed attempt whose answer would not be a successful
@@ -188,7 +191,7 @@ func (g *updateGuess) retry() bool {
 	if g == nil {
 		return false
 	}
-	g.s.counts.rechecked.Add(1)
+	g.gs.rechecked.Add(1)
 	g.recheck = true
 	return true
 }
@@ -199,8 +202,8 @@ func (g *updateGuess) conflicted() bool {
 	if g == nil {
 		return false
 	}
-	g.s.counts.stale.Add(1)
-	g.s.guessKeys.pause(g.obj.Key)
+	g.gs.stale.Add(1)
+	g.gs.keys.pause(g.obj.Key)
 	return true
 }
 
@@ -219,8 +222,8 @@ func (g *updateGuess) unchanged(b []byte) bool {
 	if withRV == nil || bytes.Equal(withRV, g.obj.JSON) {
 		return true
 	}
-	if g.s.cfg.Verify {
-		kv, err := g.s.store.Get(context.Background(), g.obj.Key)
+	if g.gs.verify {
+		kv, err := g.gs.store.Get(context.Background(), g.obj.Key)
 		if err == nil && kv.ModRevision == g.obj.Rev && bytes.Equal(kv.Value, b) {
 			panic(fmt.Sprintf("update guess: %s at %d is stored unchanged but its guess differs:\nstored %s\nguess  %s", g.obj.Key, kv.ModRevision, kv.Value, g.obj.JSON))
 		}
@@ -228,10 +231,10 @@ func (g *updateGuess) unchanged(b []byte) bool {
 	return false
 }
 
-// verifyGuess panics if the guess cur for o differs from getCurrent's
-// object at the same revision.
-func (s *Service) verifyGuess(ctx context.Context, res *registry.Resource, o *watchcache.Object, cur *unstructured.Unstructured) {
-	kv, err := s.store.Get(ctx, o.Key)
+// check panics if the guess cur for o differs from a quorum read's
+// object at the same revision (Config.Verify).
+func (gs *guesses) check(ctx context.Context, res *registry.Resource, o *watchcache.Object, cur *unstructured.Unstructured) {
+	kv, err := gs.store.Get(ctx, o.Key)
 	if err != nil || kv.ModRevision != o.Rev {
 		return
 	}
@@ -241,17 +244,17 @@ func (s *Service) verifyGuess(ctx context.Context, res *registry.Resource, o *wa
 	}
 }
 
-// updateWritten records that this server wrote key at rev (an update, or
-// the deletion completing one), for the key's next guess, through any
+// wrote records that this server wrote key at rev (an update, or the
+// deletion completing one), for the key's next guess, through any
 // version's cache, to wait for.
-func (s *Service) updateWritten(key string, rev int64) {
-	if !s.cfg.DisableWatchCache && !s.hooks.guessesOff.Load() {
-		s.guessKeys.wrote(key, rev)
+func (gs *guesses) wrote(key string, rev int64) {
+	if !gs.noCache && !gs.off.Load() {
+		gs.keys.wrote(key, rev)
 	}
 }
 
 // guessKeyMap remembers, per storage key, the server's last write of the
-// key and pauses of its guesses (Server.guessKeys). It is safe for
+// key and pauses of its guesses (guesses.keys). It is safe for
 // concurrent use.
 type guessKeyMap struct {
 	mu sync.Mutex

@@ -83,10 +83,10 @@ func watchRequestOf(req *Request, opts WatchOptions) (watchRequest, error) {
 func (s *Service) Watch(ctx context.Context, req *Request, opts WatchOptions) (Source, error) {
 	req.SelectedName = selectedName(opts.List)
 	var changed context.Context
-	if f := s.cfg.Hooks.AuthorizationChanged; f != nil {
+	if f := s.hooks.h.AuthorizationChanged; f != nil {
 		changed = f(req) // before deciding: a change after it is seen
 	}
-	if err := s.authorize(ctx, req); err != nil {
+	if err := s.hooks.authorize(ctx, req); err != nil {
 		return nil, err
 	}
 	wr, err := watchRequestOf(req, opts)
@@ -94,10 +94,10 @@ func (s *Service) Watch(ctx context.Context, req *Request, opts WatchOptions) (S
 		return nil, err
 	}
 	var src Source
-	cs, err := s.cacheWatch(ctx, req, wr)
+	cs, err := s.caches.watch(ctx, req, wr)
 	switch {
 	case errors.Is(err, errNoCache):
-		if src, err = s.storageWatch(ctx, req, wr); err != nil {
+		if src, err = s.etcd.watch(ctx, req, wr); err != nil {
 			return nil, err
 		}
 	case cs == nil:
@@ -109,7 +109,7 @@ func (s *Service) Watch(ctx context.Context, req *Request, opts WatchOptions) (S
 	if changed == nil {
 		return src, nil
 	}
-	return &authorizedSource{Source: src, s: s, req: req, changed: changed}, nil
+	return &authorizedSource{Source: src, hooks: &s.hooks, req: req, changed: changed}, nil
 }
 
 // authorizedSource ends a watch whose permission was revoked: when the
@@ -117,7 +117,7 @@ func (s *Service) Watch(ctx context.Context, req *Request, opts WatchOptions) (S
 // is the watch's last item (an ERROR event).
 type authorizedSource struct {
 	Source
-	s       *Service
+	hooks   *hookPoints
 	req     *Request
 	changed context.Context // done when the decision may have changed
 	refused error
@@ -132,10 +132,10 @@ func (a *authorizedSource) recheck() bool {
 	if a.changed.Err() == nil {
 		return true
 	}
-	if a.changed = a.s.cfg.Hooks.AuthorizationChanged(a.req); a.changed == nil {
+	if a.changed = a.hooks.h.AuthorizationChanged(a.req); a.changed == nil {
 		a.changed = context.Background() // no longer restricted
 	}
-	if err := a.s.authorize(context.Background(), a.req); err != nil {
+	if err := a.hooks.authorize(context.Background(), a.req); err != nil {
 		a.refused = err
 		return false
 	}
@@ -214,34 +214,34 @@ type Source interface {
 	Stop()
 }
 
-// storageWatch starts a watch served from an etcd watch: without the
-// cache, or from a revision older than the cache's history. Its starting
-// point is established before answering, so that its errors are plain
-// HTTP errors; later ones arrive as ERROR events.
-func (s *Service) storageWatch(ctx context.Context, req *Request, wr watchRequest) (Source, error) {
+// watch starts a watch served from an etcd watch: without the cache, or
+// from a revision older than the cache's history. Its starting point is
+// established before answering, so that its errors are plain HTTP
+// errors; later ones arrive as ERROR events.
+func (r *storeReader) watch(ctx context.Context, req *Request, wr watchRequest) (Source, error) {
 	res := req.Resource
 	gr := gr(res)
-	src := &storageSource{s: s, res: res, sel: wr.sel, initialEnd: wr.initialEnd}
+	src := &storageSource{res: res, sel: wr.sel, initialEnd: wr.initialEnd}
 	from := wr.rv + 1
 	if wr.initial {
 		if wr.rv > 0 {
-			if err := s.waitForRevision(ctx, wr.rv); err != nil {
+			if err := r.waitFor(ctx, wr.rv); err != nil {
 				return nil, err
 			}
 		}
-		items, rev, err := s.listAll(ctx, res, req.Namespace, wr.sel)
+		items, rev, err := r.listAll(ctx, res, req.Namespace, wr.sel)
 		if err != nil {
 			return nil, err
 		}
 		src.initial, from = items, rev+1
 	} else if wr.rv == 0 {
-		rev, err := s.store.Revision(ctx)
+		rev, err := r.store.Revision(ctx)
 		if err != nil {
 			return nil, apistatus.Storage(err, gr, "")
 		}
 		from = rev + 1
 	}
-	watcher, err := s.store.Watch(ctx, res.Prefix(req.Namespace), from)
+	watcher, err := r.store.Watch(ctx, res.Prefix(req.Namespace), from)
 	if err != nil {
 		return nil, apistatus.Storage(err, gr, "")
 	}
@@ -250,7 +250,7 @@ func (s *Service) storageWatch(ctx context.Context, req *Request, wr watchReques
 		// Bookmarks go out every BookmarkInterval and once shortly before
 		// the timeout; each asks etcd for progress so the bookmark's
 		// revision covers changes elsewhere in the store too.
-		src.every, src.deadline = s.cfg.BookmarkInterval, time.Now().Add(wr.timeout)
+		src.every, src.deadline = r.bookmarkEvery, time.Now().Add(wr.timeout)
 		src.bookmarkT = time.NewTimer(src.nextBookmark())
 	}
 	return src, nil
@@ -259,7 +259,6 @@ func (s *Service) storageWatch(ctx context.Context, req *Request, wr watchReques
 // storageSource feeds a watch from an etcd watch: the initial objects
 // first, then the changes, translated for the watch's selection.
 type storageSource struct {
-	s       *Service
 	res     *registry.Resource
 	sel     selector
 	watcher storage.Watcher
@@ -348,7 +347,7 @@ func (src *storageSource) translate(ev storage.Event) (Item, bool) {
 		src.err = apistatus.Storage(ev.Err, gr(src.res), "")
 		return Item{}, false
 	}
-	typ, obj, err := src.s.translate(src.res, src.sel, ev)
+	typ, obj, err := translate(src.res, src.sel, ev)
 	if err != nil {
 		src.err = apierrors.NewInternalError(err)
 		return Item{}, false
@@ -397,7 +396,7 @@ func (src *storageSource) Stop() {
 //
 // The objects are converted to res's version, the current and previous
 // state in one conversion; the caller's goroutine waits for it.
-func (s *Service) translate(res *registry.Resource, sel selector, ev storage.Event) (string, *unstructured.Unstructured, error) {
+func translate(res *registry.Resource, sel selector, ev storage.Event) (string, *unstructured.Unstructured, error) {
 	ctx := context.Background()
 	switch ev.Type {
 	case storage.Delete:

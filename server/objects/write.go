@@ -53,11 +53,11 @@ func normalize(res *registry.Resource, obj, old *unstructured.Unstructured, opts
 // what was stored, with its resourceVersion.
 func (s *Service) Create(ctx context.Context, req *Request, obj *unstructured.Unstructured, opts WriteOptions) (Result, error) {
 	req.DryRun = opts.DryRun
-	if err := s.authorize(ctx, req); err != nil {
+	if err := s.hooks.authorize(ctx, req); err != nil {
 		return Result{}, err
 	}
 	if rr := reviewOf(req); rr != nil {
-		return s.review(ctx, req, rr, obj, opts)
+		return s.hooks.review(ctx, req, rr, obj, opts)
 	}
 	return s.create(ctx, req, obj, opts, true)
 }
@@ -71,7 +71,7 @@ func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Un
 		obj = fm.Update(res, "", nil, obj, opts.FieldManager)
 	}
 	a := &Attempt{Request: req, Operation: OpCreate, Object: obj, Options: opts}
-	if err := s.mutate(ctx, a); err != nil {
+	if err := s.hooks.mutate(ctx, a); err != nil {
 		return Result{Warnings: a.warnings}, err
 	}
 	obj = a.Object
@@ -91,7 +91,7 @@ func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Un
 		return out, apistatus.Invalid(res.GVK().GroupKind(), obj.GetName(), errs)
 	}
 	n := len(a.warnings)
-	undo, err := s.admit(ctx, a)
+	undo, err := s.hooks.admit(ctx, a)
 	out.Warnings = append(out.Warnings, a.warnings[n:]...)
 	if err != nil {
 		return out, err
@@ -115,7 +115,7 @@ func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Un
 		return out, nil
 	}
 	key := res.Key(obj.GetNamespace(), obj.GetName())
-	hints := s.hintsFor(res)
+	hints := s.caches.hintsFor(res)
 	hints.add(res, key, b, obj)
 	kv, err := s.store.Create(ctx, key, b)
 	if err != nil {
@@ -134,7 +134,7 @@ func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Un
 		}
 		out.Object = obj
 	}
-	s.written(ctx, req, nil, obj, kv.ModRevision)
+	s.hooks.written(ctx, req, nil, obj, kv.ModRevision)
 	return out, nil
 }
 
@@ -147,22 +147,6 @@ func reviewOf(req *Request) *registry.Resource {
 		return req.Resource
 	}
 	return nil
-}
-
-// review answers a create of a review: decoded with the review's schema
-// (unknown fields per fieldValidation), answered by Hooks.Review, stored
-// nowhere.
-func (s *Service) review(ctx context.Context, req *Request, rr *registry.Resource, obj *unstructured.Unstructured, opts WriteOptions) (Result, error) {
-	warnings, err := normalize(rr, obj, nil, opts)
-	out := Result{Warnings: warnings}
-	if err != nil {
-		return out, err
-	}
-	if s.cfg.Hooks.Review == nil {
-		return out, apierrors.NewMethodNotSupported(gr(req.Resource), "create")
-	}
-	out.Object, err = s.cfg.Hooks.Review(ctx, req, obj)
-	return out, err
 }
 
 // prepareCreate sets what the server owns on a new object.
@@ -198,16 +182,16 @@ type Mutation func(cur *unstructured.Unstructured) (*unstructured.Unstructured, 
 // finalizer completes its deletion.
 func (s *Service) Update(ctx context.Context, req *Request, opts WriteOptions, mutate Mutation) (Result, error) {
 	req.DryRun = opts.DryRun
-	if err := s.authorize(ctx, req); err != nil {
+	if err := s.hooks.authorize(ctx, req); err != nil {
 		return Result{}, err
 	}
-	obj, warnings, err := s.guaranteedUpdate(ctx, req, opts, mutate, s.tracker(req, opts))
+	obj, warnings, err := s.guaranteedUpdate(ctx, req, opts, mutate, tracker(s.cfg.Fields, req, opts))
 	return Result{Object: obj, Warnings: warnings}, err
 }
 
-// tracker returns what records an update's change in managedFields, or nil.
-func (s *Service) tracker(req *Request, opts WriteOptions) func(cur, obj *unstructured.Unstructured) *unstructured.Unstructured {
-	fm := s.cfg.Fields
+// tracker returns what records an update's change in managedFields
+// through fm, or nil.
+func tracker(fm FieldManager, req *Request, opts WriteOptions) func(cur, obj *unstructured.Unstructured) *unstructured.Unstructured {
 	if fm == nil {
 		return nil
 	}
@@ -254,7 +238,7 @@ func (s *Service) guaranteedUpdate(ctx context.Context, req *Request, opts Write
 			// takes anything for one.
 			a.Object = obj
 			n := len(a.warnings)
-			_, err = s.admit(ctx, a)
+			_, err = s.hooks.admit(ctx, a)
 			warnings = append(warnings, a.warnings[n:]...)
 		}
 		if err != nil {
@@ -275,8 +259,8 @@ func (s *Service) guaranteedUpdate(ctx context.Context, req *Request, opts Write
 			if err != nil {
 				return nil, nil, apistatus.Storage(err, gr(res), req.Name)
 			}
-			s.updateWritten(kv.Key, deleted.ModRevision)
-			s.written(ctx, req, cur, nil, deleted.ModRevision)
+			s.guesses.wrote(kv.Key, deleted.ModRevision)
+			s.hooks.written(ctx, req, cur, nil, deleted.ModRevision)
 			obj.SetResourceVersion(strconv.FormatInt(deleted.ModRevision, 10))
 			return obj, warnings, nil
 		}
@@ -302,7 +286,7 @@ func (s *Service) guaranteedUpdate(ctx context.Context, req *Request, opts Write
 			}
 			return obj, warnings, nil
 		}
-		hints := s.hintsFor(res)
+		hints := s.caches.hintsFor(res)
 		hints.add(res, kv.Key, b, obj)
 		nkv, err := s.store.Update(ctx, kv.Key, b, kv.ModRevision)
 		if err != nil {
@@ -314,7 +298,7 @@ func (s *Service) guaranteedUpdate(ctx context.Context, req *Request, opts Write
 		if err != nil {
 			return nil, nil, apistatus.Storage(err, gr(res), req.Name)
 		}
-		s.updateWritten(kv.Key, nkv.ModRevision)
+		s.guesses.wrote(kv.Key, nkv.ModRevision)
 		turn.wrote(storage.KeyValue{Key: kv.Key, Value: b, ModRevision: nkv.ModRevision})
 		obj.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
 		if converted {
@@ -322,7 +306,7 @@ func (s *Service) guaranteedUpdate(ctx context.Context, req *Request, opts Write
 				return nil, warnings, err
 			}
 		}
-		s.written(ctx, req, cur, obj, nkv.ModRevision)
+		s.hooks.written(ctx, req, cur, obj, nkv.ModRevision)
 		return obj, warnings, nil
 	}
 }
@@ -355,7 +339,7 @@ func (s *Service) updated(ctx context.Context, a *Attempt, mutate Mutation, trac
 		obj = track(cur, obj)
 	}
 	a.Object = obj
-	if err = s.mutate(ctx, a); err != nil {
+	if err = s.hooks.mutate(ctx, a); err != nil {
 		return nil, pinned, a.warnings, err
 	}
 	obj = a.Object
@@ -458,7 +442,7 @@ func specChanged(a, b *unstructured.Unstructured, statusSub bool) bool {
 // marked object). The resource's undeletable objects get 403.
 func (s *Service) Delete(ctx context.Context, req *Request, opts *metav1.DeleteOptions) (Result, error) {
 	req.DryRun = len(opts.DryRun) > 0
-	if err := s.authorize(ctx, req); err != nil {
+	if err := s.hooks.authorize(ctx, req); err != nil {
 		return Result{}, err
 	}
 	res := req.Resource
@@ -495,7 +479,7 @@ func (s *Service) deleteObject(ctx context.Context, req *Request, opts *metav1.D
 		// Validating admission sees every attempt, as in kube-apiserver,
 		// even one that then changes nothing.
 		a := &Attempt{Request: req, Operation: OpDelete, Old: cur, Delete: opts}
-		err = s.validate(ctx, a)
+		err = s.hooks.validate(ctx, a)
 		warnings = a.warnings
 		if err != nil {
 			return Result{}, err
@@ -535,7 +519,7 @@ func (s *Service) deleteObject(ctx context.Context, req *Request, opts *metav1.D
 				return Result{}, apistatus.Storage(err, gr(res), name)
 			}
 			cur.SetResourceVersion(strconv.FormatInt(nkv.ModRevision, 10))
-			s.written(ctx, req, old, cur, nkv.ModRevision)
+			s.hooks.written(ctx, req, old, cur, nkv.ModRevision)
 			return Result{Object: cur}, nil
 		}
 		if dryRun {
@@ -549,7 +533,7 @@ func (s *Service) deleteObject(ctx context.Context, req *Request, opts *metav1.D
 			return Result{}, apistatus.Storage(err, gr(res), name)
 		}
 		cur.SetResourceVersion(strconv.FormatInt(gone.ModRevision, 10))
-		s.written(ctx, req, old, nil, gone.ModRevision)
+		s.hooks.written(ctx, req, old, nil, gone.ModRevision)
 		return Result{Object: cur, Deleted: true}, nil
 	}
 }
@@ -559,7 +543,7 @@ func (s *Service) deleteObject(ctx context.Context, req *Request, opts *metav1.D
 // object gone meanwhile is no error.
 func (s *Service) DeleteCollection(ctx context.Context, req *Request, listOpts *internalversion.ListOptions, opts *metav1.DeleteOptions) error {
 	req.SelectedName = selectedName(listOpts)
-	if err := s.authorize(ctx, req); err != nil {
+	if err := s.hooks.authorize(ctx, req); err != nil {
 		return err
 	}
 	res := req.Resource
@@ -570,7 +554,7 @@ func (s *Service) DeleteCollection(ctx context.Context, req *Request, listOpts *
 	if err != nil {
 		return err
 	}
-	items, _, err := s.listAll(ctx, res, req.Namespace, sel)
+	items, _, err := s.etcd.listAll(ctx, res, req.Namespace, sel)
 	if err != nil {
 		return err
 	}

@@ -2,11 +2,15 @@ package objects_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
@@ -53,5 +57,56 @@ func BenchmarkUpdate(b *testing.B) {
 		if _, err := s.Update(ctx, req("update"), objects.WriteOptions{FieldManager: "bench"}, setData("k", strconv.Itoa(i))); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkPatchOneObject updates one ConfigMap sequentially through the
+// service, with the update starting from the watch cache (guess) or from
+// an etcd read (etcd), and with watchers of the ConfigMaps draining
+// events.
+func BenchmarkPatchOneObject(b *testing.B) {
+	s, res := guessService(b, etcdtest.Start(b))
+	ctx := context.Background()
+	if _, err := s.Create(ctx, objReq(res, "create", ""), configMap("bench", nil), objects.WriteOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	for _, watchers := range []int{0, 100} {
+		wctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for range watchers {
+			list := &internalversion.ListOptions{Watch: true}
+			src, err := s.Watch(wctx, &objects.Request{Verb: "watch", Resource: res}, objects.WatchOptions{List: list, Timeout: time.Hour})
+			if err != nil {
+				b.Fatal(err)
+			}
+			wg.Go(func() {
+				defer src.Stop()
+				for {
+					if _, ok := src.TryNext(); !ok {
+						if src.Wait(wctx, nil) != nil {
+							return
+						}
+					}
+				}
+			})
+		}
+		for _, mode := range []string{"guess", "etcd"} {
+			b.Run(fmt.Sprintf("watchers=%d/%s", watchers, mode), func(b *testing.B) {
+				defer objects.SetUpdateGuesses(s, mode == "guess")()
+				before := guessesOf(s)
+				i := 0
+				for b.Loop() {
+					i++
+					if _, err := s.Update(ctx, objReq(res, "patch", "bench"), objects.WriteOptions{}, setData("k", strconv.Itoa(i))); err != nil {
+						b.Fatal(err)
+					}
+				}
+				g := guessesOf(s).since(before)
+				b.ReportMetric(float64(g.used)/float64(i), "guesses/op")
+				b.ReportMetric(float64(g.stale)/float64(i), "stale/op")
+			})
+		}
+		cancel()
+		wg.Wait()
 	}
 }

@@ -4,9 +4,11 @@ package etcdtest
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
+	"github.com/objwatch/objwatch/storage"
 	"github.com/objwatch/objwatch/storage/etcd"
 )
 
@@ -30,4 +32,27 @@ func Start(t testing.TB) *etcd.Store {
 		t.Fatalf("etcdtest: %v", err)
 	}
 	return s
+}
+
+// Rewrite changes the JSON object stored at key with f, as a writer
+// other than the one under test would (behind its back), and returns the
+// new revision.
+func Rewrite(t testing.TB, st storage.Interface, key string, f func(map[string]any)) int64 {
+	t.Helper()
+	ctx := context.Background()
+	kv, err := st.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(kv.Value, &m); err != nil {
+		t.Fatal(err)
+	}
+	f(m)
+	b, _ := json.Marshal(m)
+	nkv, err := st.Update(ctx, key, b, kv.ModRevision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nkv.ModRevision
 }
