@@ -13,8 +13,9 @@
 //     requests, applies limits, calls the object service and writes JSON,
 //     Tables and watch frames (server/watchstream writes the wire).
 //   - server/lifecycle: resource-specific behaviour (namespaces, custom
-//     resource definitions, Service cluster IPs, the garbage collector's
-//     backend and election), plugged into the object service's hooks.
+//     resource definitions, Service cluster IPs, service-account keys),
+//     plugged into the object service's hooks; server/gc/runner: the
+//     garbage collector's backend and election.
 //   - server/objects: the object service, free of HTTP: create, get, list,
 //     update, delete and watch over storage and the watch caches, with one
 //     authorization point, one admission point and one post-write point.
@@ -33,8 +34,11 @@
 // # Concurrency
 //
 // A Server is safe for concurrent use by any number of requests. Run owns
-// the background loops (CRD registration, bootstrap); cancelling its context
-// also ends every open watch, so an http.Server's Shutdown can complete.
+// the background loops (CRD registration, bootstrap, the feeds of RBAC and
+// admission, the collector): it starts them in the order components
+// declares and stops them in reverse (package rungroup); cancelling its
+// context also ends every open watch, so an http.Server's Shutdown can
+// complete. The admission chain is declared in admissionChain.
 package server
 
 import (
