@@ -2,12 +2,10 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
+	"slices"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/objwatch/objwatch/server/gc"
 	"github.com/objwatch/objwatch/server/registry"
@@ -48,48 +46,26 @@ func (l *Lifecycle) Drain(ctx context.Context, key string) (int64, error) {
 	return l.CRDs.drain(ctx, name)
 }
 
-// Finish removes the content finalizer of the emptied container at key if
-// its uid is uid.
-func (l *Lifecycle) Finish(ctx context.Context, key string, uid types.UID) error {
-	res, _, name, ok := l.env.registry.ForKey(key)
+// Finalizer returns how the content finalizer of the emptied container
+// at key is removed: a namespace's "kubernetes" spec finalizer through
+// /finalize, a definition's cleanup finalizer by an update. The update
+// deletes the container once no finalizer is left.
+func (l *Lifecycle) Finalizer(key string) (subresource string, remove func(*unstructured.Unstructured) bool, ok bool) {
+	res, _, _, ok := l.env.registry.ForKey(key)
 	switch {
 	case !ok:
-		return nil
+		return "", nil, false
 	case isNamespaceResource(res):
-		return l.Namespaces.finish(ctx, name, uid)
+		return "finalize", func(cur *unstructured.Unstructured) bool {
+			fs := registry.NamespaceFinalizers(cur)
+			registry.SetNamespaceFinalizers(cur, slices.DeleteFunc(fs, func(f string) bool { return f == registry.NamespaceFinalizer }))
+			return true
+		}, true
 	}
-	return l.env.finish(ctx, res, name, "", uid, func(obj *unstructured.Unstructured) bool {
-		return gc.RemoveFinalizer(obj, registry.CRDCleanupFinalizer)
-	})
+	return "", func(cur *unstructured.Unstructured) bool {
+		return gc.RemoveFinalizer(cur, registry.CRDCleanupFinalizer)
+	}, true
 }
-
-// finish updates the container res/name (through subresource) with
-// removeFinalizer if its uid is uid; the update deletes it once no
-// finalizer is left. Another object of that name, none, or nothing to
-// remove is not an error.
-func (e *env) finish(ctx context.Context, res *registry.Resource, name, subresource string, uid types.UID, removeFinalizer func(*unstructured.Unstructured) (changed bool)) error {
-	err := e.update(ctx, res, "", name, subresource, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-		if cur.GetUID() != uid {
-			return nil, errUIDChanged
-		}
-		if !removeFinalizer(cur) {
-			return nil, errUnchanged
-		}
-		cur.SetResourceVersion("") // not pinned: a conflict is retried
-		return cur, nil
-	})
-	if apierrors.IsNotFound(err) || errors.Is(err, errUIDChanged) || errors.Is(err, errUnchanged) {
-		return nil
-	}
-	return err
-}
-
-// errUIDChanged ends an update whose object was replaced by another of
-// the same name; errUnchanged one that has nothing to change.
-var (
-	errUIDChanged = errors.New("another object of that name")
-	errUnchanged  = errors.New("nothing to change")
-)
 
 // namespaceOfKey returns the namespace of a namespaced object's key
 // (registry.Root + group/plural/namespace/name), "" for other keys.

@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/objwatch/objwatch/server/apistatus"
@@ -224,15 +223,4 @@ func namespaceCondition(typ, reason, message string) map[string]any {
 		status = "False"
 	}
 	return map[string]any{"type": typ, "status": status, "reason": reason, "message": message}
-}
-
-// finish removes the "kubernetes" finalizer of an empty terminating
-// namespace through /finalize; the update deletes the namespace once no
-// finalizer is left (see held).
-func (n *Namespaces) finish(ctx context.Context, name string, uid types.UID) error {
-	return n.env.finish(ctx, n.resource(), name, "finalize", uid, func(cur *unstructured.Unstructured) bool {
-		fs := registry.NamespaceFinalizers(cur)
-		registry.SetNamespaceFinalizers(cur, slices.DeleteFunc(fs, func(f string) bool { return f == registry.NamespaceFinalizer }))
-		return true
-	})
 }

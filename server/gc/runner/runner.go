@@ -44,12 +44,17 @@ type Config struct {
 }
 
 // Containers are the objects whose deletion waits until their content is
-// gone (namespaces, custom resource definitions): gc.Backend's Container,
-// Drain and Finish. Package lifecycle has them.
+// gone (namespaces, custom resource definitions): gc.Backend's Container
+// and Drain, and for its Finish how a container's content finalizer is
+// removed. Package lifecycle has them.
 type Containers interface {
 	Container(key string, m gc.Meta) (contains func(key string) bool, ok bool)
 	Drain(ctx context.Context, key string) (left int64, err error)
-	Finish(ctx context.Context, key string, uid types.UID) error
+	// Finalizer returns the subresource through which the content
+	// finalizer of the container at key is removed, and the change that
+	// removes it (reporting whether it changed anything); ok is false
+	// when key is no container.
+	Finalizer(key string) (subresource string, remove func(*unstructured.Unstructured) bool, ok bool)
 }
 
 // Runner runs the server's garbage collector: while this server holds
@@ -202,11 +207,24 @@ func (b backend) Delete(ctx context.Context, key string, uid types.UID, rev int6
 }
 
 func (b backend) Update(ctx context.Context, key string, uid types.UID, change func(*unstructured.Unstructured) bool) error {
+	return b.update(ctx, key, "", uid, change)
+}
+
+func (b backend) Finish(ctx context.Context, key string, uid types.UID) error {
+	subresource, remove, ok := b.Finalizer(key)
+	if !ok {
+		return nil
+	}
+	return b.update(ctx, key, subresource, uid, remove)
+}
+
+// update changes the object at key (through subresource) as Update does.
+func (b backend) update(ctx context.Context, key, subresource string, uid types.UID, change func(*unstructured.Unstructured) bool) error {
 	res, ns, name, ok := b.registry.ForKey(key)
 	if !ok {
 		return nil
 	}
-	req := &objects.Request{Verb: "update", Resource: res, Namespace: ns, Name: name}
+	req := &objects.Request{Verb: "update", Resource: res, Namespace: ns, Name: name, Subresource: subresource}
 	_, err := b.objects.Update(ctx, req, objects.WriteOptions{}, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		if uid != "" && cur.GetUID() != uid {
 			return nil, errUIDChanged
