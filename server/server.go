@@ -13,8 +13,9 @@
 //     requests, applies limits, calls the object service and writes JSON,
 //     Tables and watch frames (server/watchstream writes the wire).
 //   - server/lifecycle: resource-specific behaviour (namespaces, custom
-//     resource definitions, Service cluster IPs, the garbage collector's
-//     backend and election), plugged into the object service's hooks.
+//     resource definitions, Service cluster IPs, service-account keys),
+//     plugged into the object service's hooks; server/gc/runner: the
+//     garbage collector's backend and election.
 //   - server/objects: the object service, free of HTTP: create, get, list,
 //     update, delete and watch over storage and the watch caches, with one
 //     authorization point, one admission point and one post-write point.
@@ -33,8 +34,11 @@
 // # Concurrency
 //
 // A Server is safe for concurrent use by any number of requests. Run owns
-// the background loops (CRD registration, bootstrap); cancelling its context
-// also ends every open watch, so an http.Server's Shutdown can complete.
+// the background loops (CRD registration, bootstrap, the feeds of RBAC and
+// admission, the collector): it starts them in the order components
+// declares and stops them in reverse (package rungroup); cancelling its
+// context also ends every open watch, so an http.Server's Shutdown can
+// complete. The admission chain is declared in admissionChain.
 package server
 
 import (
@@ -46,7 +50,6 @@ import (
 	"net/http/pprof"
 	"runtime"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,10 +67,12 @@ import (
 	"github.com/objwatch/objwatch/server/encryption"
 	"github.com/objwatch/objwatch/server/endpoints"
 	"github.com/objwatch/objwatch/server/fields"
+	"github.com/objwatch/objwatch/server/gc/runner"
 	"github.com/objwatch/objwatch/server/lifecycle"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/openapi"
 	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/server/rungroup"
 	"github.com/objwatch/objwatch/server/watchstream"
 	"github.com/objwatch/objwatch/server/webhook"
 	"github.com/objwatch/objwatch/storage"
@@ -220,6 +225,9 @@ type Config struct {
 	DebugFault string
 }
 
+// setDefaults fills in the defaults the server owns; the object
+// service's (BookmarkInterval, FutureRVWait, ContinueTTL) are
+// objects.Config's, the collector's and the watch cache's theirs.
 func (c *Config) setDefaults() {
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -251,17 +259,8 @@ func (c *Config) setDefaults() {
 	if c.WatchWriteTimeout == 0 {
 		c.WatchWriteTimeout = time.Minute
 	}
-	if c.BookmarkInterval == 0 {
-		c.BookmarkInterval = time.Minute
-	}
-	if c.FutureRVWait == 0 {
-		c.FutureRVWait = 3 * time.Second
-	}
 	if c.StorageInitializationTimeout == 0 {
 		c.StorageInitializationTimeout = time.Minute
-	}
-	if c.ContinueTTL == 0 {
-		c.ContinueTTL = 5 * time.Minute
 	}
 	if c.GCLeaseDuration == 0 {
 		c.GCLeaseDuration = 15 * time.Second
@@ -285,16 +284,18 @@ type Server struct {
 	registry  *registry.Registry
 	objects   *objects.Service
 	lifecycle *lifecycle.Lifecycle
+	gc        *runner.Runner
 	access    *access.Access
 	policies  *policy.Policies
 	// admissionWebhooks enforces the webhook configurations.
 	admissionWebhooks *admissionwebhook.Plugin
-	api               *endpoints.API
-	openapi           *openapi.Docs
-	pacer             *watchstream.Pacer
-	audit             *audit.Log // nil: no audit log
-	// webhooks calls admission and conversion webhooks; Services are
-	// resolved by the lifecycle (ExternalName only).
+	// admission is the admission chain (see admissionChain).
+	admission []admissionStep
+	api       *endpoints.API
+	openapi   *openapi.Docs
+	pacer     *watchstream.Pacer
+	audit     *audit.Log // nil: no audit log
+	// webhooks calls admission and conversion webhooks.
 	webhooks *webhook.Client
 	mux      *http.ServeMux
 
@@ -326,100 +327,102 @@ func New(cfg Config) (*Server, error) {
 	cfg.Storage = monitor.Store()
 	s := &Server{cfg: cfg, store: cfg.Storage, registry: registry.New(), health: monitor}
 	s.stopping, s.stop = context.WithCancel(context.Background())
-	s.lifecycle, err = lifecycle.New(lifecycle.Config{
+	if err := s.build(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	return s, nil
+}
+
+// build builds the parts in three phases: those the object service's
+// hooks come from, the object service with the admission chain, then
+// (wire) what needs the object service, and the HTTP side on top.
+func (s *Server) build() error {
+	cfg := s.cfg
+	var err error
+	s.gc = runner.New(runner.Config{Registry: s.registry, Storage: cfg.Storage, Log: cfg.Log, Workers: cfg.GCWorkers, LeaseDuration: cfg.GCLeaseDuration})
+	if s.lifecycle, err = lifecycle.New(lifecycle.Config{
 		Registry: s.registry, Storage: cfg.Storage, Log: cfg.Log,
 		ServiceClusterIPRange: cfg.ServiceClusterIPRange, APIServerPort: cfg.APIServerPort,
-		GCWorkers: cfg.GCWorkers, GCLeaseDuration: cfg.GCLeaseDuration,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+		KindsChanged: s.gc.KindsChanged,
+	}); err != nil {
+		return err
 	}
-	s.access, err = access.New(access.Config{
+	if s.access, err = access.New(access.Config{
 		Registry: s.registry, Log: cfg.Log, AlwaysAllow: cfg.AlwaysAllow,
 		Authenticator: cfg.Authenticator, TokenIssuer: cfg.TokenIssuer,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+	}); err != nil {
+		return err
 	}
-	s.webhooks = webhook.New(s.lifecycle.ResolveService)
-	s.lifecycle.UseWebhooks(s.webhooks) // conversion webhooks
-	hooks := s.access.Hooks()
-	lh := s.lifecycle.Hooks()
-	hooks.Admit, hooks.Written = append(hooks.Admit, lh.Admit...), lh.Written
-	// Admission webhooks come after any admission policy, as in
-	// kube-apiserver's plugin order.
+	// Admission and conversion webhooks' Services are resolved by the
+	// lifecycle (ExternalName only).
+	s.webhooks = webhook.New(s.lifecycle.ServiceIPs.ResolveService)
 	if s.admissionWebhooks, err = admissionwebhook.New(admissionwebhook.Config{Registry: s.registry, Client: s.webhooks, Log: cfg.Log, Authorized: s.access.Authorized}); err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+		return err
 	}
-	hooks.Mutate = append(hooks.Mutate, s.admissionWebhooks.Mutate)
-	hooks.Validate = append(hooks.Validate, s.admissionWebhooks.Validate)
-	fm, err := fields.New(fields.Config{Registry: s.registry, Verify: cfg.Verify, BuiltinModels: func() (map[string]*spec.Schema, error) {
-		return openapi.BuiltinModels(s.registry)
-	}})
+	builtinModels := func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(s.registry) }
+	fm, err := fields.New(fields.Config{Registry: s.registry, Verify: cfg.Verify, BuiltinModels: builtinModels})
 	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+		return err
 	}
-	// Admission policies run first: MutatingAdmissionPolicies before
-	// mutating webhooks, ValidatingAdmissionPolicies before validating
-	// webhooks, as in Kubernetes.
-	s.policies, err = policy.New(policy.Config{Registry: s.registry, Log: cfg.Log, Authorized: s.access.Authorized, TypeConverter: fm.TypeConverter,
-		BuiltinModels: func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(s.registry) }})
-	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+	if s.policies, err = policy.New(policy.Config{Registry: s.registry, Log: cfg.Log, Authorized: s.access.Authorized, TypeConverter: fm.TypeConverter, BuiltinModels: builtinModels}); err != nil {
+		return err
 	}
-	hooks.Mutate = append([]func(context.Context, *objects.Attempt) error{s.policies.Mutate}, hooks.Mutate...)
-	hooks.Validate = append([]func(context.Context, *objects.Attempt) error{s.policies.Validate}, hooks.Validate...)
-	hooks.Admit = append(hooks.Admit, s.policies.Admit) // a policy's paramKind permission check
 	if cfg.Audit.Path != "" {
 		cfg.Audit.Storage, cfg.Audit.Log = cfg.Storage, cfg.Log
 		if s.audit, err = audit.New(cfg.Audit); err != nil {
-			return nil, fmt.Errorf("server: %w", err)
+			return err
 		}
-		hooks.Written = append(hooks.Written, s.audit.Written)
 	}
-	s.objects, err = objects.New(objects.Config{
+	s.admission = s.admissionChain()
+	if s.objects, err = objects.New(objects.Config{
 		Storage: cfg.Storage, Registry: s.registry, Log: cfg.Log,
 		FutureRVWait: cfg.FutureRVWait, ContinueTTL: cfg.ContinueTTL, BookmarkInterval: cfg.BookmarkInterval,
 		DisableWatchCache: cfg.DisableWatchCache, WatchCacheWindow: cfg.WatchCacheWindow,
 		WatchCacheCompactionPoll: cfg.WatchCacheCompactionPoll, WatchBufferEvents: cfg.WatchBufferEvents, Verify: cfg.Verify,
-		Hooks: hooks, Fields: fm, DebugFault: cfg.DebugFault, CacheStartDelay: cfg.WatchCacheStartDelay,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+		Hooks: chainHooks(s.admission), Fields: fm, DebugFault: cfg.DebugFault, CacheStartDelay: cfg.WatchCacheStartDelay,
+	}); err != nil {
+		return err
 	}
-	s.lifecycle.Use(s.objects)
-	s.storageReady = &lifecycle.StorageReadiness{Pending: s.objects.Caches().Unready, Timeout: max(0, cfg.StorageInitializationTimeout), Log: cfg.Log}
-	s.access.Use(s.objects)
-	s.policies.Use(s.objects)
-	s.admissionWebhooks.Use(s.objects)
-	if cfg.Authenticator != nil {
-		cfg.Authenticator.SetServiceAccountLookup(s.access.ServiceAccount)
-	}
+	s.wire()
 	s.pacer = watchstream.NewPacer(cfg.WatchFlushInterval, cfg.WatchFlushIntervalMax)
-	s.api, err = endpoints.New(endpoints.Config{
+	if s.api, err = endpoints.New(endpoints.Config{
 		Objects: s.objects, Registry: s.registry, Authenticator: cfg.Authenticator, Authorize: s.access.Authorize,
 		Log: cfg.Log, Metrics: cfg.Metrics, Pacer: s.pacer, Stopping: s.stopping, Audit: s.audit, Fields: fm,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxReadInFlight: cfg.MaxReadInFlight, MaxMutatingInFlight: cfg.MaxMutatingInFlight,
 		UserInFlightShare: cfg.UserInFlightShare, ExecutionSeats: cfg.ExecutionSeats,
 		RequestTimeout: cfg.RequestTimeout, MinWatchTimeout: cfg.MinWatchTimeout, WatchWriteTimeout: cfg.WatchWriteTimeout,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+	}); err != nil {
+		return err
 	}
 	if cfg.Metrics != nil {
-		cs := append(s.lifecycle.GCMetrics(), s.healthMetrics()...)
+		cs := append(s.gc.Metrics(), s.healthMetrics()...)
 		if s.audit != nil {
 			cs = append(cs, s.audit.Collectors()...)
 		}
 		for _, c := range cs {
 			if err := cfg.Metrics.Register(c); err != nil {
-				return nil, fmt.Errorf("server: %w", err)
+				return err
 			}
 		}
 	}
 	s.openapi = openapi.New(s.registry, cfg.Log, cfg.Version)
 	s.routes()
-	return s, nil
+	return nil
+}
+
+// wire gives the parts built before the object service that service and
+// the other edges their constructors could not take (they would form a
+// cycle): the one place a part is given something after it was built.
+func (s *Server) wire() {
+	s.lifecycle.Use(s.objects, s.webhooks) // the webhooks convert CRDs' versions
+	s.gc.Use(s.objects, s.lifecycle)
+	s.access.Use(s.objects)
+	s.policies.Use(s.objects)
+	s.admissionWebhooks.Use(s.objects)
+	if s.cfg.Authenticator != nil {
+		s.cfg.Authenticator.SetServiceAccountLookup(s.access.ServiceAccount)
+	}
+	s.storageReady = &lifecycle.StorageReadiness{Pending: s.objects.Caches().Unready, Timeout: max(0, s.cfg.StorageInitializationTimeout), Log: s.cfg.Log}
 }
 
 // Registry returns the served resources.
@@ -429,86 +432,65 @@ func (s *Server) Registry() *registry.Registry { return s.registry }
 // in step with the stored CRDs, and blocks until ctx ends. Open watches end
 // when it returns.
 func (s *Server) Run(ctx context.Context) error {
+	if err := rungroup.Run(ctx, s.components()...); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	return nil
+}
+
+// components are what Run starts, in order; it stops them in the
+// reverse order, each once the one started after it has returned. Their
+// contexts end with Run's, but for the detached ones, which end only when
+// they are stopped.
+func (s *Server) components() []rungroup.Component {
 	// The storage probes run first and stop last: everything else may
 	// wait on etcd, and the guard refuses at once what would wait in vain.
-	healthCtx, stopHealth := context.WithCancel(context.WithoutCancel(ctx))
-	healthDone := make(chan struct{})
-	go func() { defer close(healthDone); s.health.Run(healthCtx) }()
-	defer func() { stopHealth(); <-healthDone }()
+	cs := []rungroup.Component{{Name: "storage health", Run: s.health.Run, Detached: true}}
 	if s.audit != nil {
-		// Stopped last: records of requests still ending are written.
-		auditCtx, stopAudit := context.WithCancel(context.WithoutCancel(ctx))
-		auditDone := make(chan struct{})
-		go func() { defer close(auditDone); s.audit.Run(auditCtx) }()
-		defer func() { stopAudit(); <-auditDone }()
+		// Stopped last but one: records of requests still ending are
+		// written.
+		cs = append(cs, rungroup.Component{Name: "audit log", Run: s.audit.Run, Detached: true})
 	}
-	defer s.objects.Close()
-	defer s.webhooks.Close()
-	defer s.stop()
-	pacerCtx, stopPacer := context.WithCancel(ctx)
-	pacerDone := make(chan struct{})
-	go func() { defer close(pacerDone); s.pacer.Run(pacerCtx) }()
-	defer func() { stopPacer(); <-pacerDone }()
-	gcCtx, stopGC := context.WithCancel(ctx)
-	gcDone := make(chan struct{})
-	go func() { defer close(gcDone); s.lifecycle.RunGC(gcCtx) }()
-	defer func() { stopGC(); <-gcDone }()
-	// Policies are enforced for the server's own writes too, the
-	// bootstrap's included: their feeds start first.
-	policyCtx, stopPolicies := context.WithCancel(ctx)
-	policyDone := make(chan struct{})
-	go func() { defer close(policyDone); s.policies.Run(policyCtx) }()
-	defer func() { stopPolicies(); <-policyDone }()
-	// The webhook configurations are followed before anything is
-	// written: admission waits until they are known, the bootstrap's
-	// writes included.
-	webhooksCtx, stopWebhooks := context.WithCancel(ctx)
-	webhooksDone := make(chan struct{})
-	go func() { defer close(webhooksDone); s.admissionWebhooks.Run(webhooksCtx) }()
-	defer func() { stopWebhooks(); <-webhooksDone }()
-	if err := s.lifecycle.Bootstrap(ctx); err != nil {
-		return fmt.Errorf("server: bootstrap: %w", err)
+	cs = append(cs,
+		rungroup.Component{Name: "object service", Stop: s.objects.Close},
+		rungroup.Component{Name: "webhook client", Stop: s.webhooks.Close},
+		rungroup.Component{Name: "watches", Stop: s.stop}, // open watches end
+		rungroup.Component{Name: "watch pacer", Run: s.pacer.Run},
+		rungroup.Component{Name: "garbage collector", Run: s.gc.Run},
+		// Policies are enforced for the server's own writes too, the
+		// bootstrap's included: their feeds start first.
+		rungroup.Component{Name: "admission policies", Run: s.policies.Run},
+		// The webhook configurations are followed before anything is
+		// written: admission waits until they are known, the bootstrap's
+		// writes included.
+		rungroup.Component{Name: "admission webhooks", Run: s.admissionWebhooks.Run},
+		rungroup.Component{Name: "bootstrap", Ready: s.lifecycle.Bootstrap},
+		rungroup.Component{Name: "bootstrap RBAC policy", Ready: s.access.Bootstrap},
+		// Like Kubernetes, fill every resource's watch cache at start
+		// rather than on the first request.
+		rungroup.Component{Name: "watch caches", Ready: func(context.Context) error {
+			s.objects.Caches().Start()
+			s.storageReady.Start()
+			return nil
+		}},
+	)
+	if s.cfg.TokenIssuer != nil {
+		keys := &lifecycle.ServiceAccountKeys{Storage: s.store, Issuer: s.cfg.TokenIssuer, Log: s.cfg.Log}
+		cs = append(cs, rungroup.Component{Name: "service-account keys", Run: keys.Run})
 	}
-	if err := s.access.Bootstrap(ctx); err != nil {
-		return fmt.Errorf("server: bootstrap RBAC policy: %w", err)
-	}
-	// Like Kubernetes, fill every resource's watch cache at start rather
-	// than on the first request.
-	s.objects.Caches().Start()
-	s.storageReady.Start()
-	accessCtx, stopAccess := context.WithCancel(ctx)
-	accessDone := make(chan struct{})
-	go func() {
-		defer close(accessDone)
-		var wg sync.WaitGroup
-		if s.cfg.TokenIssuer != nil {
-			wg.Go(func() { s.lifecycle.RunServiceAccountKeys(accessCtx, s.cfg.TokenIssuer) })
-		}
-		s.access.Run(accessCtx)
-		wg.Wait()
-	}()
-	defer func() { stopAccess(); <-accessDone }()
-	return s.lifecycle.RunCRDs(ctx, func() {
+	return append(cs,
+		rungroup.Component{Name: "rbac", Run: s.access.Run},
 		// Ready once requests can be authorized and admitted: every role
 		// and binding is in the index, every webhook configuration and
-		// admission policy known.
-		select {
-		case <-s.access.Synced():
-		case <-ctx.Done():
-			return
-		}
-		select {
-		case <-s.admissionWebhooks.Synced():
-			s.access.Settle(ctx, 5*time.Second)
-		case <-ctx.Done():
-			return
-		}
-		select {
-		case <-s.policies.Synced():
-			s.ready.Store(true)
-		case <-ctx.Done():
-		}
-	})
+		// admission policy known (after each list of the CRDs).
+		rungroup.Component{Name: "custom resource definitions", Run: func(ctx context.Context) {
+			s.lifecycle.CRDs.Run(ctx, func() {
+				if chainSynced(ctx, s.admission) {
+					s.ready.Store(true)
+				}
+			})
+		}},
+	)
 }
 
 // AdmissionWebhookInstalled reports whether this server enforces the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -13,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/objwatch/objwatch/server/apistatus"
@@ -25,20 +25,30 @@ import (
 	"github.com/objwatch/objwatch/storage"
 )
 
-func (l *Lifecycle) crdResource() *registry.Resource {
-	res, _ := l.registry.Get(schema.GroupVersionResource{Group: registry.APIExtensionsGroup, Version: "v1", Resource: "customresourcedefinitions"})
-	return res
+// CRDs is the life of custom resource definitions.
+type CRDs struct {
+	*env
+	// webhooks calls CRDs' conversion webhooks (see Lifecycle.Use).
+	webhooks     *webhook.Client
+	kindsChanged func()
+	// terminating holds the names of the custom resource definitions
+	// being deleted (see checkActive).
+	terminating sync.Map
 }
 
-// RunCRDs keeps the registry in step with the stored CRDs: it lists them,
+func (c *CRDs) resource() *registry.Resource {
+	return c.env.resource(registry.APIExtensionsGroup, "customresourcedefinitions")
+}
+
+// Run keeps the registry in step with the stored CRDs: it lists them,
 // serves each, then follows a watch; on any watch failure it lists again.
 // Every server sharing an etcd runs it, so a CRD created through one server
-// is served by all. ready is called after the first list.
-func (l *Lifecycle) RunCRDs(ctx context.Context, ready func()) error {
-	res := l.crdResource()
+// is served by all. ready is called after each list.
+func (c *CRDs) Run(ctx context.Context, ready func()) {
+	res := c.resource()
 	backoff := 100 * time.Millisecond
 	for {
-		items, rev, err := l.listAll(ctx, res, "")
+		items, rev, err := c.listAll(ctx, res, "")
 		if err == nil {
 			known := map[string]*apiextensionsv1.CustomResourceDefinition{}
 			for _, it := range items {
@@ -46,32 +56,32 @@ func (l *Lifecycle) RunCRDs(ctx context.Context, ready func()) error {
 					known[def.Name] = def
 				}
 			}
-			for _, name := range l.registry.CustomNames() {
+			for _, name := range c.registry.CustomNames() {
 				if known[name] == nil {
-					l.registry.SetCustom(name, "", nil)
+					c.registry.SetCustom(name, "", nil)
 				}
 			}
 			for _, it := range items {
-				l.serveCRD(ctx, it, known)
+				c.serve(ctx, it, known)
 			}
 			ready()
-			err = l.followCRDs(ctx, res, rev+1, known)
+			err = c.follow(ctx, res, rev+1, known)
 		}
 		if ctx.Err() != nil {
-			return nil
+			return
 		}
-		l.cfg.Log.Warn("custom resource definitions: relisting", "err", err)
+		c.log.Warn("custom resource definitions: relisting", "err", err)
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
-func (l *Lifecycle) followCRDs(ctx context.Context, res *registry.Resource, from int64, known map[string]*apiextensionsv1.CustomResourceDefinition) error {
-	w, err := l.store.Watch(ctx, res.Prefix(""), from)
+func (c *CRDs) follow(ctx context.Context, res *registry.Resource, from int64, known map[string]*apiextensionsv1.CustomResourceDefinition) error {
+	w, err := c.store.Watch(ctx, res.Prefix(""), from)
 	if err != nil {
 		return err
 	}
@@ -85,17 +95,17 @@ func (l *Lifecycle) followCRDs(ctx context.Context, res *registry.Resource, from
 		}
 		obj, err := objects.FromStorage(res, ev.KV)
 		if err != nil {
-			l.cfg.Log.Error("custom resource definition: decode", "key", ev.KV.Key, "err", err)
+			c.log.Error("custom resource definition: decode", "key", ev.KV.Key, "err", err)
 			continue
 		}
 		if ev.Type == storage.Delete {
 			delete(known, obj.GetName())
-			l.crdTerminating.Delete(obj.GetName())
-			l.registry.SetCustom(obj.GetName(), "", nil)
+			c.terminating.Delete(obj.GetName())
+			c.registry.SetCustom(obj.GetName(), "", nil)
 		} else {
-			l.serveCRD(ctx, obj, known)
+			c.serve(ctx, obj, known)
 		}
-		l.objects.Caches().Prune()
+		c.objects.Caches().Prune()
 	}
 	return errors.New("watch ended")
 }
@@ -108,49 +118,49 @@ func toCRD(obj *unstructured.Unstructured) (*apiextensionsv1.CustomResourceDefin
 	return &def, nil
 }
 
-// serveCRD accepts a CRD's names (as Kubernetes' naming and establishing
+// serve accepts a CRD's names (as Kubernetes' naming and establishing
 // controllers do), records that in its status, and serves its resources
 // under the accepted names. known holds every CRD, by name.
-func (l *Lifecycle) serveCRD(ctx context.Context, obj *unstructured.Unstructured, known map[string]*apiextensionsv1.CustomResourceDefinition) {
+func (c *CRDs) serve(ctx context.Context, obj *unstructured.Unstructured, known map[string]*apiextensionsv1.CustomResourceDefinition) {
 	def, err := toCRD(obj)
 	if err != nil {
-		l.cfg.Log.Error("custom resource definition: convert", "name", obj.GetName(), "err", err)
+		c.log.Error("custom resource definition: convert", "name", obj.GetName(), "err", err)
 		return
 	}
 	known[def.Name] = def
 	if def.DeletionTimestamp != nil {
-		l.crdTerminating.Store(def.Name, true)
+		c.terminating.Store(def.Name, true)
 	} else {
-		l.crdTerminating.Delete(def.Name)
+		c.terminating.Delete(def.Name)
 	}
 	others := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(known))
 	for _, o := range known {
 		others = append(others, o)
 	}
 	if crd.AcceptNames(def, others) {
-		l.writeCRDStatus(ctx, obj, def)
+		c.writeStatus(ctx, obj, def)
 	}
 	if !established(def) {
-		l.registry.SetCustom(def.Name, "", nil)
+		c.registry.SetCustom(def.Name, "", nil)
 		return
 	}
 	// Status-only changes keep the served resources (and their caches).
 	token := fmt.Sprintf("%s/%d/%v", def.UID, def.Generation, def.Status.AcceptedNames)
-	if cur, ok := l.registry.CustomToken(def.Name); ok && cur == token {
+	if cur, ok := c.registry.CustomToken(def.Name); ok && cur == token {
 		return
 	}
-	resources, err := customResources(def, l.webhooks)
+	resources, err := customResources(def, c.webhooks)
 	if err == nil {
-		err = l.registry.SetCustom(def.Name, token, resources)
+		err = c.registry.SetCustom(def.Name, token, resources)
 	}
 	if err == nil {
 		for _, r := range resources {
-			l.objects.Caches().For(r)
+			c.objects.Caches().For(r)
 		}
-		l.gc.kindsChanged()
+		c.kindsChanged()
 	}
 	if err != nil {
-		l.cfg.Log.Error("custom resource definition: serve", "name", def.Name, "err", err)
+		c.log.Error("custom resource definition: serve", "name", def.Name, "err", err)
 	}
 }
 
@@ -163,10 +173,10 @@ func established(def *apiextensionsv1.CustomResourceDefinition) bool {
 	return false
 }
 
-// writeCRDStatus stores def's status. Several servers may race to write
+// writeStatus stores def's status. Several servers may race to write
 // it; the update is conditional on the revision obj was read at, so all but
 // one are no-ops and the winner's change comes back as a watch event.
-func (l *Lifecycle) writeCRDStatus(ctx context.Context, obj *unstructured.Unstructured, def *apiextensionsv1.CustomResourceDefinition) {
+func (c *CRDs) writeStatus(ctx context.Context, obj *unstructured.Unstructured, def *apiextensionsv1.CustomResourceDefinition) {
 	status, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&def.Status)
 	if err != nil {
 		return
@@ -181,8 +191,8 @@ func (l *Lifecycle) writeCRDStatus(ctx context.Context, obj *unstructured.Unstru
 	if err != nil {
 		return
 	}
-	if _, err := l.store.Update(ctx, l.crdResource().Key("", def.Name), b, rev); err != nil && !errors.Is(err, storage.ErrConflict) && !errors.Is(err, storage.ErrNotFound) && ctx.Err() == nil {
-		l.cfg.Log.Warn("custom resource definition: set status", "name", def.Name, "err", err)
+	if _, err := c.store.Update(ctx, c.resource().Key("", def.Name), b, rev); err != nil && !errors.Is(err, storage.ErrConflict) && !errors.Is(err, storage.ErrNotFound) && ctx.Err() == nil {
+		c.log.Warn("custom resource definition: set status", "name", def.Name, "err", err)
 	}
 }
 
@@ -308,10 +318,10 @@ func customResourcePrefix(name string) (string, bool) {
 	return registry.StoragePrefix(group, plural), true
 }
 
-// checkCRDActive refuses to create objects of a custom resource whose
+// checkActive refuses to create objects of a custom resource whose
 // definition is being deleted, as Kubernetes does.
-func (l *Lifecycle) checkCRDActive(res *registry.Resource) error {
-	if _, terminating := l.crdTerminating.Load(res.Plural + "." + res.Group); !terminating {
+func (c *CRDs) checkActive(res *registry.Resource) error {
+	if _, terminating := c.terminating.Load(res.Plural + "." + res.Group); !terminating {
 		return nil
 	}
 	err := apierrors.NewMethodNotSupported(gr(res), "create")
@@ -319,37 +329,37 @@ func (l *Lifecycle) checkCRDActive(res *registry.Resource) error {
 	return err
 }
 
-// drainCustomResources starts the deletion of every object of the custom
+// drain starts the deletion of every object of the custom
 // resource definition named name (through its served resource, so that
 // the objects' finalizers are waited for) and returns how many are left.
 // A definition that is no longer served cannot have its objects' deletion
 // waited for: they are removed at once.
-func (l *Lifecycle) drainCustomResources(ctx context.Context, name string) (int64, error) {
+func (c *CRDs) drain(ctx context.Context, name string) (int64, error) {
 	prefix, ok := customResourcePrefix(name)
 	if !ok {
 		return 0, nil
 	}
 	var res *registry.Resource
-	for _, r := range l.registry.Resources() {
+	for _, r := range c.registry.Resources() {
 		if r.StoragePrefix == prefix {
 			res = r
 			break
 		}
 	}
 	if res == nil {
-		if _, err := l.store.DeletePrefix(ctx, prefix); err != nil {
-			return 0, apistatus.Storage(err, gr(l.crdResource()), name)
+		if _, err := c.store.DeletePrefix(ctx, prefix); err != nil {
+			return 0, apistatus.Storage(err, gr(c.resource()), name)
 		}
 		return 0, nil
 	}
-	items, _, err := l.listAll(ctx, res, "")
+	items, _, err := c.listAll(ctx, res, "")
 	if err != nil {
 		return 0, err
 	}
-	if _, err := l.deleteContent(ctx, res, items); err != nil {
+	if _, err := c.deleteContent(ctx, res, items); err != nil {
 		return 0, err
 	}
-	n, err := l.store.Count(ctx, prefix)
+	n, err := c.store.Count(ctx, prefix)
 	if err != nil {
 		return 0, apistatus.Storage(err, gr(res), "")
 	}

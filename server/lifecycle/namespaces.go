@@ -14,8 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/objwatch/objwatch/server/apistatus"
@@ -27,16 +25,14 @@ import (
 // defaultNamespaces exist on every server, as in Kubernetes.
 var defaultNamespaces = []string{"default", "kube-system", "kube-public", "kube-node-lease"}
 
-func (l *Lifecycle) namespaceResource() *registry.Resource {
-	res, _ := l.registry.Get(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"})
-	return res
-}
+// Namespaces is the life of namespaces.
+type Namespaces struct{ *env }
 
-// Bootstrap creates the default namespaces and the default/kubernetes
-// service that do not exist yet. Several servers may do it at once: an
-// existing object is left alone.
-func (l *Lifecycle) Bootstrap(ctx context.Context) error {
-	res := l.namespaceResource()
+func (n *Namespaces) resource() *registry.Resource { return n.env.resource("", "namespaces") }
+
+// bootstrap creates the default namespaces that do not exist yet.
+func (n *Namespaces) bootstrap(ctx context.Context) error {
+	res := n.resource()
 	for _, name := range defaultNamespaces {
 		obj := &unstructured.Unstructured{Object: map[string]any{}}
 		obj.SetAPIVersion("v1")
@@ -49,59 +45,99 @@ func (l *Lifecycle) Bootstrap(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if _, err := l.store.Create(ctx, res.Key("", name), b); err != nil && !errors.Is(err, storage.ErrExists) {
+		if _, err := n.store.Create(ctx, res.Key("", name), b); err != nil && !errors.Is(err, storage.ErrExists) {
 			return err
 		}
 	}
-	return l.bootstrapKubernetesService(ctx)
+	return nil
+}
+
+// deletionStarted waits (up to a second) for the namespaces' watch cache
+// to see the deletion mark written at rev: creates check the cache.
+func (n *Namespaces) deletionStarted(ctx context.Context, res *registry.Resource, rev int64) {
+	if c := n.objects.Caches().For(res); c != nil {
+		wctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_ = c.WaitFor(wctx, rev) // at worst a create slips in, and is drained
+	}
+}
+
+// checkActive makes sure a namespaced object's namespace exists and is
+// not being deleted. Like Kubernetes' NamespaceLifecycle admission it
+// trusts the namespaces' watch cache, and asks etcd only when the cache
+// does not (yet) have the namespace.
+func (n *Namespaces) checkActive(ctx context.Context, ns string, res *registry.Resource) error {
+	nsRes := n.resource()
+	if c := n.objects.Caches().For(nsRes); c != nil {
+		if o, _, ok := c.Get(nsRes.Key("", ns)); ok {
+			return namespaceState(res, ns, o.Fields["status.phase"] == "Terminating")
+		}
+	}
+	obj, err := n.objects.Get(ctx, &objects.Request{Verb: "get", Resource: nsRes, Name: ns}, nil)
+	if err != nil {
+		return err
+	}
+	phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
+	return namespaceState(res, ns, phase == "Terminating" || obj.GetDeletionTimestamp() != nil)
+}
+
+func namespaceState(res *registry.Resource, ns string, terminating bool) error {
+	if terminating {
+		return apierrors.NewForbidden(gr(res), "", fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+	}
+	return nil
+}
+
+func isNamespaceResource(res *registry.Resource) bool {
+	return res.Plural == "namespaces" && res.Group == ""
 }
 
 // The life of a namespace, as in Kubernetes: a new one gets the
 // "kubernetes" spec finalizer; a DELETE makes it Terminating (a
 // deletionTimestamp); the garbage collector (package gc, through
-// gcBackend) then deletes its content through the API, so that the
+// gc/runner) then deletes its content through the API, so that the
 // content's own finalizers are waited for, and once it is empty removes
 // the "kubernetes" finalizer and deletes the namespace when no finalizer
 // is left. Only /finalize changes spec.finalizers. What a namespace adds
 // to the generic deletion is its registry.Lifecycle.
 
-// drainNamespace starts the deletion of every object in namespace ns that
+// drain starts the deletion of every object in namespace ns that
 // is not being deleted yet (in the background, as Kubernetes' namespace
 // controller does) and returns how many objects are left in it. It reports
 // what is left in the namespace's status conditions, with Kubernetes'
 // types and messages (NamespaceContentRemaining, NamespaceFinalizersRemaining),
 // which is what kubectl describe shows of a namespace stuck terminating.
-func (l *Lifecycle) drainNamespace(ctx context.Context, ns string) (int64, error) {
+func (n *Namespaces) drain(ctx context.Context, ns string) (int64, error) {
 	var left int64
 	var remaining []string         // "configmaps. has 2 resource instances"
 	finalizers := map[string]int{} // finalizer -> objects held by it
 	seen := map[string]bool{}
-	for _, res := range l.registry.Resources() {
+	for _, res := range n.registry.Resources() {
 		if !res.Namespaced || seen[res.StoragePrefix] {
 			continue
 		}
 		seen[res.StoragePrefix] = true
-		items, _, err := l.listAll(ctx, res, ns)
+		items, _, err := n.listAll(ctx, res, ns)
 		if err != nil {
 			return 0, err
 		}
-		held, err := l.deleteContent(ctx, res, items)
+		held, err := n.deleteContent(ctx, res, items)
 		if err != nil {
 			return 0, err
 		}
-		for f, n := range held {
-			finalizers[f] += n
+		for f, c := range held {
+			finalizers[f] += c
 		}
-		n, err := l.store.Count(ctx, res.Prefix(ns))
+		count, err := n.store.Count(ctx, res.Prefix(ns))
 		if err != nil {
 			return 0, apistatus.Storage(err, gr(res), "")
 		}
-		if n > 0 {
-			remaining = append(remaining, fmt.Sprintf("%s.%s has %d resource instances", res.Plural, res.Group, n))
+		if count > 0 {
+			remaining = append(remaining, fmt.Sprintf("%s.%s has %d resource instances", res.Plural, res.Group, count))
 		}
-		left += n
+		left += count
 	}
-	l.setNamespaceConditions(ctx, ns, remaining, finalizers)
+	n.setConditions(ctx, ns, remaining, finalizers)
 	return left, nil
 }
 
@@ -111,7 +147,7 @@ const drainWorkers = 8
 // deleteContent starts the deletion (in the background, conditional on
 // each uid) of the items not being deleted yet, drainWorkers at a time,
 // and counts the finalizers holding those that remain.
-func (l *Lifecycle) deleteContent(ctx context.Context, res *registry.Resource, items []*unstructured.Unstructured) (map[string]int, error) {
+func (e *env) deleteContent(ctx context.Context, res *registry.Resource, items []*unstructured.Unstructured) (map[string]int, error) {
 	background := metav1.DeletePropagationBackground
 	var mu sync.Mutex
 	held := map[string]int{}
@@ -133,7 +169,7 @@ func (l *Lifecycle) deleteContent(ctx context.Context, res *registry.Resource, i
 			uid := it.GetUID()
 			opts := &metav1.DeleteOptions{PropagationPolicy: &background, Preconditions: &metav1.Preconditions{UID: &uid}}
 			req := &objects.Request{Actor: "system:serviceaccount:kube-system:namespace-controller", Verb: "delete", Resource: res, Namespace: it.GetNamespace(), Name: it.GetName()}
-			out, err := l.objects.Delete(gctx, req, opts)
+			out, err := e.objects.Delete(gctx, req, opts)
 			switch {
 			case apierrors.IsNotFound(err) || err != nil && objects.UIDChanged(err):
 			case err != nil:
@@ -147,9 +183,9 @@ func (l *Lifecycle) deleteContent(ctx context.Context, res *registry.Resource, i
 	return held, g.Wait()
 }
 
-// setNamespaceConditions records in a terminating namespace's status what
+// setConditions records in a terminating namespace's status what
 // content and which finalizers are left. A failure only loses the report.
-func (l *Lifecycle) setNamespaceConditions(ctx context.Context, ns string, remaining []string, finalizers map[string]int) {
+func (n *Namespaces) setConditions(ctx context.Context, ns string, remaining []string, finalizers map[string]int) {
 	content := namespaceCondition("NamespaceContentRemaining", "ContentRemoved", "All content successfully removed")
 	if len(remaining) > 0 {
 		slices.Sort(remaining)
@@ -164,8 +200,8 @@ func (l *Lifecycle) setNamespaceConditions(ctx context.Context, ns string, remai
 		slices.Sort(parts)
 		held = namespaceCondition("NamespaceFinalizersRemaining", "SomeFinalizersRemain", "Some content in the namespace has finalizers remaining: "+strings.Join(parts, ", "))
 	}
-	res := l.namespaceResource()
-	err := l.update(ctx, res, "", ns, "status", func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	res := n.resource()
+	err := n.update(ctx, res, "", ns, "status", func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		conds, _, _ := unstructured.NestedSlice(cur.Object, "status", "conditions")
 		for _, c := range []map[string]any{content, held} {
 			conds = registry.SetCondition(conds, c)
@@ -175,7 +211,7 @@ func (l *Lifecycle) setNamespaceConditions(ctx context.Context, ns string, remai
 		return cur, nil
 	})
 	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
-		l.cfg.Log.Warn("namespace: set status conditions", "namespace", ns, "err", err)
+		n.log.Warn("namespace: set status conditions", "namespace", ns, "err", err)
 	}
 }
 
@@ -187,24 +223,4 @@ func namespaceCondition(typ, reason, message string) map[string]any {
 		status = "False"
 	}
 	return map[string]any{"type": typ, "status": status, "reason": reason, "message": message}
-}
-
-// finishNamespace removes the "kubernetes" finalizer of an empty
-// terminating namespace through /finalize; the update deletes the
-// namespace once no finalizer is left (see held).
-func (l *Lifecycle) finishNamespace(ctx context.Context, name string, uid types.UID) error {
-	res := l.namespaceResource()
-	err := l.update(ctx, res, "", name, "finalize", func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-		if cur.GetUID() != uid {
-			return nil, errUIDChanged
-		}
-		fs := registry.NamespaceFinalizers(cur)
-		registry.SetNamespaceFinalizers(cur, slices.DeleteFunc(fs, func(f string) bool { return f == registry.NamespaceFinalizer }))
-		cur.SetResourceVersion("")
-		return cur, nil
-	})
-	if apierrors.IsNotFound(err) || errors.Is(err, errUIDChanged) {
-		return nil
-	}
-	return err
 }

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/objwatch/objwatch/server/auth"
@@ -18,16 +19,23 @@ import (
 // expire, as a kube-apiserver's --service-account-key-file lists old keys.
 const serviceAccountKeysPrefix = registry.Root + "objwatch.io/serviceaccountkeys/"
 
-// RunServiceAccountKeys publishes issuer's key and keeps its shared keys
-// those published by every server, until ctx ends.
-func (l *Lifecycle) RunServiceAccountKeys(ctx context.Context, issuer *auth.TokenIssuer) {
+// ServiceAccountKeys shares Issuer's key with the other servers of Storage.
+type ServiceAccountKeys struct {
+	Storage storage.Interface
+	Issuer  *auth.TokenIssuer
+	Log     *slog.Logger
+}
+
+// Run publishes the issuer's key and keeps its shared keys those
+// published by every server, until ctx ends.
+func (k *ServiceAccountKeys) Run(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := l.followServiceAccountKeys(ctx, issuer)
+		err := k.follow(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		l.cfg.Log.Warn("service-account keys: watching again", "err", err)
+		k.Log.Warn("service-account keys: watching again", "err", err)
 		select {
 		case <-ctx.Done():
 			return
@@ -37,15 +45,16 @@ func (l *Lifecycle) RunServiceAccountKeys(ctx context.Context, issuer *auth.Toke
 	}
 }
 
-func (l *Lifecycle) followServiceAccountKeys(ctx context.Context, issuer *auth.TokenIssuer) error {
+func (k *ServiceAccountKeys) follow(ctx context.Context) error {
+	issuer := k.Issuer
 	own, err := issuer.PublicKeyPEM()
 	if err != nil {
 		return err
 	}
-	if _, err := l.store.Create(ctx, serviceAccountKeysPrefix+issuer.KeyID(), own); err != nil && !errors.Is(err, storage.ErrExists) {
+	if _, err := k.Storage.Create(ctx, serviceAccountKeysPrefix+issuer.KeyID(), own); err != nil && !errors.Is(err, storage.ErrExists) {
 		return err
 	}
-	lr, err := l.store.List(ctx, serviceAccountKeysPrefix, storage.ListOptions{})
+	lr, err := k.Storage.List(ctx, serviceAccountKeysPrefix, storage.ListOptions{})
 	if err != nil {
 		return err
 	}
@@ -53,8 +62,8 @@ func (l *Lifecycle) followServiceAccountKeys(ctx context.Context, issuer *auth.T
 	for _, kv := range lr.KVs {
 		keys[kv.Key] = kv.Value
 	}
-	l.setSharedKeys(issuer, keys)
-	w, err := l.store.Watch(ctx, serviceAccountKeysPrefix, lr.Revision+1)
+	k.setShared(keys)
+	w, err := k.Storage.Watch(ctx, serviceAccountKeysPrefix, lr.Revision+1)
 	if err != nil {
 		return err
 	}
@@ -70,17 +79,17 @@ func (l *Lifecycle) followServiceAccountKeys(ctx context.Context, issuer *auth.T
 		default:
 			continue
 		}
-		l.setSharedKeys(issuer, keys)
+		k.setShared(keys)
 	}
 	return errors.New("watch ended")
 }
 
-func (l *Lifecycle) setSharedKeys(issuer *auth.TokenIssuer, keys map[string][]byte) {
+func (k *ServiceAccountKeys) setShared(keys map[string][]byte) {
 	pems := make([][]byte, 0, len(keys))
 	for _, b := range keys {
 		pems = append(pems, b)
 	}
-	if err := issuer.SetSharedKeys(pems); err != nil {
-		l.cfg.Log.Error("service-account keys: a published key does not parse", "err", err)
+	if err := k.Issuer.SetSharedKeys(pems); err != nil {
+		k.Log.Error("service-account keys: a published key does not parse", "err", err)
 	}
 }

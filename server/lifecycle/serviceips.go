@@ -79,15 +79,23 @@ func addrAt(first netip.Addr, i int) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
-func (l *Lifecycle) inServiceRange(a netip.Addr) bool {
-	first, n := serviceRangeHosts(l.serviceRange)
-	return l.serviceRange.Contains(a) && a.Compare(first) >= 0 && a.Compare(addrAt(first, n-1)) <= 0
+// ServiceIPs allocates and releases Services' cluster IPs, and resolves
+// the Services of webhooks.
+type ServiceIPs struct {
+	*env
+	serviceRange  netip.Prefix
+	apiServerPort int
+}
+
+func (s *ServiceIPs) inServiceRange(a netip.Addr) bool {
+	first, n := serviceRangeHosts(s.serviceRange)
+	return s.serviceRange.Contains(a) && a.Compare(first) >= 0 && a.Compare(addrAt(first, n-1)) <= 0
 }
 
 // allocate gives a new object what its resource allocates before it is
 // stored: a ClusterIP service its cluster IP (the one it asks for, or a
 // free one). undo releases that when the object is not stored after all.
-func (l *Lifecycle) allocate(ctx context.Context, res *registry.Resource, obj *unstructured.Unstructured) (undo func(), err error) {
+func (s *ServiceIPs) allocate(ctx context.Context, res *registry.Resource, obj *unstructured.Unstructured) (undo func(), err error) {
 	undo = func() {}
 	if !registry.IsServiceResource(res) {
 		return undo, nil
@@ -100,17 +108,17 @@ func (l *Lifecycle) allocate(ctx context.Context, res *registry.Resource, obj *u
 		return undo, nil
 	}
 	rec := serviceIPRecord{Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
-	ip, err := l.allocateServiceIP(ctx, rec, svc.Spec.ClusterIP)
+	ip, err := s.allocateServiceIP(ctx, rec, svc.Spec.ClusterIP)
 	if err != nil {
 		return undo, err
 	}
 	unstructured.SetNestedField(obj.Object, ip.String(), "spec", "clusterIP")
 	unstructured.SetNestedStringSlice(obj.Object, []string{ip.String()}, "spec", "clusterIPs")
-	return func() { l.releaseServiceIP(context.WithoutCancel(ctx), rec, ip.String()) }, nil
+	return func() { s.releaseServiceIP(context.WithoutCancel(ctx), rec, ip.String()) }, nil
 }
 
 // released frees what a deleted object held: a service's cluster IP.
-func (l *Lifecycle) released(ctx context.Context, res *registry.Resource, obj *unstructured.Unstructured) {
+func (s *ServiceIPs) released(ctx context.Context, res *registry.Resource, obj *unstructured.Unstructured) {
 	if !registry.IsServiceResource(res) {
 		return
 	}
@@ -118,7 +126,7 @@ func (l *Lifecycle) released(ctx context.Context, res *registry.Resource, obj *u
 	if ip == "" || ip == corev1.ClusterIPNone {
 		return
 	}
-	l.releaseServiceIP(context.WithoutCancel(ctx), serviceIPRecord{Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}, ip)
+	s.releaseServiceIP(context.WithoutCancel(ctx), serviceIPRecord{Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}, ip)
 }
 
 func allocationError(name, ip, msg string) error {
@@ -129,14 +137,14 @@ func allocationError(name, ip, msg string) error {
 
 // allocateServiceIP takes want (when set) or a free IP of the range for
 // the service rec names.
-func (l *Lifecycle) allocateServiceIP(ctx context.Context, rec serviceIPRecord, want string) (netip.Addr, error) {
-	first, n := serviceRangeHosts(l.serviceRange)
+func (s *ServiceIPs) allocateServiceIP(ctx context.Context, rec serviceIPRecord, want string) (netip.Addr, error) {
+	first, n := serviceRangeHosts(s.serviceRange)
 	if want != "" {
 		a, err := netip.ParseAddr(want)
-		if err != nil || !l.inServiceRange(a) {
+		if err != nil || !s.inServiceRange(a) {
 			return netip.Addr{}, allocationError(rec.Name, want, "the provided network does not match the current range")
 		}
-		ok, err := l.claimServiceIP(ctx, rec, a)
+		ok, err := s.claimServiceIP(ctx, rec, a)
 		switch {
 		case err != nil:
 			return netip.Addr{}, err
@@ -149,7 +157,7 @@ func (l *Lifecycle) allocateServiceIP(ctx context.Context, rec serviceIPRecord, 
 	// to have leaked, judged from the listed records (claimServiceIP checks
 	// again before it takes one over).
 	taken, stale := map[string]bool{}, map[string]bool{}
-	lr, err := l.store.List(ctx, serviceIPsPrefix, storage.ListOptions{})
+	lr, err := s.store.List(ctx, serviceIPsPrefix, storage.ListOptions{})
 	if err != nil {
 		return netip.Addr{}, apistatus.Storage(err, schema.GroupResource{Resource: "services"}, rec.Name)
 	}
@@ -170,7 +178,7 @@ func (l *Lifecycle) allocateServiceIP(ctx context.Context, rec serviceIPRecord, 
 			if a == first || taken[a.String()] != leaked || leaked && !stale[a.String()] {
 				continue
 			}
-			ok, err := l.claimServiceIP(ctx, rec, a)
+			ok, err := s.claimServiceIP(ctx, rec, a)
 			if err != nil {
 				return netip.Addr{}, err
 			}
@@ -184,19 +192,19 @@ func (l *Lifecycle) allocateServiceIP(ctx context.Context, rec serviceIPRecord, 
 
 // claimServiceIP takes a for rec: its key is created, or taken over when
 // it has leaked. ok is false when another service holds a.
-func (l *Lifecycle) claimServiceIP(ctx context.Context, rec serviceIPRecord, a netip.Addr) (ok bool, err error) {
+func (s *ServiceIPs) claimServiceIP(ctx context.Context, rec serviceIPRecord, a netip.Addr) (ok bool, err error) {
 	rec.Allocated = time.Now().UTC()
 	b, _ := json.Marshal(rec)
 	key := serviceIPsPrefix + a.String()
 	gr := schema.GroupResource{Resource: "services"}
-	_, err = l.store.Create(ctx, key, b)
+	_, err = s.store.Create(ctx, key, b)
 	if err == nil {
 		return true, nil
 	}
 	if !errors.Is(err, storage.ErrExists) {
 		return false, apistatus.Storage(err, gr, rec.Name)
 	}
-	kv, err := l.store.Get(ctx, key)
+	kv, err := s.store.Get(ctx, key)
 	if errors.Is(err, storage.ErrNotFound) {
 		return false, nil // released meanwhile: another pass or request gets it
 	}
@@ -207,10 +215,10 @@ func (l *Lifecycle) claimServiceIP(ctx context.Context, rec serviceIPRecord, a n
 	if json.Unmarshal(kv.Value, &cur) == nil && time.Since(cur.Allocated) < serviceIPLeakAge {
 		return false, nil
 	}
-	if held, err := l.serviceHolds(ctx, cur, a.String()); err != nil || held {
+	if held, err := s.serviceHolds(ctx, cur, a.String()); err != nil || held {
 		return false, err
 	}
-	if _, err := l.store.Update(ctx, key, b, kv.ModRevision); err != nil {
+	if _, err := s.store.Update(ctx, key, b, kv.ModRevision); err != nil {
 		if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound) {
 			return false, nil
 		}
@@ -221,12 +229,12 @@ func (l *Lifecycle) claimServiceIP(ctx context.Context, rec serviceIPRecord, a n
 
 // serviceHolds reports whether the service rec names exists with cluster
 // IP ip (a quorum read).
-func (l *Lifecycle) serviceHolds(ctx context.Context, rec serviceIPRecord, ip string) (bool, error) {
-	res := l.serviceResource()
+func (s *ServiceIPs) serviceHolds(ctx context.Context, rec serviceIPRecord, ip string) (bool, error) {
+	res := s.serviceResource()
 	if res == nil || rec.Name == "" {
 		return false, nil
 	}
-	obj, err := l.objects.Get(ctx, &objects.Request{Verb: "get", Resource: res, Namespace: rec.Namespace, Name: rec.Name}, nil)
+	obj, err := s.objects.Get(ctx, &objects.Request{Verb: "get", Resource: res, Namespace: rec.Namespace, Name: rec.Name}, nil)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -239,9 +247,9 @@ func (l *Lifecycle) serviceHolds(ctx context.Context, rec serviceIPRecord, ip st
 
 // releaseServiceIP removes ip's key if it is still rec's. A failure only
 // leaves the key to be taken over later.
-func (l *Lifecycle) releaseServiceIP(ctx context.Context, rec serviceIPRecord, ip string) {
+func (s *ServiceIPs) releaseServiceIP(ctx context.Context, rec serviceIPRecord, ip string) {
 	key := serviceIPsPrefix + ip
-	kv, err := l.store.Get(ctx, key)
+	kv, err := s.store.Get(ctx, key)
 	if err != nil {
 		return
 	}
@@ -249,26 +257,23 @@ func (l *Lifecycle) releaseServiceIP(ctx context.Context, rec serviceIPRecord, i
 	if json.Unmarshal(kv.Value, &cur) != nil || cur.Namespace != rec.Namespace || cur.Name != rec.Name || cur.UID != rec.UID {
 		return
 	}
-	if _, err := l.store.Delete(ctx, key, kv.ModRevision); err != nil && !errors.Is(err, storage.ErrConflict) && !errors.Is(err, storage.ErrNotFound) {
-		l.cfg.Log.Warn("service: release cluster IP", "ip", ip, "err", err)
+	if _, err := s.store.Delete(ctx, key, kv.ModRevision); err != nil && !errors.Is(err, storage.ErrConflict) && !errors.Is(err, storage.ErrNotFound) {
+		s.log.Warn("service: release cluster IP", "ip", ip, "err", err)
 	}
 }
 
-func (l *Lifecycle) serviceResource() *registry.Resource {
-	res, _ := l.registry.Get(schema.GroupVersionResource{Version: "v1", Resource: "services"})
-	return res
-}
+func (s *ServiceIPs) serviceResource() *registry.Resource { return s.resource("", "services") }
 
 // bootstrapKubernetesService creates default/kubernetes, the service of
 // the API server itself, with the range's first address, unless it
 // exists. Several servers may do it at once: one create wins, the others
 // find it (and keep the address's key, which names the same service).
-func (l *Lifecycle) bootstrapKubernetesService(ctx context.Context) error {
-	res := l.serviceResource()
-	if _, err := l.store.Get(ctx, res.Key(metav1.NamespaceDefault, "kubernetes")); !errors.Is(err, storage.ErrNotFound) {
+func (s *ServiceIPs) bootstrapKubernetesService(ctx context.Context) error {
+	res := s.serviceResource()
+	if _, err := s.store.Get(ctx, res.Key(metav1.NamespaceDefault, "kubernetes")); !errors.Is(err, storage.ErrNotFound) {
 		return err
 	}
-	first, _ := serviceRangeHosts(l.serviceRange)
+	first, _ := serviceRangeHosts(s.serviceRange)
 	policy := corev1.IPFamilyPolicySingleStack
 	traffic := corev1.ServiceInternalTrafficPolicyCluster
 	svc := &corev1.Service{
@@ -283,7 +288,7 @@ func (l *Lifecycle) bootstrapKubernetesService(ctx context.Context) error {
 			ClusterIP:  first.String(),
 			ClusterIPs: []string{first.String()},
 			Ports: []corev1.ServicePort{{
-				Name: "https", Protocol: corev1.ProtocolTCP, Port: 443, TargetPort: intstr.FromInt(l.cfg.APIServerPort),
+				Name: "https", Protocol: corev1.ProtocolTCP, Port: 443, TargetPort: intstr.FromInt(s.apiServerPort),
 			}},
 			SessionAffinity:       corev1.ServiceAffinityNone,
 			IPFamilies:            []corev1.IPFamily{corev1.IPv4Protocol},
@@ -298,14 +303,14 @@ func (l *Lifecycle) bootstrapKubernetesService(ctx context.Context) error {
 	obj := &unstructured.Unstructured{Object: m}
 	rec := serviceIPRecord{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID, Allocated: time.Now().UTC()}
 	b, _ := json.Marshal(rec)
-	if _, err := l.store.Create(ctx, serviceIPsPrefix+first.String(), b); err != nil && !errors.Is(err, storage.ErrExists) {
+	if _, err := s.store.Create(ctx, serviceIPsPrefix+first.String(), b); err != nil && !errors.Is(err, storage.ErrExists) {
 		return err
 	}
 	sb, err := objects.ToStorage(obj)
 	if err != nil {
 		return err
 	}
-	if _, err := l.store.Create(ctx, res.Key(svc.Namespace, svc.Name), sb); err != nil && !errors.Is(err, storage.ErrExists) {
+	if _, err := s.store.Create(ctx, res.Key(svc.Namespace, svc.Name), sb); err != nil && !errors.Is(err, storage.ErrExists) {
 		return err
 	}
 	return nil
@@ -315,9 +320,9 @@ func (l *Lifecycle) bootstrapKubernetesService(ctx context.Context) error {
 // runs no cluster network, so a webhook's Service must be of type
 // ExternalName, naming a host the server can reach; the port is the one
 // the webhook configuration asks for.
-func (l *Lifecycle) ResolveService(ctx context.Context, namespace, name string, port int32) (string, error) {
-	res, _ := l.registry.Get(schema.GroupVersionResource{Version: "v1", Resource: "services"})
-	svc, err := l.objects.Get(ctx, &objects.Request{Verb: "get", Resource: res, Namespace: namespace, Name: name}, nil)
+func (s *ServiceIPs) ResolveService(ctx context.Context, namespace, name string, port int32) (string, error) {
+	res := s.serviceResource()
+	svc, err := s.objects.Get(ctx, &objects.Request{Verb: "get", Resource: res, Namespace: namespace, Name: name}, nil)
 	if err != nil {
 		return "", err
 	}

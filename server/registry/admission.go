@@ -674,11 +674,3 @@ func qualifiedName(value string, path *field.Path) field.ErrorList {
 	}
 	return errs
 }
-
-// The policies' Go types join the scheme (OpenAPI, protobuf). Adding a
-// group's types again, from another file, is harmless.
-func init() {
-	if err := admissionv1.AddToScheme(Scheme); err != nil {
-		panic(err)
-	}
-}

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -15,10 +16,10 @@ import (
 
 // Scheme knows the Go types of the built-in kinds, their lists and
 // the meta types (DeleteOptions); OpenAPI documents and protobuf decoding
-// use it.
+// use it. Every group's types are added here, and only here.
 var Scheme = func() *runtime.Scheme {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, eventsv1.AddToScheme, coordinationv1.AddToScheme, rbacv1.AddToScheme, authenticationv1.AddToScheme, authorizationv1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, eventsv1.AddToScheme, coordinationv1.AddToScheme, rbacv1.AddToScheme, authenticationv1.AddToScheme, authorizationv1.AddToScheme, apiextensionsv1.AddToScheme, admissionregistrationv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err)
 		}

@@ -30,15 +30,6 @@ const AdmissionRegistrationGroup = admissionregistrationv1.GroupName
 // pkg/registry/admissionregistration). Package server/admission/webhook
 // enforces them.
 
-func init() {
-	// The Go types of the group, for OpenAPI and protobuf. Registering
-	// the same types again (admission policies share the group) is
-	// harmless.
-	if err := admissionregistrationv1.AddToScheme(Scheme); err != nil {
-		panic(err)
-	}
-}
-
 func webhookResources() []*Resource {
 	count := Column{Name: "Webhooks", Type: "integer", Description: "Webhooks indicates the number of webhooks in the configuration.", Value: func(obj map[string]any) any {
 		list, _ := obj["webhooks"].([]any)

@@ -1,9 +1,10 @@
-package lifecycle
+package runner
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -38,7 +39,9 @@ import (
 // run blocks until ctx ends and the task has returned. An elector is used
 // by one goroutine.
 type elector struct {
-	l                              *Lifecycle
+	store                          storage.Interface
+	registry                       *registry.Registry
+	log                            *slog.Logger
 	name                           string // the Lease's name in kube-system
 	identity                       string
 	duration, renewDeadline, retry time.Duration
@@ -51,10 +54,10 @@ type elector struct {
 
 const leaseNamespace = "kube-system"
 
-func newElector(l *Lifecycle, name string, duration time.Duration) *elector {
+func newElector(cfg Config, name string, duration time.Duration) *elector {
 	host, _ := os.Hostname()
 	return &elector{
-		l: l, name: name, identity: host + "_" + string(uuid.NewUUID()),
+		store: cfg.Storage, registry: cfg.Registry, log: cfg.Log, name: name, identity: host + "_" + string(uuid.NewUUID()),
 		duration: duration, renewDeadline: duration * 2 / 3, retry: max(duration/7, 10*time.Millisecond),
 	}
 }
@@ -123,7 +126,7 @@ func (e *elector) run(ctx context.Context, task func(context.Context)) {
 			end()
 		}
 		if err != nil && ctx.Err() == nil {
-			e.l.cfg.Log.Debug("lease: renew", "lease", e.name, "err", err)
+			e.log.Debug("lease: renew", "lease", e.name, "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -139,7 +142,7 @@ func (e *elector) run(ctx context.Context, task func(context.Context)) {
 }
 
 func (e *elector) leaseResource() *registry.Resource {
-	res, _ := e.l.registry.Get(schema.GroupVersionResource{Group: registry.CoordinationGroup, Version: "v1", Resource: "leases"})
+	res, _ := e.registry.Get(schema.GroupVersionResource{Group: registry.CoordinationGroup, Version: "v1", Resource: "leases"})
 	return res
 }
 
@@ -150,14 +153,14 @@ func (e *elector) tryAcquireOrRenew(ctx context.Context) (ok bool, err error) {
 	res := e.leaseResource()
 	key := res.Key(leaseNamespace, e.name)
 	now := time.Now()
-	kv, err := e.l.store.Get(ctx, key)
+	kv, err := e.store.Get(ctx, key)
 	if errors.Is(err, storage.ErrNotFound) {
 		lease := e.record(nil, now)
 		b, err := leaseBytes(lease)
 		if err != nil {
 			return false, err
 		}
-		if _, err := e.l.store.Create(ctx, key, b); err != nil {
+		if _, err := e.store.Create(ctx, key, b); err != nil {
 			return false, err
 		}
 		return true, nil
@@ -191,7 +194,7 @@ func (e *elector) tryAcquireOrRenew(ctx context.Context) (ok bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	nkv, err := e.l.store.Update(ctx, key, b, kv.ModRevision)
+	nkv, err := e.store.Update(ctx, key, b, kv.ModRevision)
 	if err != nil {
 		if errors.Is(err, storage.ErrConflict) {
 			return false, nil // another server wrote first
@@ -242,7 +245,7 @@ func (e *elector) release() {
 	defer cancel()
 	res := e.leaseResource()
 	key := res.Key(leaseNamespace, e.name)
-	kv, err := e.l.store.Get(ctx, key)
+	kv, err := e.store.Get(ctx, key)
 	if err != nil {
 		return
 	}
@@ -258,7 +261,7 @@ func (e *elector) release() {
 	cur.Spec.HolderIdentity = &empty
 	b, err := leaseBytes(&cur)
 	if err == nil {
-		_, _ = e.l.store.Update(ctx, key, b, kv.ModRevision)
+		_, _ = e.store.Update(ctx, key, b, kv.ModRevision)
 	}
 }
 
