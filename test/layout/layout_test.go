@@ -70,6 +70,7 @@ func TestServerImportsPointDown(t *testing.T) {
 		"server/admission/policy":   5,
 		"server/admission/webhook":  5,
 		"server/audit":              4,
+		"server/mirror":             4,
 		"server/admission/versions": 2,
 		"server/objects":            3,
 		"server/gc":                 2,
