@@ -133,59 +133,61 @@ func (p *Plugin) Synced() <-chan struct{} { return p.synced }
 // Run keeps the webhooks current from mirrors of both configuration
 // resources until ctx ends.
 func (p *Plugin) Run(ctx context.Context) {
-	var mutating *mirror.Mirror[*admissionregistrationv1.MutatingWebhookConfiguration]
-	mutating = feed(p, "mutatingwebhookconfigurations", func(c *admissionregistrationv1.MutatingWebhookConfiguration) {
-		for i := range c.Webhooks {
-			registry.DefaultMutatingWebhook(&c.Webhooks[i])
-		}
-	}, func() {
-		hooks := []apiwebhook.WebhookAccessor{}
-		for _, c := range mutating.List() {
-			for i := range c.Webhooks {
-				hooks = append(hooks, apiwebhook.NewMutatingWebhookAccessor(webhookUID(c.Name, c.Webhooks[i].Name, i), c.Name, &c.Webhooks[i]))
-			}
-		}
-		p.mutating.Store(&hooks)
-	})
-	var validating *mirror.Mirror[*admissionregistrationv1.ValidatingWebhookConfiguration]
-	validating = feed(p, "validatingwebhookconfigurations", func(c *admissionregistrationv1.ValidatingWebhookConfiguration) {
-		for i := range c.Webhooks {
-			registry.DefaultValidatingWebhook(&c.Webhooks[i])
-		}
-	}, func() {
-		hooks := []apiwebhook.WebhookAccessor{}
-		for _, c := range validating.List() {
-			for i := range c.Webhooks {
-				hooks = append(hooks, apiwebhook.NewValidatingWebhookAccessor(webhookUID(c.Name, c.Webhooks[i].Name, i), c.Name, &c.Webhooks[i]))
-			}
-		}
-		p.validating.Store(&hooks)
-	})
-	mirror.RunAll(ctx, func() { close(p.synced) }, mutating, validating)
+	mirror.RunAll(ctx, func() { close(p.synced) },
+		feed(p, "mutatingwebhookconfigurations", &p.mutating,
+			func(c *admissionregistrationv1.MutatingWebhookConfiguration) []admissionregistrationv1.MutatingWebhook {
+				return c.Webhooks
+			},
+			registry.DefaultMutatingWebhook,
+			func(config string, i int, h *admissionregistrationv1.MutatingWebhook) apiwebhook.WebhookAccessor {
+				return apiwebhook.NewMutatingWebhookAccessor(webhookUID(config, h.Name, i), config, h)
+			}),
+		feed(p, "validatingwebhookconfigurations", &p.validating,
+			func(c *admissionregistrationv1.ValidatingWebhookConfiguration) []admissionregistrationv1.ValidatingWebhook {
+				return c.Webhooks
+			},
+			registry.DefaultValidatingWebhook,
+			func(config string, i int, h *admissionregistrationv1.ValidatingWebhook) apiwebhook.WebhookAccessor {
+				return apiwebhook.NewValidatingWebhookAccessor(webhookUID(config, h.Name, i), config, h)
+			}))
 }
 
-// feed is the mirror of one configuration kind: each configuration
-// decoded with its webhooks defaulted, and install, which replaces that
-// kind's webhooks (configurations in name order, as kube-apiserver), run
-// on every change.
+// feed is the mirror of one configuration kind T, whose webhooks (of type
+// H) are decoded with their defaults and, on every change, replace the
+// kind's installed ones: configurations in name order, as kube-apiserver,
+// then each one's webhooks in its order.
 func feed[E any, T interface {
 	*E
 	metav1.Object
-}](p *Plugin, plural string, defaults func(T), install func()) *mirror.Mirror[T] {
+}, H any](p *Plugin, plural string, installed *atomic.Pointer[[]apiwebhook.WebhookAccessor],
+	webhooks func(T) []H, defaults func(*H), accessor func(config string, i int, h *H) apiwebhook.WebhookAccessor,
+) *mirror.Mirror[T] {
 	res, ok := p.cfg.Registry.Get(schema.GroupVersionResource{Group: registry.AdmissionRegistrationGroup, Version: "v1", Resource: plural})
 	if !ok {
 		panic("admission webhook: " + plural + " not served")
 	}
-	return mirror.New(p.objects, mirror.Config[T]{Resource: res, Log: p.cfg.Log,
+	var m *mirror.Mirror[T]
+	m = mirror.New(p.objects, mirror.Config[T]{Resource: res, Log: p.cfg.Log,
 		Decode: func(u *unstructured.Unstructured) (T, error) {
 			c, err := mirror.Convert[E, T](u)
-			if err == nil {
-				defaults(c)
+			if err != nil {
+				return c, err
 			}
-			return c, err
+			hs := webhooks(c)
+			for i := range hs {
+				defaults(&hs[i])
+			}
+			return c, nil
 		},
 		Apply: func(changes []mirror.Change[T]) {
-			install()
+			hooks := []apiwebhook.WebhookAccessor{}
+			for _, c := range m.List() { // cluster-scoped: by name
+				hs := webhooks(c)
+				for i := range hs {
+					hooks = append(hooks, accessor(c.GetName(), i, &hs[i]))
+				}
+			}
+			installed.Store(&hooks)
 			for _, c := range changes {
 				key := [2]string{res.Kind, c.Value.GetName()}
 				if c.Type == objects.Deleted {
@@ -196,6 +198,7 @@ func feed[E any, T interface {
 				}
 			}
 		}})
+	return m
 }
 
 // Installed reports whether the configuration of kind
