@@ -71,6 +71,7 @@ func TestServerImportsPointDown(t *testing.T) {
 		"server/admission/webhook":  5,
 		"server/audit":              4,
 		"server/gc/runner":          4, // acts through objects; lifecycle's containers come through an interface
+		"server/mirror":             4,
 		"server/admission/versions": 2,
 		"server/objects":            3,
 		"server/gc":                 2,

@@ -5,28 +5,21 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/client-go/informers"
 
+	"github.com/objwatch/objwatch/server/mirror"
 	"github.com/objwatch/objwatch/server/objects"
-	"github.com/objwatch/objwatch/server/registry"
 )
 
-// feedWatchTimeout is how long one watch of a policy resource lasts
-// before it is started again (from a fresh list).
-const feedWatchTimeout = 10 * time.Minute
-
-// state is what the feeds have seen of the stored policies and bindings,
-// with each policy's evaluator compiled for its resourceVersion.
+// state is what the mirrors have seen of the stored policies and
+// bindings, with each policy's evaluator compiled for its resourceVersion.
 type state struct {
 	vaps  map[string]*admissionv1.ValidatingAdmissionPolicy
 	vapbs map[string]*admissionv1.ValidatingAdmissionPolicyBinding
@@ -50,149 +43,61 @@ func newState() state {
 	}
 }
 
-// feed is how one policy resource's objects enter and leave the state.
-type feed struct {
-	plural string
-	set    func(s *state, u *unstructured.Unstructured) error
-	delete func(s *state, name string)
-}
-
-func setter[T any](m func(s *state) map[string]*T) func(s *state, u *unstructured.Unstructured) error {
-	return func(s *state, u *unstructured.Unstructured) error {
-		v := new(T)
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, v); err != nil {
-			return err
-		}
-		m(s)[u.GetName()] = v
-		return nil
-	}
-}
-
-func deleter[T any](m func(s *state) map[string]*T) func(s *state, name string) {
-	return func(s *state, name string) { delete(m(s), name) }
-}
-
 func vaps(s *state) map[string]*admissionv1.ValidatingAdmissionPolicy         { return s.vaps }
 func vapbs(s *state) map[string]*admissionv1.ValidatingAdmissionPolicyBinding { return s.vapbs }
 func maps(s *state) map[string]*admissionv1.MutatingAdmissionPolicy           { return s.maps }
 func mapbs(s *state) map[string]*admissionv1.MutatingAdmissionPolicyBinding   { return s.mapbs }
 
-var feeds = []feed{
-	{"validatingadmissionpolicies", setter(vaps), deleter(vaps)},
-	{"validatingadmissionpolicybindings", setter(vapbs), deleter(vapbs)},
-	{"mutatingadmissionpolicies", setter(maps), deleter(maps)},
-	{"mutatingadmissionpolicybindings", setter(mapbs), deleter(mapbs)},
-}
-
-// Run keeps the enforced policies current from watches of the four policy
+// Run keeps the enforced policies current from mirrors of the four policy
 // resources until ctx ends. Synced is closed once each was listed.
 func (p *Policies) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { p.runStatus(ctx) })
-	var left atomic.Int32
-	left.Store(int32(len(feeds)))
-	for _, f := range feeds {
-		res, ok := p.cfg.Registry.Get(schema.GroupVersionResource{Group: admissionv1.GroupName, Version: "v1", Resource: f.plural})
-		if !ok {
-			panic("admission policy: " + f.plural + " not served")
-		}
-		var once sync.Once
-		wg.Go(func() {
-			p.follow(ctx, res, f, func() {
-				once.Do(func() {
-					if left.Add(-1) == 0 {
-						p.mu.Lock()
-						p.rebuild()
-						p.mu.Unlock()
-						close(p.synced)
-					}
-				})
-			})
-		})
-	}
+	wg.Go(func() {
+		mirror.RunAll(ctx, func() {
+			// Under mu, so that no change falls between the first rebuild
+			// and the updates that rebuild.
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.rebuild()
+			close(p.synced)
+		},
+			feed(p, "validatingadmissionpolicies", vaps, p.statusDue),
+			feed(p, "validatingadmissionpolicybindings", vapbs, nil),
+			feed(p, "mutatingadmissionpolicies", maps, nil),
+			feed(p, "mutatingadmissionpolicybindings", mapbs, nil))
+	})
 	wg.Wait()
 }
 
-// follow keeps one resource's objects in the state: a watch with its
-// initial events (objects.Service.Follow), again after every failure.
-func (p *Policies) follow(ctx context.Context, res *registry.Resource, f feed, listed func()) {
-	var initial map[string]bool
-	inInitial := true
-	p.objects.Follow(ctx, res, feedWatchTimeout, func() {
-		initial, inInitial = map[string]bool{}, true
-	}, func(it objects.Item) error {
-		if it.Type == objects.Bookmark {
-			if it.InitialEnd {
-				// What the list no longer has was deleted meanwhile.
-				p.update(func(s *state) {
-					for _, name := range p.names(f, s) {
-						if !initial[name] {
-							f.delete(s, name)
-						}
+// feed is the mirror of one policy resource, whose objects are kept by
+// name in the state's map m; seen, if set, is called on each new or
+// changed object.
+func feed[E any, T interface {
+	*E
+	metav1.Object
+}](p *Policies, plural string, m func(*state) map[string]T, seen func(T)) *mirror.Mirror[T] {
+	res, ok := p.cfg.Registry.Get(schema.GroupVersionResource{Group: admissionv1.GroupName, Version: "v1", Resource: plural})
+	if !ok {
+		panic("admission policy: " + plural + " not served")
+	}
+	return mirror.New(p.objects, mirror.Config[T]{Resource: res, Log: p.cfg.Log, Decode: mirror.Convert[E, T],
+		Apply: func(changes []mirror.Change[T]) {
+			p.update(func(s *state) {
+				for _, c := range changes {
+					if c.Type == objects.Deleted {
+						delete(m(s), c.Value.GetName())
+					} else {
+						m(s)[c.Value.GetName()] = c.Value
 					}
-				})
-				inInitial = false
-				listed()
+				}
+			})
+			for _, c := range changes {
+				if seen != nil && c.Type != objects.Deleted {
+					seen(c.Value)
+				}
 			}
-			return nil
-		}
-		u := it.Object
-		if u == nil {
-			var err error
-			if u, err = objects.Decode(it.JSON); err != nil {
-				return err
-			}
-		}
-		name := u.GetName()
-		if inInitial {
-			initial[name] = true
-		}
-		var setErr error
-		apply := func(s *state) {
-			if it.Type == objects.Deleted {
-				f.delete(s, name)
-			} else {
-				setErr = f.set(s, u)
-			}
-		}
-		if inInitial {
-			p.mu.Lock()
-			apply(&p.state)
-			p.mu.Unlock()
-		} else {
-			p.update(apply)
-		}
-		if setErr != nil {
-			p.cfg.Log.Error("admission policy: decode "+f.plural, "name", name, "err", setErr)
-		} else if it.Type != objects.Deleted && f.plural == "validatingadmissionpolicies" {
-			p.statusDue(u)
-		}
-		return nil
-	})
-}
-
-// names are the names f's resource has in s.
-func (p *Policies) names(f feed, s *state) []string {
-	var out []string
-	switch f.plural {
-	case "validatingadmissionpolicies":
-		out = keys(s.vaps)
-	case "validatingadmissionpolicybindings":
-		out = keys(s.vapbs)
-	case "mutatingadmissionpolicies":
-		out = keys(s.maps)
-	case "mutatingadmissionpolicybindings":
-		out = keys(s.mapbs)
-	}
-	return out
-}
-
-func keys[T any](m map[string]*T) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
+		}})
 }
 
 // update changes the state and, once synced, publishes the new hooks.

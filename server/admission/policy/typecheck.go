@@ -66,12 +66,11 @@ func (q *statusQueue) take() []string {
 	return out
 }
 
-// statusDue queues a validating policy seen by the feed whose generation
-// its status has not observed.
-func (p *Policies) statusDue(u *unstructured.Unstructured) {
-	observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
-	if u.GetGeneration() > observed {
-		p.status.add(u.GetName())
+// statusDue queues a validating policy seen by the mirror whose
+// generation its status has not observed.
+func (p *Policies) statusDue(pol *admissionv1.ValidatingAdmissionPolicy) {
+	if pol.Generation > pol.Status.ObservedGeneration {
+		p.status.add(pol.Name)
 	}
 }
 

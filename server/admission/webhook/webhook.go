@@ -59,24 +59,24 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/admission/plugin/cel"
 	apiwebhook "k8s.io/apiserver/pkg/admission/plugin/webhook"
 	"k8s.io/apiserver/pkg/cel/environment"
 
 	"github.com/objwatch/objwatch/server/auth"
+	"github.com/objwatch/objwatch/server/mirror"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
 	webhookclient "github.com/objwatch/objwatch/server/webhook"
@@ -130,128 +130,75 @@ func (p *Plugin) Use(s *objects.Service) { p.objects = s }
 // Synced is closed once both configuration kinds were listed.
 func (p *Plugin) Synced() <-chan struct{} { return p.synced }
 
-// feedWatchTimeout is how long one watch of the configurations lasts
-// before it is started again from a fresh list.
-const feedWatchTimeout = 10 * time.Minute
-
-// Run keeps the webhooks current from watches of both configuration
+// Run keeps the webhooks current from mirrors of both configuration
 // resources until ctx ends.
 func (p *Plugin) Run(ctx context.Context) {
-	var wg sync.WaitGroup
-	var left atomic.Int32
-	left.Store(2)
-	for _, plural := range []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"} {
-		res, ok := p.cfg.Registry.Get(schema.GroupVersionResource{Group: registry.AdmissionRegistrationGroup, Version: "v1", Resource: plural})
-		if !ok {
-			panic("admission webhook: " + plural + " not served")
-		}
-		var once sync.Once
-		wg.Go(func() {
-			p.follow(ctx, res, func() {
-				once.Do(func() {
-					if left.Add(-1) == 0 {
-						close(p.synced)
-					}
-				})
-			})
-		})
-	}
-	wg.Wait()
+	mirror.RunAll(ctx, func() { close(p.synced) },
+		feed(p, "mutatingwebhookconfigurations", &p.mutating,
+			func(c *admissionregistrationv1.MutatingWebhookConfiguration) []admissionregistrationv1.MutatingWebhook {
+				return c.Webhooks
+			},
+			registry.DefaultMutatingWebhook,
+			func(config string, i int, h *admissionregistrationv1.MutatingWebhook) apiwebhook.WebhookAccessor {
+				return apiwebhook.NewMutatingWebhookAccessor(webhookUID(config, h.Name, i), config, h)
+			}),
+		feed(p, "validatingwebhookconfigurations", &p.validating,
+			func(c *admissionregistrationv1.ValidatingWebhookConfiguration) []admissionregistrationv1.ValidatingWebhook {
+				return c.Webhooks
+			},
+			registry.DefaultValidatingWebhook,
+			func(config string, i int, h *admissionregistrationv1.ValidatingWebhook) apiwebhook.WebhookAccessor {
+				return apiwebhook.NewValidatingWebhookAccessor(webhookUID(config, h.Name, i), config, h)
+			}))
 }
 
-// follow keeps one configuration kind current: a watch with its initial
-// events, again after every failure.
-func (p *Plugin) follow(ctx context.Context, res *registry.Resource, listed func()) {
-	var configs map[string][]byte // name → the configuration's JSON
-	initial := true
-	p.objects.Follow(ctx, res, feedWatchTimeout, func() {
-		configs, initial = map[string][]byte{}, true
-	}, func(it objects.Item) error {
-		switch {
-		case it.Type == objects.Bookmark && it.InitialEnd:
-			initial = false
-			p.install(res.Kind, configs)
-			listed()
-			return nil
-		case it.Type == objects.Bookmark:
-			return nil
-		}
-		b := it.JSON
-		if it.Object != nil {
-			var err error
-			if b, err = json.Marshal(it.Object.Object); err != nil {
-				return err
-			}
-		}
-		var meta struct {
-			Metadata struct {
-				Name            string
-				ResourceVersion string
-			} `json:"metadata"`
-		}
-		if err := json.Unmarshal(b, &meta); err != nil {
-			return err
-		}
-		key := [2]string{res.Kind, meta.Metadata.Name}
-		if it.Type == objects.Deleted {
-			delete(configs, key[1])
-			p.revisions.Delete(key)
-		} else {
-			configs[key[1]] = b
-		}
-		if !initial {
-			p.install(res.Kind, configs)
-		}
-		if it.Type != objects.Deleted {
-			rv, _ := strconv.ParseInt(meta.Metadata.ResourceVersion, 10, 64)
-			p.revisions.Store(key, rv)
-		}
-		return nil
-	})
-}
-
-// install replaces the webhooks of one kind with those of configs.
-func (p *Plugin) install(kind string, configs map[string][]byte) {
-	names := make([]string, 0, len(configs))
-	for n := range configs {
-		names = append(names, n)
+// feed is the mirror of one configuration kind T, whose webhooks (of type
+// H) are decoded with their defaults and, on every change, replace the
+// kind's installed ones: configurations in name order, as kube-apiserver,
+// then each one's webhooks in its order.
+func feed[E any, T interface {
+	*E
+	metav1.Object
+}, H any](p *Plugin, plural string, installed *atomic.Pointer[[]apiwebhook.WebhookAccessor],
+	webhooks func(T) []H, defaults func(*H), accessor func(config string, i int, h *H) apiwebhook.WebhookAccessor,
+) *mirror.Mirror[T] {
+	res, ok := p.cfg.Registry.Get(schema.GroupVersionResource{Group: registry.AdmissionRegistrationGroup, Version: "v1", Resource: plural})
+	if !ok {
+		panic("admission webhook: " + plural + " not served")
 	}
-	// As kube-apiserver: configurations sorted by name.
-	slices.Sort(names)
-	mutating := kind == "MutatingWebhookConfiguration"
-	hooks := []apiwebhook.WebhookAccessor{}
-	for _, n := range names {
-		var err error
-		if mutating {
-			var c admissionregistrationv1.MutatingWebhookConfiguration
-			if err = json.Unmarshal(configs[n], &c); err != nil {
-				c.Webhooks = nil
+	var m *mirror.Mirror[T]
+	m = mirror.New(p.objects, mirror.Config[T]{Resource: res, Log: p.cfg.Log,
+		Decode: func(u *unstructured.Unstructured) (T, error) {
+			c, err := mirror.Convert[E, T](u)
+			if err != nil {
+				return c, err
 			}
-			for i := range c.Webhooks {
-				h := &c.Webhooks[i]
-				registry.DefaultMutatingWebhook(h)
-				hooks = append(hooks, apiwebhook.NewMutatingWebhookAccessor(webhookUID(n, h.Name, i), n, h))
+			hs := webhooks(c)
+			for i := range hs {
+				defaults(&hs[i])
 			}
-		} else {
-			var c admissionregistrationv1.ValidatingWebhookConfiguration
-			if err = json.Unmarshal(configs[n], &c); err != nil {
-				c.Webhooks = nil
+			return c, nil
+		},
+		Apply: func(changes []mirror.Change[T]) {
+			hooks := []apiwebhook.WebhookAccessor{}
+			for _, c := range m.List() { // cluster-scoped: by name
+				hs := webhooks(c)
+				for i := range hs {
+					hooks = append(hooks, accessor(c.GetName(), i, &hs[i]))
+				}
 			}
-			for i := range c.Webhooks {
-				h := &c.Webhooks[i]
-				registry.DefaultValidatingWebhook(h)
-				hooks = append(hooks, apiwebhook.NewValidatingWebhookAccessor(webhookUID(n, h.Name, i), n, h))
+			installed.Store(&hooks)
+			for _, c := range changes {
+				key := [2]string{res.Kind, c.Value.GetName()}
+				if c.Type == objects.Deleted {
+					p.revisions.Delete(key)
+				} else {
+					rv, _ := strconv.ParseInt(c.Value.GetResourceVersion(), 10, 64)
+					p.revisions.Store(key, rv)
+				}
 			}
-		}
-		if err != nil {
-			p.cfg.Log.Error("admission webhook: decode "+kind, "name", n, "err", err)
-		}
-	}
-	if mutating {
-		p.mutating.Store(&hooks)
-	} else {
-		p.validating.Store(&hooks)
-	}
+		}})
+	return m
 }
 
 // Installed reports whether the configuration of kind
