@@ -1,8 +1,11 @@
 package endpoints
 
 import (
+	"bufio"
 	"encoding/json"
 	"net/http"
+	"strconv"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,34 +119,54 @@ func writeRawList(w http.ResponseWriter, res *registry.Resource, l *objects.List
 			}
 		}
 	}
-	n := 128
-	for _, o := range raw {
-		n += len(o) + 1
-	}
-	b := make([]byte, 0, n)
-	b = append(b, `{"kind":"`...)
-	b = append(b, res.ListKind...)
-	b = append(b, `","apiVersion":"`...)
-	b = append(b, res.APIVersion()...)
 	meta, err := json.Marshal(l.Meta) // a page's continue and remainingItemCount too
 	if err != nil {
 		return apierrors.NewInternalError(err)
 	}
-	b = append(b, `","metadata":`...)
-	b = append(b, meta...)
-	b = append(b, `,"items":[`...)
+	head := make([]byte, 0, 96+len(meta))
+	head = append(head, `{"kind":"`...)
+	head = append(head, res.ListKind...)
+	head = append(head, `","apiVersion":"`...)
+	head = append(head, res.APIVersion()...)
+	head = append(head, `","metadata":`...)
+	head = append(head, meta...)
+	head = append(head, `,"items":[`...)
+	n := len(head) + len(listTail)
+	for i, o := range raw {
+		n += len(o)
+		if i > 0 {
+			n++
+		}
+	}
+	// Streamed through a small buffer with its length known up front, not
+	// gathered into one buffer of the whole list: a list of 10,000 objects
+	// is 12 MB, and allocating and filling that took most of a cached
+	// list's CPU.
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(n))
+	w.WriteHeader(http.StatusOK)
+	bw := listWriters.Get().(*bufio.Writer)
+	bw.Reset(w)
+	defer func() {
+		bw.Reset(nil)
+		listWriters.Put(bw)
+	}()
+	bw.Write(head)
 	for i, o := range raw {
 		if i > 0 {
-			b = append(b, ',')
+			bw.WriteByte(',')
 		}
-		b = append(b, o...)
+		bw.Write(o)
 	}
-	b = append(b, "]}"...)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	w.Write(b)
+	bw.WriteString(listTail)
+	bw.Flush()
 	return nil
 }
+
+const listTail = "]}"
+
+// listWriters are the buffers lists are streamed through.
+var listWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
 
 func (a *API) create(w http.ResponseWriter, r *http.Request, req *objects.Request, info requestInfo) error {
 	res, typeOf := req.Resource, req.Resource
