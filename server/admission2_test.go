@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -26,51 +28,6 @@ import (
 	"github.com/objwatch/objwatch/testenv"
 )
 
-// labelsOf is the labels of the object in r.
-func labelsOf(r response) map[string]any {
-	l, _ := r.object()["metadata"].(map[string]any)["labels"].(map[string]any)
-	return l
-}
-
-// dryRunUntil retries a dry-run create of obj at path until the labels
-// of the answer satisfy ok: policies reach enforcement through a watch.
-func (a *api) dryRunUntil(path, obj, what string, ok func(labels map[string]any) bool) {
-	a.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := a.json("POST", path+"?dryRun=All", obj)
-		mustCode(a.t, "dry-run create", r, http.StatusCreated)
-		if ok(labelsOf(r)) {
-			return
-		}
-		if time.Now().After(deadline) {
-			a.t.Fatalf("%s: not within 10 s: %s", what, r.body)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// mutatingPolicy creates a MutatingAdmissionPolicy on configmap creates
-// labelled label=yes, with reinvocationPolicy reinv and one JSONPatch
-// mutation, and its binding.
-func (a *api) mutatingPolicy(name, label, reinv, patch string) {
-	a.t.Helper()
-	mustCode(a.t, "create "+name, a.postYAML(maps, fmt.Sprintf(`
-metadata: {name: %s}
-spec:
-  matchConstraints:
-    resourceRules:
-    - {apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["configmaps"]}
-    objectSelector: {matchLabels: {%s: "yes"}}
-  reinvocationPolicy: %s
-  mutations:
-  - patchType: JSONPatch
-    jsonPatch:
-      expression: '%s'
-`, name, label, reinv, patch)), http.StatusCreated)
-	mustCode(a.t, "bind "+name, a.postYAML(mapbs, fmt.Sprintf("metadata: {name: %s}\nspec: {policyName: %s}\n", name, name)), http.StatusCreated)
-}
-
 // TestReinvocationAcrossPlugins: a MutatingAdmissionPolicy with
 // reinvocationPolicy IfNeeded is invoked once more when a mutating
 // webhook, which runs after the policies, changed the object, and then
@@ -79,25 +36,25 @@ spec:
 // reinvoking admission chain.
 func TestReinvocationAcrossPlugins(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	copyB := func(to string) string {
 		return fmt.Sprintf(`[JSONPatch{op: "add", path: "/metadata/labels/%s", value: ("b" in object.metadata.labels) ? object.metadata.labels["b"] : "none"}]`, to)
 	}
-	a.mutatingPolicy("copy-if-needed", "reinv", "IfNeeded", copyB("a"))
-	a.mutatingPolicy("copy-never", "reinv", "Never", copyB("c"))
-	obj := labelled("r", "reinv", "")
-	a.dryRunUntil(cms, obj, "policies enforced", func(l map[string]any) bool { return l["a"] == "none" && l["c"] == "none" })
+	a.MutatingPolicy("copy-if-needed", "reinv", "IfNeeded", copyB("a"))
+	a.MutatingPolicy("copy-never", "reinv", "Never", copyB("c"))
+	obj := servertest.Labelled("r", "reinv", "")
+	a.DryRunUntil(servertest.CMs, obj, "policies enforced", func(l map[string]any) bool { return l["a"] == "none" && l["c"] == "none" })
 	var calls atomic.Int32
-	env.Webhook(t, testenv.WebhookOptions{Name: "set-b", Rules: configMapRules,
+	env.Webhook(t, testenv.WebhookOptions{Name: "set-b", Rules: servertest.ConfigMapRules,
 		Mutating: func(_ context.Context, r *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 			calls.Add(1)
 			if strings.Contains(string(r.Object.Raw), `"b":"from-webhook"`) {
 				return nil
 			}
-			return jsonPatch(`{"op":"add","path":"/metadata/labels/b","value":"from-webhook"}`)
+			return servertest.JSONPatch(`{"op":"add","path":"/metadata/labels/b","value":"from-webhook"}`)
 		}})
-	r := a.must("POST", cms, obj)
-	l := labelsOf(r)
+	r := a.Must("POST", servertest.CMs, obj)
+	l := servertest.LabelsOf(r)
 	if l["a"] != "from-webhook" || l["b"] != "from-webhook" || l["c"] != "none" || calls.Load() != 1 {
 		t.Errorf("labels %v, webhook calls %d; want a=b=from-webhook (the IfNeeded policy reinvoked), c=none, one webhook call", l, calls.Load())
 	}
@@ -109,49 +66,49 @@ func TestReinvocationAcrossPlugins(t *testing.T) {
 // paramKind does not, as Kubernetes' policy strategies.
 func TestPolicyParamKindPermission(t *testing.T) {
 	env := testenv.Start(t)
-	admin := newAPI(t, env)
+	admin := servertest.NewAPI(t, env)
 	const rbacAPI = "/apis/rbac.authorization.k8s.io/v1/"
-	admin.must("POST", rbacAPI+"clusterroles", `{"metadata":{"name":"policy-writer"},
+	admin.Must("POST", rbacAPI+"clusterroles", `{"metadata":{"name":"policy-writer"},
 		"rules":[{"apiGroups":["admissionregistration.k8s.io"],"resources":["validatingadmissionpolicies","mutatingadmissionpolicies"],"verbs":["create","update","get"]}]}`)
-	admin.must("POST", rbacAPI+"clusterrolebindings", `{"metadata":{"name":"alice-writes"},
+	admin.Must("POST", rbacAPI+"clusterrolebindings", `{"metadata":{"name":"alice-writes"},
 		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"policy-writer"},"subjects":[{"kind":"User","name":"alice"}]}`)
-	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles", roleReader)
-	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", bindAlice)
-	alice := userAPI(t, env, "alice")
+	admin.Must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles", servertest.RoleReader)
+	admin.Must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings", servertest.BindAlice)
+	alice := servertest.UserAPI(t, env, "alice")
 	vap := func(kind, expr string) string {
 		return fmt.Sprintf(`{"metadata":{"name":"pk"},"spec":{"paramKind":{"apiVersion":"v1","kind":%q},
 		"matchConstraints":{"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],"resources":["configmaps"]}]},
 		"validations":[{"expression":%q}]}}`, kind, expr)
 	}
-	forbidden := func(what string, r response, kind, want string) {
+	forbidden := func(what string, r servertest.Response, kind, want string) {
 		t.Helper()
 		msg := fmt.Sprintf(`%s "pk" is invalid: spec.paramKind: Forbidden: user &{alice  [system:authenticated] map[]} must have "get" permission on all objects of the referenced paramKind (kind=%s, apiVersion=v1)`, want, kind)
-		if s := r.status(); r.code != http.StatusUnprocessableEntity || s.Message != msg {
-			t.Fatalf("%s = %d %s, want 422 %q", what, r.code, r.body, msg)
+		if s := r.Status(); r.Code != http.StatusUnprocessableEntity || s.Message != msg {
+			t.Fatalf("%s = %d %s, want 422 %q", what, r.Code, r.Body, msg)
 		}
 	}
-	var r response
-	eventually(t, "alice may create policies", func() bool {
-		r = alice.json("POST", vaps, vap("ConfigMap", "true"))
-		return r.code != http.StatusForbidden
+	var r servertest.Response
+	servertest.Eventually(t, "alice may create policies", func() bool {
+		r = alice.JSON("POST", servertest.VAPs, vap("ConfigMap", "true"))
+		return r.Code != http.StatusForbidden
 	})
 	forbidden("create", r, "ConfigMap", "ValidatingAdmissionPolicy.admissionregistration.k8s.io")
-	forbidden("create a mutating policy", alice.json("POST", maps, `{"metadata":{"name":"pk"},"spec":{"paramKind":{"apiVersion":"v1","kind":"ConfigMap"},
+	forbidden("create a mutating policy", alice.JSON("POST", servertest.MAPs, `{"metadata":{"name":"pk"},"spec":{"paramKind":{"apiVersion":"v1","kind":"ConfigMap"},
 		"matchConstraints":{"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],"resources":["configmaps"]}]},
 		"reinvocationPolicy":"Never","mutations":[{"patchType":"JSONPatch","jsonPatch":{"expression":"[JSONPatch{op: \"add\", path: \"/metadata/labels/x\", value: \"y\"}]"}}]}}`),
 		"ConfigMap", "MutatingAdmissionPolicy.admissionregistration.k8s.io")
-	mustCode(t, "create without paramKind", alice.json("POST", vaps, `{"metadata":{"name":"plain"},"spec":{
+	servertest.MustCode(t, "create without paramKind", alice.JSON("POST", servertest.VAPs, `{"metadata":{"name":"plain"},"spec":{
 		"matchConstraints":{"resourceRules":[{"apiGroups":[""],"apiVersions":["v1"],"operations":["CREATE"],"resources":["configmaps"]}]},
 		"validations":[{"expression":"true"}]}}`), http.StatusCreated)
 	// Admin makes it; alice may then update it keeping the paramKind,
 	// not change the paramKind.
-	admin.must("POST", vaps, vap("ConfigMap", "true"))
+	admin.Must("POST", servertest.VAPs, vap("ConfigMap", "true"))
 	// The server's status controller writes each generation's status
 	// (typeChecking): update from the resourceVersion after it.
 	settled := func() string {
 		var rv string
-		eventually(t, "the policy's status written", func() bool {
-			o := admin.json("GET", vaps+"/pk", "").object()
+		servertest.Eventually(t, "the policy's status written", func() bool {
+			o := admin.JSON("GET", servertest.VAPs+"/pk", "").Object()
 			md, _ := o["metadata"].(map[string]any)
 			st, _ := o["status"].(map[string]any)
 			rv, _ = md["resourceVersion"].(string)
@@ -162,15 +119,15 @@ func TestPolicyParamKindPermission(t *testing.T) {
 	withRV := func(body string) string {
 		return strings.Replace(body, `"name":"pk"}`, `"name":"pk","resourceVersion":"`+settled()+`"}`, 1)
 	}
-	r = alice.json("PUT", vaps+"/pk", withRV(vap("ConfigMap", "1 == 1")))
-	mustCode(t, "update keeping paramKind", r, http.StatusOK)
-	forbidden("update changing paramKind", alice.json("PUT", vaps+"/pk", withRV(vap("Secret", "true"))), "Secret", "ValidatingAdmissionPolicy.admissionregistration.k8s.io")
+	r = alice.JSON("PUT", servertest.VAPs+"/pk", withRV(vap("ConfigMap", "1 == 1")))
+	servertest.MustCode(t, "update keeping paramKind", r, http.StatusOK)
+	forbidden("update changing paramKind", alice.JSON("PUT", servertest.VAPs+"/pk", withRV(vap("Secret", "true"))), "Secret", "ValidatingAdmissionPolicy.admissionregistration.k8s.io")
 	// With "get" on configmaps everywhere, the create passes.
-	admin.must("POST", rbacAPI+"clusterrolebindings", `{"metadata":{"name":"alice-views"},
+	admin.Must("POST", rbacAPI+"clusterrolebindings", `{"metadata":{"name":"alice-views"},
 		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cm-getter"},"subjects":[{"kind":"User","name":"alice"}]}`)
-	admin.must("POST", rbacAPI+"clusterroles", `{"metadata":{"name":"cm-getter"},"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["get"]}]}`)
-	eventually(t, "alice may reference configmaps", func() bool {
-		return alice.json("POST", vaps+"?dryRun=All", strings.Replace(vap("ConfigMap", "true"), `"pk"`, `"pk2"`, 1)).code == http.StatusCreated
+	admin.Must("POST", rbacAPI+"clusterroles", `{"metadata":{"name":"cm-getter"},"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["get"]}]}`)
+	servertest.Eventually(t, "alice may reference configmaps", func() bool {
+		return alice.JSON("POST", servertest.VAPs+"?dryRun=All", strings.Replace(vap("ConfigMap", "true"), `"pk"`, `"pk2"`, 1)).Code == http.StatusCreated
 	})
 }
 
@@ -179,7 +136,7 @@ func TestPolicyParamKindPermission(t *testing.T) {
 // Services (what kube-apiserver verifies for a clientConfig.service), and
 // creates each Service, of type ExternalName pointing at 127.0.0.1. It
 // returns the CA (PEM) and the port.
-func serviceWebhooks(t *testing.T, a *api, h http.Handler, services ...string) ([]byte, int32) {
+func serviceWebhooks(t *testing.T, a *servertest.API, h http.Handler, services ...string) ([]byte, int32) {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "service webhook CA"},
@@ -193,7 +150,7 @@ func serviceWebhooks(t *testing.T, a *api, h http.Handler, services ...string) (
 	var names []string
 	for _, s := range services {
 		names = append(names, s+".default.svc")
-		mustCode(t, "create service "+s, a.json("POST", "/api/v1/namespaces/default/services",
+		servertest.MustCode(t, "create service "+s, a.JSON("POST", "/api/v1/namespaces/default/services",
 			fmt.Sprintf(`{"metadata":{"name":%q},"spec":{"type":"ExternalName","externalName":"127.0.0.1"}}`, s)), http.StatusCreated)
 	}
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -218,10 +175,10 @@ func serviceWebhooks(t *testing.T, a *api, h http.Handler, services ...string) (
 // fails when it fails, as in Kubernetes.
 func TestServiceWebhooks(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	conv := &convWebhook{mode: "ok"}
+	a := servertest.NewAPI(t, env)
+	conv := &servertest.ConvWebhook{Mode: "ok"}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/convert", conv.serve)
+	mux.HandleFunc("/convert", conv.Serve)
 	mux.Handle("/admit", testenv.AdmissionHandler(func(_ context.Context, r *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 		if strings.Contains(string(r.Object.Raw), `"deny":"yes"`) {
 			return &admissionv1.AdmissionResponse{Result: &metav1.Status{Message: "denied through a service"}}
@@ -236,42 +193,42 @@ func TestServiceWebhooks(t *testing.T) {
 	env.RegisterWebhooks(t, &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "by-service"},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name: "deny.example.com", Rules: configMapRules, FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
+			Name: "deny.example.com", Rules: servertest.ConfigMapRules, FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
 			ClientConfig: admissionregistrationv1.WebhookClientConfig{CABundle: ca,
 				Service: &admissionregistrationv1.ServiceReference{Namespace: "default", Name: "adm", Path: &path, Port: &port}},
 		}},
 	}, nil)
-	mustCode(t, "allowed create", a.json("POST", cms, cm("ok", "")), http.StatusCreated)
-	wantStatus(t, a.json("POST", cms, labelled("no", "deny", "")), http.StatusBadRequest,
+	servertest.MustCode(t, "allowed create", a.JSON("POST", servertest.CMs, servertest.CM("ok", "")), http.StatusCreated)
+	servertest.WantStatus(t, a.JSON("POST", servertest.CMs, servertest.Labelled("no", "deny", "")), http.StatusBadRequest,
 		`admission webhook "deny.example.com" denied the request: denied through a service`)
 
-	crd := strings.Replace(widgetCRD("", ca, "v1"), `"url":""`,
+	crd := strings.Replace(servertest.WidgetCRD("", ca, "v1"), `"url":""`,
 		fmt.Sprintf(`"service":{"namespace":"default","name":"conv","path":"/convert","port":%d}`, port), 1)
-	mustCode(t, "create CRD", a.json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd), http.StatusCreated)
+	servertest.MustCode(t, "create CRD", a.JSON("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd), http.StatusCreated)
 	deadline := time.Now().Add(10 * time.Second)
-	for a.json("GET", widgetsV2, "").code != http.StatusOK {
+	for a.JSON("GET", servertest.WidgetsV2, "").Code != http.StatusOK {
 		if time.Now().After(deadline) {
 			t.Fatal("widgets not served within 10 s")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	mustCode(t, "create in v2", a.json("POST", widgetsV2, widgetV2("w", 4)), http.StatusCreated)
-	if got := specOf(a.json("GET", widgetsV1+"/w", "").object()); got["size"] != "4" {
+	servertest.MustCode(t, "create in v2", a.JSON("POST", servertest.WidgetsV2, servertest.WidgetV2("w", 4)), http.StatusCreated)
+	if got := servertest.SpecOf(a.JSON("GET", servertest.WidgetsV1+"/w", "").Object()); got["size"] != "4" {
 		t.Errorf("w in v1 = %v, want size 4 (converted by the service's webhook)", got)
 	}
-	conv.reset()
-	mustCode(t, "dry-run create in v2", a.json("POST", widgetsV2+"?dryRun=All", widgetV2("dry", 1)), http.StatusCreated)
-	if n := conv.callsFor("example.com/v1", "dry"); n != 1 {
+	conv.Reset()
+	servertest.MustCode(t, "dry-run create in v2", a.JSON("POST", servertest.WidgetsV2+"?dryRun=All", servertest.WidgetV2("dry", 1)), http.StatusCreated)
+	if n := conv.CallsFor("example.com/v1", "dry"); n != 1 {
 		t.Errorf("dry-run create in v2 converted %d times to v1, want once", n)
 	}
-	conv.setMode("500")
-	r := a.json("POST", widgetsV2+"?dryRun=All", widgetV2("dry", 1))
-	if want := "conversion webhook for example.com/v2, Kind=Widget failed: "; r.code != http.StatusInternalServerError || !strings.HasPrefix(r.status().Message, want) {
-		t.Errorf("dry-run create in v2 with the webhook failing = %d %s, want 500 %q", r.code, r.body, want)
+	conv.SetMode("500")
+	r := a.JSON("POST", servertest.WidgetsV2+"?dryRun=All", servertest.WidgetV2("dry", 1))
+	if want := "conversion webhook for example.com/v2, Kind=Widget failed: "; r.Code != http.StatusInternalServerError || !strings.HasPrefix(r.Status().Message, want) {
+		t.Errorf("dry-run create in v2 with the webhook failing = %d %s, want 500 %q", r.Code, r.Body, want)
 	}
-	mustCode(t, "dry-run create in v1 needs no webhook", a.json("POST", widgetsV1+"?dryRun=All", widgetV1("dry", "1")), http.StatusCreated)
-	conv.setMode("ok")
-	mustCode(t, "nothing stored", a.json("GET", widgetsV1+"/dry", ""), http.StatusNotFound)
+	servertest.MustCode(t, "dry-run create in v1 needs no webhook", a.JSON("POST", servertest.WidgetsV1+"?dryRun=All", servertest.WidgetV1("dry", "1")), http.StatusCreated)
+	conv.SetMode("ok")
+	servertest.MustCode(t, "nothing stored", a.JSON("GET", servertest.WidgetsV1+"/dry", ""), http.StatusNotFound)
 }
 
 // TestPolicyTypeChecking: the server fills a ValidatingAdmissionPolicy's
@@ -281,8 +238,8 @@ func TestServiceWebhooks(t *testing.T) {
 // controller's field manager.
 func TestPolicyTypeChecking(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	mustCode(t, "create", a.postYAML(vaps, `
+	a := servertest.NewAPI(t, env)
+	servertest.MustCode(t, "create", a.PostYAML(servertest.VAPs, `
 metadata: {name: tc}
 spec:
   paramKind: {apiVersion: v1, kind: ConfigMap}
@@ -299,13 +256,13 @@ spec:
 		var st map[string]any
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			r := a.json("GET", vaps+"/tc", "")
-			st, _ = r.object()["status"].(map[string]any)
+			r := a.JSON("GET", servertest.VAPs+"/tc", "")
+			st, _ = r.Object()["status"].(map[string]any)
 			if st["observedGeneration"] == gen {
 				return st
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("status not observed generation %v within 10 s: %s", gen, r.body)
+				t.Fatalf("status not observed generation %v within 10 s: %s", gen, r.Body)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -324,12 +281,12 @@ spec:
 			t.Errorf("warning %d = %v, want %s: %q", i, w, want.ref, want.text)
 		}
 	}
-	r := a.json("GET", vaps+"/tc", "")
-	if !strings.Contains(string(r.body), `"manager":"validatingadmissionpolicy-status","operation":"Apply"`) {
-		t.Errorf("no managedFields entry of the status controller: %s", r.body)
+	r := a.JSON("GET", servertest.VAPs+"/tc", "")
+	if !strings.Contains(string(r.Body), `"manager":"validatingadmissionpolicy-status","operation":"Apply"`) {
+		t.Errorf("no managedFields entry of the status controller: %s", r.Body)
 	}
 	// Fixed: no warnings left.
-	mustCode(t, "fix", a.do("PATCH", vaps+"/tc", "application/json-patch+json", []byte(`[
+	servertest.MustCode(t, "fix", a.Do("PATCH", servertest.VAPs+"/tc", "application/json-patch+json", []byte(`[
 		{"op":"replace","path":"/spec/validations","value":[{"expression":"object.data.size() > 1"}]}]`)), http.StatusOK)
 	// kube-apiserver v1.37.2, given the status controller's apply of
 	// typeChecking: {} after warnings (kubectl apply --server-side
@@ -340,7 +297,7 @@ spec:
 	}
 	// A policy without warnings from the start keeps the applied
 	// typeChecking: {}, as in kube-apiserver.
-	mustCode(t, "create clean", a.postYAML(vaps, `
+	servertest.MustCode(t, "create clean", a.PostYAML(servertest.VAPs, `
 metadata: {name: clean}
 spec:
   matchConstraints:
@@ -350,8 +307,8 @@ spec:
   - expression: "object.data.size() > 1"
 `), http.StatusCreated)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		r := a.json("GET", vaps+"/clean", "")
-		st, _ := r.object()["status"].(map[string]any)
+		r := a.JSON("GET", servertest.VAPs+"/clean", "")
+		st, _ := r.Object()["status"].(map[string]any)
 		if st["observedGeneration"] == float64(1) {
 			if tc, ok := st["typeChecking"].(map[string]any); !ok || len(tc) != 0 {
 				t.Errorf("status of a policy without warnings = %v, want typeChecking: {}", st)
@@ -359,12 +316,12 @@ spec:
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("clean policy's status not written: %s", r.body)
+			t.Fatalf("clean policy's status not written: %s", r.Body)
 		}
 	}
 
 	// A custom resource's schema is its CRD's.
-	mustCode(t, "create CRD", a.postYAML("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", `
+	servertest.MustCode(t, "create CRD", a.PostYAML("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", `
 metadata: {name: gadgets.example.com}
 spec:
   group: example.com
@@ -381,13 +338,13 @@ spec:
           spec: {type: object, properties: {size: {type: string}}}
 `), http.StatusCreated)
 	deadline := time.Now().Add(10 * time.Second)
-	for a.json("GET", "/apis/example.com/v1/gadgets", "").code != http.StatusOK {
+	for a.JSON("GET", "/apis/example.com/v1/gadgets", "").Code != http.StatusOK {
 		if time.Now().After(deadline) {
 			t.Fatal("gadgets not served within 10 s")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	mustCode(t, "fix", a.do("PATCH", vaps+"/tc", "application/json-patch+json", []byte(`[
+	servertest.MustCode(t, "fix", a.Do("PATCH", servertest.VAPs+"/tc", "application/json-patch+json", []byte(`[
 		{"op":"replace","path":"/spec/matchConstraints/resourceRules","value":[{"apiGroups":["example.com"],"apiVersions":["v1"],"operations":["CREATE"],"resources":["gadgets"]}]},
 		{"op":"replace","path":"/spec/validations","value":[{"expression":"object.spec.size == 'x'"},{"expression":"object.spec.sise == 'x'"}]}]`)), http.StatusOK)
 	ws, _ = status(3)["typeChecking"].(map[string]any)["expressionWarnings"].([]any)

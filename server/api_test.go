@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"bufio"
 	"encoding/json"
 	"fmt"
@@ -15,64 +17,9 @@ import (
 	"github.com/objwatch/objwatch/testenv"
 )
 
-// api is a tiny raw HTTP client for asserting wire behaviour.
-type api struct {
-	t    *testing.T
-	host string
-	c    *http.Client
-}
-
-func newAPI(t *testing.T, env *testenv.Env) *api {
-	return &api{t: t, host: env.Config.Host, c: env.HTTPClient()}
-}
-
-type response struct {
-	code   int
-	body   []byte
-	header http.Header
-}
-
-func (r response) status() metav1.Status {
-	var s metav1.Status
-	json.Unmarshal(r.body, &s)
-	return s
-}
-
-func (r response) object() map[string]any {
-	var m map[string]any
-	json.Unmarshal(r.body, &m)
-	return m
-}
-
-func (a *api) do(method, path, contentType string, body []byte) response {
-	a.t.Helper()
-	return a.accept(method, path, "", contentType, body)
-}
-
-func (a *api) json(method, path string, body string) response {
-	a.t.Helper()
-	return a.do(method, path, "application/json", []byte(body))
-}
-
-func cm(name string, extra string) string {
-	return fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q%s},"data":{"k":"v"}}`, name, extra)
-}
-
-func rvOf(t *testing.T, r response) string {
-	t.Helper()
-	md, _ := r.object()["metadata"].(map[string]any)
-	rv, _ := md["resourceVersion"].(string)
-	if rv == "" {
-		t.Fatalf("no resourceVersion in %s", r.body)
-	}
-	return rv
-}
-
-const cms = "/api/v1/namespaces/default/configmaps"
-
 func TestBadInputGetsStatusAndWritesNothing(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	big := strings.Repeat("x", 3<<20)
 	tests := []struct {
 		name, method, path, ctype, body string
@@ -80,41 +27,41 @@ func TestBadInputGetsStatusAndWritesNothing(t *testing.T) {
 		reason                          metav1.StatusReason
 		msg                             string
 	}{
-		{"malformed json", "POST", cms, "application/json", `{"apiVersion":`, 400, metav1.StatusReasonBadRequest, "malformed"},
-		{"not an object", "POST", cms, "application/json", `[1,2]`, 400, metav1.StatusReasonBadRequest, "not a JSON object"},
-		{"malformed yaml", "POST", cms, "application/yaml", "a: [b\n", 400, metav1.StatusReasonBadRequest, "YAML"},
-		{"wrong apiVersion", "POST", cms, "application/json", `{"apiVersion":"v2","kind":"ConfigMap","metadata":{"name":"a"}}`, 400, metav1.StatusReasonBadRequest, "does not match the expected API version"},
-		{"wrong kind", "POST", cms, "application/json", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a"}}`, 400, metav1.StatusReasonBadRequest, "does not match the expected kind"},
-		{"namespace mismatch", "POST", cms, "application/json", cm("a", `,"namespace":"other"`), 400, metav1.StatusReasonBadRequest, "does not match the namespace"},
-		{"name mismatch", "PUT", cms + "/a", "application/json", cm("b", ""), 400, metav1.StatusReasonBadRequest, "does not match the name on the URL"},
-		{"invalid name", "POST", cms, "application/json", cm("Not_Valid", ""), 422, metav1.StatusReasonInvalid, "metadata.name"},
-		{"missing name", "POST", cms, "application/json", `{"apiVersion":"v1","kind":"ConfigMap"}`, 422, metav1.StatusReasonInvalid, "name or generateName is required"},
-		{"invalid data key", "POST", cms, "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"bad key":"v"}}`, 422, metav1.StatusReasonInvalid, "data[bad key]"},
-		{"wrong field type", "POST", cms, "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":5}`, 400, metav1.StatusReasonBadRequest, ""},
+		{"malformed json", "POST", servertest.CMs, "application/json", `{"apiVersion":`, 400, metav1.StatusReasonBadRequest, "malformed"},
+		{"not an object", "POST", servertest.CMs, "application/json", `[1,2]`, 400, metav1.StatusReasonBadRequest, "not a JSON object"},
+		{"malformed yaml", "POST", servertest.CMs, "application/yaml", "a: [b\n", 400, metav1.StatusReasonBadRequest, "YAML"},
+		{"wrong apiVersion", "POST", servertest.CMs, "application/json", `{"apiVersion":"v2","kind":"ConfigMap","metadata":{"name":"a"}}`, 400, metav1.StatusReasonBadRequest, "does not match the expected API version"},
+		{"wrong kind", "POST", servertest.CMs, "application/json", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a"}}`, 400, metav1.StatusReasonBadRequest, "does not match the expected kind"},
+		{"namespace mismatch", "POST", servertest.CMs, "application/json", servertest.CM("a", `,"namespace":"other"`), 400, metav1.StatusReasonBadRequest, "does not match the namespace"},
+		{"name mismatch", "PUT", servertest.CMs + "/a", "application/json", servertest.CM("b", ""), 400, metav1.StatusReasonBadRequest, "does not match the name on the URL"},
+		{"invalid name", "POST", servertest.CMs, "application/json", servertest.CM("Not_Valid", ""), 422, metav1.StatusReasonInvalid, "metadata.name"},
+		{"missing name", "POST", servertest.CMs, "application/json", `{"apiVersion":"v1","kind":"ConfigMap"}`, 422, metav1.StatusReasonInvalid, "name or generateName is required"},
+		{"invalid data key", "POST", servertest.CMs, "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"bad key":"v"}}`, 422, metav1.StatusReasonInvalid, "data[bad key]"},
+		{"wrong field type", "POST", servertest.CMs, "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":5}`, 400, metav1.StatusReasonBadRequest, ""},
 		{"unknown resource", "GET", "/api/v1/namespaces/default/nothings", "", "", 404, metav1.StatusReasonNotFound, ""},
 		{"unknown version", "GET", "/apis/coordination.k8s.io/v9/leases", "", "", 404, metav1.StatusReasonNotFound, ""},
-		{"body too large", "POST", cms, "application/json", cm("a", "") + big, 413, metav1.StatusReasonRequestEntityTooLarge, ""},
-		{"unknown content type", "POST", cms, "text/plain", cm("a", ""), 415, metav1.StatusReasonUnsupportedMediaType, ""},
-		{"bad label selector", "GET", cms + "?labelSelector=a%20in%20(", "", "", 400, metav1.StatusReasonBadRequest, ""},
-		{"bad field selector", "GET", cms + "?fieldSelector=spec.x%3D1", "", "", 400, metav1.StatusReasonBadRequest, "field label not supported"},
-		{"non-numeric resourceVersion", "GET", cms + "?resourceVersion=abc", "", "", 400, metav1.StatusReasonBadRequest, "resource version"},
-		{"namespace does not exist", "POST", "/api/v1/namespaces/missing/configmaps", "application/json", cm("a", ""), 404, metav1.StatusReasonNotFound, "namespaces \"missing\" not found"},
-		{"strict unknown field", "POST", cms + "?fieldValidation=Strict", "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"bogus":1}`, 400, metav1.StatusReasonBadRequest, `unknown field "bogus"`},
-		{"bad fieldValidation", "POST", cms + "?fieldValidation=Maybe", "application/json", cm("a", ""), 422, metav1.StatusReasonInvalid, "fieldValidation: Unsupported value"},
-		{"bad dryRun", "POST", cms + "?dryRun=Some", "application/json", cm("a", ""), 422, metav1.StatusReasonInvalid, "dryRun: Unsupported value"},
-		{"non-numeric limit", "GET", cms + "?limit=ten", "", "", 400, metav1.StatusReasonBadRequest, ""},
-		{"non-numeric timeoutSeconds", "GET", cms + "?watch=1&timeoutSeconds=x", "", "", 400, metav1.StatusReasonBadRequest, ""},
-		{"bad propagationPolicy", "DELETE", cms + "/a?propagationPolicy=Sometimes", "", "", 422, metav1.StatusReasonInvalid, "propagationPolicy: Unsupported value"},
-		{"non-numeric gracePeriodSeconds", "DELETE", cms + "/a?gracePeriodSeconds=soon", "", "", 400, metav1.StatusReasonBadRequest, ""},
-		{"write on a watch path", "POST", "/api/v1/watch/namespaces/default/configmaps", "application/json", cm("a", ""), 405, metav1.StatusReasonMethodNotAllowed, ""},
-		{"bad patch type", "PATCH", cms + "/a", "application/xml", `{}`, 415, metav1.StatusReasonUnsupportedMediaType, ""},
+		{"body too large", "POST", servertest.CMs, "application/json", servertest.CM("a", "") + big, 413, metav1.StatusReasonRequestEntityTooLarge, ""},
+		{"unknown content type", "POST", servertest.CMs, "text/plain", servertest.CM("a", ""), 415, metav1.StatusReasonUnsupportedMediaType, ""},
+		{"bad label selector", "GET", servertest.CMs + "?labelSelector=a%20in%20(", "", "", 400, metav1.StatusReasonBadRequest, ""},
+		{"bad field selector", "GET", servertest.CMs + "?fieldSelector=spec.x%3D1", "", "", 400, metav1.StatusReasonBadRequest, "field label not supported"},
+		{"non-numeric resourceVersion", "GET", servertest.CMs + "?resourceVersion=abc", "", "", 400, metav1.StatusReasonBadRequest, "resource version"},
+		{"namespace does not exist", "POST", "/api/v1/namespaces/missing/configmaps", "application/json", servertest.CM("a", ""), 404, metav1.StatusReasonNotFound, "namespaces \"missing\" not found"},
+		{"strict unknown field", "POST", servertest.CMs + "?fieldValidation=Strict", "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"bogus":1}`, 400, metav1.StatusReasonBadRequest, `unknown field "bogus"`},
+		{"bad fieldValidation", "POST", servertest.CMs + "?fieldValidation=Maybe", "application/json", servertest.CM("a", ""), 422, metav1.StatusReasonInvalid, "fieldValidation: Unsupported value"},
+		{"bad dryRun", "POST", servertest.CMs + "?dryRun=Some", "application/json", servertest.CM("a", ""), 422, metav1.StatusReasonInvalid, "dryRun: Unsupported value"},
+		{"non-numeric limit", "GET", servertest.CMs + "?limit=ten", "", "", 400, metav1.StatusReasonBadRequest, ""},
+		{"non-numeric timeoutSeconds", "GET", servertest.CMs + "?watch=1&timeoutSeconds=x", "", "", 400, metav1.StatusReasonBadRequest, ""},
+		{"bad propagationPolicy", "DELETE", servertest.CMs + "/a?propagationPolicy=Sometimes", "", "", 422, metav1.StatusReasonInvalid, "propagationPolicy: Unsupported value"},
+		{"non-numeric gracePeriodSeconds", "DELETE", servertest.CMs + "/a?gracePeriodSeconds=soon", "", "", 400, metav1.StatusReasonBadRequest, ""},
+		{"write on a watch path", "POST", "/api/v1/watch/namespaces/default/configmaps", "application/json", servertest.CM("a", ""), 405, metav1.StatusReasonMethodNotAllowed, ""},
+		{"bad patch type", "PATCH", servertest.CMs + "/a", "application/xml", `{}`, 415, metav1.StatusReasonUnsupportedMediaType, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := a.do(tc.method, tc.path, tc.ctype, []byte(tc.body))
-			s := r.status()
-			if r.code != tc.code || s.Reason != tc.reason || s.Kind != "Status" || int(s.Code) != tc.code {
-				t.Fatalf("%s %s = %d %s (%s), want %d %s", tc.method, tc.path, r.code, s.Reason, truncate(r.body), tc.code, tc.reason)
+			r := a.Do(tc.method, tc.path, tc.ctype, []byte(tc.body))
+			s := r.Status()
+			if r.Code != tc.code || s.Reason != tc.reason || s.Kind != "Status" || int(s.Code) != tc.code {
+				t.Fatalf("%s %s = %d %s (%s), want %d %s", tc.method, tc.path, r.Code, s.Reason, servertest.Truncate(r.Body), tc.code, tc.reason)
 			}
 			if !strings.Contains(s.Message, tc.msg) {
 				t.Fatalf("message %q does not contain %q", s.Message, tc.msg)
@@ -122,17 +69,10 @@ func TestBadInputGetsStatusAndWritesNothing(t *testing.T) {
 		})
 	}
 	// Nothing was written by any of them.
-	r := a.json("GET", cms, "")
-	if items := r.object()["items"].([]any); len(items) != 0 {
+	r := a.JSON("GET", servertest.CMs, "")
+	if items := r.Object()["items"].([]any); len(items) != 0 {
 		t.Fatalf("configmaps after bad requests = %d, want 0", len(items))
 	}
-}
-
-func truncate(b []byte) string {
-	if len(b) > 300 {
-		return string(b[:300]) + "..."
-	}
-	return string(b)
 }
 
 func TestUnauthenticatedGets401(t *testing.T) {
@@ -188,13 +128,13 @@ func TestUnauthenticatedGets401(t *testing.T) {
 
 func TestResourceVersionRules(t *testing.T) {
 	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.FutureRVWait = 200 * time.Millisecond }))
-	a := newAPI(t, env)
-	first := rvOf(t, a.json("POST", cms, cm("a", "")))
-	a.json("PUT", cms+"/a", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v2"}}`)
-	last := rvOf(t, a.json("POST", cms, cm("b", "")))
+	a := servertest.NewAPI(t, env)
+	first := servertest.RVOf(t, a.JSON("POST", servertest.CMs, servertest.CM("a", "")))
+	a.JSON("PUT", servertest.CMs+"/a", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v2"}}`)
+	last := servertest.RVOf(t, a.JSON("POST", servertest.CMs, servertest.CM("b", "")))
 	// NotOlderThan and resourceVersion=0 may answer from a cache that has
 	// not seen b yet (as in Kubernetes): wait until it has.
-	waitCache(t, env, cmGVR, last)
+	waitCache(t, env, servertest.CMGVR, last)
 
 	tests := []struct {
 		name   string
@@ -218,25 +158,25 @@ func TestResourceVersionRules(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := a.json("GET", cms+tc.query, "")
-			if r.code != tc.code {
-				t.Fatalf("GET %s = %d (%s), want %d", tc.query, r.code, truncate(r.body), tc.code)
+			r := a.JSON("GET", servertest.CMs+tc.query, "")
+			if r.Code != tc.code {
+				t.Fatalf("GET %s = %d (%s), want %d", tc.query, r.Code, servertest.Truncate(r.Body), tc.code)
 			}
 			if tc.code != 200 {
-				if s := r.status(); s.Reason != tc.reason {
+				if s := r.Status(); s.Reason != tc.reason {
 					t.Fatalf("reason = %s, want %s", s.Reason, tc.reason)
 				}
 				return
 			}
-			if n := len(r.object()["items"].([]any)); n != tc.items {
+			if n := len(r.Object()["items"].([]any)); n != tc.items {
 				t.Fatalf("items = %d, want %d", n, tc.items)
 			}
 		})
 	}
 	t.Run("too large message and retry-after", func(t *testing.T) {
-		r := a.json("GET", cms+"?resourceVersion=999999&resourceVersionMatch=NotOlderThan", "")
-		if s := r.status(); s.Message != "Too large resource version" || r.header.Get("Retry-After") == "" {
-			t.Fatalf("status = %q retry-after %q", s.Message, r.header.Get("Retry-After"))
+		r := a.JSON("GET", servertest.CMs+"?resourceVersion=999999&resourceVersionMatch=NotOlderThan", "")
+		if s := r.Status(); s.Message != "Too large resource version" || r.Header.Get("Retry-After") == "" {
+			t.Fatalf("status = %q retry-after %q", s.Message, r.Header.Get("Retry-After"))
 		}
 	})
 	t.Run("get", func(t *testing.T) {
@@ -244,48 +184,48 @@ func TestResourceVersionRules(t *testing.T) {
 			query string
 			code  int
 		}{{"", 200}, {"?resourceVersion=0", 200}, {"?resourceVersion=" + first, 200}, {"?resourceVersion=999999", 504}, {"?resourceVersion=x", 400}} {
-			r := a.json("GET", cms+"/a"+q.query, "")
-			if r.code != q.code {
-				t.Fatalf("GET a%s = %d %s, want %d", q.query, r.code, truncate(r.body), q.code)
+			r := a.JSON("GET", servertest.CMs+"/a"+q.query, "")
+			if r.Code != q.code {
+				t.Fatalf("GET a%s = %d %s, want %d", q.query, r.Code, servertest.Truncate(r.Body), q.code)
 			}
-			if q.code == 200 && r.object()["data"].(map[string]any)["k"] != "v2" {
-				t.Fatalf("GET a%s data = %v, want k=v2", q.query, r.object()["data"])
+			if q.code == 200 && r.Object()["data"].(map[string]any)["k"] != "v2" {
+				t.Fatalf("GET a%s data = %v, want k=v2", q.query, r.Object()["data"])
 			}
 		}
-		if r := a.json("GET", cms+"/missing?resourceVersion=0", ""); r.code != 404 {
-			t.Fatalf("GET missing?resourceVersion=0 = %d, want 404", r.code)
+		if r := a.JSON("GET", servertest.CMs+"/missing?resourceVersion=0", ""); r.Code != 404 {
+			t.Fatalf("GET missing?resourceVersion=0 = %d, want 404", r.Code)
 		}
 	})
 	t.Run("stale update conflicts", func(t *testing.T) {
 		body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","resourceVersion":%q},"data":{"k":"v3"}}`, first)
-		r := a.json("PUT", cms+"/a", body)
-		if s := r.status(); r.code != 409 || s.Reason != metav1.StatusReasonConflict {
-			t.Fatalf("stale update = %d %s, want 409 Conflict", r.code, s.Reason)
+		r := a.JSON("PUT", servertest.CMs+"/a", body)
+		if s := r.Status(); r.Code != 409 || s.Reason != metav1.StatusReasonConflict {
+			t.Fatalf("stale update = %d %s, want 409 Conflict", r.Code, s.Reason)
 		}
-		if got := a.json("GET", cms+"/a", "").object()["data"].(map[string]any)["k"]; got != "v2" {
+		if got := a.JSON("GET", servertest.CMs+"/a", "").Object()["data"].(map[string]any)["k"]; got != "v2" {
 			t.Fatalf("after conflict data.k = %v, want v2", got)
 		}
 	})
 	t.Run("create existing", func(t *testing.T) {
-		r := a.json("POST", cms, cm("a", ""))
-		if s := r.status(); r.code != 409 || s.Reason != metav1.StatusReasonAlreadyExists {
-			t.Fatalf("create existing = %d %s, want 409 AlreadyExists", r.code, s.Reason)
+		r := a.JSON("POST", servertest.CMs, servertest.CM("a", ""))
+		if s := r.Status(); r.Code != 409 || s.Reason != metav1.StatusReasonAlreadyExists {
+			t.Fatalf("create existing = %d %s, want 409 AlreadyExists", r.Code, s.Reason)
 		}
 	})
 	t.Run("no-op update keeps resourceVersion", func(t *testing.T) {
-		cur := a.json("GET", cms+"/b", "")
-		again := a.do("PUT", cms+"/b", "application/json", cur.body)
-		if rvOf(t, again) != rvOf(t, cur) {
-			t.Fatalf("no-op update changed resourceVersion %s -> %s", rvOf(t, cur), rvOf(t, again))
+		cur := a.JSON("GET", servertest.CMs+"/b", "")
+		again := a.Do("PUT", servertest.CMs+"/b", "application/json", cur.Body)
+		if servertest.RVOf(t, again) != servertest.RVOf(t, cur) {
+			t.Fatalf("no-op update changed resourceVersion %s -> %s", servertest.RVOf(t, cur), servertest.RVOf(t, again))
 		}
 	})
 }
 
 func TestPaginationAndExpiredContinue(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	for i := range 7 {
-		a.json("POST", cms, cm(fmt.Sprintf("p%d", i), ""))
+		a.JSON("POST", servertest.CMs, servertest.CM(fmt.Sprintf("p%d", i), ""))
 	}
 	var names []string
 	cont := ""
@@ -295,11 +235,11 @@ func TestPaginationAndExpiredContinue(t *testing.T) {
 		if cont != "" {
 			q += "&continue=" + cont
 		}
-		r := a.json("GET", cms+q, "")
-		if r.code != 200 {
-			t.Fatalf("page %d: %d %s", page, r.code, r.body)
+		r := a.JSON("GET", servertest.CMs+q, "")
+		if r.Code != 200 {
+			t.Fatalf("page %d: %d %s", page, r.Code, r.Body)
 		}
-		obj := r.object()
+		obj := r.Object()
 		md := obj["metadata"].(map[string]any)
 		if page == 0 {
 			firstRV = md["resourceVersion"].(string)
@@ -307,7 +247,7 @@ func TestPaginationAndExpiredContinue(t *testing.T) {
 				t.Fatalf("remainingItemCount = %v, want 4", md["remainingItemCount"])
 			}
 			// A write between pages does not appear in later pages.
-			a.json("POST", cms, cm("p3a", ""))
+			a.JSON("POST", servertest.CMs, servertest.CM("p3a", ""))
 		} else if md["resourceVersion"] != firstRV {
 			t.Fatalf("page %d resourceVersion = %v, want %s", page, md["resourceVersion"], firstRV)
 		}
@@ -337,20 +277,20 @@ func TestWatchFromCompactedVersionGetsExpiredEvent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := testenv.Start(t, testenv.WithCompaction(100*time.Millisecond), testenv.WithServerConfig(tc.cfg))
-			watchCompacted(t, newAPI(t, env))
+			watchCompacted(t, servertest.NewAPI(t, env))
 		})
 	}
 }
 
-func watchCompacted(t *testing.T, a *api) {
-	first := rvOf(t, a.json("POST", cms, cm("w", "")))
+func watchCompacted(t *testing.T, a *servertest.API) {
+	first := servertest.RVOf(t, a.JSON("POST", servertest.CMs, servertest.CM("w", "")))
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		a.json("PATCH", cms+"/w", `{}`)
-		a.do("PATCH", cms+"/w", "application/merge-patch+json", []byte(fmt.Sprintf(`{"data":{"t":%q}}`, time.Now())))
-		r := a.json("GET", cms+"?resourceVersion="+first+"&resourceVersionMatch=Exact", "")
-		if r.code == 410 {
-			if s := r.status(); s.Reason != metav1.StatusReasonExpired {
+		a.JSON("PATCH", servertest.CMs+"/w", `{}`)
+		a.Do("PATCH", servertest.CMs+"/w", "application/merge-patch+json", []byte(fmt.Sprintf(`{"data":{"t":%q}}`, time.Now())))
+		r := a.JSON("GET", servertest.CMs+"?resourceVersion="+first+"&resourceVersionMatch=Exact", "")
+		if r.Code == 410 {
+			if s := r.Status(); s.Reason != metav1.StatusReasonExpired {
 				t.Fatalf("list of compacted rv reason = %s, want Expired", s.Reason)
 			}
 			break
@@ -361,7 +301,7 @@ func watchCompacted(t *testing.T, a *api) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(1100 * time.Millisecond) // the cache trims its history every second
-	resp, err := a.c.Get(a.host + cms + "?watch=true&resourceVersion=" + first)
+	resp, err := a.C.Get(a.Host + servertest.CMs + "?watch=true&resourceVersion=" + first)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,8 +333,8 @@ func watchCompacted(t *testing.T, a *api) {
 // Status, as Kubernetes' watch cache answers.
 func TestWatchFromFutureVersion(t *testing.T) {
 	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.FutureRVWait = 200 * time.Millisecond }))
-	a := newAPI(t, env)
-	resp, err := a.c.Get(a.host + cms + "?watch=true&resourceVersion=999999")
+	a := servertest.NewAPI(t, env)
+	resp, err := a.C.Get(a.Host + servertest.CMs + "?watch=true&resourceVersion=999999")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,25 +355,25 @@ func TestWatchFromFutureVersion(t *testing.T) {
 // "inconsistent continue" token, which lists the rest at the latest state.
 func TestExpiredContinueToken(t *testing.T) {
 	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.ContinueTTL = 200 * time.Millisecond }))
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	for i := range 4 {
-		a.json("POST", cms, cm(fmt.Sprintf("e%d", i), ""))
+		a.JSON("POST", servertest.CMs, servertest.CM(fmt.Sprintf("e%d", i), ""))
 	}
-	first := a.json("GET", cms+"?limit=2", "")
-	cont := first.object()["metadata"].(map[string]any)["continue"].(string)
+	first := a.JSON("GET", servertest.CMs+"?limit=2", "")
+	cont := first.Object()["metadata"].(map[string]any)["continue"].(string)
 	time.Sleep(300 * time.Millisecond)
-	r := a.json("GET", cms+"?limit=2&continue="+cont, "")
+	r := a.JSON("GET", servertest.CMs+"?limit=2&continue="+cont, "")
 	var st metav1.Status
-	json.Unmarshal(r.body, &st)
-	if r.code != 410 || st.Reason != metav1.StatusReasonExpired || st.Continue == "" {
-		t.Fatalf("expired continue = %d %s continue=%q, want 410 Expired with an inconsistent continue token", r.code, st.Reason, st.Continue)
+	json.Unmarshal(r.Body, &st)
+	if r.Code != 410 || st.Reason != metav1.StatusReasonExpired || st.Continue == "" {
+		t.Fatalf("expired continue = %d %s continue=%q, want 410 Expired with an inconsistent continue token", r.Code, st.Reason, st.Continue)
 	}
-	rest := a.json("GET", cms+"?limit=10&continue="+st.Continue, "")
-	if rest.code != 200 {
-		t.Fatalf("inconsistent continue = %d %s", rest.code, rest.body)
+	rest := a.JSON("GET", servertest.CMs+"?limit=10&continue="+st.Continue, "")
+	if rest.Code != 200 {
+		t.Fatalf("inconsistent continue = %d %s", rest.Code, rest.Body)
 	}
 	var names []string
-	for _, it := range rest.object()["items"].([]any) {
+	for _, it := range rest.Object()["items"].([]any) {
 		names = append(names, it.(map[string]any)["metadata"].(map[string]any)["name"].(string))
 	}
 	if got := strings.Join(names, ","); got != "e2,e3" {

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"context"
 	"strings"
 	"testing"
@@ -22,37 +24,37 @@ import (
 // --server-side shows a pending change.
 func TestApplyKubectl(t *testing.T) {
 	env := testenv.Start(t)
-	k := newOAKubectl(t, env)
+	k := servertest.NewOAKubectl(t, env)
 	manifest := func(v string) string {
-		return k.file("cm-"+v+".yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kssa\n  namespace: default\ndata:\n  key: "+v+"\n")
+		return k.File("cm-"+v+".yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kssa\n  namespace: default\ndata:\n  key: "+v+"\n")
 	}
-	if out := k.ok("apply", "--server-side", "-f", manifest("one")); !strings.Contains(out, "configmap/kssa serverside-applied") {
+	if out := k.Ok("apply", "--server-side", "-f", manifest("one")); !strings.Contains(out, "configmap/kssa serverside-applied") {
 		t.Errorf("create: %q", out)
 	}
-	k.ok("apply", "--server-side", "-f", manifest("two"))
-	k.ok("patch", "configmap", "kssa", "--type", "merge", "-p", `{"data":{"key":"other"}}`, "--field-manager", "other")
-	out, stderr, err := k.run("apply", "--server-side", "-f", manifest("three"))
+	k.Ok("apply", "--server-side", "-f", manifest("two"))
+	k.Ok("patch", "configmap", "kssa", "--type", "merge", "-p", `{"data":{"key":"other"}}`, "--field-manager", "other")
+	out, stderr, err := k.Run("apply", "--server-side", "-f", manifest("three"))
 	if err == nil || !strings.Contains(stderr, `Apply failed with 1 conflict: conflict with "other" using v1: .data.key`) {
 		t.Errorf("conflicting apply: err %v, stdout %q, stderr %q", err, out, stderr)
 	}
-	k.ok("apply", "--server-side", "--force-conflicts", "-f", manifest("three"))
-	if got := k.ok("get", "configmap", "kssa", "-o", "jsonpath={.data.key} {.metadata.managedFields[*].manager}"); got != "three kubectl" {
+	k.Ok("apply", "--server-side", "--force-conflicts", "-f", manifest("three"))
+	if got := k.Ok("get", "configmap", "kssa", "-o", "jsonpath={.data.key} {.metadata.managedFields[*].manager}"); got != "three kubectl" {
 		t.Errorf("after --force-conflicts: %q, want data.key three, managers kubectl", got)
 	}
 
 	// kubectl diff --server-side: exit status 1 and the change.
-	out, _, err = k.run("diff", "--server-side", "-f", manifest("four"))
+	out, _, err = k.Run("diff", "--server-side", "-f", manifest("four"))
 	if err == nil || !strings.Contains(out, "+  key: four") || !strings.Contains(out, "-  key: three") {
 		t.Errorf("diff --server-side: err %v, out %q", err, out)
 	}
 
 	// Migration from client-side apply.
 	csa := func(data string) string {
-		return k.file("csa.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: csa\n  namespace: default\ndata:\n"+data)
+		return k.File("csa.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: csa\n  namespace: default\ndata:\n"+data)
 	}
-	k.ok("apply", "-f", csa("  a: \"1\"\n  b: \"2\"\n"))
-	k.ok("apply", "--server-side", "-f", csa("  a: \"1\"\n"))
-	got := k.ok("get", "configmap", "csa", "-o", "jsonpath={.data} {.metadata.managedFields[*].manager}")
+	k.Ok("apply", "-f", csa("  a: \"1\"\n  b: \"2\"\n"))
+	k.Ok("apply", "--server-side", "-f", csa("  a: \"1\"\n"))
+	got := k.Ok("get", "configmap", "csa", "-o", "jsonpath={.data} {.metadata.managedFields[*].manager}")
 	if !strings.HasPrefix(got, `{"a":"1"}`) || strings.Contains(got, "kubectl-client-side-apply") {
 		t.Errorf("after taking over a client-side applied object: %q, want only a, and no client-side manager left", got)
 	}

@@ -1,9 +1,11 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"encoding/json"
 	"net/http"
-	"slices"
+
 	"strings"
 	"testing"
 	"time"
@@ -13,116 +15,67 @@ import (
 	"github.com/objwatch/objwatch/testenv"
 )
 
-const applyType = "application/apply-patch+yaml"
-
-// managedEntries returns an object's managedFields.
-func managedEntries(t *testing.T, r response) []metav1.ManagedFieldsEntry {
-	t.Helper()
-	var obj struct {
-		Metadata struct {
-			ManagedFields []metav1.ManagedFieldsEntry `json:"managedFields"`
-		} `json:"metadata"`
-	}
-	if err := json.Unmarshal(r.body, &obj); err != nil {
-		t.Fatalf("decode %s: %v", truncate(r.body), err)
-	}
-	return obj.Metadata.ManagedFields
-}
-
-// entry describes a managedFields entry as manager/operation/subresource
-// and its fields.
-func entry(e metav1.ManagedFieldsEntry) string {
-	s := e.Manager + "/" + string(e.Operation)
-	if e.Subresource != "" {
-		s += "/" + e.Subresource
-	}
-	s += " " + e.APIVersion
-	if e.FieldsV1 != nil {
-		s += " " + string(e.FieldsV1.Raw)
-	}
-	return s
-}
-
-func entries(t *testing.T, r response) []string {
-	t.Helper()
-	var out []string
-	for _, e := range managedEntries(t, r) {
-		if e.Time == nil || e.FieldsType != "FieldsV1" {
-			t.Errorf("entry %s: time %v, fieldsType %q", entry(e), e.Time, e.FieldsType)
-		}
-		out = append(out, entry(e))
-	}
-	return out
-}
-
-func wantEntries(t *testing.T, what string, r response, want ...string) {
-	t.Helper()
-	if got := entries(t, r); !slices.Equal(got, want) {
-		t.Errorf("%s: managedFields\n%s\nwant\n%s", what, strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
-}
-
 // TestApplyConfigMap: server-side apply of a built-in kind creates (201),
 // changes, conflicts with another manager's field (409 with Kubernetes'
 // message and a cause per field) and takes it with force, the other
 // manager's entry pruned once it owns nothing.
 func TestApplyConfigMap(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	path := cms + "/ssa"
+	a := servertest.NewAPI(t, env)
+	path := servertest.CMs + "/ssa"
 	body := func(v string) []byte {
 		return []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ssa\n  labels:\n    app: a\ndata:\n  key: " + v + "\n")
 	}
-	r := a.do("PATCH", path+"?fieldManager=mgr", applyType, body("one"))
-	mustCode(t, "apply create", r, http.StatusCreated)
-	wantEntries(t, "after create", r, `mgr/Apply v1 {"f:data":{"f:key":{}},"f:metadata":{"f:labels":{"f:app":{}}}}`)
-	if metaOf(r)["uid"] == nil || metaOf(r)["namespace"] != "default" {
-		t.Errorf("created object's metadata: %v", metaOf(r))
+	r := a.Do("PATCH", path+"?fieldManager=mgr", servertest.ApplyType, body("one"))
+	servertest.MustCode(t, "apply create", r, http.StatusCreated)
+	servertest.WantEntries(t, "after create", r, `mgr/Apply v1 {"f:data":{"f:key":{}},"f:metadata":{"f:labels":{"f:app":{}}}}`)
+	if servertest.MetaOf(r)["uid"] == nil || servertest.MetaOf(r)["namespace"] != "default" {
+		t.Errorf("created object's metadata: %v", servertest.MetaOf(r))
 	}
 
-	r = a.do("PATCH", path+"?fieldManager=mgr", applyType, body("two"))
-	mustCode(t, "apply change", r, http.StatusOK)
-	if got := r.object()["data"].(map[string]any)["key"]; got != "two" {
+	r = a.Do("PATCH", path+"?fieldManager=mgr", servertest.ApplyType, body("two"))
+	servertest.MustCode(t, "apply change", r, http.StatusOK)
+	if got := r.Object()["data"].(map[string]any)["key"]; got != "two" {
 		t.Errorf("data.key = %v, want two", got)
 	}
 
-	r = a.do("PATCH", path+"?fieldManager=other", "application/merge-patch+json", []byte(`{"data":{"key":"three","extra":"x"}}`))
-	mustCode(t, "merge patch", r, http.StatusOK)
-	wantEntries(t, "after merge patch", r,
+	r = a.Do("PATCH", path+"?fieldManager=other", "application/merge-patch+json", []byte(`{"data":{"key":"three","extra":"x"}}`))
+	servertest.MustCode(t, "merge patch", r, http.StatusOK)
+	servertest.WantEntries(t, "after merge patch", r,
 		`mgr/Apply v1 {"f:metadata":{"f:labels":{"f:app":{}}}}`,
 		`other/Update v1 {"f:data":{"f:extra":{},"f:key":{}}}`)
 
-	r = a.do("PATCH", path+"?fieldManager=mgr", applyType, body("four"))
-	mustCode(t, "conflicting apply", r, http.StatusConflict)
-	st := r.status()
+	r = a.Do("PATCH", path+"?fieldManager=mgr", servertest.ApplyType, body("four"))
+	servertest.MustCode(t, "conflicting apply", r, http.StatusConflict)
+	st := r.Status()
 	if st.Reason != metav1.StatusReasonConflict || st.Message != `Apply failed with 1 conflict: conflict with "other" using v1: .data.key` {
 		t.Errorf("conflict status %s %q", st.Reason, st.Message)
 	}
 	if st.Details == nil || len(st.Details.Causes) != 1 || st.Details.Causes[0] != (metav1.StatusCause{Type: metav1.CauseTypeFieldManagerConflict, Message: `conflict with "other" using v1`, Field: ".data.key"}) {
 		t.Errorf("conflict details %+v", st.Details)
 	}
-	if got := a.json("GET", path, "").object()["data"].(map[string]any)["key"]; got != "three" {
+	if got := a.JSON("GET", path, "").Object()["data"].(map[string]any)["key"]; got != "three" {
 		t.Errorf("after the conflict data.key = %v, want three (unchanged)", got)
 	}
 
-	r = a.do("PATCH", path+"?fieldManager=mgr&force=true", applyType, body("four"))
-	mustCode(t, "forced apply", r, http.StatusOK)
-	wantEntries(t, "after force", r,
+	r = a.Do("PATCH", path+"?fieldManager=mgr&force=true", servertest.ApplyType, body("four"))
+	servertest.MustCode(t, "forced apply", r, http.StatusOK)
+	servertest.WantEntries(t, "after force", r,
 		`mgr/Apply v1 {"f:data":{"f:key":{}},"f:metadata":{"f:labels":{"f:app":{}}}}`,
 		`other/Update v1 {"f:data":{"f:extra":{}}}`)
 
 	// Leaving a field out of the applied configuration removes it.
-	r = a.do("PATCH", path+"?fieldManager=mgr", applyType, []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ssa"},"data":{"key":"four"}}`))
-	mustCode(t, "apply without the label (JSON body)", r, http.StatusOK)
-	if l := metaOf(r)["labels"]; l != nil {
+	r = a.Do("PATCH", path+"?fieldManager=mgr", servertest.ApplyType, []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"ssa"},"data":{"key":"four"}}`))
+	servertest.MustCode(t, "apply without the label (JSON body)", r, http.StatusOK)
+	if l := servertest.MetaOf(r)["labels"]; l != nil {
 		t.Errorf("labels after applying without them: %v", l)
 	}
-	got := a.json("GET", path, "")
-	wantEntries(t, "read back", got,
+	got := a.JSON("GET", path, "")
+	servertest.WantEntries(t, "read back", got,
 		`mgr/Apply v1 {"f:data":{"f:key":{}}}`,
 		`other/Update v1 {"f:data":{"f:extra":{}}}`)
-	if l := a.json("GET", cms, ""); !strings.Contains(string(l.body), `"manager":"mgr"`) {
-		t.Errorf("list has no managedFields: %s", truncate(l.body))
+	if l := a.JSON("GET", servertest.CMs, ""); !strings.Contains(string(l.Body), `"manager":"mgr"`) {
+		t.Errorf("list has no managedFields: %s", servertest.Truncate(l.Body))
 	}
 }
 
@@ -133,66 +86,66 @@ func TestApplyConfigMap(t *testing.T) {
 // taken when they decode, an empty list resets them, undecodable ones are
 // ignored for the live ones, as kube-apiserver does.
 func TestManagedFieldsOnWrites(t *testing.T) {
-	a := startScale(t)
-	w := widgets + "/w"
-	r := a.json("POST", widgets, widget("w", `"replicas":1`))
-	mustCode(t, "create", r, http.StatusCreated)
-	wantEntries(t, "create", r, `Go-http-client/Update scale.objwatch.io/v1 {"f:spec":{".":{},"f:replicas":{}}}`)
+	a := servertest.StartScale(t)
+	w := servertest.Widgets + "/w"
+	r := a.JSON("POST", servertest.Widgets, servertest.Widget("w", `"replicas":1`))
+	servertest.MustCode(t, "create", r, http.StatusCreated)
+	servertest.WantEntries(t, "create", r, `Go-http-client/Update scale.objwatch.io/v1 {"f:spec":{".":{},"f:replicas":{}}}`)
 
-	obj := r.object()
+	obj := r.Object()
 	obj["spec"].(map[string]any)["image"] = "nginx"
 	b, _ := json.Marshal(obj)
-	r = a.json("PUT", w+"?fieldManager=editor", string(b))
-	mustCode(t, "update", r, http.StatusOK)
-	wantEntries(t, "update", r,
+	r = a.JSON("PUT", w+"?fieldManager=editor", string(b))
+	servertest.MustCode(t, "update", r, http.StatusOK)
+	servertest.WantEntries(t, "update", r,
 		`Go-http-client/Update scale.objwatch.io/v1 {"f:spec":{".":{},"f:replicas":{}}}`,
 		`editor/Update scale.objwatch.io/v1 {"f:spec":{"f:image":{}}}`)
-	rv := rvOf(t, r)
+	rv := servertest.RVOf(t, r)
 
-	r = a.do("PATCH", w+"/status?fieldManager=ctrl", "application/merge-patch+json", []byte(`{"status":{"replicas":1}}`))
-	mustCode(t, "status patch", r, http.StatusOK)
-	wantEntries(t, "status patch", r,
+	r = a.Do("PATCH", w+"/status?fieldManager=ctrl", "application/merge-patch+json", []byte(`{"status":{"replicas":1}}`))
+	servertest.MustCode(t, "status patch", r, http.StatusOK)
+	servertest.WantEntries(t, "status patch", r,
 		`Go-http-client/Update scale.objwatch.io/v1 {"f:spec":{".":{},"f:replicas":{}}}`,
 		`ctrl/Update/status scale.objwatch.io/v1 {"f:status":{".":{},"f:replicas":{}}}`,
 		`editor/Update scale.objwatch.io/v1 {"f:spec":{"f:image":{}}}`)
 
 	// The main resource ignores status: no entry for it.
-	r = a.do("PATCH", w+"?fieldManager=sneaky", "application/merge-patch+json", []byte(`{"status":{"replicas":5}}`))
-	mustCode(t, "status through the main resource", r, http.StatusOK)
-	if got := entries(t, r); len(got) != 3 {
+	r = a.Do("PATCH", w+"?fieldManager=sneaky", "application/merge-patch+json", []byte(`{"status":{"replicas":5}}`))
+	servertest.MustCode(t, "status through the main resource", r, http.StatusOK)
+	if got := servertest.Entries(t, r); len(got) != 3 {
 		t.Errorf("entries after a status change through the main resource: %v", got)
 	}
-	if rvOf(t, r) == rv {
+	if servertest.RVOf(t, r) == rv {
 		t.Errorf("the status patch did not write")
 	}
-	rv = rvOf(t, r)
-	r = a.do("PATCH", w+"?fieldManager=editor", "application/merge-patch+json", []byte(`{"spec":{"image":"nginx"}}`))
-	if rvOf(t, r) != rv {
-		t.Errorf("a patch that changes nothing wrote (resourceVersion %s, was %s)", rvOf(t, r), rv)
+	rv = servertest.RVOf(t, r)
+	r = a.Do("PATCH", w+"?fieldManager=editor", "application/merge-patch+json", []byte(`{"spec":{"image":"nginx"}}`))
+	if servertest.RVOf(t, r) != rv {
+		t.Errorf("a patch that changes nothing wrote (resourceVersion %s, was %s)", servertest.RVOf(t, r), rv)
 	}
 
 	// Undecodable managedFields are replaced by the live ones.
-	r = a.do("PATCH", w+"?fieldManager=editor", "application/merge-patch+json", []byte(`{"metadata":{"managedFields":[{"manager":"x","operation":"Bogus","fieldsType":"FieldsV1","fieldsV1":{}}]},"spec":{"image":"busybox"}}`))
-	mustCode(t, "invalid managedFields", r, http.StatusOK)
-	if got := entries(t, r); len(got) != 3 || !strings.HasPrefix(got[2], "editor/Update") {
+	r = a.Do("PATCH", w+"?fieldManager=editor", "application/merge-patch+json", []byte(`{"metadata":{"managedFields":[{"manager":"x","operation":"Bogus","fieldsType":"FieldsV1","fieldsV1":{}}]},"spec":{"image":"busybox"}}`))
+	servertest.MustCode(t, "invalid managedFields", r, http.StatusOK)
+	if got := servertest.Entries(t, r); len(got) != 3 || !strings.HasPrefix(got[2], "editor/Update") {
 		t.Errorf("entries after an update with invalid managedFields: %v", got)
 	}
 	// A list of one empty entry strips them all; an object without them
 	// is not tracked again until an apply (kube-apiserver's
 	// skip-non-applied manager).
-	r = a.do("PATCH", w+"?fieldManager=editor", "application/merge-patch+json", []byte(`{"metadata":{"managedFields":[{}]},"spec":{"image":"redis"}}`))
-	mustCode(t, "reset", r, http.StatusOK)
-	wantEntries(t, "reset", r)
-	r = a.do("PATCH", w+"?fieldManager=editor", "application/merge-patch+json", []byte(`{"spec":{"image":"nginx"}}`))
-	wantEntries(t, "update after the reset", r)
+	r = a.Do("PATCH", w+"?fieldManager=editor", "application/merge-patch+json", []byte(`{"metadata":{"managedFields":[{}]},"spec":{"image":"redis"}}`))
+	servertest.MustCode(t, "reset", r, http.StatusOK)
+	servertest.WantEntries(t, "reset", r)
+	r = a.Do("PATCH", w+"?fieldManager=editor", "application/merge-patch+json", []byte(`{"spec":{"image":"nginx"}}`))
+	servertest.WantEntries(t, "update after the reset", r)
 	// The first apply then finds every field owned by before-first-apply.
-	r = a.do("PATCH", w+"?fieldManager=applier", applyType, []byte(widget("w", `"replicas":2`)))
-	if r.code != http.StatusConflict || !strings.Contains(r.status().Message, `conflict with "before-first-apply"`) {
-		t.Errorf("first apply after the reset = %d %s, want a conflict with before-first-apply", r.code, truncate(r.body))
+	r = a.Do("PATCH", w+"?fieldManager=applier", servertest.ApplyType, []byte(servertest.Widget("w", `"replicas":2`)))
+	if r.Code != http.StatusConflict || !strings.Contains(r.Status().Message, `conflict with "before-first-apply"`) {
+		t.Errorf("first apply after the reset = %d %s, want a conflict with before-first-apply", r.Code, servertest.Truncate(r.Body))
 	}
-	r = a.do("PATCH", w+"?fieldManager=applier&force=true", applyType, []byte(widget("w", `"replicas":2`)))
-	mustCode(t, "forced apply after the reset", r, http.StatusOK)
-	if got := entries(t, r); len(got) != 2 || got[0] != `applier/Apply scale.objwatch.io/v1 {"f:spec":{"f:replicas":{}}}` || !strings.HasPrefix(got[1], "before-first-apply/Update") {
+	r = a.Do("PATCH", w+"?fieldManager=applier&force=true", servertest.ApplyType, []byte(servertest.Widget("w", `"replicas":2`)))
+	servertest.MustCode(t, "forced apply after the reset", r, http.StatusOK)
+	if got := servertest.Entries(t, r); len(got) != 2 || got[0] != `applier/Apply scale.objwatch.io/v1 {"f:spec":{"f:replicas":{}}}` || !strings.HasPrefix(got[1], "before-first-apply/Update") {
 		t.Errorf("entries after the first apply: %v", got)
 	}
 }
@@ -222,59 +175,59 @@ func router(spec string) []byte {
 // applied through /status only; duplicate list-map keys are refused.
 func TestApplyCustomResource(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	mustCode(t, "create CRD", a.json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", listMapCRD), http.StatusCreated)
+	a := servertest.NewAPI(t, env)
+	servertest.MustCode(t, "create CRD", a.JSON("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", listMapCRD), http.StatusCreated)
 	deadline := time.Now().Add(10 * time.Second)
-	for a.json("GET", routers, "").code != http.StatusOK {
+	for a.JSON("GET", routers, "").Code != http.StatusOK {
 		if time.Now().After(deadline) {
 			t.Fatal("routers not served")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	r := a.do("PATCH", routers+"/r?fieldManager=a", applyType, router(`{"ports":[{"name":"http","port":80}],"tags":["x"],"config":{"k":"v"}}`))
-	mustCode(t, "apply a", r, http.StatusCreated)
-	r = a.do("PATCH", routers+"/r?fieldManager=b", applyType, router(`{"ports":[{"name":"https","port":443}],"tags":["y"]}`))
-	mustCode(t, "apply b", r, http.StatusOK)
-	spec := r.object()["spec"].(map[string]any)
+	r := a.Do("PATCH", routers+"/r?fieldManager=a", servertest.ApplyType, router(`{"ports":[{"name":"http","port":80}],"tags":["x"],"config":{"k":"v"}}`))
+	servertest.MustCode(t, "apply a", r, http.StatusCreated)
+	r = a.Do("PATCH", routers+"/r?fieldManager=b", servertest.ApplyType, router(`{"ports":[{"name":"https","port":443}],"tags":["y"]}`))
+	servertest.MustCode(t, "apply b", r, http.StatusOK)
+	spec := r.Object()["spec"].(map[string]any)
 	if got, _ := json.Marshal(spec["ports"]); string(got) != `[{"name":"http","port":80},{"name":"https","port":443}]` {
 		t.Errorf("ports = %s", got)
 	}
 	if got, _ := json.Marshal(spec["tags"]); string(got) != `["x","y"]` {
 		t.Errorf("tags = %s", got)
 	}
-	wantEntries(t, "a and b", r,
+	servertest.WantEntries(t, "a and b", r,
 		`a/Apply ssa.objwatch.io/v1 {"f:spec":{"f:config":{},"f:ports":{"k:{\"name\":\"http\"}":{".":{},"f:name":{},"f:port":{}}},"f:tags":{"v:\"x\"":{}}}}`,
 		`b/Apply ssa.objwatch.io/v1 {"f:spec":{"f:ports":{"k:{\"name\":\"https\"}":{".":{},"f:name":{},"f:port":{}}},"f:tags":{"v:\"y\"":{}}}}`)
 
-	r = a.do("PATCH", routers+"/r?fieldManager=b", applyType, router(`{"ports":[{"name":"http","port":8080}]}`))
-	mustCode(t, "b takes a's port", r, http.StatusConflict)
-	if m := r.status().Message; m != `Apply failed with 1 conflict: conflict with "a": .spec.ports[name="http"].port` {
+	r = a.Do("PATCH", routers+"/r?fieldManager=b", servertest.ApplyType, router(`{"ports":[{"name":"http","port":8080}]}`))
+	servertest.MustCode(t, "b takes a's port", r, http.StatusConflict)
+	if m := r.Status().Message; m != `Apply failed with 1 conflict: conflict with "a": .spec.ports[name="http"].port` {
 		t.Errorf("conflict message %q", m)
 	}
 	// b's items it no longer applies are gone; a's stay.
-	r = a.do("PATCH", routers+"/r?fieldManager=b", applyType, router(`{"config":{"other":"w"}}`))
-	mustCode(t, "b takes the atomic map", r, http.StatusConflict)
-	r = a.do("PATCH", routers+"/r?fieldManager=b&force=true", applyType, router(`{"config":{"other":"w"}}`))
-	mustCode(t, "b forces the atomic map", r, http.StatusOK)
-	spec = r.object()["spec"].(map[string]any)
+	r = a.Do("PATCH", routers+"/r?fieldManager=b", servertest.ApplyType, router(`{"config":{"other":"w"}}`))
+	servertest.MustCode(t, "b takes the atomic map", r, http.StatusConflict)
+	r = a.Do("PATCH", routers+"/r?fieldManager=b&force=true", servertest.ApplyType, router(`{"config":{"other":"w"}}`))
+	servertest.MustCode(t, "b forces the atomic map", r, http.StatusOK)
+	spec = r.Object()["spec"].(map[string]any)
 	if got, _ := json.Marshal(spec); string(got) != `{"config":{"other":"w"},"ports":[{"name":"http","port":80}],"tags":["x"]}` {
 		t.Errorf("spec = %s", got)
 	}
 
-	r = a.do("PATCH", routers+"/r/status?fieldManager=ctrl", applyType, []byte(`{"apiVersion":"ssa.objwatch.io/v1","kind":"Router","metadata":{"name":"r"},"status":{"ready":true}}`))
-	mustCode(t, "status apply", r, http.StatusOK)
-	if e := managedEntries(t, r); e[len(e)-1].Subresource != "status" || e[len(e)-1].Manager != "ctrl" {
-		t.Errorf("status apply entries %v", entries(t, r))
+	r = a.Do("PATCH", routers+"/r/status?fieldManager=ctrl", servertest.ApplyType, []byte(`{"apiVersion":"ssa.objwatch.io/v1","kind":"Router","metadata":{"name":"r"},"status":{"ready":true}}`))
+	servertest.MustCode(t, "status apply", r, http.StatusOK)
+	if e := servertest.ManagedEntries(t, r); e[len(e)-1].Subresource != "status" || e[len(e)-1].Manager != "ctrl" {
+		t.Errorf("status apply entries %v", servertest.Entries(t, r))
 	}
-	r = a.do("PATCH", routers+"/missing/status?fieldManager=ctrl", applyType, []byte(`{"apiVersion":"ssa.objwatch.io/v1","kind":"Router","metadata":{"name":"missing"},"status":{"ready":true}}`))
-	mustCode(t, "status apply to a missing object", r, http.StatusNotFound)
+	r = a.Do("PATCH", routers+"/missing/status?fieldManager=ctrl", servertest.ApplyType, []byte(`{"apiVersion":"ssa.objwatch.io/v1","kind":"Router","metadata":{"name":"missing"},"status":{"ready":true}}`))
+	servertest.MustCode(t, "status apply to a missing object", r, http.StatusNotFound)
 
-	r = a.do("PATCH", routers+"/d?fieldManager=a", applyType, []byte(`{"apiVersion":"ssa.objwatch.io/v1","kind":"Router","metadata":{"name":"d"},"spec":{"ports":[{"name":"http","port":80},{"name":"http","port":81}]}}`))
-	mustCode(t, "duplicate list-map keys", r, http.StatusInternalServerError)
-	if m := r.status().Message; !strings.Contains(m, `duplicate entries for key [name="http"]`) {
+	r = a.Do("PATCH", routers+"/d?fieldManager=a", servertest.ApplyType, []byte(`{"apiVersion":"ssa.objwatch.io/v1","kind":"Router","metadata":{"name":"d"},"spec":{"ports":[{"name":"http","port":80},{"name":"http","port":81}]}}`))
+	servertest.MustCode(t, "duplicate list-map keys", r, http.StatusInternalServerError)
+	if m := r.Status().Message; !strings.Contains(m, `duplicate entries for key [name="http"]`) {
 		t.Errorf("duplicate keys message %q", m)
 	}
-	mustCode(t, "nothing created", a.json("GET", routers+"/d", ""), http.StatusNotFound)
+	servertest.MustCode(t, "nothing created", a.JSON("GET", routers+"/d", ""), http.StatusNotFound)
 }
 
 // TestApplyBadInput: Kubernetes' answers to applies it refuses; none
@@ -282,44 +235,44 @@ func TestApplyCustomResource(t *testing.T) {
 // nothing.
 func TestApplyBadInput(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	good := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\ndata:\n  k: v\n"
 	tests := []struct {
 		name, query, ctype, body string
 		code                     int
 		msg                      string
 	}{
-		{"no fieldManager", "", applyType, good, 422, `PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch`},
+		{"no fieldManager", "", servertest.ApplyType, good, 422, `PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch`},
 		{"force on a merge patch", "?fieldManager=m&force=true", "application/merge-patch+json", `{}`, 422, `PatchOptions.meta.k8s.io "" is invalid: force: Forbidden: may not be specified for non-apply patch`},
-		{"wrong kind", "?fieldManager=m", applyType, strings.Replace(good, "ConfigMap", "Secret", 1), 400, "invalid object type: /v1, Kind=Secret"},
-		{"wrong apiVersion", "?fieldManager=m", applyType, strings.Replace(good, "v1", "apps/v1", 1), 400, "invalid object type: apps/v1, Kind=ConfigMap"},
-		{"managedFields", "?fieldManager=m", applyType, strings.Replace(good, "name: bad", "name: bad\n  managedFields: []", 1), 400, "metadata.managedFields must be nil"},
-		{"not YAML", "?fieldManager=m", applyType, "a: [b\n", 400, "error encoding patch: yaml: line 1: did not find expected ',' or ']'"},
-		{"other namespace", "?fieldManager=m", applyType, strings.Replace(good, "name: bad", "name: bad\n  namespace: other", 1), 400, "the namespace of the provided object does not match the namespace sent on the request"},
-		{"other name", "?fieldManager=m", applyType, strings.Replace(good, "name: bad", "name: other", 1), 400, "the name of the object (other) does not match the name on the URL (bad)"},
-		{"undeclared field", "?fieldManager=m", applyType, good + "spec: {}\n", 500, "failed to create typed patch object (/bad; /v1, Kind=ConfigMap): .spec: field not declared in schema"},
+		{"wrong kind", "?fieldManager=m", servertest.ApplyType, strings.Replace(good, "ConfigMap", "Secret", 1), 400, "invalid object type: /v1, Kind=Secret"},
+		{"wrong apiVersion", "?fieldManager=m", servertest.ApplyType, strings.Replace(good, "v1", "apps/v1", 1), 400, "invalid object type: apps/v1, Kind=ConfigMap"},
+		{"managedFields", "?fieldManager=m", servertest.ApplyType, strings.Replace(good, "name: bad", "name: bad\n  managedFields: []", 1), 400, "metadata.managedFields must be nil"},
+		{"not YAML", "?fieldManager=m", servertest.ApplyType, "a: [b\n", 400, "error encoding patch: yaml: line 1: did not find expected ',' or ']'"},
+		{"other namespace", "?fieldManager=m", servertest.ApplyType, strings.Replace(good, "name: bad", "name: bad\n  namespace: other", 1), 400, "the namespace of the provided object does not match the namespace sent on the request"},
+		{"other name", "?fieldManager=m", servertest.ApplyType, strings.Replace(good, "name: bad", "name: other", 1), 400, "the name of the object (other) does not match the name on the URL (bad)"},
+		{"undeclared field", "?fieldManager=m", servertest.ApplyType, good + "spec: {}\n", 500, "failed to create typed patch object (/bad; /v1, Kind=ConfigMap): .spec: field not declared in schema"},
 		{"cbor", "?fieldManager=m", "application/apply-patch+cbor", good, 415, "415: Unsupported Media Type"},
-		{"no name", "?fieldManager=m", applyType, strings.Replace(good, "  name: bad\n", "", 1), 400, "the name of the object (bad based on URL) was undeterminable: name must be provided"},
-		{"not an object", "?fieldManager=m", applyType, "[1]", 400, "error decoding patch: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal array into Go value of type map[string]interface {}"},
+		{"no name", "?fieldManager=m", servertest.ApplyType, strings.Replace(good, "  name: bad\n", "", 1), 400, "the name of the object (bad based on URL) was undeterminable: name must be provided"},
+		{"not an object", "?fieldManager=m", servertest.ApplyType, "[1]", 400, "error decoding patch: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal array into Go value of type map[string]interface {}"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := a.do("PATCH", cms+"/bad"+tc.query, tc.ctype, []byte(tc.body))
-			if r.code != tc.code || !strings.Contains(r.status().Message, tc.msg) {
-				t.Errorf("= %d %q, want %d with %q", r.code, r.status().Message, tc.code, tc.msg)
+			r := a.Do("PATCH", servertest.CMs+"/bad"+tc.query, tc.ctype, []byte(tc.body))
+			if r.Code != tc.code || !strings.Contains(r.Status().Message, tc.msg) {
+				t.Errorf("= %d %q, want %d with %q", r.Code, r.Status().Message, tc.code, tc.msg)
 			}
-			mustCode(t, "nothing written", a.json("GET", cms+"/bad", ""), http.StatusNotFound)
+			servertest.MustCode(t, "nothing written", a.JSON("GET", servertest.CMs+"/bad", ""), http.StatusNotFound)
 		})
 	}
 
-	r := a.do("PATCH", cms+"/bad?fieldManager=m&dryRun=All", applyType, []byte(good))
-	mustCode(t, "dry-run create", r, http.StatusCreated)
-	wantEntries(t, "dry-run create", r, `m/Apply v1 {"f:data":{"f:k":{}}}`)
-	mustCode(t, "nothing written by the dry run", a.json("GET", cms+"/bad", ""), http.StatusNotFound)
-	rv := rvOf(t, a.do("PATCH", cms+"/bad?fieldManager=m", applyType, []byte(good)))
-	r = a.do("PATCH", cms+"/bad?fieldManager=m&dryRun=All", applyType, []byte(strings.Replace(good, "k: v", "k: w", 1)))
-	mustCode(t, "dry-run change", r, http.StatusOK)
-	if got := a.json("GET", cms+"/bad", ""); rvOf(t, got) != rv || !strings.Contains(string(got.body), `"k":"v"`) {
-		t.Errorf("the dry run changed the object: %s", truncate(got.body))
+	r := a.Do("PATCH", servertest.CMs+"/bad?fieldManager=m&dryRun=All", servertest.ApplyType, []byte(good))
+	servertest.MustCode(t, "dry-run create", r, http.StatusCreated)
+	servertest.WantEntries(t, "dry-run create", r, `m/Apply v1 {"f:data":{"f:k":{}}}`)
+	servertest.MustCode(t, "nothing written by the dry run", a.JSON("GET", servertest.CMs+"/bad", ""), http.StatusNotFound)
+	rv := servertest.RVOf(t, a.Do("PATCH", servertest.CMs+"/bad?fieldManager=m", servertest.ApplyType, []byte(good)))
+	r = a.Do("PATCH", servertest.CMs+"/bad?fieldManager=m&dryRun=All", servertest.ApplyType, []byte(strings.Replace(good, "k: v", "k: w", 1)))
+	servertest.MustCode(t, "dry-run change", r, http.StatusOK)
+	if got := a.JSON("GET", servertest.CMs+"/bad", ""); servertest.RVOf(t, got) != rv || !strings.Contains(string(got.Body), `"k":"v"`) {
+		t.Errorf("the dry run changed the object: %s", servertest.Truncate(got.Body))
 	}
 }

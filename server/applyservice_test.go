@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"net/http"
 	"testing"
 
@@ -12,14 +14,14 @@ import (
 // kube-apiserver v1.37.2 records for the same create and apply.
 func TestServiceManagedFields(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	const svcs = "/api/v1/namespaces/default/services"
-	r := a.json("POST", svcs+"?fieldManager=kubectl-create", `{"apiVersion":"v1","kind":"Service","metadata":{"name":"s2"},"spec":{"ports":[{"port":80}]}}`)
-	mustCode(t, "create", r, http.StatusCreated)
-	wantEntries(t, "create", r,
+	r := a.JSON("POST", svcs+"?fieldManager=kubectl-create", `{"apiVersion":"v1","kind":"Service","metadata":{"name":"s2"},"spec":{"ports":[{"port":80}]}}`)
+	servertest.MustCode(t, "create", r, http.StatusCreated)
+	servertest.WantEntries(t, "create", r,
 		`kubectl-create/Update v1 {"f:spec":{"f:internalTrafficPolicy":{},"f:ports":{".":{},"k:{\"port\":80,\"protocol\":\"TCP\"}":{".":{},"f:port":{},"f:protocol":{},"f:targetPort":{}}},"f:sessionAffinity":{},"f:type":{}}}`)
 
-	r = a.do("PATCH", svcs+"/s1?fieldManager=kubectl", applyType, []byte(`apiVersion: v1
+	r = a.Do("PATCH", svcs+"/s1?fieldManager=kubectl", servertest.ApplyType, []byte(`apiVersion: v1
 kind: Service
 metadata: {name: s1}
 spec:
@@ -31,14 +33,14 @@ spec:
     protocol: UDP
     name: dns
 `))
-	mustCode(t, "apply", r, http.StatusCreated)
-	wantEntries(t, "apply", r,
+	servertest.MustCode(t, "apply", r, http.StatusCreated)
+	servertest.WantEntries(t, "apply", r,
 		`kubectl/Apply v1 {"f:spec":{"f:ports":{"k:{\"port\":53,\"protocol\":\"UDP\"}":{".":{},"f:name":{},"f:port":{},"f:protocol":{}},"k:{\"port\":80,\"protocol\":\"TCP\"}":{".":{},"f:name":{},"f:port":{},"f:targetPort":{}}}}}`)
 	// The same port with another protocol is another item, another
 	// manager's.
-	r = a.do("PATCH", svcs+"/s1?fieldManager=other", applyType, []byte("apiVersion: v1\nkind: Service\nmetadata: {name: s1}\nspec:\n  ports:\n  - {port: 53, protocol: TCP, name: dns-tcp}\n"))
-	mustCode(t, "apply of the same port over TCP", r, http.StatusOK)
-	if ports, _ := r.object()["spec"].(map[string]any)["ports"].([]any); len(ports) != 3 {
+	r = a.Do("PATCH", svcs+"/s1?fieldManager=other", servertest.ApplyType, []byte("apiVersion: v1\nkind: Service\nmetadata: {name: s1}\nspec:\n  ports:\n  - {port: 53, protocol: TCP, name: dns-tcp}\n"))
+	servertest.MustCode(t, "apply of the same port over TCP", r, http.StatusOK)
+	if ports, _ := r.Object()["spec"].(map[string]any)["ports"].([]any); len(ports) != 3 {
 		t.Errorf("ports after a second manager's apply: %v", ports)
 	}
 }
@@ -47,18 +49,18 @@ spec:
 // and the applier owns what it sent, as kube-apiserver v1.37.2 records.
 func TestSecretStringData(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	const secrets = "/api/v1/namespaces/default/secrets"
-	r := a.do("PATCH", secrets+"/sec1?fieldManager=kubectl", applyType, []byte("apiVersion: v1\nkind: Secret\nmetadata: {name: sec1}\nstringData: {password: hello}\ndata: {user: YWRtaW4=}\n"))
-	mustCode(t, "apply", r, http.StatusCreated)
-	wantEntries(t, "apply", r, `kubectl/Apply v1 {"f:data":{"f:user":{}},"f:stringData":{"f:password":{}}}`)
-	o := a.json("GET", secrets+"/sec1", "").object()
+	r := a.Do("PATCH", secrets+"/sec1?fieldManager=kubectl", servertest.ApplyType, []byte("apiVersion: v1\nkind: Secret\nmetadata: {name: sec1}\nstringData: {password: hello}\ndata: {user: YWRtaW4=}\n"))
+	servertest.MustCode(t, "apply", r, http.StatusCreated)
+	servertest.WantEntries(t, "apply", r, `kubectl/Apply v1 {"f:data":{"f:user":{}},"f:stringData":{"f:password":{}}}`)
+	o := a.JSON("GET", secrets+"/sec1", "").Object()
 	if d, _ := o["data"].(map[string]any); d["password"] != "aGVsbG8=" || d["user"] != "YWRtaW4=" || o["stringData"] != nil {
 		t.Errorf("stored secret: data %v, stringData %v", o["data"], o["stringData"])
 	}
-	r = a.json("POST", secrets, `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"sec2"},"stringData":{"k":"v"}}`)
-	mustCode(t, "create", r, http.StatusCreated)
-	if o := r.object(); o["stringData"] != nil || o["data"].(map[string]any)["k"] != "dg==" {
-		t.Errorf("created secret: %s", r.body)
+	r = a.JSON("POST", secrets, `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"sec2"},"stringData":{"k":"v"}}`)
+	servertest.MustCode(t, "create", r, http.StatusCreated)
+	if o := r.Object(); o["stringData"] != nil || o["data"].(map[string]any)["k"] != "dg==" {
+		t.Errorf("created secret: %s", r.Body)
 	}
 }

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -19,7 +21,7 @@ func scaleApply(name string, replicas string) []byte {
 
 // managedOf returns a widget's managedFields entries as
 // "manager/operation/subresource fieldsV1", and its spec.
-func managedOf(t *testing.T, a *api, name string) ([]string, map[string]any) {
+func managedOf(t *testing.T, a *servertest.API, name string) ([]string, map[string]any) {
 	t.Helper()
 	var w struct {
 		Metadata struct {
@@ -30,7 +32,7 @@ func managedOf(t *testing.T, a *api, name string) ([]string, map[string]any) {
 		}
 		Spec map[string]any
 	}
-	if err := json.Unmarshal(a.must("GET", widgets+"/"+name, "").body, &w); err != nil {
+	if err := json.Unmarshal(a.Must("GET", servertest.Widgets+"/"+name, "").Body, &w); err != nil {
 		t.Fatal(err)
 	}
 	var out []string
@@ -53,9 +55,9 @@ func managedOf(t *testing.T, a *api, name string) ([]string, map[string]any) {
 // takes the replicas from the object's other Update owners, as
 // managedfields.ScaleHandler maps them back. Nothing is written on failure.
 func TestApplyScale(t *testing.T) {
-	a := startScale(t)
-	a.must("POST", widgets+"?fieldManager=kc", widget("w1", `"replicas":1,"image":"a"`))
-	a.must("POST", widgets+"?fieldManager=kc", widget("w2", `"image":"a"`))
+	a := servertest.StartScale(t)
+	a.Must("POST", servertest.Widgets+"?fieldManager=kc", servertest.Widget("w1", `"replicas":1,"image":"a"`))
+	a.Must("POST", servertest.Widgets+"?fieldManager=kc", servertest.Widget("w2", `"image":"a"`))
 	before, _ := managedOf(t, a, "w1")
 	cases := []struct {
 		name, path string
@@ -63,23 +65,23 @@ func TestApplyScale(t *testing.T) {
 		code       int
 		message    string
 	}{
-		{"no fieldManager", widgets + "/w1/scale", scaleApply("w1", "3"), 422,
+		{"no fieldManager", servertest.Widgets + "/w1/scale", scaleApply("w1", "3"), 422,
 			`PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch`},
-		{"conflict", widgets + "/w1/scale?fieldManager=scaler", scaleApply("w1", "3"), 409,
+		{"conflict", servertest.Widgets + "/w1/scale?fieldManager=scaler", scaleApply("w1", "3"), 409,
 			`Apply failed with 1 conflict: conflict with "kc" using autoscaling/v1: .spec.replicas`},
-		{"forced", widgets + "/w1/scale?fieldManager=scaler&force=true", scaleApply("w1", "3"), 500,
+		{"forced", servertest.Widgets + "/w1/scale?fieldManager=scaler&force=true", scaleApply("w1", "3"), 500,
 			"failed to convert new object (/w1; autoscaling/v1, Kind=Scale) to proper version: request to convert CR to an invalid group/version: autoscaling/v1"},
-		{"unowned replicas", widgets + "/w2/scale?fieldManager=scaler", scaleApply("w2", "3"), 500,
+		{"unowned replicas", servertest.Widgets + "/w2/scale?fieldManager=scaler", scaleApply("w2", "3"), 500,
 			"failed to create manager for existing fields: failed to convert live object (/; autoscaling/v1, Kind=Scale) to proper version: request to convert CR to an invalid group/version: autoscaling/v1"},
-		{"missing", widgets + "/nope/scale?fieldManager=scaler", scaleApply("nope", "3"), 404,
+		{"missing", servertest.Widgets + "/nope/scale?fieldManager=scaler", scaleApply("nope", "3"), 404,
 			`widgets.scale.objwatch.io "nope" not found`},
 	}
 	for _, c := range cases {
-		r := a.do("PATCH", c.path, applyYAML, c.body)
+		r := a.Do("PATCH", c.path, applyYAML, c.body)
 		var st struct{ Message string }
-		json.Unmarshal(r.body, &st)
-		if r.code != c.code || st.Message != c.message {
-			t.Errorf("%s: %d %q, want %d %q", c.name, r.code, st.Message, c.code, c.message)
+		json.Unmarshal(r.Body, &st)
+		if r.Code != c.code || st.Message != c.message {
+			t.Errorf("%s: %d %q, want %d %q", c.name, r.Code, st.Message, c.code, c.message)
 		}
 	}
 	if after, spec := managedOf(t, a, "w1"); strings.Join(after, "\n") != strings.Join(before, "\n") || spec["replicas"] != float64(1) {
@@ -87,9 +89,9 @@ func TestApplyScale(t *testing.T) {
 	}
 
 	// The same value: the manager is recorded, owning the replicas.
-	r := a.do("PATCH", widgets+"/w1/scale?fieldManager=scaler", applyYAML, scaleApply("w1", "1"))
-	if r.code != http.StatusOK || decodeScale(t, r).Spec.Replicas != 1 {
-		t.Fatalf("apply of the current replicas = %d %s", r.code, r.body)
+	r := a.Do("PATCH", servertest.Widgets+"/w1/scale?fieldManager=scaler", applyYAML, scaleApply("w1", "1"))
+	if r.Code != http.StatusOK || servertest.DecodeScale(t, r).Spec.Replicas != 1 {
+		t.Fatalf("apply of the current replicas = %d %s", r.Code, r.Body)
 	}
 	got, spec := managedOf(t, a, "w1")
 	// kube-apiserver writes kc's share of the replicas back as a second
@@ -105,8 +107,8 @@ func TestApplyScale(t *testing.T) {
 		t.Errorf("after the apply of the current replicas: %q %v, want %q", got, spec, want)
 	}
 	// Another manager applying nothing changes nothing and succeeds.
-	if r := a.do("PATCH", widgets+"/w1/scale?fieldManager=s2", applyYAML, scaleApply("w1", "")); r.code != http.StatusOK {
-		t.Errorf("empty apply = %d %s, want 200", r.code, r.body)
+	if r := a.Do("PATCH", servertest.Widgets+"/w1/scale?fieldManager=s2", applyYAML, scaleApply("w1", "")); r.Code != http.StatusOK {
+		t.Errorf("empty apply = %d %s, want 200", r.Code, r.Body)
 	}
 	got, _ = managedOf(t, a, "w1")
 	want = []string{want[0], want[2]}
@@ -114,8 +116,8 @@ func TestApplyScale(t *testing.T) {
 		t.Errorf("after an empty apply: %q, want %q", got, want)
 	}
 	// The manager owns the replicas alone: a change fails as forced does.
-	if r := a.do("PATCH", widgets+"/w1/scale?fieldManager=scaler", applyYAML, scaleApply("w1", "2")); r.code != http.StatusInternalServerError {
-		t.Errorf("apply of new replicas by their owner = %d %s, want 500", r.code, r.body)
+	if r := a.Do("PATCH", servertest.Widgets+"/w1/scale?fieldManager=scaler", applyYAML, scaleApply("w1", "2")); r.Code != http.StatusInternalServerError {
+		t.Errorf("apply of new replicas by their owner = %d %s, want 500", r.Code, r.Body)
 	}
 }
 
@@ -124,22 +126,22 @@ func TestApplyScale(t *testing.T) {
 // with subresource status, conflicts name it so, and never creates, as in
 // kube-apiserver v1.37.2.
 func TestApplyStatus(t *testing.T) {
-	a := startScale(t)
-	a.must("POST", widgets+"?fieldManager=kc", widget("w", `"image":"a"`))
+	a := servertest.StartScale(t)
+	a.Must("POST", servertest.Widgets+"?fieldManager=kc", servertest.Widget("w", `"image":"a"`))
 	body := "apiVersion: scale.objwatch.io/v1\nkind: Widget\nmetadata:\n  name: w\nspec:\n  image: zzz\nstatus:\n  replicas: 2\n"
-	if r := a.do("PATCH", widgets+"/w/status?fieldManager=st", applyYAML, []byte(body)); r.code != http.StatusOK {
-		t.Fatalf("apply status = %d %s", r.code, r.body)
+	if r := a.Do("PATCH", servertest.Widgets+"/w/status?fieldManager=st", applyYAML, []byte(body)); r.Code != http.StatusOK {
+		t.Fatalf("apply status = %d %s", r.Code, r.Body)
 	}
 	got, spec := managedOf(t, a, "w")
 	want := []string{`st/Apply/status {"f:status":{"f:replicas":{}}}`, `kc/Update/ {"f:spec":{".":{},"f:image":{}}}`}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") || spec["image"] != "a" {
 		t.Errorf("after apply status: %q %v, want %q and image a", got, spec, want)
 	}
-	r := a.do("PATCH", widgets+"/w/status?fieldManager=st2", applyYAML, []byte(strings.Replace(body, "replicas: 2", "replicas: 5", 1)))
-	if !strings.Contains(string(r.body), `Apply failed with 1 conflict: conflict with \"st\" with subresource \"status\": .status.replicas`) || r.code != http.StatusConflict {
-		t.Errorf("conflicting apply status = %d %s", r.code, r.body)
+	r := a.Do("PATCH", servertest.Widgets+"/w/status?fieldManager=st2", applyYAML, []byte(strings.Replace(body, "replicas: 2", "replicas: 5", 1)))
+	if !strings.Contains(string(r.Body), `Apply failed with 1 conflict: conflict with \"st\" with subresource \"status\": .status.replicas`) || r.Code != http.StatusConflict {
+		t.Errorf("conflicting apply status = %d %s", r.Code, r.Body)
 	}
-	if r := a.do("PATCH", widgets+"/nope/status?fieldManager=st", applyYAML, []byte(strings.Replace(body, "name: w", "name: nope", 1))); r.code != http.StatusNotFound {
-		t.Errorf("apply status of a missing object = %d %s", r.code, r.body)
+	if r := a.Do("PATCH", servertest.Widgets+"/nope/status?fieldManager=st", applyYAML, []byte(strings.Replace(body, "name: w", "name: nope", 1))); r.Code != http.StatusNotFound {
+		t.Errorf("apply status of a missing object = %d %s", r.Code, r.Body)
 	}
 }

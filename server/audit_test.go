@@ -1,12 +1,12 @@
 package server_test
 
 import (
-	"bufio"
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
+
 	"slices"
 	"strings"
 	"testing"
@@ -14,82 +14,30 @@ import (
 
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
-	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/server/audit"
 	"github.com/objwatch/objwatch/storage/etcd"
-	"github.com/objwatch/objwatch/testenv"
 )
-
-// startAudited starts a server whose audit log is at the returned path.
-func startAudited(t *testing.T, policy string, opts ...testenv.Option) (*testenv.Env, string) {
-	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "audit.log")
-	pf := ""
-	if policy != "" {
-		pf = filepath.Join(dir, "policy.yaml")
-		if err := os.WriteFile(pf, []byte(policy), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	opts = append(opts, testenv.WithServerConfig(func(c *server.Config) {
-		c.Audit = audit.Config{Path: path, PolicyFile: pf, CheckpointInterval: 50 * time.Millisecond}
-	}))
-	return testenv.Start(t, opts...), path
-}
-
-func readEvents(t *testing.T, path string) []auditv1.Event {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var evs []auditv1.Event
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		var ev auditv1.Event
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			t.Fatalf("record %d: %v", len(evs)+1, err)
-		}
-		evs = append(evs, ev)
-	}
-	return evs
-}
-
-// completed returns the ResponseComplete records of verb on configmap name.
-func completed(evs []auditv1.Event, verb, name string) []auditv1.Event {
-	var out []auditv1.Event
-	for _, ev := range evs {
-		if ev.Stage == auditv1.StageResponseComplete && ev.Verb == verb && ev.ObjectRef != nil &&
-			ev.ObjectRef.Resource == "configmaps" && ev.ObjectRef.Name == name {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
 
 // TestAuditRecordsDiffs: every mutation's record carries the change from
 // the stored old object to the new one, and is on disk when the response
 // arrives (no waiting).
 func TestAuditRecordsDiffs(t *testing.T) {
-	env, path := startAudited(t, "")
-	a := newAPI(t, env)
-	mustCode(t, "create", a.json("POST", cms, cm("a", "")), http.StatusCreated)
-	get := a.json("GET", cms+"/a", "")
-	upd := get.object()
+	env, path := servertest.StartAudited(t, "")
+	a := servertest.NewAPI(t, env)
+	servertest.MustCode(t, "create", a.JSON("POST", servertest.CMs, servertest.CM("a", "")), http.StatusCreated)
+	get := a.JSON("GET", servertest.CMs+"/a", "")
+	upd := get.Object()
 	upd["data"] = map[string]any{"k": "v2"}
 	b, _ := json.Marshal(upd)
-	r := a.json("PUT", cms+"/a", string(b))
-	mustCode(t, "update", r, http.StatusOK)
-	mustCode(t, "no-op update", a.json("PUT", cms+"/a", string(r.body)), http.StatusOK)
-	mustCode(t, "merge patch", a.do("PATCH", cms+"/a", "application/merge-patch+json", []byte(`{"data":{"m":"1"}}`)), http.StatusOK)
-	mustCode(t, "json patch", a.do("PATCH", cms+"/a", "application/json-patch+json", []byte(`[{"op":"remove","path":"/data/m"}]`)), http.StatusOK)
-	mustCode(t, "strategic patch", a.do("PATCH", cms+"/a", "application/strategic-merge-patch+json", []byte(`{"metadata":{"labels":{"x":"y"}}}`)), http.StatusOK)
-	mustCode(t, "delete", a.json("DELETE", cms+"/a", ""), http.StatusOK)
+	r := a.JSON("PUT", servertest.CMs+"/a", string(b))
+	servertest.MustCode(t, "update", r, http.StatusOK)
+	servertest.MustCode(t, "no-op update", a.JSON("PUT", servertest.CMs+"/a", string(r.Body)), http.StatusOK)
+	servertest.MustCode(t, "merge patch", a.Do("PATCH", servertest.CMs+"/a", "application/merge-patch+json", []byte(`{"data":{"m":"1"}}`)), http.StatusOK)
+	servertest.MustCode(t, "json patch", a.Do("PATCH", servertest.CMs+"/a", "application/json-patch+json", []byte(`[{"op":"remove","path":"/data/m"}]`)), http.StatusOK)
+	servertest.MustCode(t, "strategic patch", a.Do("PATCH", servertest.CMs+"/a", "application/strategic-merge-patch+json", []byte(`{"metadata":{"labels":{"x":"y"}}}`)), http.StatusOK)
+	servertest.MustCode(t, "delete", a.JSON("DELETE", servertest.CMs+"/a", ""), http.StatusOK)
 
-	evs := readEvents(t, path)
+	evs := servertest.ReadEvents(t, path)
 	type want struct {
 		verb  string
 		n     int
@@ -111,7 +59,7 @@ func TestAuditRecordsDiffs(t *testing.T) {
 			t.Errorf("%s record at Metadata level has bodies", ev.Verb)
 		}
 	}
-	c := completed(evs, "create", "a")
+	c := servertest.Completed(evs, "create", "a")
 	if len(c) != 1 {
 		t.Fatalf("%d create records, want 1", len(c))
 	}
@@ -124,7 +72,7 @@ func TestAuditRecordsDiffs(t *testing.T) {
 		t.Errorf("create patch has noise: %v", md)
 	}
 	check(c[0], "", `["apiVersion","data","kind","metadata"]`)
-	u := completed(evs, "update", "a")
+	u := servertest.Completed(evs, "update", "a")
 	if len(u) != 2 {
 		t.Fatalf("%d update records, want 2", len(u))
 	}
@@ -133,14 +81,14 @@ func TestAuditRecordsDiffs(t *testing.T) {
 	if u[1].Annotations[audit.ResourceVersionAnnotation] != u[0].Annotations[audit.ResourceVersionAnnotation] {
 		t.Errorf("no-op update's resourceVersion %s, want the update's %s", u[1].Annotations[audit.ResourceVersionAnnotation], u[0].Annotations[audit.ResourceVersionAnnotation])
 	}
-	ps := completed(evs, "patch", "a")
+	ps := servertest.Completed(evs, "patch", "a")
 	if len(ps) != 3 {
 		t.Fatalf("%d patch records, want 3", len(ps))
 	}
 	check(ps[0], `[{"op":"add","path":"/data/m","value":"1"}]`, `["data.m"]`)
 	check(ps[1], `[{"op":"remove","path":"/data/m"}]`, `["data.m"]`)
 	check(ps[2], `[{"op":"add","path":"/metadata/labels","value":{"x":"y"}}]`, `["metadata.labels"]`)
-	d := completed(evs, "delete", "a")
+	d := servertest.Completed(evs, "delete", "a")
 	if len(d) != 1 {
 		t.Fatalf("%d delete records, want 1", len(d))
 	}
@@ -160,31 +108,22 @@ func TestAuditRecordsDiffs(t *testing.T) {
 	}
 }
 
-const roleEditor = `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"cm-editor"},
-	"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["get","list","watch","create","update","patch","delete"]}]}`
-
-func bindEditor(name string) string {
-	return `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"` + name + `-edits"},
-		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cm-editor"},
-		"subjects":[{"kind":"User","name":"` + name + `"}]}`
-}
-
 // TestHistoryNamesAuthors: the history subresource lists a ConfigMap's
 // revisions oldest first with diffs and, from the audit log, who made each.
 func TestHistoryNamesAuthors(t *testing.T) {
-	env, path := startAudited(t, "")
-	admin := newAPI(t, env)
-	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", roleEditor)
-	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", bindEditor("alice"))
-	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", bindEditor("bob"))
-	alice, bob, eve := userAPI(t, env, "alice"), userAPI(t, env, "bob"), userAPI(t, env, "eve")
-	eventually(t, "bindings", func() bool {
-		return alice.json("GET", cms, "").code == 200 && bob.json("GET", cms, "").code == 200
+	env, path := servertest.StartAudited(t, "")
+	admin := servertest.NewAPI(t, env)
+	admin.Must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", servertest.RoleEditor)
+	admin.Must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", servertest.BindEditor("alice"))
+	admin.Must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", servertest.BindEditor("bob"))
+	alice, bob, eve := servertest.UserAPI(t, env, "alice"), servertest.UserAPI(t, env, "bob"), servertest.UserAPI(t, env, "eve")
+	servertest.Eventually(t, "bindings", func() bool {
+		return alice.JSON("GET", servertest.CMs, "").Code == 200 && bob.JSON("GET", servertest.CMs, "").Code == 200
 	})
-	mustCode(t, "alice creates", alice.json("POST", cms, cm("h", "")), http.StatusCreated)
+	servertest.MustCode(t, "alice creates", alice.JSON("POST", servertest.CMs, servertest.CM("h", "")), http.StatusCreated)
 	// Every record keeps RBAC's reason, as kube-apiserver's do; none for
 	// system:masters.
-	for _, ev := range readEvents(t, path) {
+	for _, ev := range servertest.ReadEvents(t, path) {
 		if ev.Stage != auditv1.StageResponseComplete || ev.Verb != "create" || (ev.User.Username != "alice" && ev.User.Username != "admin") {
 			continue
 		}
@@ -196,14 +135,14 @@ func TestHistoryNamesAuthors(t *testing.T) {
 			t.Errorf("%s's create record: authorization annotations %q, want allow with reason %q", ev.User.Username, ev.Annotations, want)
 		}
 	}
-	mustCode(t, "bob patches", bob.do("PATCH", cms+"/h", "application/merge-patch+json", []byte(`{"data":{"k":"bob"}}`)), http.StatusOK)
-	mustCode(t, "alice patches", alice.do("PATCH", cms+"/h", "application/merge-patch+json", []byte(`{"data":{"n":"1"}}`)), http.StatusOK)
+	servertest.MustCode(t, "bob patches", bob.Do("PATCH", servertest.CMs+"/h", "application/merge-patch+json", []byte(`{"data":{"k":"bob"}}`)), http.StatusOK)
+	servertest.MustCode(t, "alice patches", alice.Do("PATCH", servertest.CMs+"/h", "application/merge-patch+json", []byte(`{"data":{"n":"1"}}`)), http.StatusOK)
 
-	if r := eve.json("GET", cms+"/h/history", ""); r.code != http.StatusForbidden {
-		t.Errorf("eve's history = %d %s, want 403", r.code, truncate(r.body))
+	if r := eve.JSON("GET", servertest.CMs+"/h/history", ""); r.Code != http.StatusForbidden {
+		t.Errorf("eve's history = %d %s, want 403", r.Code, servertest.Truncate(r.Body))
 	}
-	r := alice.json("GET", cms+"/h/history", "")
-	mustCode(t, "history", r, http.StatusOK)
+	r := alice.JSON("GET", servertest.CMs+"/h/history", "")
+	servertest.MustCode(t, "history", r, http.StatusOK)
 	var h struct {
 		Complete bool
 		Items    []struct {
@@ -213,11 +152,11 @@ func TestHistoryNamesAuthors(t *testing.T) {
 			Author          *audit.Author
 		}
 	}
-	if err := json.Unmarshal(r.body, &h); err != nil {
+	if err := json.Unmarshal(r.Body, &h); err != nil {
 		t.Fatal(err)
 	}
 	if !h.Complete || len(h.Items) != 3 {
-		t.Fatalf("history = %s, want 3 revisions from the creation", r.body)
+		t.Fatalf("history = %s, want 3 revisions from the creation", r.Body)
 	}
 	want := []struct{ user, verb, paths string }{{"alice", "create", ""}, {"bob", "patch", "data.k"}, {"alice", "patch", "data.n"}}
 	for i, w := range want {
@@ -234,12 +173,12 @@ func TestHistoryNamesAuthors(t *testing.T) {
 // TestAuditServerWrites: the garbage collector's deletions are recorded
 // as its service account's, with the removal as the diff.
 func TestAuditServerWrites(t *testing.T) {
-	env, path := startAudited(t, "")
-	a := newAPI(t, env)
-	owner := a.json("POST", cms, cm("owner", ""))
-	mustCode(t, "owner", owner, http.StatusCreated)
-	mustCode(t, "dependent", a.json("POST", cms, cm("dep", `,"ownerReferences":[`+ownerRef(t, owner, false)+`]`)), http.StatusCreated)
-	mustCode(t, "delete owner", a.json("DELETE", cms+"/owner", ""), http.StatusOK)
+	env, path := servertest.StartAudited(t, "")
+	a := servertest.NewAPI(t, env)
+	owner := a.JSON("POST", servertest.CMs, servertest.CM("owner", ""))
+	servertest.MustCode(t, "owner", owner, http.StatusCreated)
+	servertest.MustCode(t, "dependent", a.JSON("POST", servertest.CMs, servertest.CM("dep", `,"ownerReferences":[`+servertest.OwnerRef(t, owner, false)+`]`)), http.StatusCreated)
+	servertest.MustCode(t, "delete owner", a.JSON("DELETE", servertest.CMs+"/owner", ""), http.StatusOK)
 	eventually5 := func(what string, f func() bool) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -250,8 +189,8 @@ func TestAuditServerWrites(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	eventually5("the collector's record", func() bool { return len(completed(readEvents(t, path), "delete", "dep")) > 0 })
-	ev := completed(readEvents(t, path), "delete", "dep")[0]
+	eventually5("the collector's record", func() bool { return len(servertest.Completed(servertest.ReadEvents(t, path), "delete", "dep")) > 0 })
+	ev := servertest.Completed(servertest.ReadEvents(t, path), "delete", "dep")[0]
 	if ev.User.Username != "system:serviceaccount:kube-system:generic-garbage-collector" {
 		t.Errorf("collector's delete recorded as %q", ev.User.Username)
 	}
@@ -274,16 +213,16 @@ rules:
   omitManagedFields: true
 - level: Metadata
 `
-	env, path := startAudited(t, policy)
-	a := newAPI(t, env)
-	mustCode(t, "create loud", a.json("POST", cms, cm("loud", "")), http.StatusCreated)
-	mustCode(t, "get loud", a.json("GET", cms+"/loud", ""), http.StatusOK)
-	mustCode(t, "create quiet", a.json("POST", cms, cm("quiet", "")), http.StatusCreated)
-	mustCode(t, "patch quiet", a.do("PATCH", cms+"/quiet", "application/merge-patch+json", []byte(`{"data":{"a":"b"}}`)), http.StatusOK)
-	mustCode(t, "get ns", a.json("GET", "/api/v1/namespaces/default", ""), http.StatusOK)
+	env, path := servertest.StartAudited(t, policy)
+	a := servertest.NewAPI(t, env)
+	servertest.MustCode(t, "create loud", a.JSON("POST", servertest.CMs, servertest.CM("loud", "")), http.StatusCreated)
+	servertest.MustCode(t, "get loud", a.JSON("GET", servertest.CMs+"/loud", ""), http.StatusOK)
+	servertest.MustCode(t, "create quiet", a.JSON("POST", servertest.CMs, servertest.CM("quiet", "")), http.StatusCreated)
+	servertest.MustCode(t, "patch quiet", a.Do("PATCH", servertest.CMs+"/quiet", "application/merge-patch+json", []byte(`{"data":{"a":"b"}}`)), http.StatusOK)
+	servertest.MustCode(t, "get ns", a.JSON("GET", "/api/v1/namespaces/default", ""), http.StatusOK)
 	// Reads' records go with the next write's fsync.
-	mustCode(t, "create flush", a.json("POST", cms, cm("flush", "")), http.StatusCreated)
-	evs := readEvents(t, path)
+	servertest.MustCode(t, "create flush", a.JSON("POST", servertest.CMs, servertest.CM("flush", "")), http.StatusCreated)
+	evs := servertest.ReadEvents(t, path)
 	for _, ev := range evs {
 		if ev.Stage == auditv1.StageRequestReceived {
 			t.Errorf("a RequestReceived record despite omitStages: %s", ev.RequestURI)
@@ -292,11 +231,11 @@ rules:
 			t.Errorf("a record of the None-level patch: %+v", ev)
 		}
 	}
-	c := completed(evs, "create", "loud")
+	c := servertest.Completed(evs, "create", "loud")
 	if len(c) != 1 || c[0].Level != auditv1.LevelRequestResponse || c[0].RequestObject == nil || c[0].ResponseObject == nil {
 		t.Fatalf("loud create records = %+v, want one at RequestResponse with bodies", c)
 	}
-	if g := completed(evs, "get", "loud"); len(g) != 1 || g[0].ResponseObject == nil || g[0].RequestObject != nil {
+	if g := servertest.Completed(evs, "get", "loud"); len(g) != 1 || g[0].ResponseObject == nil || g[0].RequestObject != nil {
 		t.Errorf("loud get records = %+v, want one with the response only", g)
 	}
 	if strings.Contains(string(c[0].ResponseObject.Raw), "managedFields") {
@@ -319,10 +258,10 @@ rules:
 // TestAuditCheckpoint: the head of the chain reaches etcd, and a log
 // rewritten from an earlier record on fails verification against it.
 func TestAuditCheckpoint(t *testing.T) {
-	env, path := startAudited(t, "")
-	a := newAPI(t, env)
+	env, path := servertest.StartAudited(t, "")
+	a := servertest.NewAPI(t, env)
 	for i := range 5 {
-		mustCode(t, "create", a.json("POST", cms, cm(fmt.Sprintf("c%d", i), "")), http.StatusCreated)
+		servertest.MustCode(t, "create", a.JSON("POST", servertest.CMs, servertest.CM(fmt.Sprintf("c%d", i), "")), http.StatusCreated)
 	}
 	key := audit.CheckpointKey(path)
 	cli, err := etcd.NewClient(etcd.ClientConfig{Endpoints: []string{env.EtcdEndpoint}})
@@ -356,13 +295,13 @@ func TestAuditCheckpoint(t *testing.T) {
 // before ResponseComplete; an impersonated request records the sender as
 // user and the impersonated user beside it.
 func TestAuditStagesAndImpersonation(t *testing.T) {
-	env, path := startAudited(t, "")
-	a := newAPI(t, env)
-	mustCode(t, "watch", a.json("GET", cms+"?watch=1&timeoutSeconds=1", ""), http.StatusOK)
-	req, _ := http.NewRequest("POST", env.Config.Host+cms, strings.NewReader(cm("as-alice", "")))
+	env, path := servertest.StartAudited(t, "")
+	a := servertest.NewAPI(t, env)
+	servertest.MustCode(t, "watch", a.JSON("GET", servertest.CMs+"?watch=1&timeoutSeconds=1", ""), http.StatusOK)
+	req, _ := http.NewRequest("POST", env.Config.Host+servertest.CMs, strings.NewReader(servertest.CM("as-alice", "")))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Impersonate-User", "alice")
-	resp, err := a.c.Do(req)
+	resp, err := a.C.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +311,7 @@ func TestAuditStagesAndImpersonation(t *testing.T) {
 	}
 	var stages []auditv1.Stage
 	var imp *auditv1.Event
-	for _, ev := range readEvents(t, path) {
+	for _, ev := range servertest.ReadEvents(t, path) {
 		if ev.Verb == "watch" {
 			stages = append(stages, ev.Stage)
 		}
@@ -393,14 +332,14 @@ func TestAuditStagesAndImpersonation(t *testing.T) {
 // recorded as kube-apiserver records it: once, at ResponseStarted, with
 // no user and a 401 naming the credentials tried.
 func TestAuditUnauthenticated(t *testing.T) {
-	env, path := startAudited(t, "")
-	if r := tokenAPI(t, env, "not-a-token").json("GET", cms, ""); r.code != http.StatusUnauthorized {
-		t.Fatalf("bad token = %d, want 401", r.code)
+	env, path := servertest.StartAudited(t, "")
+	if r := servertest.TokenAPI(t, env, "not-a-token").JSON("GET", servertest.CMs, ""); r.Code != http.StatusUnauthorized {
+		t.Fatalf("bad token = %d, want 401", r.Code)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		var got []auditv1.Event
-		for _, ev := range readEvents(t, path) {
+		for _, ev := range servertest.ReadEvents(t, path) {
 			if ev.ResponseStatus != nil && ev.ResponseStatus.Code == http.StatusUnauthorized {
 				got = append(got, ev)
 			}

@@ -1,10 +1,11 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"bufio"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
+
 	"encoding/json"
 	"net/http"
 	"os"
@@ -18,65 +19,15 @@ import (
 	"github.com/objwatch/objwatch/testenv"
 )
 
-// userAPI is the raw client of a user other than admin (see testenv.User).
-func userAPI(t *testing.T, env *testenv.Env, name string, groups ...string) *api {
-	t.Helper()
-	c := env.User(t, name, groups...)
-	pair, err := tls.X509KeyPair(c.CertData, c.KeyData)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(c.CAData)
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}, ForceAttemptHTTP2: true}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &api{t: t, host: c.Host, c: &http.Client{Transport: tr}}
-}
-
-// must sends a request as admin and fails the test unless it succeeds.
-func (a *api) must(method, path, body string) response {
-	a.t.Helper()
-	r := a.json(method, path, body)
-	if r.code >= 300 {
-		a.t.Fatalf("%s %s = %d %s", method, path, r.code, r.body)
-	}
-	return r
-}
-
-const (
-	roleReader = `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"cm-reader"},
-		"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["get","list","watch"]}]}`
-	bindAlice = `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"alice-reads"},
-		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"cm-reader"},
-		"subjects":[{"kind":"User","name":"alice"}]}`
-)
-
-func namespace(name string) string {
-	return `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"` + name + `"}}`
-}
-
 // tenant sets up namespaces a and b and lets alice read configmaps in a.
-func tenant(t *testing.T, admin *api) {
+func tenant(t *testing.T, admin *servertest.API) {
 	t.Helper()
-	admin.must("POST", "/api/v1/namespaces", namespace("a"))
-	admin.must("POST", "/api/v1/namespaces", namespace("b"))
-	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", roleReader)
-	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings", bindAlice)
+	admin.Must("POST", "/api/v1/namespaces", servertest.Namespace("a"))
+	admin.Must("POST", "/api/v1/namespaces", servertest.Namespace("b"))
+	admin.Must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", servertest.RoleReader)
+	admin.Must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings", servertest.BindAlice)
 	for _, ns := range []string{"a", "b"} {
-		admin.must("POST", "/api/v1/namespaces/"+ns+"/configmaps", cm("one", ""))
-	}
-}
-
-// eventually retries f until it returns true or a second passes: RBAC
-// changes reach the index through a watch.
-func eventually(t *testing.T, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Second)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 1 s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
+		admin.Must("POST", "/api/v1/namespaces/"+ns+"/configmaps", servertest.CM("one", ""))
 	}
 }
 
@@ -85,33 +36,33 @@ func eventually(t *testing.T, what string, f func() bool) {
 // read; discovery stays open to every authenticated user.
 func TestTenantScopedAccess(t *testing.T) {
 	env := testenv.Start(t)
-	admin := newAPI(t, env)
+	admin := servertest.NewAPI(t, env)
 	tenant(t, admin)
-	alice := userAPI(t, env, "alice")
-	eventually(t, "alice's binding", func() bool { return alice.json("GET", "/api/v1/namespaces/a/configmaps", "").code == 200 })
+	alice := servertest.UserAPI(t, env, "alice")
+	servertest.Eventually(t, "alice's binding", func() bool { return alice.JSON("GET", "/api/v1/namespaces/a/configmaps", "").Code == 200 })
 
 	for _, tc := range []struct{ method, path, body, want string }{
 		{"GET", "/api/v1/namespaces/b/configmaps", "", `configmaps is forbidden: User "alice" cannot list resource "configmaps" in API group "" in the namespace "b"`},
 		{"GET", "/api/v1/configmaps", "", `configmaps is forbidden: User "alice" cannot list resource "configmaps" in API group "" at the cluster scope`},
 		{"GET", "/api/v1/namespaces/b/configmaps?watch=1", "", `configmaps is forbidden: User "alice" cannot watch resource "configmaps" in API group "" in the namespace "b"`},
 		{"GET", "/api/v1/namespaces/b/configmaps/one", "", `configmaps "one" is forbidden: User "alice" cannot get resource "configmaps" in API group "" in the namespace "b"`},
-		{"POST", "/api/v1/namespaces/a/configmaps", cm("two", ""), `configmaps is forbidden: User "alice" cannot create resource "configmaps" in API group "" in the namespace "a"`},
+		{"POST", "/api/v1/namespaces/a/configmaps", servertest.CM("two", ""), `configmaps is forbidden: User "alice" cannot create resource "configmaps" in API group "" in the namespace "a"`},
 		{"DELETE", "/api/v1/namespaces/a/configmaps/one", "", `configmaps "one" is forbidden: User "alice" cannot delete resource "configmaps" in API group "" in the namespace "a"`},
 		{"GET", "/api/v1/namespaces/a/secrets", "", `secrets is forbidden: User "alice" cannot list resource "secrets" in API group "" in the namespace "a"`},
 		{"GET", "/metrics", "", `forbidden: User "alice" cannot get path "/metrics"`},
 	} {
-		r := alice.json(tc.method, tc.path, tc.body)
-		if s := r.status(); r.code != http.StatusForbidden || s.Reason != "Forbidden" || s.Message != tc.want {
-			t.Errorf("%s %s as alice = %d %s\nwant 403 %q", tc.method, tc.path, r.code, r.body, tc.want)
+		r := alice.JSON(tc.method, tc.path, tc.body)
+		if s := r.Status(); r.Code != http.StatusForbidden || s.Reason != "Forbidden" || s.Message != tc.want {
+			t.Errorf("%s %s as alice = %d %s\nwant 403 %q", tc.method, tc.path, r.Code, r.Body, tc.want)
 		}
 	}
 	for _, path := range []string{"/api/v1/namespaces/a/configmaps", "/api/v1/namespaces/a/configmaps/one", "/api", "/apis", "/api/v1", "/version", "/openapi/v2"} {
-		if r := alice.json("GET", path, ""); r.code != http.StatusOK {
-			t.Errorf("GET %s as alice = %d %s, want 200", path, r.code, truncate(r.body))
+		if r := alice.JSON("GET", path, ""); r.Code != http.StatusOK {
+			t.Errorf("GET %s as alice = %d %s, want 200", path, r.Code, servertest.Truncate(r.Body))
 		}
 	}
-	if r := admin.json("GET", "/api/v1/namespaces/a/configmaps/two", ""); r.code != http.StatusNotFound {
-		t.Errorf("alice's refused create stored an object: %d", r.code)
+	if r := admin.JSON("GET", "/api/v1/namespaces/a/configmaps/two", ""); r.Code != http.StatusNotFound {
+		t.Errorf("alice's refused create stored an object: %d", r.Code)
 	}
 }
 
@@ -120,15 +71,15 @@ func TestTenantScopedAccess(t *testing.T) {
 // timeout; until then it only ever sees its own namespace.
 func TestRevokedWatchEnds(t *testing.T) {
 	env := testenv.Start(t)
-	admin := newAPI(t, env)
+	admin := servertest.NewAPI(t, env)
 	tenant(t, admin)
-	alice := userAPI(t, env, "alice")
-	eventually(t, "alice's binding", func() bool { return alice.json("GET", "/api/v1/namespaces/a/configmaps", "").code == 200 })
+	alice := servertest.UserAPI(t, env, "alice")
+	servertest.Eventually(t, "alice's binding", func() bool { return alice.JSON("GET", "/api/v1/namespaces/a/configmaps", "").Code == 200 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", alice.host+"/api/v1/namespaces/a/configmaps?watch=1&resourceVersion=0", nil)
-	resp, err := alice.c.Do(req)
+	req, _ := http.NewRequestWithContext(ctx, "GET", alice.Host+"/api/v1/namespaces/a/configmaps?watch=1&resourceVersion=0", nil)
+	resp, err := alice.C.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +101,7 @@ func TestRevokedWatchEnds(t *testing.T) {
 	// Churn in both namespaces: only a's reach alice.
 	for i := range 20 {
 		for _, ns := range []string{"b", "a"} {
-			admin.must("POST", "/api/v1/namespaces/"+ns+"/configmaps", cm("c"+string(rune('a'+i)), ""))
+			admin.Must("POST", "/api/v1/namespaces/"+ns+"/configmaps", servertest.CM("c"+string(rune('a'+i)), ""))
 		}
 	}
 	seen := 0
@@ -162,7 +113,7 @@ func TestRevokedWatchEnds(t *testing.T) {
 		}
 		seen++
 	}
-	admin.must("DELETE", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings/alice-reads", "")
+	admin.Must("DELETE", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings/alice-reads", "")
 	revoked := time.Now()
 	select {
 	case ev, ok := <-events:
@@ -186,38 +137,38 @@ func TestRevokedWatchEnds(t *testing.T) {
 // for permissions it holds (or with escalate / bind), as in Kubernetes.
 func TestRBACEscalationRefused(t *testing.T) {
 	env := testenv.Start(t)
-	admin := newAPI(t, env)
+	admin := servertest.NewAPI(t, env)
 	tenant(t, admin)
-	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"rbac-writer"},
+	admin.Must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"rbac-writer"},
 		"rules":[{"apiGroups":["rbac.authorization.k8s.io"],"resources":["roles","rolebindings"],"verbs":["create","get"]},
 		{"apiGroups":[""],"resources":["configmaps"],"verbs":["get"]}]}`)
-	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"bob-writes"},
+	admin.Must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"bob-writes"},
 		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"rbac-writer"},"subjects":[{"kind":"User","name":"bob"}]}`)
-	bob := userAPI(t, env, "bob")
-	eventually(t, "bob's binding", func() bool {
-		return bob.json("GET", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles/rbac-writer", "").code == 200
+	bob := servertest.UserAPI(t, env, "bob")
+	servertest.Eventually(t, "bob's binding", func() bool {
+		return bob.JSON("GET", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles/rbac-writer", "").Code == 200
 	})
 	// A role with a rule bob holds is fine; one with more is refused.
-	if r := bob.json("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"ok"},
-		"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["get"]}]}`); r.code != http.StatusCreated {
-		t.Fatalf("role within bob's rules = %d %s", r.code, r.body)
+	if r := bob.JSON("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"ok"},
+		"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["get"]}]}`); r.Code != http.StatusCreated {
+		t.Fatalf("role within bob's rules = %d %s", r.Code, r.Body)
 	}
-	r := bob.json("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"more"},
+	r := bob.JSON("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"more"},
 		"rules":[{"apiGroups":[""],"resources":["secrets"],"verbs":["get"]}]}`)
 	const wantRole = `roles.rbac.authorization.k8s.io "more" is forbidden: user "bob" (groups=["system:authenticated"]) is attempting to grant RBAC permissions not currently held:
 {APIGroups:[""], Resources:["secrets"], Verbs:["get"]}`
-	if s := r.status(); r.code != http.StatusForbidden || s.Message != wantRole {
-		t.Errorf("role with more rules = %d %s\nwant 403 %q", r.code, r.body, wantRole)
+	if s := r.Status(); r.Code != http.StatusForbidden || s.Message != wantRole {
+		t.Errorf("role with more rules = %d %s\nwant 403 %q", r.Code, r.Body, wantRole)
 	}
 	// Binding cluster-admin: refused, and nothing stored.
-	r = bob.json("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"root"},
+	r = bob.JSON("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"root"},
 		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cluster-admin"},"subjects":[{"kind":"User","name":"bob"}]}`)
-	if s := r.status(); r.code != http.StatusForbidden || !strings.Contains(s.Message, "is attempting to grant RBAC permissions not currently held") {
-		t.Errorf("binding cluster-admin = %d %s, want 403", r.code, r.body)
+	if s := r.Status(); r.Code != http.StatusForbidden || !strings.Contains(s.Message, "is attempting to grant RBAC permissions not currently held") {
+		t.Errorf("binding cluster-admin = %d %s, want 403", r.Code, r.Body)
 	}
 	for _, path := range []string{"roles/more", "rolebindings/root"} {
-		if r := admin.json("GET", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/"+path, ""); r.code != http.StatusNotFound {
-			t.Errorf("refused %s was stored: %d", path, r.code)
+		if r := admin.JSON("GET", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/"+path, ""); r.Code != http.StatusNotFound {
+			t.Errorf("refused %s was stored: %d", path, r.Code)
 		}
 	}
 }
@@ -226,39 +177,39 @@ func TestRBACEscalationRefused(t *testing.T) {
 // SelfSubjectRulesReview and SelfSubjectReview answer as kube-apiserver.
 func TestAccessReviews(t *testing.T) {
 	env := testenv.Start(t)
-	admin := newAPI(t, env)
+	admin := servertest.NewAPI(t, env)
 	tenant(t, admin)
-	alice := userAPI(t, env, "alice", "devs")
-	eventually(t, "alice's binding", func() bool { return alice.json("GET", "/api/v1/namespaces/a/configmaps", "").code == 200 })
-	ssar := func(c *api, ns, verb string) bool {
-		r := c.json("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", `{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview",
+	alice := servertest.UserAPI(t, env, "alice", "devs")
+	servertest.Eventually(t, "alice's binding", func() bool { return alice.JSON("GET", "/api/v1/namespaces/a/configmaps", "").Code == 200 })
+	ssar := func(c *servertest.API, ns, verb string) bool {
+		r := c.JSON("POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", `{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview",
 			"spec":{"resourceAttributes":{"namespace":"`+ns+`","verb":"`+verb+`","resource":"configmaps"}}}`)
-		if r.code != http.StatusCreated {
-			t.Fatalf("SelfSubjectAccessReview = %d %s", r.code, r.body)
+		if r.Code != http.StatusCreated {
+			t.Fatalf("SelfSubjectAccessReview = %d %s", r.Code, r.Body)
 		}
-		st, _ := r.object()["status"].(map[string]any)
+		st, _ := r.Object()["status"].(map[string]any)
 		return st["allowed"] == true
 	}
 	if !ssar(alice, "a", "list") || ssar(alice, "b", "list") || ssar(alice, "a", "create") || !ssar(admin, "b", "create") {
 		t.Error("SelfSubjectAccessReview answers differ from alice's and admin's permissions")
 	}
-	r := admin.json("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview",
+	r := admin.JSON("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview",
 		"spec":{"user":"alice","resourceAttributes":{"namespace":"a","verb":"watch","resource":"configmaps"}}}`)
-	if st, _ := r.object()["status"].(map[string]any); r.code != http.StatusCreated || st["allowed"] != true ||
+	if st, _ := r.Object()["status"].(map[string]any); r.Code != http.StatusCreated || st["allowed"] != true ||
 		st["reason"] != `RBAC: allowed by RoleBinding "alice-reads/a" of Role "cm-reader" to User "alice"` {
-		t.Errorf("SubjectAccessReview for alice = %d %s", r.code, r.body)
+		t.Errorf("SubjectAccessReview for alice = %d %s", r.Code, r.Body)
 	}
-	if r := alice.json("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview",
-		"spec":{"user":"bob","resourceAttributes":{"verb":"get","resource":"secrets"}}}`); r.code != http.StatusForbidden {
-		t.Errorf("SubjectAccessReview by alice (not allowed to create them) = %d %s", r.code, r.body)
+	if r := alice.JSON("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", `{"apiVersion":"authorization.k8s.io/v1","kind":"SubjectAccessReview",
+		"spec":{"user":"bob","resourceAttributes":{"verb":"get","resource":"secrets"}}}`); r.Code != http.StatusForbidden {
+		t.Errorf("SubjectAccessReview by alice (not allowed to create them) = %d %s", r.Code, r.Body)
 	}
-	r = alice.json("POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", `{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectRulesReview","spec":{"namespace":"a"}}`)
-	if !strings.Contains(string(r.body), `{"apiGroups":[""],"resources":["configmaps"],"verbs":["get","list","watch"]}`) {
-		t.Errorf("SelfSubjectRulesReview of alice in a = %d %s", r.code, r.body)
+	r = alice.JSON("POST", "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews", `{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectRulesReview","spec":{"namespace":"a"}}`)
+	if !strings.Contains(string(r.Body), `{"apiGroups":[""],"resources":["configmaps"],"verbs":["get","list","watch"]}`) {
+		t.Errorf("SelfSubjectRulesReview of alice in a = %d %s", r.Code, r.Body)
 	}
-	r = alice.json("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`)
-	if !strings.Contains(string(r.body), `"userInfo":{"groups":["devs","system:authenticated"],"username":"alice"}`) {
-		t.Errorf("SelfSubjectReview of alice = %d %s", r.code, r.body)
+	r = alice.JSON("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`)
+	if !strings.Contains(string(r.Body), `"userInfo":{"groups":["devs","system:authenticated"],"username":"alice"}`) {
+		t.Errorf("SelfSubjectReview of alice = %d %s", r.Code, r.Body)
 	}
 }
 
@@ -266,35 +217,35 @@ func TestAccessReviews(t *testing.T) {
 // (with that user's permissions); one who is not gets Kubernetes' 403.
 func TestImpersonation(t *testing.T) {
 	env := testenv.Start(t)
-	admin := newAPI(t, env)
+	admin := servertest.NewAPI(t, env)
 	tenant(t, admin)
-	as := func(c *api, path, user string) response {
-		req, _ := http.NewRequest("GET", c.host+path, nil)
+	as := func(c *servertest.API, path, user string) servertest.Response {
+		req, _ := http.NewRequest("GET", c.Host+path, nil)
 		req.Header.Set("Impersonate-User", user)
-		resp, err := c.c.Do(req)
+		resp, err := c.C.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
 		var b strings.Builder
 		bufio.NewReader(resp.Body).WriteTo(&b)
-		return response{code: resp.StatusCode, body: []byte(b.String())}
+		return servertest.Response{Code: resp.StatusCode, Body: []byte(b.String())}
 	}
 	// admin (system:masters) may impersonate; alice reads a, not b.
-	eventually(t, "alice's binding", func() bool { return as(admin, "/api/v1/namespaces/a/configmaps", "alice").code == 200 })
-	if r := as(admin, "/api/v1/namespaces/b/configmaps", "alice"); r.code != http.StatusForbidden ||
-		!strings.Contains(r.status().Message, `User "alice" cannot list resource "configmaps"`) {
-		t.Errorf("admin as alice in b = %d %s, want alice's 403", r.code, r.body)
+	servertest.Eventually(t, "alice's binding", func() bool { return as(admin, "/api/v1/namespaces/a/configmaps", "alice").Code == 200 })
+	if r := as(admin, "/api/v1/namespaces/b/configmaps", "alice"); r.Code != http.StatusForbidden ||
+		!strings.Contains(r.Status().Message, `User "alice" cannot list resource "configmaps"`) {
+		t.Errorf("admin as alice in b = %d %s, want alice's 403", r.Code, r.Body)
 	}
 	// carol may not impersonate: kube-apiserver v1.37.2's answer.
-	carol := userAPI(t, env, "carol")
+	carol := servertest.UserAPI(t, env, "carol")
 	r := as(carol, "/api/v1/namespaces/a/configmaps", "alice")
 	const want = `configmaps is forbidden: User "carol" cannot impersonate-on:user-info:list resource "configmaps" in API group "" in the namespace "a"`
-	if s := r.status(); r.code != http.StatusForbidden || s.Message != want {
-		t.Errorf("carol as alice = %d %s\nwant 403 %q", r.code, r.body, want)
+	if s := r.Status(); r.Code != http.StatusForbidden || s.Message != want {
+		t.Errorf("carol as alice = %d %s\nwant 403 %q", r.Code, r.Body, want)
 	}
-	if r := as(carol, "/api/v1/namespaces/a/configmaps", "system:admin"); r.code != http.StatusForbidden {
-		t.Errorf("carol impersonating an admin = %d", r.code)
+	if r := as(carol, "/api/v1/namespaces/a/configmaps", "system:admin"); r.Code != http.StatusForbidden {
+		t.Errorf("carol impersonating an admin = %d", r.Code)
 	}
 }
 
@@ -304,10 +255,10 @@ func TestBindingSeenByOtherServer(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	one := testenv.Start(t, testenv.WithEtcd(etcd))
 	two := testenv.Start(t, testenv.WithEtcd(etcd))
-	tenant(t, newAPI(t, one))
-	alice := userAPI(t, two, "alice")
-	eventually(t, "the binding on the other server", func() bool {
-		return alice.json("GET", "/api/v1/namespaces/a/configmaps", "").code == 200
+	tenant(t, servertest.NewAPI(t, one))
+	alice := servertest.UserAPI(t, two, "alice")
+	servertest.Eventually(t, "the binding on the other server", func() bool {
+		return alice.JSON("GET", "/api/v1/namespaces/a/configmaps", "").Code == 200
 	})
 }
 
@@ -318,14 +269,14 @@ func TestKubectlAuth(t *testing.T) {
 		t.Skip("kubectl not on PATH")
 	}
 	env := testenv.Start(t)
-	admin := newAPI(t, env)
+	admin := servertest.NewAPI(t, env)
 	tenant(t, admin)
 	aliceKC := env.UserKubeconfig(t, "alice")
 	kubectl := func(kubeconfig string, args ...string) (string, error) {
 		out, err := exec.Command("kubectl", append([]string{"--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
 		return strings.TrimSpace(string(out)), err
 	}
-	eventually(t, "alice's binding", func() bool {
+	servertest.Eventually(t, "alice's binding", func() bool {
 		out, _ := kubectl(aliceKC, "auth", "can-i", "list", "configmaps", "-n", "a")
 		return out == "yes"
 	})
@@ -353,7 +304,7 @@ func TestKubectlAuth(t *testing.T) {
 		t.Errorf("kubectl --as alice in b = %v\n%s", err, out)
 	}
 	// A service account's token: kubectl create token, then use it.
-	admin.must("POST", "/api/v1/namespaces/a/serviceaccounts", `{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"bot"}}`)
+	admin.Must("POST", "/api/v1/namespaces/a/serviceaccounts", `{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"bot"}}`)
 	token, err := kubectl(env.Kubeconfig, "create", "token", "bot", "-n", "a")
 	if err != nil || strings.Count(token, ".") != 2 {
 		t.Fatalf("kubectl create token = %v\n%s", err, token)
@@ -369,32 +320,11 @@ func TestKubectlAuth(t *testing.T) {
 	if out, err := kubectl(botKC, "auth", "whoami"); err != nil || !strings.Contains(out, "system:serviceaccount:a:bot") {
 		t.Errorf("whoami with the token = %v\n%s", err, out)
 	}
-	admin.must("DELETE", "/api/v1/namespaces/a/serviceaccounts/bot", "")
-	eventually(t, "the deleted account's token refused", func() bool {
+	admin.Must("DELETE", "/api/v1/namespaces/a/serviceaccounts/bot", "")
+	servertest.Eventually(t, "the deleted account's token refused", func() bool {
 		out, err := kubectl(botKC, "auth", "whoami")
 		return err != nil && strings.Contains(out, "Unauthorized")
 	})
-}
-
-// tokenAPI is a raw client that authenticates with a bearer token only.
-func tokenAPI(t *testing.T, env *testenv.Env, token string) *api {
-	t.Helper()
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(env.Config.CAData)
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &api{t: t, host: env.Config.Host, c: &http.Client{Transport: bearer{token, tr}}}
-}
-
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
 }
 
 // TestServiceAccountTokensAcrossServers: a token one server issues is
@@ -405,41 +335,41 @@ func TestServiceAccountTokensAcrossServers(t *testing.T) {
 	etcd := testenv.StartEtcd(t)
 	one := testenv.Start(t, testenv.WithEtcd(etcd))
 	two := testenv.Start(t, testenv.WithEtcd(etcd))
-	admin := newAPI(t, one)
-	admin.must("POST", "/api/v1/namespaces/default/serviceaccounts", `{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"bot"}}`)
+	admin := servertest.NewAPI(t, one)
+	admin.Must("POST", "/api/v1/namespaces/default/serviceaccounts", `{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"bot"}}`)
 	issue := func(spec string) string {
-		r := admin.must("POST", "/api/v1/namespaces/default/serviceaccounts/bot/token", `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{`+spec+`}}`)
-		st, _ := r.object()["status"].(map[string]any)
+		r := admin.Must("POST", "/api/v1/namespaces/default/serviceaccounts/bot/token", `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{`+spec+`}}`)
+		st, _ := r.Object()["status"].(map[string]any)
 		token, _ := st["token"].(string)
 		if token == "" {
-			t.Fatalf("TokenRequest = %s", r.body)
+			t.Fatalf("TokenRequest = %s", r.Body)
 		}
 		return token
 	}
 	token := issue("")
-	whoami := func(env *testenv.Env, token string) response {
-		return tokenAPI(t, env, token).json("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`)
+	whoami := func(env *testenv.Env, token string) servertest.Response {
+		return servertest.TokenAPI(t, env, token).JSON("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", `{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}`)
 	}
 	for i, env := range []*testenv.Env{one, two} {
-		eventually(t, "the token accepted by server "+string(rune('1'+i)), func() bool {
+		servertest.Eventually(t, "the token accepted by server "+string(rune('1'+i)), func() bool {
 			r := whoami(env, token)
-			return r.code == http.StatusCreated && strings.Contains(string(r.body), `"username":"system:serviceaccount:default:bot"`)
+			return r.Code == http.StatusCreated && strings.Contains(string(r.Body), `"username":"system:serviceaccount:default:bot"`)
 		})
 	}
-	if r := admin.json("POST", "/api/v1/namespaces/default/serviceaccounts/bot/token", `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":300}}`); r.code != http.StatusUnprocessableEntity ||
-		!strings.Contains(r.status().Message, "spec.expirationSeconds: Invalid value: 300: may not specify a duration less than 10 minutes") {
-		t.Errorf("TokenRequest for 5 minutes = %d %s", r.code, r.body)
+	if r := admin.JSON("POST", "/api/v1/namespaces/default/serviceaccounts/bot/token", `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{"expirationSeconds":300}}`); r.Code != http.StatusUnprocessableEntity ||
+		!strings.Contains(r.Status().Message, "spec.expirationSeconds: Invalid value: 300: may not specify a duration less than 10 minutes") {
+		t.Errorf("TokenRequest for 5 minutes = %d %s", r.Code, r.Body)
 	}
 	other := issue(`"audiences":["elsewhere"]`)
 	forged := token[:len(token)-4] + "AAAA"
 	for name, tok := range map[string]string{"wrong audience": other, "forged": forged, "garbage": "not-a-token"} {
-		if r := whoami(two, tok); r.code != http.StatusUnauthorized {
-			t.Errorf("%s token = %d %s, want 401", name, r.code, r.body)
+		if r := whoami(two, tok); r.Code != http.StatusUnauthorized {
+			t.Errorf("%s token = %d %s, want 401", name, r.Code, r.Body)
 		}
 	}
-	admin.must("DELETE", "/api/v1/namespaces/default/serviceaccounts/bot", "")
+	admin.Must("DELETE", "/api/v1/namespaces/default/serviceaccounts/bot", "")
 	for _, env := range []*testenv.Env{one, two} {
-		eventually(t, "the deleted account's token refused", func() bool { return whoami(env, token).code == http.StatusUnauthorized })
+		servertest.Eventually(t, "the deleted account's token refused", func() bool { return whoami(env, token).Code == http.StatusUnauthorized })
 	}
 }
 
@@ -449,33 +379,33 @@ func TestServiceAccountTokensAcrossServers(t *testing.T) {
 // a metadata.name field selector, as in Kubernetes.
 func TestRBACAggregationAndResourceNames(t *testing.T) {
 	env := testenv.Start(t)
-	admin := newAPI(t, env)
-	admin.must("POST", "/api/v1/namespaces", namespace("a"))
-	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"dana-views"},
+	admin := servertest.NewAPI(t, env)
+	admin.Must("POST", "/api/v1/namespaces", servertest.Namespace("a"))
+	admin.Must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"dana-views"},
 		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"view"},"subjects":[{"kind":"User","name":"dana"}]}`)
-	dana := userAPI(t, env, "dana")
-	eventually(t, "dana's view binding", func() bool { return dana.json("GET", "/api/v1/namespaces/a/configmaps", "").code == 200 })
-	if r := dana.json("GET", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", ""); r.code != http.StatusForbidden {
-		t.Fatalf("view lets dana list roles: %d", r.code)
+	dana := servertest.UserAPI(t, env, "dana")
+	servertest.Eventually(t, "dana's view binding", func() bool { return dana.JSON("GET", "/api/v1/namespaces/a/configmaps", "").Code == 200 })
+	if r := dana.JSON("GET", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", ""); r.Code != http.StatusForbidden {
+		t.Fatalf("view lets dana list roles: %d", r.Code)
 	}
-	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole",
+	admin.Must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole",
 		"metadata":{"name":"roles-view","labels":{"rbac.authorization.k8s.io/aggregate-to-view":"true"}},
 		"rules":[{"apiGroups":["rbac.authorization.k8s.io"],"resources":["roles"],"verbs":["list"]}]}`)
-	eventually(t, "view aggregating roles-view", func() bool {
-		return dana.json("GET", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", "").code == 200
+	servertest.Eventually(t, "view aggregating roles-view", func() bool {
+		return dana.JSON("GET", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", "").Code == 200
 	})
-	if r := admin.json("GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles/view", ""); !strings.Contains(string(r.body), `"resources":["roles"]`) {
-		t.Errorf("view's stored rules lack the aggregated one: %s", truncate(r.body))
+	if r := admin.JSON("GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles/view", ""); !strings.Contains(string(r.Body), `"resources":["roles"]`) {
+		t.Errorf("view's stored rules lack the aggregated one: %s", servertest.Truncate(r.Body))
 	}
 
-	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"one-secret"},
+	admin.Must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/roles", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"one-secret"},
 		"rules":[{"apiGroups":[""],"resources":["secrets"],"resourceNames":["s1"],"verbs":["get","list","watch"]}]}`)
-	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"erin-s1"},
+	admin.Must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/a/rolebindings", `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"erin-s1"},
 		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"one-secret"},"subjects":[{"kind":"User","name":"erin"}]}`)
-	admin.must("POST", "/api/v1/namespaces/a/secrets", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s1"}}`)
-	admin.must("POST", "/api/v1/namespaces/a/secrets", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s2"}}`)
-	erin := userAPI(t, env, "erin")
-	eventually(t, "erin's binding", func() bool { return erin.json("GET", "/api/v1/namespaces/a/secrets/s1", "").code == 200 })
+	admin.Must("POST", "/api/v1/namespaces/a/secrets", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s1"}}`)
+	admin.Must("POST", "/api/v1/namespaces/a/secrets", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s2"}}`)
+	erin := servertest.UserAPI(t, env, "erin")
+	servertest.Eventually(t, "erin's binding", func() bool { return erin.JSON("GET", "/api/v1/namespaces/a/secrets/s1", "").Code == 200 })
 	for _, tc := range []struct {
 		path string
 		code int
@@ -486,8 +416,8 @@ func TestRBACAggregationAndResourceNames(t *testing.T) {
 		{"/api/v1/namespaces/a/secrets?fieldSelector=metadata.name%3Ds2", http.StatusForbidden},
 		{"/api/v1/namespaces/a/secrets?watch=1&fieldSelector=metadata.name%3Ds1&timeoutSeconds=1", http.StatusOK},
 	} {
-		if r := erin.json("GET", tc.path, ""); r.code != tc.code {
-			t.Errorf("GET %s as erin = %d %s, want %d", tc.path, r.code, truncate(r.body), tc.code)
+		if r := erin.JSON("GET", tc.path, ""); r.Code != tc.code {
+			t.Errorf("GET %s as erin = %d %s, want %d", tc.path, r.Code, servertest.Truncate(r.Body), tc.code)
 		}
 	}
 }
@@ -497,11 +427,11 @@ func TestRBACAggregationAndResourceNames(t *testing.T) {
 // for its namespace only; impersonating system:masters needs the verb.
 func TestTokenReviewAndLocalAccessReview(t *testing.T) {
 	env := testenv.Start(t)
-	admin := newAPI(t, env)
+	admin := servertest.NewAPI(t, env)
 	tenant(t, admin)
 	review := func(token string) map[string]any {
-		r := admin.must("POST", "/apis/authentication.k8s.io/v1/tokenreviews", `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"`+token+`"}}`)
-		st, _ := r.object()["status"].(map[string]any)
+		r := admin.Must("POST", "/apis/authentication.k8s.io/v1/tokenreviews", `{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","spec":{"token":"`+token+`"}}`)
+		st, _ := r.Object()["status"].(map[string]any)
 		return st
 	}
 	if st := review(env.Config.BearerToken); st["authenticated"] != true || st["user"].(map[string]any)["username"] != "admin" {
@@ -510,25 +440,25 @@ func TestTokenReviewAndLocalAccessReview(t *testing.T) {
 	if st := review("nope"); st["authenticated"] == true || st["error"] != "invalid bearer token" {
 		t.Errorf("TokenReview of a bad token = %v, want error %q", st, "invalid bearer token")
 	}
-	lsar := func(ns, specNS string) response {
-		return admin.json("POST", "/apis/authorization.k8s.io/v1/namespaces/"+ns+"/localsubjectaccessreviews", `{"apiVersion":"authorization.k8s.io/v1","kind":"LocalSubjectAccessReview",
+	lsar := func(ns, specNS string) servertest.Response {
+		return admin.JSON("POST", "/apis/authorization.k8s.io/v1/namespaces/"+ns+"/localsubjectaccessreviews", `{"apiVersion":"authorization.k8s.io/v1","kind":"LocalSubjectAccessReview",
 			"spec":{"user":"alice","resourceAttributes":{"namespace":"`+specNS+`","verb":"list","resource":"configmaps"}}}`)
 	}
-	eventually(t, "alice's binding", func() bool {
-		st, _ := lsar("a", "").object()["status"].(map[string]any)
+	servertest.Eventually(t, "alice's binding", func() bool {
+		st, _ := lsar("a", "").Object()["status"].(map[string]any)
 		return st["allowed"] == true
 	})
-	if st, _ := lsar("b", "").object()["status"].(map[string]any); st["allowed"] == true {
+	if st, _ := lsar("b", "").Object()["status"].(map[string]any); st["allowed"] == true {
 		t.Errorf("LocalSubjectAccessReview in b allows alice: %v", st)
 	}
-	if r := lsar("a", "b"); r.code != http.StatusBadRequest || r.status().Message != "spec.resourceAttributes.namespace must match namespace: a" {
-		t.Errorf("LocalSubjectAccessReview naming another namespace = %d %s", r.code, r.body)
+	if r := lsar("a", "b"); r.Code != http.StatusBadRequest || r.Status().Message != "spec.resourceAttributes.namespace must match namespace: a" {
+		t.Errorf("LocalSubjectAccessReview naming another namespace = %d %s", r.Code, r.Body)
 	}
-	carol := userAPI(t, env, "carol")
-	req, _ := http.NewRequest("GET", carol.host+"/api/v1/namespaces/a/configmaps", nil)
+	carol := servertest.UserAPI(t, env, "carol")
+	req, _ := http.NewRequest("GET", carol.Host+"/api/v1/namespaces/a/configmaps", nil)
 	req.Header.Set("Impersonate-User", "carol")
 	req.Header.Set("Impersonate-Group", "system:masters")
-	resp, err := carol.c.Do(req)
+	resp, err := carol.C.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"io"
 	"net/http"
 	"strings"
@@ -11,7 +13,7 @@ import (
 
 func TestBuiltinResources(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	tests := []struct {
 		name, path, body string
 	}{
@@ -23,17 +25,17 @@ func TestBuiltinResources(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := a.json("POST", tc.path, tc.body)
-			if r.code != 201 {
-				t.Fatalf("create = %d %s", r.code, r.body)
+			r := a.JSON("POST", tc.path, tc.body)
+			if r.Code != 201 {
+				t.Fatalf("create = %d %s", r.Code, r.Body)
 			}
-			md := r.object()["metadata"].(map[string]any)
+			md := r.Object()["metadata"].(map[string]any)
 			if md["uid"] == "" || md["creationTimestamp"] == nil || md["resourceVersion"] == "" {
 				t.Fatalf("created metadata = %v, want uid, creationTimestamp, resourceVersion", md)
 			}
 			name := md["name"].(string)
-			if g := a.json("GET", tc.path+"/"+name, ""); g.code != 200 {
-				t.Fatalf("get = %d %s", g.code, g.body)
+			if g := a.JSON("GET", tc.path+"/"+name, ""); g.Code != 200 {
+				t.Fatalf("get = %d %s", g.Code, g.Body)
 			}
 		})
 	}
@@ -42,21 +44,21 @@ func TestBuiltinResources(t *testing.T) {
 		{"/api/v1/namespaces/default/events", "involvedObject.name%3Dc,reason%3DTested", `"name":"e"`},
 		{"/api/v1/namespaces", "status.phase%3DActive,metadata.name%3Dteam-a", `"name":"team-a"`},
 	} {
-		r := a.json("GET", q.path+"?fieldSelector="+q.selector, "")
-		if r.code != 200 || !strings.Contains(string(r.body), q.want) {
-			t.Fatalf("GET %s?fieldSelector=%s = %d %s, want %s", q.path, q.selector, r.code, truncate(r.body), q.want)
+		r := a.JSON("GET", q.path+"?fieldSelector="+q.selector, "")
+		if r.Code != 200 || !strings.Contains(string(r.Body), q.want) {
+			t.Fatalf("GET %s?fieldSelector=%s = %d %s, want %s", q.path, q.selector, r.Code, servertest.Truncate(r.Body), q.want)
 		}
 	}
 	// Default namespaces exist.
 	for _, ns := range []string{"default", "kube-system"} {
-		if r := a.json("GET", "/api/v1/namespaces/"+ns, ""); r.code != 200 {
-			t.Fatalf("namespace %s = %d", ns, r.code)
+		if r := a.JSON("GET", "/api/v1/namespaces/"+ns, ""); r.Code != 200 {
+			t.Fatalf("namespace %s = %d", ns, r.Code)
 		}
 	}
 	// Generated names.
-	r := a.json("POST", "/api/v1/namespaces/default/configmaps", `{"metadata":{"generateName":"gen-"}}`)
-	if name := r.object()["metadata"].(map[string]any)["name"].(string); r.code != 201 || !strings.HasPrefix(name, "gen-") || len(name) != 9 {
-		t.Fatalf("generateName created %d %q", r.code, name)
+	r := a.JSON("POST", "/api/v1/namespaces/default/configmaps", `{"metadata":{"generateName":"gen-"}}`)
+	if name := r.Object()["metadata"].(map[string]any)["name"].(string); r.Code != 201 || !strings.HasPrefix(name, "gen-") || len(name) != 9 {
+		t.Fatalf("generateName created %d %q", r.Code, name)
 	}
 }
 
@@ -74,14 +76,14 @@ func TestHealthAndMetrics(t *testing.T) {
 			t.Fatalf("GET %s = %d %q", p, resp.StatusCode, b)
 		}
 	}
-	a := newAPI(t, env)
-	a.json("GET", "/api/v1/namespaces/default/configmaps", "")
-	w, err := a.c.Get(env.Config.Host + "/api/v1/namespaces/default/configmaps?watch=true")
+	a := servertest.NewAPI(t, env)
+	a.JSON("GET", "/api/v1/namespaces/default/configmaps", "")
+	w, err := a.C.Get(env.Config.Host + "/api/v1/namespaces/default/configmaps?watch=true")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Body.Close()
-	m := string(a.json("GET", "/metrics", "").body)
+	m := string(a.JSON("GET", "/metrics", "").Body)
 	for _, want := range []string{
 		`objwatch_apiserver_requests_total{code="200",group="",resource="configmaps",subresource="",verb="list",version="v1"}`,
 		`objwatch_apiserver_request_duration_seconds_bucket{group="",resource="configmaps"`,

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -16,14 +18,14 @@ import (
 // secret without a type is Opaque.
 func TestBuiltinTables(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	mustCode(t, "create cm", a.json("POST", cms, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"1","b":"2"},"binaryData":{"z":"AA=="}}`), http.StatusCreated)
-	sec := a.json("POST", "/api/v1/namespaces/default/secrets", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"data":{"p":"cQ=="}}`)
-	mustCode(t, "create secret", sec, http.StatusCreated)
-	if typ := sec.object()["type"]; typ != "Opaque" {
+	a := servertest.NewAPI(t, env)
+	servertest.MustCode(t, "create cm", a.JSON("POST", servertest.CMs, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"1","b":"2"},"binaryData":{"z":"AA=="}}`), http.StatusCreated)
+	sec := a.JSON("POST", "/api/v1/namespaces/default/secrets", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"data":{"p":"cQ=="}}`)
+	servertest.MustCode(t, "create secret", sec, http.StatusCreated)
+	if typ := sec.Object()["type"]; typ != "Opaque" {
 		t.Errorf("secret created without a type has type %v, want Opaque", typ)
 	}
-	mustCode(t, "create lease", a.json("POST", "/apis/coordination.k8s.io/v1/namespaces/default/leases", `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"l"},"spec":{"holderIdentity":"me"}}`), http.StatusCreated)
+	servertest.MustCode(t, "create lease", a.JSON("POST", "/apis/coordination.k8s.io/v1/namespaces/default/leases", `{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"l"},"spec":{"holderIdentity":"me"}}`), http.StatusCreated)
 
 	for _, c := range []struct {
 		path, name string
@@ -31,13 +33,13 @@ func TestBuiltinTables(t *testing.T) {
 		cells      string // the cells after the name, Age left out
 	}{
 		{"/api/v1/namespaces", "default", "[Name Status Age]", "[Active]"},
-		{cms, "c", "[Name Data Age]", "[3]"},
+		{servertest.CMs, "c", "[Name Data Age]", "[3]"},
 		{"/api/v1/namespaces/default/secrets", "s", "[Name Type Data Age]", "[Opaque 1]"},
 		{"/apis/coordination.k8s.io/v1/namespaces/default/leases", "l", "[Name Holder Age]", "[me]"},
 	} {
-		req, _ := http.NewRequest("GET", a.host+c.path, nil)
+		req, _ := http.NewRequest("GET", a.Host+c.path, nil)
 		req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-		resp, err := a.c.Do(req)
+		resp, err := a.C.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"net/http"
 	"slices"
 	"strings"
@@ -12,42 +14,42 @@ import (
 // collector deletes its objects through the API (waiting for one held by
 // a finalizer), and then the definition and its endpoints go.
 func TestCRDDeletion(t *testing.T) {
-	a := startScale(t)
-	g := &gcAPI{api: a, t: t}
-	mustCode(t, "create plain", a.json("POST", widgets, widget("plain", `"replicas":1`)), http.StatusCreated)
-	held := strings.Replace(widget("held", `"replicas":1`), `"metadata":{"name":"held"}`, `"metadata":{"name":"held","finalizers":["example.com/hold"]}`, 1)
-	mustCode(t, "create held", a.json("POST", widgets, held), http.StatusCreated)
+	a := servertest.StartScale(t)
+	g := &servertest.GCAPI{API: a, T: t}
+	servertest.MustCode(t, "create plain", a.JSON("POST", servertest.Widgets, servertest.Widget("plain", `"replicas":1`)), http.StatusCreated)
+	held := strings.Replace(servertest.Widget("held", `"replicas":1`), `"metadata":{"name":"held"}`, `"metadata":{"name":"held","finalizers":["example.com/hold"]}`, 1)
+	servertest.MustCode(t, "create held", a.JSON("POST", servertest.Widgets, held), http.StatusCreated)
 
 	const crdPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.scale.objwatch.io"
-	del := a.json("DELETE", crdPath, "")
-	mustCode(t, "delete CRD", del, http.StatusOK)
-	if fs := finalizersOf(del); !slices.Contains(fs, "customresourcecleanup.apiextensions.k8s.io") || metaOf(del)["deletionTimestamp"] == nil {
-		t.Fatalf("delete answered finalizers %v, deletionTimestamp %v", fs, metaOf(del)["deletionTimestamp"])
+	del := a.JSON("DELETE", crdPath, "")
+	servertest.MustCode(t, "delete CRD", del, http.StatusOK)
+	if fs := servertest.FinalizersOf(del); !slices.Contains(fs, "customresourcecleanup.apiextensions.k8s.io") || servertest.MetaOf(del)["deletionTimestamp"] == nil {
+		t.Fatalf("delete answered finalizers %v, deletionTimestamp %v", fs, servertest.MetaOf(del)["deletionTimestamp"])
 	}
-	if !strings.Contains(string(del.body), `"type":"Terminating","status":"True"`) && !strings.Contains(string(del.body), `"status":"True","type":"Terminating"`) {
-		t.Errorf("no Terminating condition in %s", truncate(del.body))
+	if !strings.Contains(string(del.Body), `"type":"Terminating","status":"True"`) && !strings.Contains(string(del.Body), `"status":"True","type":"Terminating"`) {
+		t.Errorf("no Terminating condition in %s", servertest.Truncate(del.Body))
 	}
-	late := a.json("POST", widgets, widget("late", `"replicas":1`))
-	if late.code != http.StatusMethodNotAllowed || !strings.Contains(string(late.body), "terminating") {
-		t.Errorf("create while the definition is terminating = %d %s, want 405", late.code, truncate(late.body))
+	late := a.JSON("POST", servertest.Widgets, servertest.Widget("late", `"replicas":1`))
+	if late.Code != http.StatusMethodNotAllowed || !strings.Contains(string(late.Body), "terminating") {
+		t.Errorf("create while the definition is terminating = %d %s, want 405", late.Code, servertest.Truncate(late.Body))
 	}
-	g.gone(widgets + "/plain")
-	if r := g.stays(widgets + "/held"); metaOf(r)["deletionTimestamp"] == nil {
-		t.Fatalf("held is not being deleted: %s", truncate(r.body))
+	g.Gone(servertest.Widgets + "/plain")
+	if r := g.Stays(servertest.Widgets + "/held"); servertest.MetaOf(r)["deletionTimestamp"] == nil {
+		t.Fatalf("held is not being deleted: %s", servertest.Truncate(r.Body))
 	}
-	if c := conditions(g.stays(crdPath)); !strings.HasPrefix(c["Terminating"], "True") || !strings.HasPrefix(c["Established"], "True") {
+	if c := servertest.Conditions(g.Stays(crdPath)); !strings.HasPrefix(c["Terminating"], "True") || !strings.HasPrefix(c["Established"], "True") {
 		t.Errorf("the terminating definition's conditions: %v", c)
 	}
-	p := g.release(widgets + "/held")
-	mustCode(t, "release held", p, http.StatusOK)
-	g.gone(crdPath)
-	g.gone(widgets) // no longer served
+	p := g.Release(servertest.Widgets + "/held")
+	servertest.MustCode(t, "release held", p, http.StatusOK)
+	g.Gone(crdPath)
+	g.Gone(servertest.Widgets) // no longer served
 	// The other definition is untouched, and widgets can be defined again, empty.
-	mustCode(t, "gizmos", a.json("GET", gizmos, ""), http.StatusOK)
-	mustCode(t, "create CRD again", a.json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", scaleCRD), http.StatusCreated)
-	g.eventually("widgets served again", func() (bool, string) {
-		r := a.json("GET", widgets, "")
-		return r.code == http.StatusOK && !strings.Contains(string(r.body), `"name":"held"`), truncate(r.body)
+	servertest.MustCode(t, "gizmos", a.JSON("GET", servertest.Gizmos, ""), http.StatusOK)
+	servertest.MustCode(t, "create CRD again", a.JSON("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", servertest.ScaleCRD), http.StatusCreated)
+	g.Eventually("widgets served again", func() (bool, string) {
+		r := a.JSON("GET", servertest.Widgets, "")
+		return r.Code == http.StatusOK && !strings.Contains(string(r.Body), `"name":"held"`), servertest.Truncate(r.Body)
 	})
 }
 
@@ -58,35 +60,35 @@ func TestCRDDeletion(t *testing.T) {
 // orphanDependents=false, and the start of a deletion bumps a generation
 // once.
 func TestDeleteAnswers(t *testing.T) {
-	a := startScale(t)
+	a := servertest.StartScale(t)
 	held := func(name string) {
 		t.Helper()
-		body := strings.Replace(widget(name, `"replicas":1`), `"metadata":{"name":"`+name+`"}`, `"metadata":{"name":"`+name+`","finalizers":["example.com/x"]}`, 1)
-		mustCode(t, "create "+name, a.json("POST", widgets, body), http.StatusCreated)
+		body := strings.Replace(servertest.Widget(name, `"replicas":1`), `"metadata":{"name":"`+name+`"}`, `"metadata":{"name":"`+name+`","finalizers":["example.com/x"]}`, 1)
+		servertest.MustCode(t, "create "+name, a.JSON("POST", servertest.Widgets, body), http.StatusCreated)
 	}
-	kind := func(r response) any { return r.object()["kind"] }
-	generation := func(r response) any { return metaOf(r)["generation"] }
+	kind := func(r servertest.Response) any { return r.Object()["kind"] }
+	generation := func(r servertest.Response) any { return servertest.MetaOf(r)["generation"] }
 
-	mustCode(t, "create plain", a.json("POST", widgets, widget("plain", `"replicas":1`)), http.StatusCreated)
-	if r := a.json("DELETE", widgets+"/plain?dryRun=All", ""); r.code != http.StatusOK || kind(r) != "Status" {
-		t.Errorf("dry-run delete = %d %v, want 200 Status", r.code, kind(r))
+	servertest.MustCode(t, "create plain", a.JSON("POST", servertest.Widgets, servertest.Widget("plain", `"replicas":1`)), http.StatusCreated)
+	if r := a.JSON("DELETE", servertest.Widgets+"/plain?dryRun=All", ""); r.Code != http.StatusOK || kind(r) != "Status" {
+		t.Errorf("dry-run delete = %d %v, want 200 Status", r.Code, kind(r))
 	}
-	if r := a.json("DELETE", widgets+"/plain", ""); r.code != http.StatusOK || kind(r) != "Status" {
-		t.Errorf("delete = %d %v, want 200 Status", r.code, kind(r))
+	if r := a.JSON("DELETE", servertest.Widgets+"/plain", ""); r.Code != http.StatusOK || kind(r) != "Status" {
+		t.Errorf("delete = %d %v, want 200 Status", r.Code, kind(r))
 	}
 
 	held("held")
-	r := a.json("DELETE", widgets+"/held", "")
-	if r.code != http.StatusOK || kind(r) != "Widget" || generation(r) != float64(2) {
-		t.Errorf("delete of a held object = %d %v generation %v, want 200 Widget generation 2", r.code, kind(r), generation(r))
+	r := a.JSON("DELETE", servertest.Widgets+"/held", "")
+	if r.Code != http.StatusOK || kind(r) != "Widget" || generation(r) != float64(2) {
+		t.Errorf("delete of a held object = %d %v generation %v, want 200 Widget generation 2", r.Code, kind(r), generation(r))
 	}
-	r = a.json("DELETE", widgets+"/held", "")
-	if r.code != http.StatusOK || kind(r) != "Widget" || generation(r) != float64(2) {
-		t.Errorf("second delete = %d %v generation %v, want 200 Widget generation 2", r.code, kind(r), generation(r))
+	r = a.JSON("DELETE", servertest.Widgets+"/held", "")
+	if r.Code != http.StatusOK || kind(r) != "Widget" || generation(r) != float64(2) {
+		t.Errorf("second delete = %d %v generation %v, want 200 Widget generation 2", r.Code, kind(r), generation(r))
 	}
 
 	held("cascade")
-	if r := a.json("DELETE", widgets+"/cascade", `{"orphanDependents":false}`); r.code != http.StatusAccepted || kind(r) != "Widget" {
-		t.Errorf("delete with orphanDependents=false of a held object = %d %v, want 202 Widget", r.code, kind(r))
+	if r := a.JSON("DELETE", servertest.Widgets+"/cascade", `{"orphanDependents":false}`); r.Code != http.StatusAccepted || kind(r) != "Widget" {
+		t.Errorf("delete with orphanDependents=false of a held object = %d %v, want 202 Widget", r.Code, kind(r))
 	}
 }

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"net/http"
 	"testing"
 	"time"
@@ -26,11 +28,11 @@ const deprecatedCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomRes
 // requests to other versions carry none.
 func TestDeprecatedCRDVersionWarns(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	mustCode(t, "create CRD", a.json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", deprecatedCRD), http.StatusCreated)
+	a := servertest.NewAPI(t, env)
+	servertest.MustCode(t, "create CRD", a.JSON("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", deprecatedCRD), http.StatusCreated)
 	base := "/apis/warn.objwatch.io/"
-	oaEventually(t, 10*time.Second, func() bool {
-		return a.json("GET", base+"v1alpha1/namespaces/default/gizmos", "").code == http.StatusOK
+	servertest.EventuallyWithin(t, 10*time.Second, func() bool {
+		return a.JSON("GET", base+"v1alpha1/namespaces/default/gizmos", "").Code == http.StatusOK
 	})
 	obj := func(v, name string) string {
 		return `{"apiVersion":"warn.objwatch.io/` + v + `","kind":"Gizmo","metadata":{"name":"` + name + `"}}`
@@ -48,11 +50,11 @@ func TestDeprecatedCRDVersionWarns(t *testing.T) {
 			{"GET", coll + "?watch=1&timeoutSeconds=1&resourceVersion=0", ""},
 			{"DELETE", coll + "/g-" + tc.version, ""},
 		} {
-			r := a.json(req.method, req.path, req.body)
-			if r.code >= 300 {
-				t.Fatalf("%s %s = %d %s", req.method, req.path, r.code, truncate(r.body))
+			r := a.JSON(req.method, req.path, req.body)
+			if r.Code >= 300 {
+				t.Fatalf("%s %s = %d %s", req.method, req.path, r.Code, servertest.Truncate(r.Body))
 			}
-			got := r.header.Values("Warning")
+			got := r.Header.Values("Warning")
 			switch {
 			case tc.want == "" && len(got) != 0:
 				t.Errorf("%s %s Warning = %q, want none", req.method, req.path, got)

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"fmt"
 	"net/http"
 	"testing"
@@ -14,14 +16,14 @@ const gcLease = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/objw
 
 func shortLease(c *server.Config) { c.GCLeaseDuration = 2 * time.Second }
 
-func leader(a *api) int { return metricValue(a, "objwatch_gc_leader ") }
+func leader(a *servertest.API) int { return servertest.MetricValue(a, "objwatch_gc_leader ") }
 
 // holder returns the lease's holderIdentity and leaseTransitions.
-func holder(t *testing.T, a *api) (string, int) {
+func holder(t *testing.T, a *servertest.API) (string, int) {
 	t.Helper()
-	r := a.json("GET", gcLease, "")
-	mustCode(t, "get lease", r, http.StatusOK)
-	spec, _ := r.object()["spec"].(map[string]any)
+	r := a.JSON("GET", gcLease, "")
+	servertest.MustCode(t, "get lease", r, http.StatusOK)
+	spec, _ := r.Object()["spec"].(map[string]any)
 	h, _ := spec["holderIdentity"].(string)
 	n, _ := spec["leaseTransitions"].(float64)
 	return h, int(n)
@@ -35,9 +37,9 @@ func TestGCElection(t *testing.T) {
 	ep := testenv.StartEtcd(t)
 	one := testenv.Start(t, testenv.WithEtcd(ep), testenv.WithServerConfig(shortLease))
 	two := testenv.Start(t, testenv.WithEtcd(ep), testenv.WithServerConfig(shortLease))
-	a1, a2 := newAPI(t, one), newAPI(t, two)
-	g := &gcAPI{api: a1, t: t}
-	g.eventually("one leader", func() (bool, string) {
+	a1, a2 := servertest.NewAPI(t, one), servertest.NewAPI(t, two)
+	g := &servertest.GCAPI{API: a1, T: t}
+	g.Eventually("one leader", func() (bool, string) {
 		l1, l2 := leader(a1), leader(a2)
 		return l1+l2 == 1, fmt.Sprintf("leader metrics %d and %d", l1, l2)
 	})
@@ -55,25 +57,25 @@ func TestGCElection(t *testing.T) {
 		t.Fatalf("after 3 s: holder %q (was %q), leader metrics %d/%d", h, first, leader(lead), leader(other))
 	}
 	// Collection works through the server that does not run it.
-	og := &gcAPI{api: other, t: t}
-	owner := og.cm("owner", nil)
-	og.cm("dep", nil, ownerRef(t, owner, false))
-	mustCode(t, "delete owner", other.json("DELETE", cms+"/owner", ""), http.StatusOK)
-	og.gone(cms + "/dep")
+	og := &servertest.GCAPI{API: other, T: t}
+	owner := og.CM("owner", nil)
+	og.CM("dep", nil, servertest.OwnerRef(t, owner, false))
+	servertest.MustCode(t, "delete owner", other.JSON("DELETE", servertest.CMs+"/owner", ""), http.StatusOK)
+	og.Gone(servertest.CMs + "/dep")
 
 	leadEnv.Stop()
 	start := time.Now()
-	og.eventually("the other server leads", func() (bool, string) {
+	og.Eventually("the other server leads", func() (bool, string) {
 		h, _ := holder(t, other)
 		return leader(other) == 1 && h != first && h != "", fmt.Sprintf("holder %q, metric %d", h, leader(other))
 	})
 	if d := time.Since(start); d > 1500*time.Millisecond {
 		t.Errorf("takeover after a release took %v, want well under the 2 s lease", d)
 	}
-	owner2 := og.cm("owner-2", nil)
-	og.cm("dep-2", nil, ownerRef(t, owner2, false))
-	mustCode(t, "delete owner-2", other.json("DELETE", cms+"/owner-2", ""), http.StatusOK)
-	og.gone(cms + "/dep-2")
+	owner2 := og.CM("owner-2", nil)
+	og.CM("dep-2", nil, servertest.OwnerRef(t, owner2, false))
+	servertest.MustCode(t, "delete owner-2", other.JSON("DELETE", servertest.CMs+"/owner-2", ""), http.StatusOK)
+	og.Gone(servertest.CMs + "/dep-2")
 }
 
 // A lease taken by another holder (here written into etcd as if another
@@ -82,18 +84,18 @@ func TestGCElection(t *testing.T) {
 // counts a transition.
 func TestGCLeaseLostAndRetaken(t *testing.T) {
 	env := testenv.Start(t, testenv.WithServerConfig(shortLease))
-	a := newAPI(t, env)
-	g := &gcAPI{api: a, t: t}
-	g.eventually("leader", func() (bool, string) { return leader(a) == 1, "" })
+	a := servertest.NewAPI(t, env)
+	g := &servertest.GCAPI{API: a, T: t}
+	g.Eventually("leader", func() (bool, string) { return leader(a) == 1, "" })
 	me, n := holder(t, a)
-	rewriteKey(t, rawStore(t, env), "/registry/coordination.k8s.io/leases/kube-system/objwatch-garbage-collector", func(m map[string]any) {
+	servertest.RewriteKey(t, servertest.RawStore(t, env), "/registry/coordination.k8s.io/leases/kube-system/objwatch-garbage-collector", func(m map[string]any) {
 		spec := m["spec"].(map[string]any)
 		spec["holderIdentity"] = "ghost"
 		spec["renewTime"] = time.Now().UTC().Format("2006-01-02T15:04:05.000000Z")
 	})
-	g.eventually("the collector stops", func() (bool, string) { return leader(a) == 0, "" })
+	g.Eventually("the collector stops", func() (bool, string) { return leader(a) == 0, "" })
 	lost := time.Now()
-	g.eventually("retaken after expiry", func() (bool, string) {
+	g.Eventually("retaken after expiry", func() (bool, string) {
 		h, _ := holder(t, a)
 		return leader(a) == 1 && h == me, h
 	})
@@ -104,8 +106,8 @@ func TestGCLeaseLostAndRetaken(t *testing.T) {
 		t.Errorf("leaseTransitions %d after a takeover, was %d", n2, n)
 	}
 	// And it collects again.
-	owner := g.cm("owner", nil)
-	g.cm("dep", nil, ownerRef(t, owner, false))
-	mustCode(t, "delete owner", a.json("DELETE", cms+"/owner", ""), http.StatusOK)
-	g.gone(cms + "/dep")
+	owner := g.CM("owner", nil)
+	g.CM("dep", nil, servertest.OwnerRef(t, owner, false))
+	servertest.MustCode(t, "delete owner", a.JSON("DELETE", servertest.CMs+"/owner", ""), http.StatusOK)
+	g.Gone(servertest.CMs + "/dep")
 }

@@ -1,9 +1,10 @@
 package server_test
 
 import (
-	"bufio"
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"bytes"
-	"context"
+
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -98,52 +99,29 @@ func wantPlaintext(t *testing.T, raw *etcd.Store, key string) {
 }
 
 // wantSecret fails unless r is the secret with its plaintext data.
-func wantSecret(t *testing.T, what string, r response) {
+func wantSecret(t *testing.T, what string, r servertest.Response) {
 	t.Helper()
-	mustCode(t, what, r, http.StatusOK)
-	if !strings.Contains(string(r.body), base64.StdEncoding.EncodeToString([]byte(secretValue))) {
-		t.Fatalf("%s = %s, want the secret's data", what, truncate(r.body))
+	servertest.MustCode(t, what, r, http.StatusOK)
+	if !strings.Contains(string(r.Body), base64.StdEncoding.EncodeToString([]byte(secretValue))) {
+		t.Fatalf("%s = %s, want the secret's data", what, servertest.Truncate(r.Body))
 	}
-}
-
-// watchLines reads n watch events from path (a watch URL).
-func watchLines(t *testing.T, a *api, path string, n int) []string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", a.host+path, nil)
-	resp, err := a.c.Do(req)
-	if err != nil {
-		t.Fatalf("watch %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	var out []string
-	for len(out) < n && sc.Scan() {
-		out = append(out, sc.Text())
-	}
-	if len(out) < n {
-		t.Fatalf("watch %s: %d events (%v), want %d", path, len(out), sc.Err(), n)
-	}
-	return out
 }
 
 // rewriteAll puts every object of list back unchanged, as `kubectl get
 // -o json | kubectl replace -f -` does (a replace that changes nothing
 // writes only a stale value).
-func rewriteAll(t *testing.T, a *api, list string) {
+func rewriteAll(t *testing.T, a *servertest.API, list string) {
 	t.Helper()
-	r := a.json("GET", list, "")
-	mustCode(t, "list", r, http.StatusOK)
+	r := a.JSON("GET", list, "")
+	servertest.MustCode(t, "list", r, http.StatusOK)
 	var l struct{ Items []map[string]any }
-	if err := json.Unmarshal(r.body, &l); err != nil {
+	if err := json.Unmarshal(r.Body, &l); err != nil {
 		t.Fatal(err)
 	}
 	for _, it := range l.Items {
 		name := it["metadata"].(map[string]any)["name"].(string)
 		b, _ := json.Marshal(it)
-		mustCode(t, "replace "+name, a.json("PUT", list+"/"+name, string(b)), http.StatusOK)
+		servertest.MustCode(t, "replace "+name, a.JSON("PUT", list+"/"+name, string(b)), http.StatusOK)
 	}
 }
 
@@ -155,40 +133,40 @@ func TestEncryptionAtRest(t *testing.T) {
 	cfg := encryptionConfig(t, []string{"secrets"}, aesgcm("key1", key1), identity)
 	shared := testenv.StartEtcd(t)
 	env := testenv.Start(t, testenv.WithEtcd(shared), testenv.WithEncryptionProviderConfig(cfg))
-	a := newAPI(t, env)
-	raw := rawStore(t, env) // no keys: etcd as it is stored
+	a := servertest.NewAPI(t, env)
+	raw := servertest.RawStore(t, env) // no keys: etcd as it is stored
 
-	start := rvOf(t, a.json("GET", secrets, ""))
-	created := a.json("POST", secrets, secret("s1"))
-	mustCode(t, "create", created, http.StatusCreated)
+	start := servertest.RVOf(t, a.JSON("GET", secrets, ""))
+	created := a.JSON("POST", secrets, secret("s1"))
+	servertest.MustCode(t, "create", created, http.StatusCreated)
 	wantEncrypted(t, raw, secretKey("s1"), "k8s:enc:aesgcm:v1:key1:")
-	mustCode(t, "create configmap", a.json("POST", cms, cm("plain", "")), http.StatusCreated)
+	servertest.MustCode(t, "create configmap", a.JSON("POST", servertest.CMs, servertest.CM("plain", "")), http.StatusCreated)
 	wantPlaintext(t, raw, "/registry/core/configmaps/default/plain")
 
-	wantSecret(t, "get", a.json("GET", secrets+"/s1", ""))
-	wantSecret(t, "list", a.json("GET", secrets, ""))
-	wantSecret(t, "list from the cache", a.json("GET", secrets+"?resourceVersion=0", ""))
-	wantSecret(t, "list from etcd", a.json("GET", secrets+"?limit=1", ""))
+	wantSecret(t, "get", a.JSON("GET", secrets+"/s1", ""))
+	wantSecret(t, "list", a.JSON("GET", secrets, ""))
+	wantSecret(t, "list from the cache", a.JSON("GET", secrets+"?resourceVersion=0", ""))
+	wantSecret(t, "list from etcd", a.JSON("GET", secrets+"?limit=1", ""))
 
 	// An update re-encrypts (GCM is not deterministic: new bytes); one that
 	// changes nothing is still recognised as such, on the plaintext.
 	before := stored(t, raw, secretKey("s1"))
-	upd := a.do("PATCH", secrets+"/s1", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"v":"2"}}}`))
-	mustCode(t, "patch", upd, http.StatusOK)
+	upd := a.Do("PATCH", secrets+"/s1", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"v":"2"}}}`))
+	servertest.MustCode(t, "patch", upd, http.StatusOK)
 	wantEncrypted(t, raw, secretKey("s1"), "k8s:enc:aesgcm:v1:key1:")
 	if bytes.Equal(before, stored(t, raw, secretKey("s1"))) {
 		t.Fatal("the patch left etcd's bytes as they were")
 	}
-	noop := a.do("PATCH", secrets+"/s1", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"v":"2"}}}`))
-	mustCode(t, "no-op patch", noop, http.StatusOK)
-	if rvOf(t, noop) != rvOf(t, upd) {
-		t.Fatalf("a patch changing nothing wrote a new revision %s (was %s)", rvOf(t, noop), rvOf(t, upd))
+	noop := a.Do("PATCH", secrets+"/s1", "application/merge-patch+json", []byte(`{"metadata":{"labels":{"v":"2"}}}`))
+	servertest.MustCode(t, "no-op patch", noop, http.StatusOK)
+	if servertest.RVOf(t, noop) != servertest.RVOf(t, upd) {
+		t.Fatalf("a patch changing nothing wrote a new revision %s (was %s)", servertest.RVOf(t, noop), servertest.RVOf(t, upd))
 	}
 
 	// Watches, from the watch cache and from etcd (a resourceVersion
 	// before this server's cache history is not needed: both paths decode
 	// what the storage decrypted), see the plaintext of both events.
-	evs := watchLines(t, a, secrets+"?watch=1&resourceVersion="+start, 2)
+	evs := servertest.WatchLines(t, a, secrets+"?watch=1&resourceVersion="+start, 2)
 	for i, e := range evs {
 		if !strings.Contains(e, base64.StdEncoding.EncodeToString([]byte(secretValue))) {
 			t.Fatalf("watch event %d = %s, want the secret's data", i, e)
@@ -199,18 +177,18 @@ func TestEncryptionAtRest(t *testing.T) {
 	}
 
 	// History reads older revisions from etcd: decrypted too.
-	h := a.json("GET", secrets+"/s1/history", "")
-	mustCode(t, "history", h, http.StatusOK)
-	if n := strings.Count(string(h.body), base64.StdEncoding.EncodeToString([]byte(secretValue))); n < 2 {
-		t.Fatalf("history = %s, want both revisions' data", truncate(h.body))
+	h := a.JSON("GET", secrets+"/s1/history", "")
+	servertest.MustCode(t, "history", h, http.StatusOK)
+	if n := strings.Count(string(h.Body), base64.StdEncoding.EncodeToString([]byte(secretValue))); n < 2 {
+		t.Fatalf("history = %s, want both revisions' data", servertest.Truncate(h.Body))
 	}
 
 	// A second server fills its watch cache from etcd's ciphertext.
 	env2 := testenv.Start(t, testenv.WithEtcd(shared), testenv.WithEncryptionProviderConfig(cfg))
-	b := newAPI(t, env2)
-	wantSecret(t, "second server's cached list", b.json("GET", secrets+"?resourceVersion=0", ""))
-	mustCode(t, "delete", b.json("DELETE", secrets+"/s1", ""), http.StatusOK)
-	mustCode(t, "get deleted", a.json("GET", secrets+"/s1", ""), http.StatusNotFound)
+	b := servertest.NewAPI(t, env2)
+	wantSecret(t, "second server's cached list", b.JSON("GET", secrets+"?resourceVersion=0", ""))
+	servertest.MustCode(t, "delete", b.JSON("DELETE", secrets+"/s1", ""), http.StatusOK)
+	servertest.MustCode(t, "get deleted", a.JSON("GET", secrets+"/s1", ""), http.StatusNotFound)
 }
 
 // TestEncryptionProviders: aescbc and secretbox round trips; an identity
@@ -224,18 +202,18 @@ func TestEncryptionProviders(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			shared := testenv.StartEtcd(t)
 			env := testenv.Start(t, testenv.WithEtcd(shared), testenv.WithEncryptionProviderConfig(encryptionConfig(t, []string{"secrets"}, p.provider)))
-			a := newAPI(t, env)
-			raw := rawStore(t, env)
-			mustCode(t, "create", a.json("POST", secrets, secret("s1")), http.StatusCreated)
+			a := servertest.NewAPI(t, env)
+			raw := servertest.RawStore(t, env)
+			servertest.MustCode(t, "create", a.JSON("POST", secrets, secret("s1")), http.StatusCreated)
 			wantEncrypted(t, raw, secretKey("s1"), p.prefix)
-			wantSecret(t, "get", a.json("GET", secrets+"/s1", ""))
+			wantSecret(t, "get", a.JSON("GET", secrets+"/s1", ""))
 			env.Stop()
 
 			// Decrypting away: identity first, the old provider after it.
 			env = testenv.Start(t, testenv.WithEtcd(shared), testenv.WithEncryptionProviderConfig(encryptionConfig(t, []string{"secrets"}, identity, p.provider)))
-			a = newAPI(t, env)
-			wantSecret(t, "get with identity first", a.json("GET", secrets+"/s1", ""))
-			mustCode(t, "create s2", a.json("POST", secrets, secret("s2")), http.StatusCreated)
+			a = servertest.NewAPI(t, env)
+			wantSecret(t, "get with identity first", a.JSON("GET", secrets+"/s1", ""))
+			servertest.MustCode(t, "create s2", a.JSON("POST", secrets, secret("s2")), http.StatusCreated)
 			wantPlaintext(t, raw, secretKey("s2"))
 			rewriteAll(t, a, secrets)
 			wantPlaintext(t, raw, secretKey("s1"))
@@ -248,23 +226,23 @@ func TestEncryptionProviders(t *testing.T) {
 // key2); every secret rewritten; then key2 alone.
 func TestEncryptionKeyRotation(t *testing.T) {
 	shared := testenv.StartEtcd(t)
-	start := func(providers ...string) *api {
+	start := func(providers ...string) *servertest.API {
 		env := testenv.Start(t, testenv.WithEtcd(shared), testenv.WithEncryptionProviderConfig(encryptionConfig(t, []string{"secrets"}, providers...)))
 		t.Cleanup(env.Stop)
-		return newAPI(t, env)
+		return servertest.NewAPI(t, env)
 	}
 	one := testenv.Start(t, testenv.WithEtcd(shared), testenv.WithEncryptionProviderConfig(encryptionConfig(t, []string{"secrets"}, aesgcm("key1", key1))))
-	a := newAPI(t, one)
-	raw := rawStore(t, one)
+	a := servertest.NewAPI(t, one)
+	raw := servertest.RawStore(t, one)
 	for _, n := range []string{"s1", "s2"} {
-		mustCode(t, "create "+n, a.json("POST", secrets, secret(n)), http.StatusCreated)
+		servertest.MustCode(t, "create "+n, a.JSON("POST", secrets, secret(n)), http.StatusCreated)
 		wantEncrypted(t, raw, secretKey(n), "k8s:enc:aesgcm:v1:key1:")
 	}
 	one.Stop()
 
 	a = start("aesgcm: {keys: [{name: key2, secret: " + key2 + "}, {name: key1, secret: " + key1 + "}]}")
-	wantSecret(t, "old secret with (key2, key1)", a.json("GET", secrets+"/s1", ""))
-	mustCode(t, "create s3", a.json("POST", secrets, secret("s3")), http.StatusCreated)
+	wantSecret(t, "old secret with (key2, key1)", a.JSON("GET", secrets+"/s1", ""))
+	servertest.MustCode(t, "create s3", a.JSON("POST", secrets, secret("s3")), http.StatusCreated)
 	wantEncrypted(t, raw, secretKey("s3"), "k8s:enc:aesgcm:v1:key2:")
 	wantEncrypted(t, raw, secretKey("s2"), "k8s:enc:aesgcm:v1:key1:")
 	rewriteAll(t, a, secrets)
@@ -274,9 +252,9 @@ func TestEncryptionKeyRotation(t *testing.T) {
 
 	a = start(aesgcm("key2", key2))
 	for _, n := range []string{"s1", "s2", "s3"} {
-		wantSecret(t, "get "+n+" with key2 only", a.json("GET", secrets+"/"+n, ""))
+		wantSecret(t, "get "+n+" with key2 only", a.JSON("GET", secrets+"/"+n, ""))
 	}
-	wantSecret(t, "list with key2 only", a.json("GET", secrets, ""))
+	wantSecret(t, "list with key2 only", a.JSON("GET", secrets, ""))
 }
 
 // TestEncryptionMissingKey: a server without the key a value was written
@@ -285,8 +263,8 @@ func TestEncryptionKeyRotation(t *testing.T) {
 func TestEncryptionMissingKey(t *testing.T) {
 	shared := testenv.StartEtcd(t)
 	env := testenv.Start(t, testenv.WithEtcd(shared), testenv.WithEncryptionProviderConfig(encryptionConfig(t, []string{"secrets"}, aesgcm("key1", key1))))
-	before := rvOf(t, newAPI(t, env).json("GET", secrets, ""))
-	mustCode(t, "create", newAPI(t, env).json("POST", secrets, secret("s1")), http.StatusCreated)
+	before := servertest.RVOf(t, servertest.NewAPI(t, env).JSON("GET", secrets, ""))
+	servertest.MustCode(t, "create", servertest.NewAPI(t, env).JSON("POST", secrets, secret("s1")), http.StatusCreated)
 	env.Stop()
 	for _, c := range []struct {
 		name   string
@@ -299,7 +277,7 @@ func TestEncryptionMissingKey(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := testenv.Start(t, testenv.WithEtcd(shared), testenv.WithEncryptionProviderConfig(c.config))
-			a := newAPI(t, env)
+			a := servertest.NewAPI(t, env)
 			// The secrets' watch cache cannot list: reads it would serve go
 			// to etcd and get etcd's error at once, whatever their
 			// resourceVersion (see storage/watchcache).
@@ -307,30 +285,30 @@ func TestEncryptionMissingKey(t *testing.T) {
 				secrets + "?resourceVersion=0", secrets + "/s1/history", secrets + "?watch=1&resourceVersion=0",
 				secrets + "?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"} {
 				began := time.Now()
-				r := a.json("GET", path, "")
+				r := a.JSON("GET", path, "")
 				if d := time.Since(began); d > 2*time.Second {
 					t.Errorf("GET %s took %v", path, d)
 				}
-				s := r.status()
-				if r.code != http.StatusInternalServerError || s.Reason != "InternalError" ||
+				s := r.Status()
+				if r.Code != http.StatusInternalServerError || s.Reason != "InternalError" ||
 					!strings.Contains(s.Message, "Key: "+secretKey("s1")+",") || !strings.Contains(s.Message, c.want) {
-					t.Errorf("GET %s = %d %s, want 500 InternalError naming the key: %s", path, r.code, truncate(r.body), c.want)
+					t.Errorf("GET %s = %d %s, want 500 InternalError naming the key: %s", path, r.Code, servertest.Truncate(r.Body), c.want)
 				}
-				if strings.Contains(string(r.body), "k8s:enc") {
-					t.Errorf("GET %s served the stored bytes: %s", path, truncate(r.body))
+				if strings.Contains(string(r.Body), "k8s:enc") {
+					t.Errorf("GET %s served the stored bytes: %s", path, servertest.Truncate(r.Body))
 				}
 			}
 			// A watch from before the write ends at it with the error, as
 			// Kubernetes' etcd watch does.
-			ev := watchLines(t, a, secrets+"?watch=1&resourceVersion="+before, 1)[0]
+			ev := servertest.WatchLines(t, a, secrets+"?watch=1&resourceVersion="+before, 1)[0]
 			if !strings.Contains(ev, `"type":"ERROR"`) || !strings.Contains(ev, "Key: "+secretKey("s1")+",") || !strings.Contains(ev, c.want) {
 				t.Errorf("watch from before the write = %s, want an ERROR naming the key", ev)
 			}
 			// Writes over it fail the same way; a delete needs the object
 			// read first, as in Kubernetes.
-			r := a.json("PUT", secrets+"/s1", secret("s1"))
-			if r.code != http.StatusInternalServerError || !strings.Contains(r.status().Message, c.want) {
-				t.Errorf("PUT = %d %s, want 500", r.code, truncate(r.body))
+			r := a.JSON("PUT", secrets+"/s1", secret("s1"))
+			if r.Code != http.StatusInternalServerError || !strings.Contains(r.Status().Message, c.want) {
+				t.Errorf("PUT = %d %s, want 500", r.Code, servertest.Truncate(r.Body))
 			}
 		})
 	}
@@ -350,15 +328,15 @@ func TestEncryptionCustomResourcesAndWildcards(t *testing.T) {
 	} {
 		t.Run(c.resources[0], func(t *testing.T) {
 			env := testenv.Start(t, testenv.WithEncryptionProviderConfig(encryptionConfig(t, c.resources, aesgcm("key1", key1))))
-			a := newAPI(t, env)
-			raw := rawStore(t, env)
-			mustCode(t, "create CRD", a.json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", scaleCRD), http.StatusCreated)
-			oaEventually(t, 10*time.Second, func() bool { return a.json("GET", widgets, "").code == http.StatusOK })
-			mustCode(t, "create widget", a.json("POST", widgets, widget("w1", `"image":"`+secretValue+`"`)), http.StatusCreated)
-			mustCode(t, "create configmap", a.json("POST", cms, cm("c1", "")), http.StatusCreated)
+			a := servertest.NewAPI(t, env)
+			raw := servertest.RawStore(t, env)
+			servertest.MustCode(t, "create CRD", a.JSON("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", servertest.ScaleCRD), http.StatusCreated)
+			servertest.EventuallyWithin(t, 10*time.Second, func() bool { return a.JSON("GET", servertest.Widgets, "").Code == http.StatusOK })
+			servertest.MustCode(t, "create widget", a.JSON("POST", servertest.Widgets, servertest.Widget("w1", `"image":"`+secretValue+`"`)), http.StatusCreated)
+			servertest.MustCode(t, "create configmap", a.JSON("POST", servertest.CMs, servertest.CM("c1", "")), http.StatusCreated)
 			wantEncrypted(t, raw, "/registry/scale.objwatch.io/widgets/default/w1", "k8s:enc:aesgcm:v1:key1:")
-			if r := a.json("GET", widgets+"/w1", ""); r.code != http.StatusOK || !strings.Contains(string(r.body), secretValue) {
-				t.Fatalf("get widget = %d %s", r.code, truncate(r.body))
+			if r := a.JSON("GET", servertest.Widgets+"/w1", ""); r.Code != http.StatusOK || !strings.Contains(string(r.Body), secretValue) {
+				t.Fatalf("get widget = %d %s", r.Code, servertest.Truncate(r.Body))
 			}
 			if c.configmaps {
 				wantEncrypted(t, raw, "/registry/core/configmaps/default/c1", "k8s:enc:aesgcm:v1:key1:")

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -78,7 +80,7 @@ func userFairness(b *testing.B, seats int, inChild bool) {
 		"subjects":[{"kind":"User","name":"flood"},{"kind":"User","name":"calm"}]}`)
 	calm := newBenchAPI(b, env, "calm")
 	for deadline := time.Now().Add(5 * time.Second); ; { // the binding reaches the RBAC index through a watch
-		if code, _ := calm.post(cm("probe", "")); code == http.StatusCreated {
+		if code, _ := calm.post(servertest.CM("probe", "")); code == http.StatusCreated {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -135,7 +137,7 @@ func startFlood(conns []*benchAPI) *floodRun {
 		wg.Go(func() {
 			c := conns[i%len(conns)]
 			for n := 0; ctx.Err() == nil; n++ {
-				switch code, retry := c.post(cm(fmt.Sprintf("flood-%d-%d", i, n), "")); code {
+				switch code, retry := c.post(servertest.CM(fmt.Sprintf("flood-%d-%d", i, n), "")); code {
 				case http.StatusCreated:
 					ok.Add(1)
 				case http.StatusTooManyRequests:
@@ -288,7 +290,7 @@ func newBenchAPI(b *testing.B, env *testenv.Env, user string) *benchAPI {
 	if user == "" {
 		return &benchAPI{host: env.Config.Host, c: env.HTTPClient()}
 	}
-	cfg := userTLS(b, env, user)
+	cfg := servertest.UserTLS(b, env, user)
 	cfg.NextProtos = []string{"h2"}
 	tr := &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: true}
 	b.Cleanup(tr.CloseIdleConnections)
@@ -298,7 +300,7 @@ func newBenchAPI(b *testing.B, env *testenv.Env, user string) *benchAPI {
 // post creates a ConfigMap in default; it returns the status code and,
 // for a 429, the Retry-After.
 func (a *benchAPI) post(body string) (int, time.Duration) {
-	resp, err := a.c.Post(a.host+cms, "application/json", bytes.NewReader([]byte(body)))
+	resp, err := a.c.Post(a.host+servertest.CMs, "application/json", bytes.NewReader([]byte(body)))
 	if err != nil {
 		return 0, 0
 	}
@@ -328,7 +330,7 @@ func (a *benchAPI) latencies(b *testing.B, phase string, n int, d time.Duration)
 	for i := 0; i < n && time.Now().Before(end); i++ {
 		start := time.Now()
 		for {
-			code, retry := a.post(cm(fmt.Sprintf("calm-%s-%d", phase, i), ""))
+			code, retry := a.post(servertest.CM(fmt.Sprintf("calm-%s-%d", phase, i), ""))
 			if code == http.StatusCreated {
 				break
 			}

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"context"
 	"fmt"
 	"net/http"
@@ -32,21 +34,21 @@ func TestFairQueuing(t *testing.T) {
 	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) {
 		c.ExecutionSeats, c.MaxMutatingInFlight, c.UserInFlightShare, c.RequestTimeout = 1, 2*(queued+2), 0.5, timeout
 	}))
-	admin := newAPI(t, env)
-	users := writers(t, env, admin, "flood", "calm")
+	admin := servertest.NewAPI(t, env)
+	users := servertest.Writers(t, env, admin, "flood", "calm")
 	flood, calm := users[0], users[1]
-	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+	admin.Must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
 		`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"cm-watcher"},
 		"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["watch"]}]}`)
-	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+	admin.Must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
 		`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"cm-watchers"},
 		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"cm-watcher"},
 		"subjects":[{"kind":"User","name":"calm"}]}`)
-	eventually(t, "calm's watch binding", func() bool {
-		return calm.json("GET", cms+"?watch=true&timeoutSeconds=1", "").code == http.StatusOK
+	servertest.Eventually(t, "calm's watch binding", func() bool {
+		return calm.JSON("GET", servertest.CMs+"?watch=true&timeoutSeconds=1", "").Code == http.StatusOK
 	})
 	held, free := make(chan struct{}), make(chan struct{})
-	env.Webhook(t, testenv.WebhookOptions{Name: "hold", Rules: configMapRules,
+	env.Webhook(t, testenv.WebhookOptions{Name: "hold", Rules: servertest.ConfigMapRules,
 		Validating: func(ctx context.Context, r *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 			if r.Name == "held" {
 				close(held)
@@ -58,39 +60,39 @@ func TestFairQueuing(t *testing.T) {
 			return nil
 		}})
 
-	resp, err := calm.c.Get(calm.host + cms + "?watch=true")
+	resp, err := calm.C.Get(calm.Host + servertest.CMs + "?watch=true")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	mustCode(t, "calm's watch", response{code: resp.StatusCode}, http.StatusOK)
-	mustCode(t, "calm's create while its watch runs", calm.json("POST", cms, cm("calm-watching", "")), http.StatusCreated)
-	slowCreate(t, env, userTLS(t, env, "flood"), "trickling")
-	mustCode(t, "calm's create while flood's body trickles in", calm.json("POST", cms, cm("calm-trickling", "")), http.StatusCreated)
+	servertest.MustCode(t, "calm's watch", servertest.Response{Code: resp.StatusCode}, http.StatusOK)
+	servertest.MustCode(t, "calm's create while its watch runs", calm.JSON("POST", servertest.CMs, servertest.CM("calm-watching", "")), http.StatusCreated)
+	servertest.SlowCreate(t, env, servertest.UserTLS(t, env, "flood"), "trickling")
+	servertest.MustCode(t, "calm's create while flood's body trickles in", calm.JSON("POST", servertest.CMs, servertest.CM("calm-trickling", "")), http.StatusCreated)
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer close(free)
 	var heldCode int
-	wg.Go(func() { heldCode = flood.json("POST", cms, cm("held", "")).code })
+	wg.Go(func() { heldCode = flood.JSON("POST", servertest.CMs, servertest.CM("held", "")).Code })
 	<-held
 	start := time.Now()
-	mustTooMany(t, "calm's create while the seat is held", calm.json("POST", cms, cm("calm-early", "")))
+	mustTooMany(t, "calm's create while the seat is held", calm.JSON("POST", servertest.CMs, servertest.CM("calm-early", "")))
 	if waited := time.Since(start); waited < timeout/4-100*time.Millisecond || waited > timeout/2 {
 		t.Errorf("calm's create was refused after %v in the queue, want about %v", waited, timeout/4)
 	}
-	mustCode(t, "admin's create (system:masters, exempt)", admin.json("POST", cms, cm("admin-0", "")), http.StatusCreated)
+	servertest.MustCode(t, "admin's create (system:masters, exempt)", admin.JSON("POST", servertest.CMs, servertest.CM("admin-0", "")), http.StatusCreated)
 
 	// The order in which the queued creates executed is the order of
 	// their resourceVersions (one seat: one create at a time), not the
 	// order their clients saw the answers in.
 	rvs := make([]int64, queued+1) // calm's last
 	codes := make([]int, queued+1)
-	create := func(i int, c *api, name string) {
-		r := c.json("POST", cms, cm(name, ""))
-		codes[i] = r.code
-		if r.code == http.StatusCreated {
-			rvs[i], _ = strconv.ParseInt(r.object()["metadata"].(map[string]any)["resourceVersion"].(string), 10, 64)
+	create := func(i int, c *servertest.API, name string) {
+		r := c.JSON("POST", servertest.CMs, servertest.CM(name, ""))
+		codes[i] = r.Code
+		if r.Code == http.StatusCreated {
+			rvs[i], _ = strconv.ParseInt(r.Object()["metadata"].(map[string]any)["resourceVersion"].(string), 10, 64)
 		}
 	}
 	for i := range queued {
@@ -98,7 +100,7 @@ func TestFairQueuing(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // flood's creates reach their queue
 	start = time.Now()
-	mustTooMany(t, "flood's create beyond its share", flood.json("POST", cms, cm("flood-extra", "")))
+	mustTooMany(t, "flood's create beyond its share", flood.JSON("POST", servertest.CMs, servertest.CM("flood-extra", "")))
 	if d := time.Since(start); d > timeout/8 {
 		t.Fatalf("flood's create beyond its share was refused after %v, want at once", d)
 	}
@@ -107,7 +109,7 @@ func TestFairQueuing(t *testing.T) {
 
 	free <- struct{}{}
 	wg.Wait()
-	mustCode(t, "the held create", response{code: heldCode}, http.StatusCreated)
+	servertest.MustCode(t, "the held create", servertest.Response{Code: heldCode}, http.StatusCreated)
 	for i, c := range codes {
 		if c != http.StatusCreated {
 			t.Errorf("queued create %d = %d, want 201", i, c)
@@ -124,10 +126,10 @@ func TestFairQueuing(t *testing.T) {
 	}
 }
 
-func mustTooMany(t *testing.T, what string, r response) {
+func mustTooMany(t *testing.T, what string, r servertest.Response) {
 	t.Helper()
-	if s := r.status(); r.code != http.StatusTooManyRequests || s.Reason != "TooManyRequests" ||
-		s.Message != "Too many requests, please try again later." || r.header.Get("Retry-After") != "1" {
-		t.Fatalf("%s = %d %s (Retry-After %q), want Kubernetes' 429", what, r.code, r.body, r.header.Get("Retry-After"))
+	if s := r.Status(); r.Code != http.StatusTooManyRequests || s.Reason != "TooManyRequests" ||
+		s.Message != "Too many requests, please try again later." || r.Header.Get("Retry-After") != "1" {
+		t.Fatalf("%s = %d %s (Retry-After %q), want Kubernetes' 429", what, r.Code, r.Body, r.Header.Get("Retry-After"))
 	}
 }

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"fmt"
 	"io"
 	"net/http"
@@ -16,101 +18,11 @@ import (
 	"github.com/objwatch/objwatch/testenv"
 )
 
-// gcAPI is a server for garbage collection tests, with helpers to make
-// owners and dependents.
-type gcAPI struct {
-	*api
-	t *testing.T
-}
-
-func startGC(t *testing.T, opts ...testenv.Option) *gcAPI {
-	env := testenv.Start(t, opts...)
-	a := newAPI(t, env)
-	t.Cleanup(a.c.CloseIdleConnections)
-	return &gcAPI{api: a, t: t}
-}
-
-// ownerRef is an owner reference to the object r answered with.
-func ownerRef(t testing.TB, r response, block bool) string {
-	o := r.object()
-	md := o["metadata"].(map[string]any)
-	return fmt.Sprintf(`{"apiVersion":%q,"kind":%q,"name":%q,"uid":%q,"blockOwnerDeletion":%v}`, o["apiVersion"], o["kind"], md["name"], md["uid"], block)
-}
-
-// create makes a ConfigMap with owner references and finalizers.
-func (g *gcAPI) cm(name string, finalizers []string, owners ...string) response {
-	g.t.Helper()
-	extra := ""
-	if len(owners) > 0 {
-		extra += `,"ownerReferences":[` + strings.Join(owners, ",") + `]`
-	}
-	if len(finalizers) > 0 {
-		extra += `,"finalizers":["` + strings.Join(finalizers, `","`) + `"]`
-	}
-	r := g.json("POST", cms, cm(name, extra))
-	mustCode(g.t, "create "+name, r, http.StatusCreated)
-	return r
-}
-
-// gone waits until GET path is 404.
-func (g *gcAPI) gone(path string) {
-	g.t.Helper()
-	g.eventually(path+" deleted", func() (bool, string) {
-		r := g.json("GET", path, "")
-		return r.code == http.StatusNotFound, fmt.Sprintf("%d %s", r.code, truncate(r.body))
-	})
-}
-
-// eventually waits up to 20 s for cond.
-func (g *gcAPI) eventually(what string, cond func() (bool, string)) {
-	g.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			g.t.Fatalf("%s: not within 20 s; last: %s", what, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// release removes every finalizer of the object at path.
-func (g *gcAPI) release(path string) response {
-	g.t.Helper()
-	return g.do("PATCH", path, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))
-}
-
-// stays checks that path still exists after the collector had time to act.
-func (g *gcAPI) stays(path string) response {
-	g.t.Helper()
-	time.Sleep(500 * time.Millisecond)
-	r := g.json("GET", path, "")
-	mustCode(g.t, "get "+path, r, http.StatusOK)
-	return r
-}
-
-func metaOf(r response) map[string]any {
-	md, _ := r.object()["metadata"].(map[string]any)
-	return md
-}
-
-func ownerNames(r response) []string {
+func ownerNames(r servertest.Response) []string {
 	var out []string
-	refs, _ := metaOf(r)["ownerReferences"].([]any)
+	refs, _ := servertest.MetaOf(r)["ownerReferences"].([]any)
 	for _, ref := range refs {
 		out = append(out, ref.(map[string]any)["name"].(string))
-	}
-	return out
-}
-
-func finalizersOf(r response) []string {
-	var out []string
-	fs, _ := metaOf(r)["finalizers"].([]any)
-	for _, f := range fs {
-		out = append(out, f.(string))
 	}
 	return out
 }
@@ -119,28 +31,28 @@ func finalizersOf(r response) []string {
 // collector deletes its dependents, and a dependent with another owner
 // left only loses the reference.
 func TestGCBackground(t *testing.T) {
-	g := startGC(t)
-	a := g.cm("owner-a", nil)
-	b := g.cm("owner-b", nil)
-	g.cm("dep-1", nil, ownerRef(t, a, false))
-	g.cm("dep-2", nil, ownerRef(t, a, true))
-	g.cm("dep-both", nil, ownerRef(t, a, false), ownerRef(t, b, false))
-	g.cm("unrelated", nil)
+	g := servertest.StartGC(t)
+	a := g.CM("owner-a", nil)
+	b := g.CM("owner-b", nil)
+	g.CM("dep-1", nil, servertest.OwnerRef(t, a, false))
+	g.CM("dep-2", nil, servertest.OwnerRef(t, a, true))
+	g.CM("dep-both", nil, servertest.OwnerRef(t, a, false), servertest.OwnerRef(t, b, false))
+	g.CM("unrelated", nil)
 
-	mustCode(t, "delete owner", g.json("DELETE", cms+"/owner-a", ""), http.StatusOK)
-	g.gone(cms + "/owner-a")
-	g.gone(cms + "/dep-1")
-	g.gone(cms + "/dep-2")
-	g.eventually("dep-both loses its reference to owner-a", func() (bool, string) {
-		r := g.json("GET", cms+"/dep-both", "")
-		return r.code == http.StatusOK && slices.Equal(ownerNames(r), []string{"owner-b"}), fmt.Sprintf("%d %v", r.code, ownerNames(r))
+	servertest.MustCode(t, "delete owner", g.JSON("DELETE", servertest.CMs+"/owner-a", ""), http.StatusOK)
+	g.Gone(servertest.CMs + "/owner-a")
+	g.Gone(servertest.CMs + "/dep-1")
+	g.Gone(servertest.CMs + "/dep-2")
+	g.Eventually("dep-both loses its reference to owner-a", func() (bool, string) {
+		r := g.JSON("GET", servertest.CMs+"/dep-both", "")
+		return r.Code == http.StatusOK && slices.Equal(ownerNames(r), []string{"owner-b"}), fmt.Sprintf("%d %v", r.Code, ownerNames(r))
 	})
-	g.stays(cms + "/unrelated")
-	g.stays(cms + "/owner-b")
-	if n := metricValue(g.api, "objwatch_gc_deletions_total "); n < 2 {
+	g.Stays(servertest.CMs + "/unrelated")
+	g.Stays(servertest.CMs + "/owner-b")
+	if n := servertest.MetricValue(g.API, "objwatch_gc_deletions_total "); n < 2 {
 		t.Errorf("objwatch_gc_deletions_total = %d, want ≥ 2", n)
 	}
-	if n := metricValue(g.api, "objwatch_gc_released_total "); n < 1 {
+	if n := servertest.MetricValue(g.API, "objwatch_gc_released_total "); n < 1 {
 		t.Errorf("objwatch_gc_released_total = %d, want ≥ 1", n)
 	}
 }
@@ -148,56 +60,56 @@ func TestGCBackground(t *testing.T) {
 // A dependent whose owner is absent, or is another object of that name
 // (another uid), is collected; one whose owner exists is not.
 func TestGCDanglingOwner(t *testing.T) {
-	g := startGC(t)
-	owner := g.cm("owner", nil)
-	ref := ownerRef(t, owner, false)
-	g.cm("dep-absent", nil, `{"apiVersion":"v1","kind":"ConfigMap","name":"never","uid":"8e8f2d9c-0000-4000-8000-000000000001"}`)
-	g.cm("dep-wrong-uid", nil, `{"apiVersion":"v1","kind":"ConfigMap","name":"owner","uid":"8e8f2d9c-0000-4000-8000-000000000002"}`)
-	g.cm("dep-ok", nil, ref)
+	g := servertest.StartGC(t)
+	owner := g.CM("owner", nil)
+	ref := servertest.OwnerRef(t, owner, false)
+	g.CM("dep-absent", nil, `{"apiVersion":"v1","kind":"ConfigMap","name":"never","uid":"8e8f2d9c-0000-4000-8000-000000000001"}`)
+	g.CM("dep-wrong-uid", nil, `{"apiVersion":"v1","kind":"ConfigMap","name":"owner","uid":"8e8f2d9c-0000-4000-8000-000000000002"}`)
+	g.CM("dep-ok", nil, ref)
 	// A kind no server serves: never collected on a guess.
-	g.cm("dep-unknown-kind", nil, `{"apiVersion":"example.com/v1","kind":"Nothing","name":"x","uid":"8e8f2d9c-0000-4000-8000-000000000003"}`)
-	g.gone(cms + "/dep-absent")
-	g.gone(cms + "/dep-wrong-uid")
-	g.stays(cms + "/dep-ok")
-	g.stays(cms + "/dep-unknown-kind")
+	g.CM("dep-unknown-kind", nil, `{"apiVersion":"example.com/v1","kind":"Nothing","name":"x","uid":"8e8f2d9c-0000-4000-8000-000000000003"}`)
+	g.Gone(servertest.CMs + "/dep-absent")
+	g.Gone(servertest.CMs + "/dep-wrong-uid")
+	g.Stays(servertest.CMs + "/dep-ok")
+	g.Stays(servertest.CMs + "/dep-unknown-kind")
 }
 
 // Orphan: the owner gets the orphan finalizer, the collector removes the
 // owner's references from its dependents, then the finalizer, and the
 // owner is deleted; the dependents stay.
 func TestGCOrphan(t *testing.T) {
-	g := startGC(t)
-	owner := g.cm("owner", nil)
-	other := g.cm("other", nil)
-	g.cm("dep-1", nil, ownerRef(t, owner, true))
-	g.cm("dep-2", nil, ownerRef(t, owner, false), ownerRef(t, other, false))
+	g := servertest.StartGC(t)
+	owner := g.CM("owner", nil)
+	other := g.CM("other", nil)
+	g.CM("dep-1", nil, servertest.OwnerRef(t, owner, true))
+	g.CM("dep-2", nil, servertest.OwnerRef(t, owner, false), servertest.OwnerRef(t, other, false))
 
-	r := g.json("DELETE", cms+"/owner", `{"propagationPolicy":"Orphan"}`)
-	mustCode(t, "delete Orphan", r, http.StatusOK)
-	if fs := finalizersOf(r); !slices.Equal(fs, []string{"orphan"}) || metaOf(r)["deletionTimestamp"] == nil {
-		t.Fatalf("delete answered finalizers %v, deletionTimestamp %v; want [orphan] and one", fs, metaOf(r)["deletionTimestamp"])
+	r := g.JSON("DELETE", servertest.CMs+"/owner", `{"propagationPolicy":"Orphan"}`)
+	servertest.MustCode(t, "delete Orphan", r, http.StatusOK)
+	if fs := servertest.FinalizersOf(r); !slices.Equal(fs, []string{"orphan"}) || servertest.MetaOf(r)["deletionTimestamp"] == nil {
+		t.Fatalf("delete answered finalizers %v, deletionTimestamp %v; want [orphan] and one", fs, servertest.MetaOf(r)["deletionTimestamp"])
 	}
-	g.gone(cms + "/owner")
-	if names := ownerNames(g.stays(cms + "/dep-1")); len(names) != 0 {
+	g.Gone(servertest.CMs + "/owner")
+	if names := ownerNames(g.Stays(servertest.CMs + "/dep-1")); len(names) != 0 {
 		t.Errorf("dep-1 owners %v, want none", names)
 	}
-	if names := ownerNames(g.stays(cms + "/dep-2")); !slices.Equal(names, []string{"other"}) {
+	if names := ownerNames(g.Stays(servertest.CMs + "/dep-2")); !slices.Equal(names, []string{"other"}) {
 		t.Errorf("dep-2 owners %v, want [other]", names)
 	}
 }
 
 // The deprecated orphanDependents=true is Orphan.
 func TestGCOrphanDependents(t *testing.T) {
-	g := startGC(t)
-	owner := g.cm("owner", nil)
-	g.cm("dep", nil, ownerRef(t, owner, false))
-	mustCode(t, "delete", g.json("DELETE", cms+"/owner", `{"orphanDependents":true}`), http.StatusOK)
-	g.gone(cms + "/owner")
-	if names := ownerNames(g.stays(cms + "/dep")); len(names) != 0 {
+	g := servertest.StartGC(t)
+	owner := g.CM("owner", nil)
+	g.CM("dep", nil, servertest.OwnerRef(t, owner, false))
+	servertest.MustCode(t, "delete", g.JSON("DELETE", servertest.CMs+"/owner", `{"orphanDependents":true}`), http.StatusOK)
+	g.Gone(servertest.CMs + "/owner")
+	if names := ownerNames(g.Stays(servertest.CMs + "/dep")); len(names) != 0 {
 		t.Errorf("dep owners %v, want none", names)
 	}
-	r := g.json("DELETE", cms+"/dep", `{"orphanDependents":true,"propagationPolicy":"Orphan"}`)
-	mustCode(t, "delete with both", r, http.StatusUnprocessableEntity)
+	r := g.JSON("DELETE", servertest.CMs+"/dep", `{"orphanDependents":true,"propagationPolicy":"Orphan"}`)
+	servertest.MustCode(t, "delete with both", r, http.StatusUnprocessableEntity)
 }
 
 // Foreground: the owner gets the foregroundDeletion finalizer and stays
@@ -205,49 +117,49 @@ func TestGCOrphanDependents(t *testing.T) {
 // deleted (one held by its own finalizer stays until that is removed);
 // then the owner goes.
 func TestGCForeground(t *testing.T) {
-	g := startGC(t)
-	owner := g.cm("owner", nil)
-	g.cm("dep-free", nil, ownerRef(t, owner, false))
-	g.cm("dep-held", []string{"example.com/hold"}, ownerRef(t, owner, true))
-	mid := g.cm("dep-mid", nil, ownerRef(t, owner, true))
-	g.cm("grandchild", nil, ownerRef(t, mid, true))
+	g := servertest.StartGC(t)
+	owner := g.CM("owner", nil)
+	g.CM("dep-free", nil, servertest.OwnerRef(t, owner, false))
+	g.CM("dep-held", []string{"example.com/hold"}, servertest.OwnerRef(t, owner, true))
+	mid := g.CM("dep-mid", nil, servertest.OwnerRef(t, owner, true))
+	g.CM("grandchild", nil, servertest.OwnerRef(t, mid, true))
 
-	r := g.json("DELETE", cms+"/owner", `{"propagationPolicy":"Foreground"}`)
-	mustCode(t, "delete Foreground", r, http.StatusOK)
-	if fs := finalizersOf(r); !slices.Equal(fs, []string{"foregroundDeletion"}) {
+	r := g.JSON("DELETE", servertest.CMs+"/owner", `{"propagationPolicy":"Foreground"}`)
+	servertest.MustCode(t, "delete Foreground", r, http.StatusOK)
+	if fs := servertest.FinalizersOf(r); !slices.Equal(fs, []string{"foregroundDeletion"}) {
 		t.Fatalf("delete answered finalizers %v, want [foregroundDeletion]", fs)
 	}
-	g.gone(cms + "/dep-free")
-	g.gone(cms + "/grandchild") // dep-mid is deleted in the foreground too
-	g.gone(cms + "/dep-mid")
-	held := g.stays(cms + "/dep-held")
-	if metaOf(held)["deletionTimestamp"] == nil {
-		t.Fatalf("dep-held is not being deleted: %s", held.body)
+	g.Gone(servertest.CMs + "/dep-free")
+	g.Gone(servertest.CMs + "/grandchild") // dep-mid is deleted in the foreground too
+	g.Gone(servertest.CMs + "/dep-mid")
+	held := g.Stays(servertest.CMs + "/dep-held")
+	if servertest.MetaOf(held)["deletionTimestamp"] == nil {
+		t.Fatalf("dep-held is not being deleted: %s", held.Body)
 	}
-	if fs := finalizersOf(g.stays(cms + "/owner")); !slices.Equal(fs, []string{"foregroundDeletion"}) {
+	if fs := servertest.FinalizersOf(g.Stays(servertest.CMs + "/owner")); !slices.Equal(fs, []string{"foregroundDeletion"}) {
 		t.Fatalf("owner finalizers %v while dep-held blocks, want [foregroundDeletion]", fs)
 	}
 	// Releasing the held dependent lets everything go.
-	p := g.release(cms + "/dep-held")
-	mustCode(t, "release dep-held", p, http.StatusOK)
-	g.gone(cms + "/dep-held")
-	g.gone(cms + "/owner")
+	p := g.Release(servertest.CMs + "/dep-held")
+	servertest.MustCode(t, "release dep-held", p, http.StatusOK)
+	g.Gone(servertest.CMs + "/dep-held")
+	g.Gone(servertest.CMs + "/owner")
 }
 
 // A Foreground owner whose dependents do not block (and one that has no
 // dependents) is deleted once they are; a dependent with another owner
 // loses the reference instead of being deleted.
 func TestGCForegroundNonBlocking(t *testing.T) {
-	g := startGC(t)
-	owner := g.cm("owner", nil)
-	keep := g.cm("keeper", nil)
-	g.cm("dep-shared", nil, ownerRef(t, owner, true), ownerRef(t, keep, false))
-	g.cm("lone", nil)
-	mustCode(t, "delete owner", g.json("DELETE", cms+"/owner", `{"propagationPolicy":"Foreground"}`), http.StatusOK)
-	mustCode(t, "delete lone", g.json("DELETE", cms+"/lone", `{"propagationPolicy":"Foreground"}`), http.StatusOK)
-	g.gone(cms + "/owner")
-	g.gone(cms + "/lone")
-	if names := ownerNames(g.stays(cms + "/dep-shared")); !slices.Equal(names, []string{"keeper"}) {
+	g := servertest.StartGC(t)
+	owner := g.CM("owner", nil)
+	keep := g.CM("keeper", nil)
+	g.CM("dep-shared", nil, servertest.OwnerRef(t, owner, true), servertest.OwnerRef(t, keep, false))
+	g.CM("lone", nil)
+	servertest.MustCode(t, "delete owner", g.JSON("DELETE", servertest.CMs+"/owner", `{"propagationPolicy":"Foreground"}`), http.StatusOK)
+	servertest.MustCode(t, "delete lone", g.JSON("DELETE", servertest.CMs+"/lone", `{"propagationPolicy":"Foreground"}`), http.StatusOK)
+	g.Gone(servertest.CMs + "/owner")
+	g.Gone(servertest.CMs + "/lone")
+	if names := ownerNames(g.Stays(servertest.CMs + "/dep-shared")); !slices.Equal(names, []string{"keeper"}) {
 		t.Errorf("dep-shared owners %v, want [keeper]", names)
 	}
 }
@@ -255,20 +167,20 @@ func TestGCForegroundNonBlocking(t *testing.T) {
 // Owners of other resources: a custom resource owning a ConfigMap, and a
 // cluster-scoped owner (a Namespace) of a dependent in another namespace.
 func TestGCAcrossResources(t *testing.T) {
-	a := startScale(t) // serves widgets (namespaced custom resources)
-	g := &gcAPI{api: a, t: t}
-	w := a.json("POST", widgets, widget("w", `"replicas":1`))
-	mustCode(t, "create widget", w, http.StatusCreated)
-	g.cm("dep-of-widget", nil, ownerRef(t, w, true))
-	ns := a.json("POST", "/api/v1/namespaces", `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"owner-ns"}}`)
-	mustCode(t, "create namespace", ns, http.StatusCreated)
-	g.cm("dep-of-namespace", nil, ownerRef(t, ns, false))
+	a := servertest.StartScale(t) // serves widgets (namespaced custom resources)
+	g := &servertest.GCAPI{API: a, T: t}
+	w := a.JSON("POST", servertest.Widgets, servertest.Widget("w", `"replicas":1`))
+	servertest.MustCode(t, "create widget", w, http.StatusCreated)
+	g.CM("dep-of-widget", nil, servertest.OwnerRef(t, w, true))
+	ns := a.JSON("POST", "/api/v1/namespaces", `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"owner-ns"}}`)
+	servertest.MustCode(t, "create namespace", ns, http.StatusCreated)
+	g.CM("dep-of-namespace", nil, servertest.OwnerRef(t, ns, false))
 
-	mustCode(t, "delete widget", a.json("DELETE", widgets+"/w", ""), http.StatusOK)
-	g.gone(cms + "/dep-of-widget")
-	mustCode(t, "delete namespace", a.json("DELETE", "/api/v1/namespaces/owner-ns", ""), http.StatusOK)
-	g.gone("/api/v1/namespaces/owner-ns")
-	g.gone(cms + "/dep-of-namespace")
+	servertest.MustCode(t, "delete widget", a.JSON("DELETE", servertest.Widgets+"/w", ""), http.StatusOK)
+	g.Gone(servertest.CMs + "/dep-of-widget")
+	servertest.MustCode(t, "delete namespace", a.JSON("DELETE", "/api/v1/namespaces/owner-ns", ""), http.StatusOK)
+	g.Gone("/api/v1/namespaces/owner-ns")
+	g.Gone(servertest.CMs + "/dep-of-namespace")
 }
 
 // An owner deleted while no server ran (in etcd directly): the next
@@ -276,29 +188,29 @@ func TestGCAcrossResources(t *testing.T) {
 func TestGCAtStart(t *testing.T) {
 	ep := testenv.StartEtcd(t)
 	first := testenv.Start(t, testenv.WithEtcd(ep))
-	a := newAPI(t, first)
-	g := &gcAPI{api: a, t: t}
-	owner := g.cm("owner", nil)
-	g.cm("dep", nil, ownerRef(t, owner, false))
+	a := servertest.NewAPI(t, first)
+	g := &servertest.GCAPI{API: a, T: t}
+	owner := g.CM("owner", nil)
+	g.CM("dep", nil, servertest.OwnerRef(t, owner, false))
 	first.Stop()
 	// Delete the owner in etcd directly, with no server running.
-	st := rawStore(t, first)
+	st := servertest.RawStore(t, first)
 	if _, err := st.Delete(t.Context(), "/registry/core/configmaps/default/owner", 0); err != nil {
 		t.Fatal(err)
 	}
 	second := testenv.Start(t, testenv.WithEtcd(ep))
-	g2 := &gcAPI{api: newAPI(t, second), t: t}
-	g2.gone(cms + "/dep")
+	g2 := &servertest.GCAPI{API: servertest.NewAPI(t, second), T: t}
+	g2.Gone(servertest.CMs + "/dep")
 }
 
 // A dependent whose owner's kind is not served yet is left alone; once a
 // definition serves the kind, the reference is judged (here: dangling).
 func TestGCOwnerKindServedLater(t *testing.T) {
-	g := startGC(t)
-	g.cm("dep", nil, `{"apiVersion":"scale.objwatch.io/v1","kind":"Widget","name":"w","uid":"8e8f2d9c-0000-4000-8000-000000000004"}`)
-	g.stays(cms + "/dep")
-	mustCode(t, "create CRD", g.json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", scaleCRD), http.StatusCreated)
-	g.gone(cms + "/dep")
+	g := servertest.StartGC(t)
+	g.CM("dep", nil, `{"apiVersion":"scale.objwatch.io/v1","kind":"Widget","name":"w","uid":"8e8f2d9c-0000-4000-8000-000000000004"}`)
+	g.Stays(servertest.CMs + "/dep")
+	servertest.MustCode(t, "create CRD", g.JSON("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", servertest.ScaleCRD), http.StatusCreated)
+	g.Gone(servertest.CMs + "/dep")
 }
 
 // BenchmarkGCCascade deletes an owner of 1,000 dependents and waits until
@@ -323,27 +235,27 @@ func BenchmarkGCCascade(b *testing.B) {
 	var total time.Duration
 	for i := range b.N {
 		b.StopTimer()
-		owner := response{code: http.StatusCreated, body: post(cms, cm(fmt.Sprintf("owner-%d", i), ""))}
-		ref := ownerRef(b, owner, false)
+		owner := servertest.Response{Code: http.StatusCreated, Body: post(servertest.CMs, servertest.CM(fmt.Sprintf("owner-%d", i), ""))}
+		ref := servertest.OwnerRef(b, owner, false)
 		var wg sync.WaitGroup
 		for w := range 16 {
 			wg.Go(func() {
 				for j := w; j < n; j += 16 {
-					post(cms, cm(fmt.Sprintf("dep-%d-%d", i, j), `,"labels":{"round":"`+strconv.Itoa(i)+`"},"ownerReferences":[`+ref+`]`))
+					post(servertest.CMs, servertest.CM(fmt.Sprintf("dep-%d-%d", i, j), `,"labels":{"round":"`+strconv.Itoa(i)+`"},"ownerReferences":[`+ref+`]`))
 				}
 			})
 		}
 		wg.Wait()
 		b.StartTimer()
 		start := time.Now()
-		req, _ := http.NewRequest("DELETE", env.Config.Host+cms+fmt.Sprintf("/owner-%d", i), nil)
+		req, _ := http.NewRequest("DELETE", env.Config.Host+servertest.CMs+fmt.Sprintf("/owner-%d", i), nil)
 		resp, err := c.Do(req)
 		if err != nil {
 			b.Fatal(err)
 		}
 		resp.Body.Close()
 		for {
-			resp, err := c.Get(env.Config.Host + cms + "?limit=1&labelSelector=round%3D" + strconv.Itoa(i))
+			resp, err := c.Get(env.Config.Host + servertest.CMs + "?limit=1&labelSelector=round%3D" + strconv.Itoa(i))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -364,26 +276,26 @@ func BenchmarkGCCascade(b *testing.B) {
 // server's collector as dangling), and a Foreground one deletes them all.
 func TestGCTwoServers(t *testing.T) {
 	ep := testenv.StartEtcd(t)
-	one := &gcAPI{api: newAPI(t, testenv.Start(t, testenv.WithEtcd(ep))), t: t}
-	two := &gcAPI{api: newAPI(t, testenv.Start(t, testenv.WithEtcd(ep))), t: t}
+	one := &servertest.GCAPI{API: servertest.NewAPI(t, testenv.Start(t, testenv.WithEtcd(ep))), T: t}
+	two := &servertest.GCAPI{API: servertest.NewAPI(t, testenv.Start(t, testenv.WithEtcd(ep))), T: t}
 	const n = 20
 	for _, policy := range []string{"Orphan", "Foreground"} {
 		p := strings.ToLower(policy)
-		owner := one.cm("owner-"+p, nil)
+		owner := one.CM("owner-"+p, nil)
 		for i := range n {
-			one.cm(fmt.Sprintf("%s-%d", p, i), nil, ownerRef(t, owner, i%2 == 0))
+			one.CM(fmt.Sprintf("%s-%d", p, i), nil, servertest.OwnerRef(t, owner, i%2 == 0))
 		}
-		mustCode(t, "delete "+policy, two.json("DELETE", cms+"/owner-"+p, `{"propagationPolicy":"`+policy+`"}`), http.StatusOK)
-		one.gone(cms + "/owner-" + p)
+		servertest.MustCode(t, "delete "+policy, two.JSON("DELETE", servertest.CMs+"/owner-"+p, `{"propagationPolicy":"`+policy+`"}`), http.StatusOK)
+		one.Gone(servertest.CMs + "/owner-" + p)
 		for i := range n {
-			path := fmt.Sprintf("%s/%s-%d", cms, p, i)
+			path := fmt.Sprintf("%s/%s-%d", servertest.CMs, p, i)
 			if policy == "Foreground" {
-				two.gone(path)
+				two.Gone(path)
 				continue
 			}
-			r := two.json("GET", path, "")
-			if r.code != http.StatusOK || len(ownerNames(r)) != 0 {
-				t.Errorf("%s after Orphan: %d, owners %v; want it kept without owners", path, r.code, ownerNames(r))
+			r := two.JSON("GET", path, "")
+			if r.Code != http.StatusOK || len(ownerNames(r)) != 0 {
+				t.Errorf("%s after Orphan: %d, owners %v; want it kept without owners", path, r.Code, ownerNames(r))
 			}
 		}
 	}
@@ -398,7 +310,7 @@ func BenchmarkCreateDependents(b *testing.B) {
 	env := testenv.Start(b)
 	c := env.HTTPClient()
 	post := func(body string) []byte {
-		resp, err := c.Post(env.Config.Host+cms, "application/json", strings.NewReader(body))
+		resp, err := c.Post(env.Config.Host+servertest.CMs, "application/json", strings.NewReader(body))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -409,7 +321,7 @@ func BenchmarkCreateDependents(b *testing.B) {
 		}
 		return out
 	}
-	ref := ownerRef(b, response{code: http.StatusCreated, body: post(cm("owner", ""))}, false)
+	ref := servertest.OwnerRef(b, servertest.Response{Code: http.StatusCreated, Body: post(servertest.CM("owner", ""))}, false)
 	for _, bc := range []struct{ name, extra string }{{"plain", ""}, {"dependent", `,"ownerReferences":[` + ref + `]`}} {
 		b.Run(bc.name, func(b *testing.B) {
 			cpu0 := processCPU(b)
@@ -419,7 +331,7 @@ func BenchmarkCreateDependents(b *testing.B) {
 			for range 16 {
 				wg.Go(func() {
 					for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
-						post(cm(fmt.Sprintf("%s-%d-%d", bc.name, b.N, i), bc.extra))
+						post(servertest.CM(fmt.Sprintf("%s-%d-%d", bc.name, b.N, i), bc.extra))
 					}
 				})
 			}
@@ -449,7 +361,7 @@ func processCPU(b *testing.B) time.Duration {
 // foregroundDeletion finalizer, and a dependent created after that has an
 // owner that exists, as in Kubernetes.)
 func TestGCKnownOwnerForgotten(t *testing.T) {
-	g := startGC(t)
+	g := servertest.StartGC(t)
 	for _, c := range []struct {
 		name, policy string
 		hold         bool
@@ -458,32 +370,32 @@ func TestGCKnownOwnerForgotten(t *testing.T) {
 		if c.hold {
 			fs = []string{"example.com/hold"}
 		}
-		owner := g.cm("owner-"+c.name, fs)
-		ref := ownerRef(t, owner, false)
+		owner := g.CM("owner-"+c.name, fs)
+		ref := servertest.OwnerRef(t, owner, false)
 		for i := range 3 {
-			g.cm(fmt.Sprintf("%s-early-%d", c.name, i), nil, ref)
+			g.CM(fmt.Sprintf("%s-early-%d", c.name, i), nil, ref)
 		}
 		if c.policy == "Foreground" {
-			g.cm(c.name+"-blocker", []string{"example.com/hold"}, ownerRef(t, owner, true))
+			g.CM(c.name+"-blocker", []string{"example.com/hold"}, servertest.OwnerRef(t, owner, true))
 		}
-		g.stays(cms + "/" + c.name + "-early-0") // checked: the owner is now known
-		mustCode(t, "delete owner", g.json("DELETE", cms+"/owner-"+c.name, `{"propagationPolicy":"`+c.policy+`"}`), http.StatusOK)
+		g.Stays(servertest.CMs + "/" + c.name + "-early-0") // checked: the owner is now known
+		servertest.MustCode(t, "delete owner", g.JSON("DELETE", servertest.CMs+"/owner-"+c.name, `{"propagationPolicy":"`+c.policy+`"}`), http.StatusOK)
 		if c.name == "held" {
 			// The held owner stays (deleting): its dependents stay too.
-			g.stays(cms + "/" + c.name + "-early-1")
-			mustCode(t, "release owner", g.release(cms+"/owner-"+c.name), http.StatusOK)
+			g.Stays(servertest.CMs + "/" + c.name + "-early-1")
+			servertest.MustCode(t, "release owner", g.Release(servertest.CMs+"/owner-"+c.name), http.StatusOK)
 		}
 		if c.policy == "Background" {
-			g.gone(cms + "/owner-" + c.name)
+			g.Gone(servertest.CMs + "/owner-" + c.name)
 		}
-		g.cm(c.name+"-late", nil, ref)
-		g.gone(cms + "/" + c.name + "-late")
+		g.CM(c.name+"-late", nil, ref)
+		g.Gone(servertest.CMs + "/" + c.name + "-late")
 		if c.policy == "Foreground" {
-			mustCode(t, "release blocker", g.release(cms+"/"+c.name+"-blocker"), http.StatusOK)
-			g.gone(cms + "/" + c.name + "-blocker")
+			servertest.MustCode(t, "release blocker", g.Release(servertest.CMs+"/"+c.name+"-blocker"), http.StatusOK)
+			g.Gone(servertest.CMs + "/" + c.name + "-blocker")
 		}
 		for i := range 3 {
-			g.gone(fmt.Sprintf("%s/%s-early-%d", cms, c.name, i))
+			g.Gone(fmt.Sprintf("%s/%s-early-%d", servertest.CMs, c.name, i))
 		}
 	}
 }

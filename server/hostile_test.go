@@ -1,10 +1,12 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"bufio"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
+
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,58 +23,6 @@ import (
 	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/testenv"
 )
-
-// writers lets the users named create ConfigMaps in default.
-func writers(t *testing.T, env *testenv.Env, admin *api, users ...string) []*api {
-	t.Helper()
-	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
-		`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"cm-writer"},
-		"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["get","list","create","update","patch","delete"]}]}`)
-	var subjects []string
-	for _, u := range users {
-		subjects = append(subjects, fmt.Sprintf(`{"kind":"User","name":%q}`, u))
-	}
-	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
-		`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"cm-writers"},
-		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"cm-writer"},
-		"subjects":[`+strings.Join(subjects, ",")+`]}`)
-	var out []*api
-	for _, u := range users {
-		a := userAPI(t, env, u)
-		eventually(t, u+"'s binding", func() bool { return a.json("GET", cms, "").code == http.StatusOK })
-		out = append(out, a)
-	}
-	return out
-}
-
-// userTLS is the HTTP/1.1 TLS client config of user name.
-func userTLS(t testing.TB, env *testenv.Env, name string) *tls.Config {
-	t.Helper()
-	c := env.User(t, name)
-	pair, err := tls.X509KeyPair(c.CertData, c.KeyData)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(c.CAData)
-	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, NextProtos: []string{"http/1.1"}, ServerName: "127.0.0.1"}
-}
-
-// slowCreate sends, as the user of cfg, the headers of a ConfigMap create
-// and the first half of its body, and then nothing: a client whose body
-// trickles in.
-func slowCreate(t *testing.T, env *testenv.Env, cfg *tls.Config, name string) *tls.Conn {
-	t.Helper()
-	conn, err := tls.Dial("tcp", strings.TrimPrefix(env.Config.Host, "https://"), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	body := cm(name, "")
-	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-		cms, len(body), body[:len(body)/2])
-	return conn
-}
 
 // readResponse reads the one response on conn and checks that the server
 // closes the connection after it.
@@ -106,48 +56,48 @@ func TestUserInFlightShare(t *testing.T) {
 	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) {
 		c.MaxMutatingInFlight, c.UserInFlightShare, c.RequestTimeout = 4, 0.5, timeout
 	}))
-	admin := newAPI(t, env)
-	users := writers(t, env, admin, "flood", "calm")
+	admin := servertest.NewAPI(t, env)
+	users := servertest.Writers(t, env, admin, "flood", "calm")
 	flood, calm := users[0], users[1]
-	floodTLS := userTLS(t, env, "flood")
+	floodTLS := servertest.UserTLS(t, env, "flood")
 
 	start := time.Now()
-	slow := []*tls.Conn{slowCreate(t, env, floodTLS, "slow-0"), slowCreate(t, env, floodTLS, "slow-1")}
+	slow := []*tls.Conn{servertest.SlowCreate(t, env, floodTLS, "slow-0"), servertest.SlowCreate(t, env, floodTLS, "slow-1")}
 	// The slow creates hold flood's two slots once the server has read
 	// their headers. Nothing else of flood's may run meanwhile: a create
 	// holding a slot then would have one slow create refused, and a
 	// refused request with an unread body is answered only once its body
 	// is read (net/http discards it first), which here never happens.
 	const held = `apiserver_current_inflight_requests{request_kind="mutating"} `
-	for metricValue(admin, held) < 2 {
+	for servertest.MetricValue(admin, held) < 2 {
 		if time.Since(start) > timeout/2 {
-			t.Fatalf("the slow creates hold %d mutating slots, want 2", metricValue(admin, held))
+			t.Fatalf("the slow creates hold %d mutating slots, want 2", servertest.MetricValue(admin, held))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	const refusedName = "extra"
-	refused := flood.json("POST", cms, cm(refusedName, ""))
-	if s := refused.status(); refused.code != http.StatusTooManyRequests || s.Reason != "TooManyRequests" ||
-		s.Message != "Too many requests, please try again later." || refused.header.Get("Retry-After") != "1" ||
+	refused := flood.JSON("POST", servertest.CMs, servertest.CM(refusedName, ""))
+	if s := refused.Status(); refused.Code != http.StatusTooManyRequests || s.Reason != "TooManyRequests" ||
+		s.Message != "Too many requests, please try again later." || refused.Header.Get("Retry-After") != "1" ||
 		s.Details == nil || s.Details.RetryAfterSeconds != 1 {
 		t.Fatalf("flood beyond its share = %d %s (Retry-After %q), want Kubernetes' 429",
-			refused.code, refused.body, refused.header.Get("Retry-After"))
+			refused.Code, refused.Body, refused.Header.Get("Retry-After"))
 	}
-	mustCode(t, "calm's create while flood holds its share", calm.json("POST", cms, cm("calm-0", "")), http.StatusCreated)
-	mustCode(t, "admin's create (system:masters)", admin.json("POST", cms, cm("admin-0", "")), http.StatusCreated)
-	mustCode(t, "the refused object", admin.json("GET", cms+"/"+refusedName, ""), http.StatusNotFound)
+	servertest.MustCode(t, "calm's create while flood holds its share", calm.JSON("POST", servertest.CMs, servertest.CM("calm-0", "")), http.StatusCreated)
+	servertest.MustCode(t, "admin's create (system:masters)", admin.JSON("POST", servertest.CMs, servertest.CM("admin-0", "")), http.StatusCreated)
+	servertest.MustCode(t, "the refused object", admin.JSON("GET", servertest.CMs+"/"+refusedName, ""), http.StatusNotFound)
 
 	for i, conn := range slow {
 		resp, s := readResponse(t, conn, 2*timeout)
 		if resp.StatusCode != http.StatusGatewayTimeout || s.Reason != metav1.StatusReasonTimeout {
 			t.Errorf("slow create %d = %d %+v, want 504 Timeout", i, resp.StatusCode, s)
 		}
-		mustCode(t, "the slow object", admin.json("GET", fmt.Sprintf("%s/slow-%d", cms, i), ""), http.StatusNotFound)
+		servertest.MustCode(t, "the slow object", admin.JSON("GET", fmt.Sprintf("%s/slow-%d", servertest.CMs, i), ""), http.StatusNotFound)
 	}
 	if d := time.Since(start); d > timeout+2*time.Second {
 		t.Errorf("slow bodies cut off after %v, want about %v", d, timeout)
 	}
-	mustCode(t, "flood's create after its slow ones ended", flood.json("POST", cms, cm("flood-after", "")), http.StatusCreated)
+	servertest.MustCode(t, "flood's create after its slow ones ended", flood.JSON("POST", servertest.CMs, servertest.CM("flood-after", "")), http.StatusCreated)
 }
 
 // TestSlowHeadersClosed: a client that sends its request headers a byte
@@ -155,13 +105,13 @@ func TestUserInFlightShare(t *testing.T) {
 // timeout, without an answer.
 func TestSlowHeadersClosed(t *testing.T) {
 	env := testenv.Start(t, func(o *instance.Options) { o.ReadHeaderTimeout = time.Second })
-	conn, err := tls.Dial("tcp", strings.TrimPrefix(env.Config.Host, "https://"), userTLS(t, env, "loris"))
+	conn, err := tls.Dial("tcp", strings.TrimPrefix(env.Config.Host, "https://"), servertest.UserTLS(t, env, "loris"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	start := time.Now()
-	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", cms)
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", servertest.CMs)
 	closed := make(chan error, 1)
 	go func() {
 		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -195,16 +145,16 @@ func TestSlowHeadersClosed(t *testing.T) {
 func TestSlowBodyHTTP2(t *testing.T) {
 	const timeout = 2 * time.Second
 	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.RequestTimeout = timeout }))
-	admin := newAPI(t, env)
+	admin := servertest.NewAPI(t, env)
 	pr, pw := io.Pipe()
 	defer pw.Close()
-	body := cm("slow", "")
+	body := servertest.CM("slow", "")
 	go func() {
 		pw.Write([]byte(body[:len(body)/2])) // and then nothing, until the test ends
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "POST", env.Config.Host+cms, pr)
+	req, err := http.NewRequestWithContext(ctx, "POST", env.Config.Host+servertest.CMs, pr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +172,7 @@ func TestSlowBodyHTTP2(t *testing.T) {
 	if d := time.Since(start); d > timeout+2*time.Second {
 		t.Errorf("answered after %v, want about %v", d, timeout)
 	}
-	mustCode(t, "the slow object", admin.json("GET", cms+"/slow", ""), http.StatusNotFound)
+	servertest.MustCode(t, "the slow object", admin.JSON("GET", servertest.CMs+"/slow", ""), http.StatusNotFound)
 }
 
 // nested is v inside n arrays.
@@ -286,39 +236,39 @@ func deepCRD(levels int) []byte {
 // nothing is stored or changed; 10,000 levels are accepted.
 func TestDeeplyNestedBodies(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	target := a.must("POST", cms, cm("target", ""))
-	rv := rvOf(t, target)
+	a := servertest.NewAPI(t, env)
+	target := a.Must("POST", servertest.CMs, servertest.CM("target", ""))
+	rv := servertest.RVOf(t, target)
 
 	ok := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"deepest"},"extra":%s}`, nested(9999, "1"))
-	mustCode(t, "a create 10,000 levels deep", a.json("POST", cms, ok), http.StatusCreated)
+	servertest.MustCode(t, "a create 10,000 levels deep", a.JSON("POST", servertest.CMs, ok), http.StatusCreated)
 
 	deep := nested(10001, "1") // with the object around it: 10,002 levels
 	// and 10,001 arrays, as many flow levels in YAML
 	for _, tc := range []struct {
 		name, method, path, ct, body, want string
 	}{
-		{"JSON create", "POST", cms, "application/json",
+		{"JSON create", "POST", servertest.CMs, "application/json",
 			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"deep"},"extra":` + deep + `}`, "exceeded max depth"},
-		{"JSON create, 10,001 levels", "POST", cms, "application/json",
+		{"JSON create, 10,001 levels", "POST", servertest.CMs, "application/json",
 			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"deep"},"extra":` + nested(10000, "1") + `}`, "exceeded max depth"},
-		{"JSON update", "PUT", cms + "/target", "application/json",
+		{"JSON update", "PUT", servertest.CMs + "/target", "application/json",
 			`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"target"},"data":{"k":"changed"},"extra":` + deep + `}`, "exceeded max depth"},
-		{"YAML create", "POST", cms, "application/yaml",
+		{"YAML create", "POST", servertest.CMs, "application/yaml",
 			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: deep\nextra: " + deep + "\n", "exceeded max depth of 10000"},
-		{"merge patch", "PATCH", cms + "/target", "application/merge-patch+json", `{"data":{"k":"changed"},"extra":` + deep + `}`, "invalid JSON patch"},
-		{"strategic merge patch", "PATCH", cms + "/target", "application/strategic-merge-patch+json", `{"data":{"k":"changed"},"extra":` + deep + `}`, "invalid JSON patch"},
-		{"JSON patch", "PATCH", cms + "/target", "application/json-patch+json",
+		{"merge patch", "PATCH", servertest.CMs + "/target", "application/merge-patch+json", `{"data":{"k":"changed"},"extra":` + deep + `}`, "invalid JSON patch"},
+		{"strategic merge patch", "PATCH", servertest.CMs + "/target", "application/strategic-merge-patch+json", `{"data":{"k":"changed"},"extra":` + deep + `}`, "invalid JSON patch"},
+		{"JSON patch", "PATCH", servertest.CMs + "/target", "application/json-patch+json",
 			`[{"op":"replace","path":"/data/k","value":"changed"},{"op":"add","path":"/extra","value":` + deep + `}]`, "invalid JSON patch"},
-		{"a JSON patch doubling its depth", "PATCH", cms + "/target", "application/json-patch+json", doublingPatch(), "exceeded max depth"},
-		{"apply", "PATCH", cms + "/target?fieldManager=m&force=true", "application/apply-patch+yaml",
+		{"a JSON patch doubling its depth", "PATCH", servertest.CMs + "/target", "application/json-patch+json", doublingPatch(), "exceeded max depth"},
+		{"apply", "PATCH", servertest.CMs + "/target?fieldManager=m&force=true", "application/apply-patch+yaml",
 			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: target\ndata:\n  k: changed\nextra: " + deep + "\n", "exceeded max depth of 10000"},
 		{"protobuf CRD", "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/vnd.kubernetes.protobuf",
 			string(deepCRD(20000)), "exceeded max depth of 10000"},
 	} {
-		r := a.do(tc.method, tc.path, tc.ct, []byte(tc.body))
-		if s := r.status(); r.code != http.StatusBadRequest || s.Reason != metav1.StatusReasonBadRequest || !strings.Contains(s.Message, tc.want) {
-			t.Errorf("%s = %d %s, want 400 BadRequest with %q", tc.name, r.code, truncate(r.body), tc.want)
+		r := a.Do(tc.method, tc.path, tc.ct, []byte(tc.body))
+		if s := r.Status(); r.Code != http.StatusBadRequest || s.Reason != metav1.StatusReasonBadRequest || !strings.Contains(s.Message, tc.want) {
+			t.Errorf("%s = %d %s, want 400 BadRequest with %q", tc.name, r.Code, servertest.Truncate(r.Body), tc.want)
 		}
 	}
 	// Each copy doubles the array: 2^25 KiB without kube-apiserver's
@@ -327,15 +277,15 @@ func TestDeeplyNestedBodies(t *testing.T) {
 	for range 25 {
 		boom = append(boom, `{"op":"copy","from":"/extra","path":"/extra/-"}`)
 	}
-	r := a.do("PATCH", cms+"/target", "application/json-patch+json", []byte("["+strings.Join(boom, ",")+"]"))
-	if s := r.status(); r.code != http.StatusUnprocessableEntity || !strings.Contains(s.Message, "exceeding the limit") {
-		t.Errorf("a JSON patch doubling its size 25 times = %d %s, want 422", r.code, truncate(r.body))
+	r := a.Do("PATCH", servertest.CMs+"/target", "application/json-patch+json", []byte("["+strings.Join(boom, ",")+"]"))
+	if s := r.Status(); r.Code != http.StatusUnprocessableEntity || !strings.Contains(s.Message, "exceeding the limit") {
+		t.Errorf("a JSON patch doubling its size 25 times = %d %s, want 422", r.Code, servertest.Truncate(r.Body))
 	}
-	mustCode(t, "the refused create", a.json("GET", cms+"/deep", ""), http.StatusNotFound)
-	mustCode(t, "the refused CRD", a.json("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/deep.example.com", ""), http.StatusNotFound)
-	after := a.must("GET", cms+"/target", "")
-	if got := rvOf(t, after); got != rv || !strings.Contains(string(after.body), `"k":"v"`) {
-		t.Errorf("target after the refused writes: %s, want resourceVersion %s unchanged", after.body, rv)
+	servertest.MustCode(t, "the refused create", a.JSON("GET", servertest.CMs+"/deep", ""), http.StatusNotFound)
+	servertest.MustCode(t, "the refused CRD", a.JSON("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/deep.example.com", ""), http.StatusNotFound)
+	after := a.Must("GET", servertest.CMs+"/target", "")
+	if got := servertest.RVOf(t, after); got != rv || !strings.Contains(string(after.Body), `"k":"v"`) {
+		t.Errorf("target after the refused writes: %s, want resourceVersion %s unchanged", after.Body, rv)
 	}
 }
 
@@ -345,15 +295,15 @@ func TestDeeplyNestedBodies(t *testing.T) {
 // changes nothing.
 func TestRootJSONPatchWithoutValue(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	rv := rvOf(t, a.must("POST", cms, cm("target", "")))
+	a := servertest.NewAPI(t, env)
+	rv := servertest.RVOf(t, a.Must("POST", servertest.CMs, servertest.CM("target", "")))
 	for _, body := range []string{`[{"op":"test","path":""}]`, `[{"op":"replace","path":""}]`, `[{"op":"test","path":"","value":null}]`} {
-		r := a.do("PATCH", cms+"/target", "application/json-patch+json", []byte(body))
-		if s := r.status(); r.code != http.StatusUnprocessableEntity || s.Reason != metav1.StatusReasonInvalid {
-			t.Errorf("PATCH %s = %d %s, want 422", body, r.code, truncate(r.body))
+		r := a.Do("PATCH", servertest.CMs+"/target", "application/json-patch+json", []byte(body))
+		if s := r.Status(); r.Code != http.StatusUnprocessableEntity || s.Reason != metav1.StatusReasonInvalid {
+			t.Errorf("PATCH %s = %d %s, want 422", body, r.Code, servertest.Truncate(r.Body))
 		}
 	}
-	if got := rvOf(t, a.must("GET", cms+"/target", "")); got != rv {
+	if got := servertest.RVOf(t, a.Must("GET", servertest.CMs+"/target", "")); got != rv {
 		t.Errorf("target's resourceVersion %s after the refused patches, want %s", got, rv)
 	}
 }

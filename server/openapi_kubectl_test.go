@@ -1,11 +1,8 @@
 package server_test
 
 import (
-	"bytes"
-	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"strings"
 	"testing"
 	"time"
@@ -13,75 +10,14 @@ import (
 	"github.com/objwatch/objwatch/testenv"
 )
 
-// oaKubectl runs the real kubectl against env with its own HOME and cache.
-type oaKubectl struct {
-	t    *testing.T
-	path string
-	args []string
-	env  []string
-	dir  string
-}
-
-func newOAKubectl(t *testing.T, env *testenv.Env) *oaKubectl {
-	path, err := exec.LookPath("kubectl")
-	if err != nil {
-		t.Skip("kubectl not on PATH")
-	}
-	dir := t.TempDir()
-	var vars []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "KUBECONFIG=") && !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "KUBECACHEDIR=") {
-			vars = append(vars, kv)
-		}
-	}
-	vars = append(vars, "HOME="+dir)
-	return &oaKubectl{
-		t: t, path: path, dir: dir, env: vars,
-		args: []string{"--kubeconfig", env.Kubeconfig, "--cache-dir", filepath.Join(dir, "cache")},
-	}
-}
-
-func (k *oaKubectl) run(args ...string) (stdout, stderr string, err error) {
-	ctx, cancel := context.WithTimeout(k.t.Context(), 60*time.Second)
-	defer cancel()
-	c := exec.CommandContext(ctx, k.path, append(append([]string(nil), k.args...), args...)...)
-	c.Env = k.env
-	var out, errOut bytes.Buffer
-	c.Stdout, c.Stderr = &out, &errOut
-	err = c.Run()
-	return out.String(), errOut.String(), err
-}
-
-// ok runs kubectl, fails the test unless it succeeds with nothing on
-// stderr (kubectl warns there when it cannot use OpenAPI), and returns
-// stdout.
-func (k *oaKubectl) ok(args ...string) string {
-	k.t.Helper()
-	out, stderr, err := k.run(args...)
-	if err != nil || stderr != "" {
-		k.t.Fatalf("kubectl %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, out, stderr)
-	}
-	return out
-}
-
-// file writes a manifest and returns its path.
-func (k *oaKubectl) file(name, content string) string {
-	k.t.Helper()
-	p := filepath.Join(k.dir, name)
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		k.t.Fatal(err)
-	}
-	return p
-}
-
 // TestOpenAPIKubectl checks that kubectl's default (strict) validation,
 // apply's strategic merge of built-in kinds and explain work from the
 // served OpenAPI, without --validate=false.
 func TestOpenAPIKubectl(t *testing.T) {
 	env := testenv.Start(t)
-	k := newOAKubectl(t, env)
+	k := servertest.NewOAKubectl(t, env)
 
-	cm := k.file("cm.yaml", `apiVersion: v1
+	cm := k.File("cm.yaml", `apiVersion: v1
 kind: ConfigMap
 metadata:
   name: cm1
@@ -89,12 +25,12 @@ metadata:
 data:
   a: "1"
 `)
-	if out := k.ok("apply", "-f", cm); !strings.Contains(out, "configmap/cm1 created") {
+	if out := k.Ok("apply", "-f", cm); !strings.Contains(out, "configmap/cm1 created") {
 		t.Errorf("kubectl apply (create) = %q, want configmap/cm1 created", out)
 	}
 	// The second apply computes a strategic merge patch from OpenAPI v3:
 	// the key the manifest drops is removed, the label is added.
-	cm2 := k.file("cm2.yaml", `apiVersion: v1
+	cm2 := k.File("cm2.yaml", `apiVersion: v1
 kind: ConfigMap
 metadata:
   name: cm1
@@ -103,14 +39,14 @@ metadata:
 data:
   b: "2"
 `)
-	if out := k.ok("apply", "-f", cm2); !strings.Contains(out, "configmap/cm1 configured") {
+	if out := k.Ok("apply", "-f", cm2); !strings.Contains(out, "configmap/cm1 configured") {
 		t.Errorf("kubectl apply (update) = %q, want configmap/cm1 configured", out)
 	}
-	if got := k.ok("get", "configmap", "cm1", "-n", "default", "-o", "jsonpath={.data} {.metadata.labels}"); got != `{"b":"2"} {"app":"demo"}` {
+	if got := k.Ok("get", "configmap", "cm1", "-n", "default", "-o", "jsonpath={.data} {.metadata.labels}"); got != `{"b":"2"} {"app":"demo"}` {
 		t.Errorf("configmap after apply = %s, want {\"b\":\"2\"} {\"app\":\"demo\"}", got)
 	}
 
-	bad := k.file("bad.yaml", `apiVersion: v1
+	bad := k.File("bad.yaml", `apiVersion: v1
 kind: ConfigMap
 metadata:
   name: cm2
@@ -120,13 +56,13 @@ data:
 bogus: true
 `)
 	for _, verb := range []string{"apply", "create"} {
-		_, stderr, err := k.run(verb, "-f", bad)
+		_, stderr, err := k.Run(verb, "-f", bad)
 		if err == nil || !strings.Contains(stderr, `strict decoding error: unknown field "bogus"`) {
 			t.Errorf("kubectl %s of an object with an unknown field: err %v, stderr %q, want strict decoding error: unknown field \"bogus\"", verb, err, stderr)
 		}
 	}
 
-	crd := k.file("crd.yaml", `apiVersion: apiextensions.k8s.io/v1
+	crd := k.File("crd.yaml", `apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
   name: gadgets.openapi.objwatch.io
@@ -150,10 +86,10 @@ spec:
                 type: string
                 description: How big the gadget is.
 `)
-	k.ok("apply", "-f", crd)
-	k.ok("wait", "--for", "condition=established", "--timeout", "30s", "crd/gadgets.openapi.objwatch.io")
+	k.Ok("apply", "-f", crd)
+	k.Ok("wait", "--for", "condition=established", "--timeout", "30s", "crd/gadgets.openapi.objwatch.io")
 
-	cr := k.file("cr.yaml", `apiVersion: openapi.objwatch.io/v1
+	cr := k.File("cr.yaml", `apiVersion: openapi.objwatch.io/v1
 kind: Gadget
 metadata:
   name: g1
@@ -164,7 +100,7 @@ spec:
 	// Established means served; kubectl's cached discovery may lag.
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		out, stderr, err := k.run("apply", "-f", cr)
+		out, stderr, err := k.Run("apply", "-f", cr)
 		if err == nil && stderr == "" && strings.Contains(out, "gadget.openapi.objwatch.io/g1 created") {
 			break
 		}
@@ -173,7 +109,7 @@ spec:
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	badCR := k.file("badcr.yaml", `apiVersion: openapi.objwatch.io/v1
+	badCR := k.File("badcr.yaml", `apiVersion: openapi.objwatch.io/v1
 kind: Gadget
 metadata:
   name: g2
@@ -182,7 +118,7 @@ spec:
   size: small
   colour: red
 `)
-	if _, stderr, err := k.run("apply", "-f", badCR); err == nil || !strings.Contains(stderr, `unknown field "spec.colour"`) {
+	if _, stderr, err := k.Run("apply", "-f", badCR); err == nil || !strings.Contains(stderr, `unknown field "spec.colour"`) {
 		t.Errorf("kubectl apply of a custom resource with an unknown field: err %v, stderr %q, want unknown field \"spec.colour\"", err, stderr)
 	}
 
@@ -197,7 +133,7 @@ spec:
 		{[]string{"crd.spec.names.plural"}, []string{"GROUP:      apiextensions.k8s.io", "plural is the plural name of the resource to serve"}},
 	}
 	for _, tc := range explain {
-		out := k.ok(append([]string{"explain"}, tc.args...)...)
+		out := k.Ok(append([]string{"explain"}, tc.args...)...)
 		for _, w := range tc.want {
 			if !strings.Contains(out, w) {
 				t.Errorf("kubectl explain %s = %q, want it to contain %q", strings.Join(tc.args, " "), out, w)

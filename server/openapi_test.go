@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"encoding/json"
 	"io"
 	"net/http"
@@ -16,59 +18,23 @@ import (
 	"github.com/objwatch/objwatch/testenv"
 )
 
-const openAPICRD = `{
-  "apiVersion": "apiextensions.k8s.io/v1",
-  "kind": "CustomResourceDefinition",
-  "metadata": {"name": "gadgets.openapi.objwatch.io"},
-  "spec": {
-    "group": "openapi.objwatch.io",
-    "scope": "Namespaced",
-    "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
-    "versions": [{
-      "name": "v1", "served": true, "storage": true,
-      "schema": {"openAPIV3Schema": {
-        "type": "object",
-        "properties": {"spec": {
-          "type": "object",
-          "description": "Spec of the gadget.",
-          "properties": {"size": {"type": "string", "description": "How big the gadget is."}}
-        }}
-      }}
-    }]
-  }
-}`
-
-// openAPIDiscovery fetches /openapi/v3.
-func openAPIDiscovery(t *testing.T, a *api) handler3.OpenAPIV3Discovery {
-	t.Helper()
-	r := a.do("GET", "/openapi/v3", "", nil)
-	if r.code != http.StatusOK || r.header.Get("Content-Type") != "application/json" {
-		t.Fatalf("GET /openapi/v3 = %d %s %.300s, want 200 application/json", r.code, r.header.Get("Content-Type"), r.body)
-	}
-	var d handler3.OpenAPIV3Discovery
-	if err := json.Unmarshal(r.body, &d); err != nil {
-		t.Fatalf("GET /openapi/v3: %v", err)
-	}
-	return d
-}
-
 // openAPIDocument fetches the document of group version gv ("api/v1",
 // "apis/<group>/<version>") at the URL discovery gives.
-func openAPIDocument(t *testing.T, a *api, d handler3.OpenAPIV3Discovery, gv string) *spec3.OpenAPI {
+func openAPIDocument(t *testing.T, a *servertest.API, d handler3.OpenAPIV3Discovery, gv string) *spec3.OpenAPI {
 	t.Helper()
 	p, ok := d.Paths[gv]
 	if !ok {
 		t.Fatalf("GET /openapi/v3 has no %s: %v", gv, d.Paths)
 	}
-	r := a.do("GET", p.ServerRelativeURL, "", nil)
-	if r.code != http.StatusOK || r.header.Get("Content-Type") != "application/json" {
-		t.Fatalf("GET %s = %d %s %.300s, want 200 application/json", p.ServerRelativeURL, r.code, r.header.Get("Content-Type"), r.body)
+	r := a.Do("GET", p.ServerRelativeURL, "", nil)
+	if r.Code != http.StatusOK || r.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET %s = %d %s %.300s, want 200 application/json", p.ServerRelativeURL, r.Code, r.Header.Get("Content-Type"), r.Body)
 	}
-	if cc := r.header.Get("Cache-Control"); cc != "public, immutable" {
+	if cc := r.Header.Get("Cache-Control"); cc != "public, immutable" {
 		t.Errorf("GET %s: Cache-Control = %q, want public, immutable", p.ServerRelativeURL, cc)
 	}
 	doc := new(spec3.OpenAPI)
-	if err := json.Unmarshal(r.body, doc); err != nil {
+	if err := json.Unmarshal(r.Body, doc); err != nil {
 		t.Fatalf("GET %s: %v", p.ServerRelativeURL, err)
 	}
 	return doc
@@ -152,9 +118,9 @@ func oaCheckOperations(t *testing.T, doc *spec3.OpenAPI, item string, k oaGVK, p
 
 func TestOpenAPIV3BuiltIn(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	defer a.c.CloseIdleConnections()
-	d := openAPIDiscovery(t, a)
+	a := servertest.NewAPI(t, env)
+	defer a.C.CloseIdleConnections()
+	d := servertest.OpenAPIDiscovery(t, a)
 
 	strategic := []string{"application/strategic-merge-patch+json", "application/merge-patch+json", "application/json-patch+json"}
 	tests := []struct {
@@ -236,8 +202,8 @@ func TestOpenAPIV3BuiltIn(t *testing.T) {
 
 	// A stale hash redirects to the current document; a missing one is 404.
 	u := d.Paths["api/v1"].ServerRelativeURL
-	req, _ := http.NewRequest("GET", a.host+"/openapi/v3/api/v1?hash=0123", nil)
-	resp, err := (&http.Client{Transport: a.c.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	req, _ := http.NewRequest("GET", a.Host+"/openapi/v3/api/v1?hash=0123", nil)
+	resp, err := (&http.Client{Transport: a.C.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,14 +211,14 @@ func TestOpenAPIV3BuiltIn(t *testing.T) {
 	if resp.StatusCode != http.StatusMovedPermanently || resp.Header.Get("Location") != u {
 		t.Errorf("GET with a stale hash = %d Location %q, want 301 %s", resp.StatusCode, resp.Header.Get("Location"), u)
 	}
-	if r := a.do("GET", "/openapi/v3/apis/nothing.example.com/v1", "", nil); r.code != http.StatusNotFound || r.status().Kind != "Status" {
-		t.Errorf("GET /openapi/v3/apis/nothing.example.com/v1 = %d %s, want 404 Status", r.code, r.body)
+	if r := a.Do("GET", "/openapi/v3/apis/nothing.example.com/v1", "", nil); r.Code != http.StatusNotFound || r.Status().Kind != "Status" {
+		t.Errorf("GET /openapi/v3/apis/nothing.example.com/v1 = %d %s, want 404 Status", r.Code, r.Body)
 	}
 
 	// kubectl may ask for protobuf.
-	req, _ = http.NewRequest("GET", a.host+u, nil)
+	req, _ = http.NewRequest("GET", a.Host+u, nil)
 	req.Header.Set("Accept", "application/com.github.proto-openapi.spec.v3@v1.0+protobuf")
-	resp, err = a.c.Do(req)
+	resp, err = a.C.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,20 +231,20 @@ func TestOpenAPIV3BuiltIn(t *testing.T) {
 
 func TestOpenAPIV3CustomResource(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	defer a.c.CloseIdleConnections()
+	a := servertest.NewAPI(t, env)
+	defer a.C.CloseIdleConnections()
 	const gv = "apis/openapi.objwatch.io/v1"
-	before := openAPIDiscovery(t, a)
+	before := servertest.OpenAPIDiscovery(t, a)
 	if _, ok := before.Paths[gv]; ok {
 		t.Fatalf("GET /openapi/v3 lists %s before its CRD exists", gv)
 	}
 
-	if r := a.json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", openAPICRD); r.code != http.StatusCreated {
-		t.Fatalf("create CRD = %d %s", r.code, r.body)
+	if r := a.JSON("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", servertest.OpenAPICRD); r.Code != http.StatusCreated {
+		t.Fatalf("create CRD = %d %s", r.Code, r.Body)
 	}
-	oaEventually(t, 10*time.Second, func() bool { return a.do("GET", "/"+gv, "", nil).code == http.StatusOK })
+	servertest.EventuallyWithin(t, 10*time.Second, func() bool { return a.Do("GET", "/"+gv, "", nil).Code == http.StatusOK })
 
-	d := openAPIDiscovery(t, a)
+	d := servertest.OpenAPIDiscovery(t, a)
 	if d.Paths["api/v1"] != before.Paths["api/v1"] {
 		t.Errorf("api/v1 URL changed when a CRD was added: %v, was %v", d.Paths["api/v1"], before.Paths["api/v1"])
 	}
@@ -304,25 +270,14 @@ func TestOpenAPIV3CustomResource(t *testing.T) {
 		}
 	}
 
-	if r := a.do("DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.openapi.objwatch.io", "", nil); r.code != http.StatusOK {
-		t.Fatalf("delete CRD = %d %s", r.code, r.body)
+	if r := a.Do("DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.openapi.objwatch.io", "", nil); r.Code != http.StatusOK {
+		t.Fatalf("delete CRD = %d %s", r.Code, r.Body)
 	}
-	oaEventually(t, 10*time.Second, func() bool {
-		_, ok := openAPIDiscovery(t, a).Paths[gv]
+	servertest.EventuallyWithin(t, 10*time.Second, func() bool {
+		_, ok := servertest.OpenAPIDiscovery(t, a).Paths[gv]
 		return !ok
 	})
-	if r := a.do("GET", "/openapi/v3/"+gv, "", nil); r.code != http.StatusNotFound {
-		t.Errorf("GET /openapi/v3/%s after the CRD is deleted = %d, want 404", gv, r.code)
-	}
-}
-
-func oaEventually(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", timeout)
-		}
-		time.Sleep(50 * time.Millisecond)
+	if r := a.Do("GET", "/openapi/v3/"+gv, "", nil); r.Code != http.StatusNotFound {
+		t.Errorf("GET /openapi/v3/%s after the CRD is deleted = %d, want 404", gv, r.Code)
 	}
 }

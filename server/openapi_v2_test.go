@@ -1,7 +1,8 @@
 package server_test
 
 import (
-	"encoding/json"
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"io"
 	"net/http"
 	"testing"
@@ -14,53 +15,24 @@ import (
 	"github.com/objwatch/objwatch/testenv"
 )
 
-// openAPIV2 fetches /openapi/v2 as JSON.
-func openAPIV2(t *testing.T, a *api) (*spec.Swagger, response) {
-	t.Helper()
-	r := a.do("GET", "/openapi/v2", "", nil)
-	if r.code != http.StatusOK || r.header.Get("Content-Type") != "application/json" || r.header.Get("Etag") == "" {
-		t.Fatalf("GET /openapi/v2 = %d %s Etag %q %.300s, want 200 application/json with an Etag", r.code, r.header.Get("Content-Type"), r.header.Get("Etag"), r.body)
-	}
-	sw := new(spec.Swagger)
-	if err := json.Unmarshal(r.body, sw); err != nil {
-		t.Fatalf("GET /openapi/v2: %v", err)
-	}
-	return sw, r
-}
-
-// v2Kind returns the definition tagged with group, version and kind.
-func v2Kind(sw *spec.Swagger, group, version, kind string) (string, *spec.Schema) {
-	for name, s := range sw.Definitions {
-		var gvks []map[string]any
-		raw, _ := json.Marshal(s.Extensions["x-kubernetes-group-version-kind"])
-		json.Unmarshal(raw, &gvks)
-		for _, g := range gvks {
-			if g["group"] == group && g["version"] == version && g["kind"] == kind {
-				return name, &s
-			}
-		}
-	}
-	return "", nil
-}
-
 // TestOpenAPIV2 checks /openapi/v2 the way kubectl uses it: built-in kinds
 // and the custom resources of a CRD, JSON and protobuf, and a new document
 // once a CRD is added.
 func TestOpenAPIV2(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	defer a.c.CloseIdleConnections()
+	a := servertest.NewAPI(t, env)
+	defer a.C.CloseIdleConnections()
 
-	sw, first := openAPIV2(t, a)
+	sw, first := servertest.OpenAPIV2(t, a)
 	if sw.Swagger != "2.0" {
 		t.Errorf("swagger = %q, want 2.0", sw.Swagger)
 	}
 	for _, k := range [][3]string{{"", "v1", "ConfigMap"}, {"", "v1", "Namespace"}, {"coordination.k8s.io", "v1", "Lease"}, {"apiextensions.k8s.io", "v1", "CustomResourceDefinition"}} {
-		if name, _ := v2Kind(sw, k[0], k[1], k[2]); name == "" {
+		if name, _ := servertest.V2Kind(sw, k[0], k[1], k[2]); name == "" {
 			t.Errorf("/openapi/v2 has no definition of %v", k)
 		}
 	}
-	if name, cm := v2Kind(sw, "", "v1", "ConfigMap"); cm != nil && cm.Properties["data"].AdditionalProperties == nil {
+	if name, cm := servertest.V2Kind(sw, "", "v1", "ConfigMap"); cm != nil && cm.Properties["data"].AdditionalProperties == nil {
 		t.Errorf("%s.data = %+v, want a map", name, cm.Properties["data"])
 	}
 	if p, ok := sw.Paths.Paths["/api/v1/namespaces/{namespace}/configmaps/{name}"]; !ok || p.Patch == nil || p.Get == nil {
@@ -68,9 +40,9 @@ func TestOpenAPIV2(t *testing.T) {
 	}
 
 	// What client-go's discovery asks for.
-	req, _ := http.NewRequest("GET", a.host+"/openapi/v2", nil)
+	req, _ := http.NewRequest("GET", a.Host+"/openapi/v2", nil)
 	req.Header.Set("Accept", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
-	resp, err := a.c.Do(req)
+	resp, err := a.C.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,22 +60,22 @@ func TestOpenAPIV2(t *testing.T) {
 	}
 
 	// A conditional request with the ETag is answered 304.
-	req, _ = http.NewRequest("GET", a.host+"/openapi/v2", nil)
-	req.Header.Set("If-None-Match", first.header.Get("Etag"))
-	if resp, err := a.c.Do(req); err != nil || resp.StatusCode != http.StatusNotModified {
+	req, _ = http.NewRequest("GET", a.Host+"/openapi/v2", nil)
+	req.Header.Set("If-None-Match", first.Header.Get("Etag"))
+	if resp, err := a.C.Do(req); err != nil || resp.StatusCode != http.StatusNotModified {
 		t.Errorf("GET /openapi/v2 with If-None-Match = %v %v, want 304", resp.StatusCode, err)
 	} else {
 		resp.Body.Close()
 	}
 
 	// A CRD's versions join the document.
-	if r := a.json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", openAPICRD); r.code != http.StatusCreated {
-		t.Fatalf("create CRD = %d %s", r.code, r.body)
+	if r := a.JSON("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", servertest.OpenAPICRD); r.Code != http.StatusCreated {
+		t.Fatalf("create CRD = %d %s", r.Code, r.Body)
 	}
 	var gadget *spec.Schema
-	oaEventually(t, 10*time.Second, func() bool {
-		sw, _ = openAPIV2(t, a)
-		_, gadget = v2Kind(sw, "openapi.objwatch.io", "v1", "Gadget")
+	servertest.EventuallyWithin(t, 10*time.Second, func() bool {
+		sw, _ = servertest.OpenAPIV2(t, a)
+		_, gadget = servertest.V2Kind(sw, "openapi.objwatch.io", "v1", "Gadget")
 		return gadget != nil
 	})
 	if s := gadget.Properties["spec"]; s.Description != "Spec of the gadget." || s.Properties["size"].Description != "How big the gadget is." {
@@ -112,10 +84,10 @@ func TestOpenAPIV2(t *testing.T) {
 	if _, ok := sw.Paths.Paths["/apis/openapi.objwatch.io/v1/namespaces/{namespace}/gadgets/{name}"]; !ok {
 		t.Errorf("/openapi/v2 has no path of the gadgets")
 	}
-	if name, _ := v2Kind(sw, "", "v1", "ConfigMap"); name == "" {
+	if name, _ := servertest.V2Kind(sw, "", "v1", "ConfigMap"); name == "" {
 		t.Errorf("/openapi/v2 lost the built-in kinds when the CRD was merged in")
 	}
-	if _, r := openAPIV2(t, a); r.header.Get("Etag") == first.header.Get("Etag") {
+	if _, r := servertest.OpenAPIV2(t, a); r.Header.Get("Etag") == first.Header.Get("Etag") {
 		t.Errorf("the Etag did not change with the document")
 	}
 }

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"bufio"
 	"bytes"
 	"encoding/json"
@@ -59,20 +61,20 @@ func watchEvents(body []byte) (types []string, bookmarkEnd bool, ok bool) {
 // counts. The Python client sends "True".
 func TestBooleanQueryParameters(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	rv := rvOf(t, a.json("POST", cms, cm("a", "")))
+	a := servertest.NewAPI(t, env)
+	rv := servertest.RVOf(t, a.JSON("POST", servertest.CMs, servertest.CM("a", "")))
 	spellings := []string{"watch=True", "watch=TRUE", "watch=true", "watch=1", "watch=yes", "watch=",
 		"watch=0", "watch=false", "watch=False", "watch=FALSE", "watch=false&watch=true", "watch=true&watch=false"}
 	for _, q := range spellings {
 		t.Run(q, func(t *testing.T) {
 			want := codecListOptions(t, q).Watch
-			r := a.json("GET", cms+"?"+q+"&timeoutSeconds=1", "")
-			if r.code != 200 {
-				t.Fatalf("GET ?%s = %d %s", q, r.code, truncate(r.body))
+			r := a.JSON("GET", servertest.CMs+"?"+q+"&timeoutSeconds=1", "")
+			if r.Code != 200 {
+				t.Fatalf("GET ?%s = %d %s", q, r.Code, servertest.Truncate(r.Body))
 			}
-			_, _, isWatch := watchEvents(r.body)
+			_, _, isWatch := watchEvents(r.Body)
 			if isWatch != want {
-				t.Fatalf("GET ?%s answered a watch = %v, want %v (codec) ; body %s", q, isWatch, want, truncate(r.body))
+				t.Fatalf("GET ?%s answered a watch = %v, want %v (codec) ; body %s", q, isWatch, want, servertest.Truncate(r.Body))
 			}
 		})
 	}
@@ -80,10 +82,10 @@ func TestBooleanQueryParameters(t *testing.T) {
 		t.Run("allowWatchBookmarks="+v, func(t *testing.T) {
 			q := "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=" + rv + "&timeoutSeconds=1&allowWatchBookmarks=" + v
 			want := codecListOptions(t, q).AllowWatchBookmarks
-			r := a.json("GET", cms+"?"+q, "")
-			types, end, ok := watchEvents(r.body)
-			if r.code != 200 || !ok {
-				t.Fatalf("GET ?%s = %d %s", q, r.code, truncate(r.body))
+			r := a.JSON("GET", servertest.CMs+"?"+q, "")
+			types, end, ok := watchEvents(r.Body)
+			if r.Code != 200 || !ok {
+				t.Fatalf("GET ?%s = %d %s", q, r.Code, servertest.Truncate(r.Body))
 			}
 			if len(types) == 0 || types[0] != "ADDED" {
 				t.Fatalf("GET ?%s events %v, want the initial ADDED first", q, types)
@@ -97,10 +99,10 @@ func TestBooleanQueryParameters(t *testing.T) {
 		t.Run("sendInitialEvents="+v, func(t *testing.T) {
 			q := "watch=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1&resourceVersion=" + rv + "&sendInitialEvents=" + v
 			o := codecListOptions(t, q)
-			r := a.json("GET", cms+"?"+q, "")
-			types, _, ok := watchEvents(r.body)
-			if r.code != 200 || !ok {
-				t.Fatalf("GET ?%s = %d %s", q, r.code, truncate(r.body))
+			r := a.JSON("GET", servertest.CMs+"?"+q, "")
+			types, _, ok := watchEvents(r.Body)
+			if r.Code != 200 || !ok {
+				t.Fatalf("GET ?%s = %d %s", q, r.Code, servertest.Truncate(r.Body))
 			}
 			gotInitial := len(types) > 0 && types[0] == "ADDED"
 			if gotInitial != *o.SendInitialEvents {
@@ -115,16 +117,16 @@ func TestBooleanQueryParameters(t *testing.T) {
 // initial-events-end bookmark when bookmarks are allowed.
 func TestWatchDefaultsEndInitialEvents(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	a.json("POST", cms, cm("a", ""))
+	a := servertest.NewAPI(t, env)
+	a.JSON("POST", servertest.CMs, servertest.CM("a", ""))
 	for _, tc := range []struct {
 		q   string
 		end bool
 	}{{"watch=1&allowWatchBookmarks=true", true}, {"watch=1&resourceVersion=0&allowWatchBookmarks=true", true}, {"watch=1", false}} {
-		r := a.json("GET", cms+"?timeoutSeconds=1&"+tc.q, "")
-		types, end, ok := watchEvents(r.body)
-		if r.code != 200 || !ok || len(types) == 0 || types[0] != "ADDED" {
-			t.Fatalf("GET ?%s = %d %v %s", tc.q, r.code, types, truncate(r.body))
+		r := a.JSON("GET", servertest.CMs+"?timeoutSeconds=1&"+tc.q, "")
+		types, end, ok := watchEvents(r.Body)
+		if r.Code != 200 || !ok || len(types) == 0 || types[0] != "ADDED" {
+			t.Fatalf("GET ?%s = %d %v %s", tc.q, r.Code, types, servertest.Truncate(r.Body))
 		}
 		if end != tc.end {
 			t.Errorf("GET ?%s initial-events-end bookmark = %v, want %v", tc.q, end, tc.end)
@@ -135,14 +137,14 @@ func TestWatchDefaultsEndInitialEvents(t *testing.T) {
 // DELETE takes its options from the query when it has no body.
 func TestDeleteOptionsFromQuery(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	a.json("POST", cms, cm("a", `,"finalizers":["example.com/hold"]`))
-	r := a.json("DELETE", cms+"/a?propagationPolicy=Orphan&dryRun=All", "")
-	mustCode(t, "dry-run delete", r, 200)
-	if fs, _ := r.object()["metadata"].(map[string]any)["finalizers"].([]any); len(fs) != 2 {
+	a := servertest.NewAPI(t, env)
+	a.JSON("POST", servertest.CMs, servertest.CM("a", `,"finalizers":["example.com/hold"]`))
+	r := a.JSON("DELETE", servertest.CMs+"/a?propagationPolicy=Orphan&dryRun=All", "")
+	servertest.MustCode(t, "dry-run delete", r, 200)
+	if fs, _ := r.Object()["metadata"].(map[string]any)["finalizers"].([]any); len(fs) != 2 {
 		t.Fatalf("dry-run Orphan delete finalizers = %v, want hold and orphan", fs)
 	}
-	got := a.json("GET", cms+"/a", "").object()["metadata"].(map[string]any)
+	got := a.JSON("GET", servertest.CMs+"/a", "").Object()["metadata"].(map[string]any)
 	if _, ok := got["deletionTimestamp"]; ok {
 		t.Fatalf("dryRun=All delete from the query marked the object: %v", got)
 	}

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"bytes"
 	"fmt"
 	"io"
@@ -20,77 +22,17 @@ import (
 	"github.com/objwatch/objwatch/testenv"
 )
 
-const (
-	admissionAPI = "/apis/admissionregistration.k8s.io/v1/"
-	vaps         = admissionAPI + "validatingadmissionpolicies"
-	vapbs        = admissionAPI + "validatingadmissionpolicybindings"
-	maps         = admissionAPI + "mutatingadmissionpolicies"
-	mapbs        = admissionAPI + "mutatingadmissionpolicybindings"
-)
-
-// postYAML creates the object written in YAML at path, as admin.
-func (a *api) postYAML(path, doc string) response {
-	a.t.Helper()
-	b, err := yaml.YAMLToJSON([]byte(doc))
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	return a.do("POST", path, "application/json", b)
-}
-
-// policy creates a ValidatingAdmissionPolicy on configmaps (CREATE and
-// UPDATE, unless ops says otherwise) whose objects carry label=yes, with
-// the given extra spec lines, and its binding.
-func (a *api) policy(name, label, spec, binding string) {
-	a.t.Helper()
-	mustCode(a.t, "create policy "+name, a.postYAML(vaps, fmt.Sprintf(`
-metadata: {name: %s}
-spec:
-  matchConstraints:
-    resourceRules:
-    - {apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE", "UPDATE"], resources: ["configmaps"]}
-    objectSelector: {matchLabels: {%s: "yes"}}
-%s`, name, label, spec)), http.StatusCreated)
-	mustCode(a.t, "create binding "+name, a.postYAML(vapbs, fmt.Sprintf(`
-metadata: {name: %s-binding}
-spec:
-  policyName: %s
-%s`, name, name, binding)), http.StatusCreated)
-}
-
-// labelled is a ConfigMap named name with label=yes and data.
-func labelled(name, label, data string) string {
-	return fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"labels":{%q:"yes"}},"data":{%s}}`, name, label, data)
-}
-
-// until retries a dry-run create of obj until its status code is code:
-// policies reach enforcement through a watch. It returns how long that took.
-func (a *api) until(path, obj string, code int) time.Duration {
-	a.t.Helper()
-	start := time.Now()
-	for {
-		r := a.json("POST", path+"?dryRun=All", obj)
-		if r.code == code {
-			return time.Since(start)
-		}
-		if time.Since(start) > 10*time.Second {
-			a.t.Fatalf("dry-run create = %d %s, want %d within 10 s", r.code, truncate(r.body), code)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // denial checks r is Kubernetes' denial of configmap name by policy with
 // its binding: 422 Invalid (unless the validation's reason says
 // otherwise) with the message kube-apiserver v1.37.2 sends.
-func denial(t *testing.T, r response, name, policy, msg string) {
+func denial(t *testing.T, r servertest.Response, name, policy, msg string) {
 	t.Helper()
 	want := fmt.Sprintf("ValidatingAdmissionPolicy '%s' with binding '%s-binding' denied request: %s", policy, policy, msg)
-	s := r.status()
-	if r.code != http.StatusUnprocessableEntity || s.Reason != metav1.StatusReasonInvalid ||
+	s := r.Status()
+	if r.Code != http.StatusUnprocessableEntity || s.Reason != metav1.StatusReasonInvalid ||
 		s.Message != fmt.Sprintf("configmaps %q is forbidden: %s", name, want) ||
 		s.Details == nil || len(s.Details.Causes) != 1 || s.Details.Causes[0].Message != want || s.Details.Kind != "configmaps" {
-		t.Fatalf("denial of %s = %d %s, want 422 %q", name, r.code, r.body, want)
+		t.Fatalf("denial of %s = %d %s, want 422 %q", name, r.Code, r.Body, want)
 	}
 }
 
@@ -99,42 +41,42 @@ func denial(t *testing.T, r response, name, policy, msg string) {
 // against kube-apiserver's wording; a denied write stores nothing.
 func TestValidatingAdmissionPolicies(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	t.Cleanup(a.c.CloseIdleConnections)
+	a := servertest.NewAPI(t, env)
+	t.Cleanup(a.C.CloseIdleConnections)
 
 	t.Run("DenyWithMessageAndMessageExpression", func(t *testing.T) {
-		a.policy("deny", "deny", `
+		a.Policy("deny", "deny", `
   validations:
   - expression: "!('bad' in object.data)"
     message: "no bad key"
   - expression: "!('worse' in object.data)"
     messageExpression: "'key worse in ' + object.metadata.name"
 `, "  validationActions: [Deny]")
-		lag := a.until(cms, labelled("probe", "deny", `"bad":"1"`), http.StatusUnprocessableEntity)
+		lag := a.Until(servertest.CMs, servertest.Labelled("probe", "deny", `"bad":"1"`), http.StatusUnprocessableEntity)
 		t.Logf("policy enforced %v after its binding was created", lag)
-		denial(t, a.json("POST", cms, labelled("a", "deny", `"bad":"1"`)), "a", "deny", "no bad key")
-		denial(t, a.json("POST", cms, labelled("b", "deny", `"worse":"1"`)), "b", "deny", "key worse in b")
+		denial(t, a.JSON("POST", servertest.CMs, servertest.Labelled("a", "deny", `"bad":"1"`)), "a", "deny", "no bad key")
+		denial(t, a.JSON("POST", servertest.CMs, servertest.Labelled("b", "deny", `"worse":"1"`)), "b", "deny", "key worse in b")
 		// Not selected (no label): allowed.
-		mustCode(t, "unlabelled", a.json("POST", cms, cm("c", "")), http.StatusCreated)
+		servertest.MustCode(t, "unlabelled", a.JSON("POST", servertest.CMs, servertest.CM("c", "")), http.StatusCreated)
 		// Nothing half-written: a denied update leaves the object as it was.
-		ok := a.json("POST", cms, labelled("d", "deny", `"good":"1"`))
-		mustCode(t, "good", ok, http.StatusCreated)
-		denial(t, a.json("PUT", cms+"/d", labelled("d", "deny", `"bad":"1"`)), "d", "deny", "no bad key")
-		got := a.json("GET", cms+"/d", "")
-		if rvOf(t, got) != rvOf(t, ok) || dataOf(got)["bad"] != nil {
-			t.Fatalf("after a denied update: %s", got.body)
+		ok := a.JSON("POST", servertest.CMs, servertest.Labelled("d", "deny", `"good":"1"`))
+		servertest.MustCode(t, "good", ok, http.StatusCreated)
+		denial(t, a.JSON("PUT", servertest.CMs+"/d", servertest.Labelled("d", "deny", `"bad":"1"`)), "d", "deny", "no bad key")
+		got := a.JSON("GET", servertest.CMs+"/d", "")
+		if servertest.RVOf(t, got) != servertest.RVOf(t, ok) || servertest.DataOf(got)["bad"] != nil {
+			t.Fatalf("after a denied update: %s", got.Body)
 		}
-		mustCode(t, "denied create stored nothing", a.json("GET", cms+"/a", ""), http.StatusNotFound)
+		servertest.MustCode(t, "denied create stored nothing", a.JSON("GET", servertest.CMs+"/a", ""), http.StatusNotFound)
 		// Dry run: the same denial, and nothing stored when allowed.
-		denial(t, a.json("POST", cms+"?dryRun=All", labelled("e", "deny", `"bad":"1"`)), "e", "deny", "no bad key")
-		mustCode(t, "dry run allowed", a.json("POST", cms+"?dryRun=All", labelled("e", "deny", `"ok":"1"`)), http.StatusCreated)
-		mustCode(t, "dry run stored nothing", a.json("GET", cms+"/e", ""), http.StatusNotFound)
+		denial(t, a.JSON("POST", servertest.CMs+"?dryRun=All", servertest.Labelled("e", "deny", `"bad":"1"`)), "e", "deny", "no bad key")
+		servertest.MustCode(t, "dry run allowed", a.JSON("POST", servertest.CMs+"?dryRun=All", servertest.Labelled("e", "deny", `"ok":"1"`)), http.StatusCreated)
+		servertest.MustCode(t, "dry run stored nothing", a.JSON("GET", servertest.CMs+"/e", ""), http.StatusNotFound)
 	})
 
 	t.Run("NamespaceSelector", func(t *testing.T) {
-		a.must("POST", "/api/v1/namespaces", `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"strict","labels":{"policy":"on"}}}`)
-		a.must("POST", "/api/v1/namespaces", namespace("lax"))
-		a.policy("nssel", "nssel", `
+		a.Must("POST", "/api/v1/namespaces", `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"strict","labels":{"policy":"on"}}}`)
+		a.Must("POST", "/api/v1/namespaces", servertest.Namespace("lax"))
+		a.Policy("nssel", "nssel", `
   validations:
   - expression: "namespaceObject.metadata.name != 'strict'"
     messageExpression: "'not in ' + namespaceObject.metadata.name"
@@ -142,13 +84,13 @@ func TestValidatingAdmissionPolicies(t *testing.T) {
   matchResources:
     namespaceSelector: {matchLabels: {policy: "on"}}`)
 		strict := "/api/v1/namespaces/strict/configmaps"
-		a.until(strict, labelled("probe", "nssel", ""), http.StatusUnprocessableEntity)
-		denial(t, a.json("POST", strict, labelled("x", "nssel", "")), "x", "nssel", "not in strict")
-		mustCode(t, "other namespace", a.json("POST", "/api/v1/namespaces/lax/configmaps", labelled("x", "nssel", "")), http.StatusCreated)
+		a.Until(strict, servertest.Labelled("probe", "nssel", ""), http.StatusUnprocessableEntity)
+		denial(t, a.JSON("POST", strict, servertest.Labelled("x", "nssel", "")), "x", "nssel", "not in strict")
+		servertest.MustCode(t, "other namespace", a.JSON("POST", "/api/v1/namespaces/lax/configmaps", servertest.Labelled("x", "nssel", "")), http.StatusCreated)
 	})
 
 	t.Run("MatchConditions", func(t *testing.T) {
-		a.policy("mc", "mc", `
+		a.Policy("mc", "mc", `
   matchConditions:
   - name: prefixed
     expression: "object.metadata.name.startsWith('mc-')"
@@ -156,60 +98,60 @@ func TestValidatingAdmissionPolicies(t *testing.T) {
   - expression: "false"
     message: "mc- names are refused"
 `, "  validationActions: [Deny]")
-		a.until(cms, labelled("mc-probe", "mc", ""), http.StatusUnprocessableEntity)
-		denial(t, a.json("POST", cms, labelled("mc-x", "mc", "")), "mc-x", "mc", "mc- names are refused")
-		mustCode(t, "unmatched", a.json("POST", cms, labelled("other", "mc", "")), http.StatusCreated)
+		a.Until(servertest.CMs, servertest.Labelled("mc-probe", "mc", ""), http.StatusUnprocessableEntity)
+		denial(t, a.JSON("POST", servertest.CMs, servertest.Labelled("mc-x", "mc", "")), "mc-x", "mc", "mc- names are refused")
+		servertest.MustCode(t, "unmatched", a.JSON("POST", servertest.CMs, servertest.Labelled("other", "mc", "")), http.StatusCreated)
 	})
 
 	t.Run("Params", func(t *testing.T) {
-		a.policy("params", "params", `
+		a.Policy("params", "params", `
   paramKind: {apiVersion: v1, kind: ConfigMap}
   validations:
   - expression: "size(object.data) <= int(params.data.max)"
     messageExpression: "'at most ' + params.data.max + ' keys'"
 `, `  validationActions: [Deny]
   paramRef: {name: limits, namespace: default, parameterNotFoundAction: Deny}`)
-		probe := labelled("probe", "params", `"a":"1","b":"2"`)
-		a.until(cms, probe, http.StatusUnprocessableEntity)
-		denial(t, a.json("POST", cms, labelled("p", "params", "")), "p", "params",
+		probe := servertest.Labelled("probe", "params", `"a":"1","b":"2"`)
+		a.Until(servertest.CMs, probe, http.StatusUnprocessableEntity)
+		denial(t, a.JSON("POST", servertest.CMs, servertest.Labelled("p", "params", "")), "p", "params",
 			"failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction")
-		limits := a.json("POST", cms, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"limits"},"data":{"max":"1"}}`)
-		mustCode(t, "limits", limits, http.StatusCreated)
-		denial(t, a.json("POST", cms, labelled("p", "params", `"a":"1","b":"2"`)), "p", "params", "at most 1 keys")
-		mustCode(t, "within limits", a.json("POST", cms, labelled("p1", "params", `"a":"1"`)), http.StatusCreated)
+		limits := a.JSON("POST", servertest.CMs, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"limits"},"data":{"max":"1"}}`)
+		servertest.MustCode(t, "limits", limits, http.StatusCreated)
+		denial(t, a.JSON("POST", servertest.CMs, servertest.Labelled("p", "params", `"a":"1","b":"2"`)), "p", "params", "at most 1 keys")
+		servertest.MustCode(t, "within limits", a.JSON("POST", servertest.CMs, servertest.Labelled("p1", "params", `"a":"1"`)), http.StatusCreated)
 		// A changed param is read from the watch cache: soon in effect.
-		a.must("PUT", cms+"/limits", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"limits"},"data":{"max":"2"}}`)
-		a.until(cms, probe, http.StatusCreated)
+		a.Must("PUT", servertest.CMs+"/limits", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"limits"},"data":{"max":"2"}}`)
+		a.Until(servertest.CMs, probe, http.StatusCreated)
 	})
 
 	t.Run("FailurePolicy", func(t *testing.T) {
 		for _, fp := range []string{"Fail", "Ignore"} {
 			name := "fp-" + strings.ToLower(fp)
-			a.policy(name, name, `
+			a.Policy(name, name, `
   failurePolicy: `+fp+`
   validations:
   - expression: "object.data.missing == 'x'"
 `, "  validationActions: [Deny]")
 			if fp == "Fail" {
-				a.until(cms, labelled("probe", name, ""), http.StatusUnprocessableEntity)
-				denial(t, a.json("POST", cms, labelled("x", name, `"a":"1"`)), "x", name,
+				a.Until(servertest.CMs, servertest.Labelled("probe", name, ""), http.StatusUnprocessableEntity)
+				denial(t, a.JSON("POST", servertest.CMs, servertest.Labelled("x", name, `"a":"1"`)), "x", name,
 					"expression 'object.data.missing == 'x'' resulted in error: no such key: missing")
 				continue
 			}
 			// Ignore: the runtime error lets the write through. Wait
 			// until a second policy on the same label shows the
 			// bindings are in.
-			a.policy(name+"-probe", name, `
+			a.Policy(name+"-probe", name, `
   validations:
   - expression: "object.metadata.name != 'probe'"
 `, "  validationActions: [Deny]")
-			a.until(cms, labelled("probe", name, ""), http.StatusUnprocessableEntity)
-			mustCode(t, "ignored error", a.json("POST", cms, labelled("x", name, `"a":"1"`)), http.StatusCreated)
+			a.Until(servertest.CMs, servertest.Labelled("probe", name, ""), http.StatusUnprocessableEntity)
+			servertest.MustCode(t, "ignored error", a.JSON("POST", servertest.CMs, servertest.Labelled("x", name, `"a":"1"`)), http.StatusCreated)
 		}
 	})
 
 	t.Run("Warn", func(t *testing.T) {
-		a.policy("warn", "warn", `
+		a.Policy("warn", "warn", `
   validations:
   - expression: "object.metadata.name == 'probe'"
     message: "just a warning"
@@ -217,9 +159,9 @@ func TestValidatingAdmissionPolicies(t *testing.T) {
 		want := `299 - "Validation failed for ValidatingAdmissionPolicy 'warn' with binding 'warn-binding': just a warning"`
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			r := a.json("POST", cms, labelled(fmt.Sprintf("w%d", time.Now().UnixNano()), "warn", ""))
-			mustCode(t, "warned create", r, http.StatusCreated)
-			if w := r.header.Values("Warning"); len(w) == 1 && w[0] == want {
+			r := a.JSON("POST", servertest.CMs, servertest.Labelled(fmt.Sprintf("w%d", time.Now().UnixNano()), "warn", ""))
+			servertest.MustCode(t, "warned create", r, http.StatusCreated)
+			if w := r.Header.Values("Warning"); len(w) == 1 && w[0] == want {
 				break
 			} else if time.Now().After(deadline) {
 				t.Fatalf("warnings %q, want %q", w, want)
@@ -229,47 +171,47 @@ func TestValidatingAdmissionPolicies(t *testing.T) {
 	})
 
 	t.Run("Authorizer", func(t *testing.T) {
-		a.policy("authz", "authz", `
+		a.Policy("authz", "authz", `
   validations:
   - expression: "authorizer.group('').resource('secrets').namespace(object.metadata.namespace).check('list').allowed()"
     messageExpression: "request.userInfo.username + ' may not list secrets'"
   - expression: "object.metadata.name != 'probe'"
 `, "  validationActions: [Deny]")
-		a.until(cms, labelled("probe", "authz", ""), http.StatusUnprocessableEntity)
-		mustCode(t, "admin may", a.json("POST", cms, labelled("admin", "authz", "")), http.StatusCreated)
-		a.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+		a.Until(servertest.CMs, servertest.Labelled("probe", "authz", ""), http.StatusUnprocessableEntity)
+		servertest.MustCode(t, "admin may", a.JSON("POST", servertest.CMs, servertest.Labelled("admin", "authz", "")), http.StatusCreated)
+		a.Must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
 			`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"Role","metadata":{"name":"cm-writer"},"rules":[{"apiGroups":[""],"resources":["configmaps"],"verbs":["create"]}]}`)
-		a.must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+		a.Must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
 			`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"cm-writer"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"cm-writer"},"subjects":[{"kind":"User","name":"carol"}]}`)
-		carol := userAPI(t, env, "carol")
-		var r response
-		eventually(t, "carol's role", func() bool {
-			r = carol.json("POST", cms, labelled("carol", "authz", ""))
-			return r.code != http.StatusForbidden || strings.Contains(r.status().Message, "ValidatingAdmissionPolicy")
+		carol := servertest.UserAPI(t, env, "carol")
+		var r servertest.Response
+		servertest.Eventually(t, "carol's role", func() bool {
+			r = carol.JSON("POST", servertest.CMs, servertest.Labelled("carol", "authz", ""))
+			return r.Code != http.StatusForbidden || strings.Contains(r.Status().Message, "ValidatingAdmissionPolicy")
 		})
-		if s := r.status(); r.code != http.StatusUnprocessableEntity || !strings.HasSuffix(s.Message, "denied request: carol may not list secrets") {
-			t.Fatalf("carol's create = %d %s", r.code, r.body)
+		if s := r.Status(); r.Code != http.StatusUnprocessableEntity || !strings.HasSuffix(s.Message, "denied request: carol may not list secrets") {
+			t.Fatalf("carol's create = %d %s", r.Code, r.Body)
 		}
 	})
 
 	t.Run("PolicyChangeTakesEffect", func(t *testing.T) {
-		a.policy("change", "change", `
+		a.Policy("change", "change", `
   validations:
   - expression: "object.metadata.name != 'one'"
 `, "  validationActions: [Deny]")
-		a.until(cms, labelled("one", "change", ""), http.StatusUnprocessableEntity)
+		a.Until(servertest.CMs, servertest.Labelled("one", "change", ""), http.StatusUnprocessableEntity)
 		// A patch, not a read-modify-write: the server's status controller
 		// writes the policy's status (typeChecking) meanwhile.
-		mustCode(t, "update policy", a.do("PATCH", vaps+"/change", "application/merge-patch+json",
+		servertest.MustCode(t, "update policy", a.Do("PATCH", servertest.VAPs+"/change", "application/merge-patch+json",
 			[]byte(`{"spec":{"validations":[{"expression":"object.metadata.name != 'two'"}]}}`)), http.StatusOK)
-		lag := a.until(cms, labelled("one", "change", ""), http.StatusCreated)
-		a.until(cms, labelled("two", "change", ""), http.StatusUnprocessableEntity)
+		lag := a.Until(servertest.CMs, servertest.Labelled("one", "change", ""), http.StatusCreated)
+		a.Until(servertest.CMs, servertest.Labelled("two", "change", ""), http.StatusUnprocessableEntity)
 		t.Logf("policy update enforced %v after it was written", lag)
-		if g := a.json("GET", vaps+"/change", "").object()["metadata"].(map[string]any)["generation"]; g != float64(2) {
+		if g := a.JSON("GET", servertest.VAPs+"/change", "").Object()["metadata"].(map[string]any)["generation"]; g != float64(2) {
 			t.Fatalf("generation after a spec change = %v, want 2", g)
 		}
-		mustCode(t, "delete binding", a.json("DELETE", vapbs+"/change-binding", ""), http.StatusOK)
-		a.until(cms, labelled("two", "change", ""), http.StatusCreated)
+		servertest.MustCode(t, "delete binding", a.JSON("DELETE", servertest.VAPBs+"/change-binding", ""), http.StatusOK)
+		a.Until(servertest.CMs, servertest.Labelled("two", "change", ""), http.StatusCreated)
 	})
 }
 
@@ -277,8 +219,8 @@ func TestValidatingAdmissionPolicies(t *testing.T) {
 // refused on create with kube-apiserver's message, and nothing is stored.
 func TestAdmissionPolicyValidation(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	r := a.postYAML(vaps, `
+	a := servertest.NewAPI(t, env)
+	r := a.PostYAML(servertest.VAPs, `
 metadata: {name: bad}
 spec:
   matchConstraints:
@@ -300,12 +242,12 @@ spec:
 		`spec.validations[1].messageExpression: Invalid value: "'x' + 1": compilation failed: ERROR: <input>:1:5: found no matching overload for '_+_' applied to '(string, int)'
  | 'x' + 1
  | ....^]`
-	if s := r.status(); r.code != http.StatusUnprocessableEntity || s.Message != want {
-		t.Fatalf("create = %d %s\nwant message %s", r.code, s.Message, want)
+	if s := r.Status(); r.Code != http.StatusUnprocessableEntity || s.Message != want {
+		t.Fatalf("create = %d %s\nwant message %s", r.Code, s.Message, want)
 	}
-	mustCode(t, "nothing stored", a.json("GET", vaps+"/bad", ""), http.StatusNotFound)
+	servertest.MustCode(t, "nothing stored", a.JSON("GET", servertest.VAPs+"/bad", ""), http.StatusNotFound)
 	// Defaults, as Kubernetes fills them in.
-	r = a.postYAML(vaps, `
+	r = a.PostYAML(servertest.VAPs, `
 metadata: {name: good}
 spec:
   matchConstraints:
@@ -314,21 +256,21 @@ spec:
   validations:
   - expression: "true"
 `)
-	mustCode(t, "good policy", r, http.StatusCreated)
-	spec := r.object()["spec"].(map[string]any)
+	servertest.MustCode(t, "good policy", r, http.StatusCreated)
+	spec := r.Object()["spec"].(map[string]any)
 	mc := spec["matchConstraints"].(map[string]any)
 	if spec["failurePolicy"] != "Fail" || mc["matchPolicy"] != "Equivalent" || mc["namespaceSelector"] == nil ||
-		mc["resourceRules"].([]any)[0].(map[string]any)["scope"] != "*" || r.object()["metadata"].(map[string]any)["generation"] != float64(1) {
-		t.Fatalf("defaults: %s", r.body)
+		mc["resourceRules"].([]any)[0].(map[string]any)["scope"] != "*" || r.Object()["metadata"].(map[string]any)["generation"] != float64(1) {
+		t.Fatalf("defaults: %s", r.Body)
 	}
-	r = a.postYAML(vapbs, `
+	r = a.PostYAML(servertest.VAPBs, `
 metadata: {name: b}
 spec:
   policyName: good
   validationActions: [Deny, Warn]
 `)
-	if s := r.status(); r.code != http.StatusUnprocessableEntity || !strings.Contains(s.Message, "must not contain both Deny and Warn") {
-		t.Fatalf("binding with Deny and Warn = %d %s", r.code, r.body)
+	if s := r.Status(); r.Code != http.StatusUnprocessableEntity || !strings.Contains(s.Message, "must not contain both Deny and Warn") {
+		t.Fatalf("binding with Deny and Warn = %d %s", r.Code, r.Body)
 	}
 	if kubectl, err := exec.LookPath("kubectl"); err == nil {
 		f := filepath.Join(t.TempDir(), "bad.yaml")
@@ -361,7 +303,7 @@ spec:
 // answers with the mutated object and stores nothing.
 func TestMutatingAdmissionPolicies(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	for _, m := range []struct{ name, mutation string }{
 		{"apply", `
   - patchType: ApplyConfiguration
@@ -374,7 +316,7 @@ func TestMutatingAdmissionPolicies(t *testing.T) {
       expression: >
         [JSONPatch{op: "add", path: "/metadata/labels/patched", value: string(size(object.data))}]`},
 	} {
-		mustCode(t, "create "+m.name, a.postYAML(maps, fmt.Sprintf(`
+		servertest.MustCode(t, "create "+m.name, a.PostYAML(servertest.MAPs, fmt.Sprintf(`
 metadata: {name: %s}
 spec:
   matchConstraints:
@@ -384,21 +326,21 @@ spec:
   reinvocationPolicy: Never
   mutations:%s
 `, m.name, m.mutation)), http.StatusCreated)
-		mustCode(t, "bind "+m.name, a.postYAML(mapbs, fmt.Sprintf("metadata: {name: %s}\nspec: {policyName: %s}\n", m.name, m.name)), http.StatusCreated)
+		servertest.MustCode(t, "bind "+m.name, a.PostYAML(servertest.MAPBs, fmt.Sprintf("metadata: {name: %s}\nspec: {policyName: %s}\n", m.name, m.name)), http.StatusCreated)
 	}
-	a.dryRunUntil(cms, labelled("m", "mutate", `"a":"1","b":"2"`), "mutations applied", func(l map[string]any) bool {
+	a.DryRunUntil(servertest.CMs, servertest.Labelled("m", "mutate", `"a":"1","b":"2"`), "mutations applied", func(l map[string]any) bool {
 		return l["applied"] == "by-admin" && l["patched"] == "2"
 	})
-	mustCode(t, "dry run stored nothing", a.json("GET", cms+"/m", ""), http.StatusNotFound)
-	r := a.json("POST", cms, labelled("m", "mutate", `"a":"1"`))
-	mustCode(t, "create", r, http.StatusCreated)
-	got := labelsOf(a.json("GET", cms+"/m", ""))
+	servertest.MustCode(t, "dry run stored nothing", a.JSON("GET", servertest.CMs+"/m", ""), http.StatusNotFound)
+	r := a.JSON("POST", servertest.CMs, servertest.Labelled("m", "mutate", `"a":"1"`))
+	servertest.MustCode(t, "create", r, http.StatusCreated)
+	got := servertest.LabelsOf(a.JSON("GET", servertest.CMs+"/m", ""))
 	if got["applied"] != "by-admin" || got["patched"] != "1" || got["mutate"] != "yes" {
 		t.Fatalf("stored labels %v", got)
 	}
 	// A mutation whose result fails the object's validation is refused
 	// with the validation's error: mutation runs before validation.
-	mustCode(t, "bad mutation", a.postYAML(maps, `
+	servertest.MustCode(t, "bad mutation", a.PostYAML(servertest.MAPs, `
 metadata: {name: badname}
 spec:
   matchConstraints:
@@ -410,18 +352,18 @@ spec:
   - patchType: JSONPatch
     jsonPatch: {expression: '[JSONPatch{op: "add", path: "/metadata/labels/bad~1~1key", value: "x"}]'}
 `), http.StatusCreated)
-	mustCode(t, "bind badname", a.postYAML(mapbs, "metadata: {name: badname}\nspec: {policyName: badname}\n"), http.StatusCreated)
+	servertest.MustCode(t, "bind badname", a.PostYAML(servertest.MAPBs, "metadata: {name: badname}\nspec: {policyName: badname}\n"), http.StatusCreated)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		r := a.json("POST", cms, labelled("bl", "badlabel", ""))
-		if r.code == http.StatusUnprocessableEntity && strings.Contains(r.status().Message, "metadata.labels") {
+		r := a.JSON("POST", servertest.CMs, servertest.Labelled("bl", "badlabel", ""))
+		if r.Code == http.StatusUnprocessableEntity && strings.Contains(r.Status().Message, "metadata.labels") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("create with an invalid mutation = %d %s", r.code, r.body)
+			t.Fatalf("create with an invalid mutation = %d %s", r.Code, r.Body)
 		}
-		if r.code == http.StatusCreated {
-			a.json("DELETE", cms+"/bl", "")
+		if r.Code == http.StatusCreated {
+			a.JSON("DELETE", servertest.CMs+"/bl", "")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -430,9 +372,9 @@ spec:
 // TestAdmissionPolicyAudit: Audit actions and auditAnnotations are
 // annotations of the request's audit record.
 func TestAdmissionPolicyAudit(t *testing.T) {
-	env, path := startAudited(t, "")
-	a := newAPI(t, env)
-	a.policy("audited", "audited", `
+	env, path := servertest.StartAudited(t, "")
+	a := servertest.NewAPI(t, env)
+	a.Policy("audited", "audited", `
   validations:
   - expression: "object.metadata.name == 'probe'"
     message: "recorded"
@@ -445,9 +387,9 @@ func TestAdmissionPolicyAudit(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for i := 0; ; i++ {
 		name := fmt.Sprintf("probe%d", i)
-		mustCode(t, "audited create", a.json("POST", cms, labelled(name, "audited", `"a":"1"`)), http.StatusCreated)
+		servertest.MustCode(t, "audited create", a.JSON("POST", servertest.CMs, servertest.Labelled(name, "audited", `"a":"1"`)), http.StatusCreated)
 		var found map[string]string
-		for _, ev := range completed(readEvents(t, path), "create", name) {
+		for _, ev := range servertest.Completed(servertest.ReadEvents(t, path), "create", name) {
 			found = ev.Annotations
 		}
 		if found["audited/size"] == "1" {
@@ -469,8 +411,8 @@ func TestAdmissionPolicyAudit(t *testing.T) {
 // protecting labelled ConfigMaps from it keeps a dependent whose owner is
 // gone, while other dependents are collected.
 func TestAdmissionPolicySeesServerWrites(t *testing.T) {
-	g := startGC(t)
-	mustCode(t, "policy", g.postYAML(vaps, `
+	g := servertest.StartGC(t)
+	servertest.MustCode(t, "policy", g.PostYAML(servertest.VAPs, `
 metadata: {name: keep}
 spec:
   matchConstraints:
@@ -481,23 +423,23 @@ spec:
     messageExpression: "request.userInfo.username + ' may not delete protected configmaps'"
   - expression: "oldObject.metadata.name != 'probe'"
 `), http.StatusCreated)
-	mustCode(t, "binding", g.postYAML(vapbs, "metadata: {name: keep-binding}\nspec: {policyName: keep, validationActions: [Deny]}\n"), http.StatusCreated)
+	servertest.MustCode(t, "binding", g.PostYAML(servertest.VAPBs, "metadata: {name: keep-binding}\nspec: {policyName: keep, validationActions: [Deny]}\n"), http.StatusCreated)
 	// The binding is in once a GC delete of a protected object is refused;
 	// admin's deletes are not.
-	owner := g.cm("owner", nil)
-	ref := ownerRef(t, owner, false)
-	mustCode(t, "protected", g.json("POST", cms, fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept","labels":{"protected":"yes"},"ownerReferences":[%s]}}`, ref)), http.StatusCreated)
-	g.cm("collected", nil, ref)
-	g.cm("probe", nil)
-	g.eventually("policy in effect", func() (bool, string) {
-		r := g.json("DELETE", cms+"/probe?dryRun=All", "")
-		return r.code == http.StatusUnprocessableEntity, fmt.Sprintf("%d %s", r.code, truncate(r.body))
+	owner := g.CM("owner", nil)
+	ref := servertest.OwnerRef(t, owner, false)
+	servertest.MustCode(t, "protected", g.JSON("POST", servertest.CMs, fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept","labels":{"protected":"yes"},"ownerReferences":[%s]}}`, ref)), http.StatusCreated)
+	g.CM("collected", nil, ref)
+	g.CM("probe", nil)
+	g.Eventually("policy in effect", func() (bool, string) {
+		r := g.JSON("DELETE", servertest.CMs+"/probe?dryRun=All", "")
+		return r.Code == http.StatusUnprocessableEntity, fmt.Sprintf("%d %s", r.Code, servertest.Truncate(r.Body))
 	})
-	mustCode(t, "delete owner", g.json("DELETE", cms+"/owner", ""), http.StatusOK)
-	g.gone(cms + "/collected")
+	servertest.MustCode(t, "delete owner", g.JSON("DELETE", servertest.CMs+"/owner", ""), http.StatusOK)
+	g.Gone(servertest.CMs + "/collected")
 	time.Sleep(500 * time.Millisecond) // the collector retries; the policy keeps refusing
-	mustCode(t, "protected dependent kept", g.json("GET", cms+"/kept", ""), http.StatusOK)
-	mustCode(t, "admin may delete it", g.json("DELETE", cms+"/kept", ""), http.StatusOK)
+	servertest.MustCode(t, "protected dependent kept", g.JSON("GET", servertest.CMs+"/kept", ""), http.StatusOK)
+	servertest.MustCode(t, "admin may delete it", g.JSON("DELETE", servertest.CMs+"/kept", ""), http.StatusOK)
 }
 
 // BenchmarkCreateWithPolicy measures sequential ConfigMap creates with no
@@ -546,7 +488,7 @@ func BenchmarkCreateWithPolicy(b *testing.B) {
 			must("/api/v1/namespaces", fmt.Sprintf("metadata: {name: %s, labels: {bench-policy: %s}}", ns, label))
 			cmPath := "/api/v1/namespaces/" + ns + "/configmaps"
 			if withPolicy {
-				must(vaps, fmt.Sprintf(`
+				must(servertest.VAPs, fmt.Sprintf(`
 metadata: {name: bench-%s}
 spec:
   matchConstraints:
@@ -557,7 +499,7 @@ spec:
   - expression: "!has(object.data) || object.data.size() < 100"
   - expression: "!has(object.metadata.labels) || !('forbidden' in object.metadata.labels)"
 `, run))
-				must(vapbs, fmt.Sprintf(`
+				must(servertest.VAPBs, fmt.Sprintf(`
 metadata: {name: bench-%s}
 spec:
   policyName: bench-%s

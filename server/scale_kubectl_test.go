@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"strings"
 	"testing"
 	"time"
@@ -14,11 +16,11 @@ import (
 // (--current-replicas).
 func TestScaleKubectl(t *testing.T) {
 	env := testenv.Start(t)
-	k := newOAKubectl(t, env)
-	k.ok("apply", "-f", k.file("crd.json", scaleCRD))
-	k.ok("wait", "--for", "condition=established", "--timeout", "30s", "crd/widgets.scale.objwatch.io")
+	k := servertest.NewOAKubectl(t, env)
+	k.Ok("apply", "-f", k.File("crd.json", servertest.ScaleCRD))
+	k.Ok("wait", "--for", "condition=established", "--timeout", "30s", "crd/widgets.scale.objwatch.io")
 
-	w1 := k.file("w1.yaml", `apiVersion: scale.objwatch.io/v1
+	w1 := k.File("w1.yaml", `apiVersion: scale.objwatch.io/v1
 kind: Widget
 metadata:
   name: w1
@@ -29,7 +31,7 @@ spec:
 	// Established means served; kubectl's cached discovery may lag.
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		out, stderr, err := k.run("apply", "-f", w1)
+		out, stderr, err := k.Run("apply", "-f", w1)
 		if err == nil && stderr == "" && strings.Contains(out, "widget.scale.objwatch.io/w1 created") {
 			break
 		}
@@ -39,22 +41,22 @@ spec:
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	if out := k.ok("scale", "--replicas=3", "widget/w1", "-n", "default"); !strings.Contains(out, "widget.scale.objwatch.io/w1 scaled") {
+	if out := k.Ok("scale", "--replicas=3", "widget/w1", "-n", "default"); !strings.Contains(out, "widget.scale.objwatch.io/w1 scaled") {
 		t.Errorf("kubectl scale = %q, want widget.scale.objwatch.io/w1 scaled", out)
 	}
-	if got := k.ok("get", "widget", "w1", "-n", "default", "-o", "jsonpath={.spec.replicas}"); got != "3" {
+	if got := k.Ok("get", "widget", "w1", "-n", "default", "-o", "jsonpath={.spec.replicas}"); got != "3" {
 		t.Errorf("spec.replicas after kubectl scale --replicas=3 = %q, want 3", got)
 	}
 
-	k.ok("scale", "--current-replicas=3", "--replicas=4", "widget/w1", "-n", "default")
-	if got := k.ok("get", "widget", "w1", "-n", "default", "-o", "jsonpath={.spec.replicas}"); got != "4" {
+	k.Ok("scale", "--current-replicas=3", "--replicas=4", "widget/w1", "-n", "default")
+	if got := k.Ok("get", "widget", "w1", "-n", "default", "-o", "jsonpath={.spec.replicas}"); got != "4" {
 		t.Errorf("spec.replicas after kubectl scale --current-replicas=3 --replicas=4 = %q, want 4", got)
 	}
-	if _, stderr, err := k.run("scale", "--current-replicas=1", "--replicas=5", "widget/w1", "-n", "default"); err == nil || !strings.Contains(stderr, "Expected replicas to be 1, was 4") {
+	if _, stderr, err := k.Run("scale", "--current-replicas=1", "--replicas=5", "widget/w1", "-n", "default"); err == nil || !strings.Contains(stderr, "Expected replicas to be 1, was 4") {
 		t.Errorf("kubectl scale with a wrong --current-replicas: err %v, stderr %q, want a precondition failure", err, stderr)
 	}
 
-	out := k.ok("get", "widget", "w1", "-n", "default", "--subresource=scale")
+	out := k.Ok("get", "widget", "w1", "-n", "default", "--subresource=scale")
 	if f := strings.Fields(out); len(f) < 7 || strings.Join(f[:3], " ") != "NAME DESIRED AVAILABLE" || f[4] != "w1" || f[5] != "4" || f[6] != "0" {
 		t.Errorf("kubectl get --subresource=scale = %q, want NAME DESIRED AVAILABLE AGE / w1 4 0 ...", out)
 	}

@@ -1,113 +1,36 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
-	"time"
 
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/objwatch/objwatch/testenv"
 )
-
-// scaleCRD has a scale subresource (with a label selector path) and a
-// status subresource; gizmos have neither.
-const scaleCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
- "metadata":{"name":"widgets.scale.objwatch.io"},
- "spec":{"group":"scale.objwatch.io","scope":"Namespaced",
-  "names":{"plural":"widgets","singular":"widget","kind":"Widget","listKind":"WidgetList"},
-  "versions":[{"name":"v1","served":true,"storage":true,
-   "subresources":{"status":{},"scale":{"specReplicasPath":".spec.replicas","statusReplicasPath":".status.replicas","labelSelectorPath":".status.selector"}},
-   "schema":{"openAPIV3Schema":{"type":"object","properties":{
-    "spec":{"type":"object","properties":{"replicas":{"type":"integer"},"image":{"type":"string"}}},
-    "status":{"type":"object","properties":{"replicas":{"type":"integer"},"selector":{"type":"string"}}}}}}}]}}`
-
-const noScaleCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
- "metadata":{"name":"gizmos.scale.objwatch.io"},
- "spec":{"group":"scale.objwatch.io","scope":"Namespaced",
-  "names":{"plural":"gizmos","singular":"gizmo","kind":"Gizmo","listKind":"GizmoList"},
-  "versions":[{"name":"v1","served":true,"storage":true,
-   "schema":{"openAPIV3Schema":{"type":"object","properties":{
-    "spec":{"type":"object","properties":{"replicas":{"type":"integer"}}}}}}}]}}`
-
-const (
-	widgets = "/apis/scale.objwatch.io/v1/namespaces/default/widgets"
-	gizmos  = "/apis/scale.objwatch.io/v1/namespaces/default/gizmos"
-)
-
-// startScale starts a server serving widgets and gizmos.
-func startScale(t *testing.T) *api {
-	env := testenv.Start(t)
-	a := newAPI(t, env)
-	t.Cleanup(a.c.CloseIdleConnections)
-	for _, c := range []string{scaleCRD, noScaleCRD} {
-		if r := a.json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", c); r.code != http.StatusCreated {
-			t.Fatalf("create CRD = %d %s", r.code, r.body)
-		}
-	}
-	oaEventually(t, 10*time.Second, func() bool {
-		return a.json("GET", widgets, "").code == http.StatusOK && a.json("GET", gizmos, "").code == http.StatusOK
-	})
-	return a
-}
-
-func widget(name, extra string) string {
-	return fmt.Sprintf(`{"apiVersion":"scale.objwatch.io/v1","kind":"Widget","metadata":{"name":%q},"spec":{%s}}`, name, extra)
-}
-
-func scaleBody(name, rv string, replicas int) string {
-	return fmt.Sprintf(`{"apiVersion":"autoscaling/v1","kind":"Scale","metadata":{"name":%q,"resourceVersion":%q},"spec":{"replicas":%d}}`, name, rv, replicas)
-}
-
-func decodeScale(t *testing.T, r response) autoscalingv1.Scale {
-	t.Helper()
-	var sc autoscalingv1.Scale
-	if err := json.Unmarshal(r.body, &sc); err != nil {
-		t.Fatalf("decode Scale %s: %v", r.body, err)
-	}
-	if sc.APIVersion != "autoscaling/v1" || sc.Kind != "Scale" {
-		t.Fatalf("Scale type = %s %s, want autoscaling/v1 Scale (%s)", sc.APIVersion, sc.Kind, r.body)
-	}
-	return sc
-}
-
-// widgetState returns a widget's spec.replicas, metadata.generation and
-// resourceVersion.
-func widgetState(t *testing.T, a *api, name string) (replicas, generation any, rv string) {
-	t.Helper()
-	r := a.json("GET", widgets+"/"+name, "")
-	if r.code != http.StatusOK {
-		t.Fatalf("GET widget %s = %d %s", name, r.code, r.body)
-	}
-	o := r.object()
-	spec, _ := o["spec"].(map[string]any)
-	md := o["metadata"].(map[string]any)
-	return spec["replicas"], md["generation"], md["resourceVersion"].(string)
-}
 
 func TestScaleSubresource(t *testing.T) {
-	a := startScale(t)
-	created := a.json("POST", widgets, widget("w1", `"replicas":1,"image":"a"`))
-	if created.code != http.StatusCreated {
-		t.Fatalf("create widget = %d %s", created.code, created.body)
+	a := servertest.StartScale(t)
+	created := a.JSON("POST", servertest.Widgets, servertest.Widget("w1", `"replicas":1,"image":"a"`))
+	if created.Code != http.StatusCreated {
+		t.Fatalf("create widget = %d %s", created.Code, created.Body)
 	}
-	st := a.do("PATCH", widgets+"/w1/status", "application/merge-patch+json", []byte(`{"status":{"replicas":1,"selector":"app=w1"}}`))
-	if st.code != http.StatusOK {
-		t.Fatalf("PATCH status = %d %s", st.code, st.body)
+	st := a.Do("PATCH", servertest.Widgets+"/w1/status", "application/merge-patch+json", []byte(`{"status":{"replicas":1,"selector":"app=w1"}}`))
+	if st.Code != http.StatusOK {
+		t.Fatalf("PATCH status = %d %s", st.Code, st.Body)
 	}
-	scale := widgets + "/w1/scale"
+	scale := servertest.Widgets + "/w1/scale"
 
 	t.Run("get", func(t *testing.T) {
-		r := a.json("GET", scale, "")
-		if r.code != http.StatusOK {
-			t.Fatalf("GET scale = %d %s", r.code, r.body)
+		r := a.JSON("GET", scale, "")
+		if r.Code != http.StatusOK {
+			t.Fatalf("GET scale = %d %s", r.Code, r.Body)
 		}
-		sc := decodeScale(t, r)
+		sc := servertest.DecodeScale(t, r)
 		var obj metav1.PartialObjectMetadata
-		json.Unmarshal(st.body, &obj)
+		json.Unmarshal(st.Body, &obj)
 		want := metav1.ObjectMeta{Name: "w1", Namespace: "default", UID: obj.UID, ResourceVersion: obj.ResourceVersion, CreationTimestamp: obj.CreationTimestamp}
 		if sc.Name != want.Name || sc.Namespace != want.Namespace || sc.UID != want.UID || sc.ResourceVersion != want.ResourceVersion || !sc.CreationTimestamp.Equal(&want.CreationTimestamp) {
 			t.Errorf("GET scale metadata = %+v, want %+v", sc.ObjectMeta, want)
@@ -118,13 +41,13 @@ func TestScaleSubresource(t *testing.T) {
 	})
 
 	t.Run("put", func(t *testing.T) {
-		_, gen, rv := widgetState(t, a, "w1")
-		r := a.json("PUT", scale, scaleBody("w1", rv, 5))
-		if r.code != http.StatusOK {
-			t.Fatalf("PUT scale = %d %s", r.code, r.body)
+		_, gen, rv := servertest.WidgetState(t, a, "w1")
+		r := a.JSON("PUT", scale, servertest.ScaleBody("w1", rv, 5))
+		if r.Code != http.StatusOK {
+			t.Fatalf("PUT scale = %d %s", r.Code, r.Body)
 		}
-		sc := decodeScale(t, r)
-		replicas, gen2, rv2 := widgetState(t, a, "w1")
+		sc := servertest.DecodeScale(t, r)
+		replicas, gen2, rv2 := servertest.WidgetState(t, a, "w1")
 		if sc.Spec.Replicas != 5 || sc.ResourceVersion != rv2 || sc.Status.Selector != "app=w1" {
 			t.Errorf("PUT scale returned %+v, want replicas 5 at resourceVersion %s", sc, rv2)
 		}
@@ -132,87 +55,87 @@ func TestScaleSubresource(t *testing.T) {
 			t.Errorf("after PUT scale spec.replicas, generation = %v, %v, want 5, %v", replicas, gen2, gen.(float64)+1)
 		}
 		// The rest of the object is untouched.
-		o := a.json("GET", widgets+"/w1", "").object()
+		o := a.JSON("GET", servertest.Widgets+"/w1", "").Object()
 		if o["spec"].(map[string]any)["image"] != "a" || o["status"].(map[string]any)["replicas"] != float64(1) {
 			t.Errorf("after PUT scale object = %v, want image a and status.replicas 1", o)
 		}
 	})
 
 	t.Run("put with stale resourceVersion conflicts", func(t *testing.T) {
-		stale := rvOf(t, created)
-		r := a.json("PUT", scale, scaleBody("w1", stale, 9))
-		if s := r.status(); r.code != http.StatusConflict || s.Reason != metav1.StatusReasonConflict {
-			t.Fatalf("PUT scale with stale resourceVersion = %d %s, want 409 Conflict", r.code, r.body)
+		stale := servertest.RVOf(t, created)
+		r := a.JSON("PUT", scale, servertest.ScaleBody("w1", stale, 9))
+		if s := r.Status(); r.Code != http.StatusConflict || s.Reason != metav1.StatusReasonConflict {
+			t.Fatalf("PUT scale with stale resourceVersion = %d %s, want 409 Conflict", r.Code, r.Body)
 		}
-		if replicas, _, _ := widgetState(t, a, "w1"); replicas != float64(5) {
+		if replicas, _, _ := servertest.WidgetState(t, a, "w1"); replicas != float64(5) {
 			t.Errorf("after conflict spec.replicas = %v, want 5", replicas)
 		}
 	})
 
 	t.Run("put without resourceVersion is unconditional", func(t *testing.T) {
-		r := a.json("PUT", scale, `{"metadata":{"name":"w1"},"spec":{"replicas":4}}`)
-		if r.code != http.StatusOK || decodeScale(t, r).Spec.Replicas != 4 {
-			t.Fatalf("PUT scale without resourceVersion = %d %s, want 200 with replicas 4", r.code, r.body)
+		r := a.JSON("PUT", scale, `{"metadata":{"name":"w1"},"spec":{"replicas":4}}`)
+		if r.Code != http.StatusOK || servertest.DecodeScale(t, r).Spec.Replicas != 4 {
+			t.Fatalf("PUT scale without resourceVersion = %d %s, want 200 with replicas 4", r.Code, r.Body)
 		}
 	})
 
 	t.Run("put with another uid conflicts", func(t *testing.T) {
-		r := a.json("PUT", scale, `{"metadata":{"name":"w1","uid":"00000000-0000-0000-0000-000000000000"},"spec":{"replicas":8}}`)
-		if r.code != http.StatusConflict {
-			t.Fatalf("PUT scale with another uid = %d %s, want 409", r.code, r.body)
+		r := a.JSON("PUT", scale, `{"metadata":{"name":"w1","uid":"00000000-0000-0000-0000-000000000000"},"spec":{"replicas":8}}`)
+		if r.Code != http.StatusConflict {
+			t.Fatalf("PUT scale with another uid = %d %s, want 409", r.Code, r.Body)
 		}
 	})
 
 	t.Run("merge patch", func(t *testing.T) {
-		_, gen, _ := widgetState(t, a, "w1")
-		r := a.do("PATCH", scale, "application/merge-patch+json", []byte(`{"spec":{"replicas":7}}`))
-		if r.code != http.StatusOK || decodeScale(t, r).Spec.Replicas != 7 {
-			t.Fatalf("merge PATCH scale = %d %s, want 200 with replicas 7", r.code, r.body)
+		_, gen, _ := servertest.WidgetState(t, a, "w1")
+		r := a.Do("PATCH", scale, "application/merge-patch+json", []byte(`{"spec":{"replicas":7}}`))
+		if r.Code != http.StatusOK || servertest.DecodeScale(t, r).Spec.Replicas != 7 {
+			t.Fatalf("merge PATCH scale = %d %s, want 200 with replicas 7", r.Code, r.Body)
 		}
-		if replicas, gen2, _ := widgetState(t, a, "w1"); replicas != float64(7) || gen2 != gen.(float64)+1 {
+		if replicas, gen2, _ := servertest.WidgetState(t, a, "w1"); replicas != float64(7) || gen2 != gen.(float64)+1 {
 			t.Errorf("after merge PATCH spec.replicas, generation = %v, %v, want 7, %v", replicas, gen2, gen.(float64)+1)
 		}
 	})
 
 	t.Run("json patch", func(t *testing.T) {
-		r := a.do("PATCH", scale, "application/json-patch+json", []byte(`[{"op":"replace","path":"/spec/replicas","value":2}]`))
-		if r.code != http.StatusOK || decodeScale(t, r).Spec.Replicas != 2 {
-			t.Fatalf("JSON PATCH scale = %d %s, want 200 with replicas 2", r.code, r.body)
+		r := a.Do("PATCH", scale, "application/json-patch+json", []byte(`[{"op":"replace","path":"/spec/replicas","value":2}]`))
+		if r.Code != http.StatusOK || servertest.DecodeScale(t, r).Spec.Replicas != 2 {
+			t.Fatalf("JSON PATCH scale = %d %s, want 200 with replicas 2", r.Code, r.Body)
 		}
-		if replicas, _, _ := widgetState(t, a, "w1"); replicas != float64(2) {
+		if replicas, _, _ := servertest.WidgetState(t, a, "w1"); replicas != float64(2) {
 			t.Errorf("after JSON PATCH spec.replicas = %v, want 2", replicas)
 		}
 	})
 
 	t.Run("patch pinning a stale resourceVersion conflicts", func(t *testing.T) {
-		body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"spec":{"replicas":3}}`, rvOf(t, created))
-		r := a.do("PATCH", scale, "application/merge-patch+json", []byte(body))
-		if r.code != http.StatusConflict {
-			t.Fatalf("PATCH scale with stale resourceVersion = %d %s, want 409", r.code, r.body)
+		body := fmt.Sprintf(`{"metadata":{"resourceVersion":%q},"spec":{"replicas":3}}`, servertest.RVOf(t, created))
+		r := a.Do("PATCH", scale, "application/merge-patch+json", []byte(body))
+		if r.Code != http.StatusConflict {
+			t.Fatalf("PATCH scale with stale resourceVersion = %d %s, want 409", r.Code, r.Body)
 		}
 	})
 
 	t.Run("dry run", func(t *testing.T) {
-		r := a.do("PATCH", scale+"?dryRun=All", "application/merge-patch+json", []byte(`{"spec":{"replicas":9}}`))
-		if r.code != http.StatusOK || decodeScale(t, r).Spec.Replicas != 9 {
-			t.Fatalf("dry-run PATCH scale = %d %s, want 200 with replicas 9", r.code, r.body)
+		r := a.Do("PATCH", scale+"?dryRun=All", "application/merge-patch+json", []byte(`{"spec":{"replicas":9}}`))
+		if r.Code != http.StatusOK || servertest.DecodeScale(t, r).Spec.Replicas != 9 {
+			t.Fatalf("dry-run PATCH scale = %d %s, want 200 with replicas 9", r.Code, r.Body)
 		}
-		if replicas, _, _ := widgetState(t, a, "w1"); replicas != float64(2) {
+		if replicas, _, _ := servertest.WidgetState(t, a, "w1"); replicas != float64(2) {
 			t.Errorf("after dry run spec.replicas = %v, want 2", replicas)
 		}
 	})
 
 	t.Run("negative replicas are invalid", func(t *testing.T) {
-		_, _, rv := widgetState(t, a, "w1")
-		for _, r := range []response{
-			a.json("PUT", scale, scaleBody("w1", rv, -1)),
-			a.do("PATCH", scale, "application/merge-patch+json", []byte(`{"spec":{"replicas":-1}}`)),
+		_, _, rv := servertest.WidgetState(t, a, "w1")
+		for _, r := range []servertest.Response{
+			a.JSON("PUT", scale, servertest.ScaleBody("w1", rv, -1)),
+			a.Do("PATCH", scale, "application/merge-patch+json", []byte(`{"spec":{"replicas":-1}}`)),
 		} {
-			if s := r.status(); r.code != http.StatusUnprocessableEntity || s.Reason != metav1.StatusReasonInvalid || s.Details == nil || s.Details.Kind != "Widget" {
-				t.Errorf("negative replicas = %d %s, want 422 Invalid for a Widget", r.code, r.body)
+			if s := r.Status(); r.Code != http.StatusUnprocessableEntity || s.Reason != metav1.StatusReasonInvalid || s.Details == nil || s.Details.Kind != "Widget" {
+				t.Errorf("negative replicas = %d %s, want 422 Invalid for a Widget", r.Code, r.Body)
 			}
 		}
-		if replicas, _, rv2 := widgetState(t, a, "w1"); replicas != float64(2) || rv2 != rv {
+		if replicas, _, rv2 := servertest.WidgetState(t, a, "w1"); replicas != float64(2) || rv2 != rv {
 			t.Errorf("after invalid scale spec.replicas = %v at %s, want 2 at %s", replicas, rv2, rv)
 		}
 	})
@@ -222,14 +145,14 @@ func TestScaleSubresource(t *testing.T) {
 			name, method, ctype, body string
 			code                      int
 		}{
-			{"name mismatch", "PUT", "application/json", scaleBody("other", "", 1), http.StatusBadRequest},
-			{"wrong kind", "PUT", "application/json", widget("w1", `"replicas":1`), http.StatusBadRequest},
+			{"name mismatch", "PUT", "application/json", servertest.ScaleBody("other", "", 1), http.StatusBadRequest},
+			{"wrong kind", "PUT", "application/json", servertest.Widget("w1", `"replicas":1`), http.StatusBadRequest},
 			{"replicas beyond int32", "PUT", "application/json", `{"metadata":{"name":"w1"},"spec":{"replicas":3000000000}}`, http.StatusBadRequest},
 			{"replicas not a number", "PUT", "application/json", `{"metadata":{"name":"w1"},"spec":{"replicas":"x"}}`, http.StatusBadRequest},
 			{"strict unknown field", "PUT", "application/json", `{"metadata":{"name":"w1"},"spec":{"replicas":1,"bogus":1}}`, http.StatusBadRequest},
 			{"strategic merge patch", "PATCH", "application/strategic-merge-patch+json", `{"spec":{"replicas":1}}`, http.StatusUnsupportedMediaType},
 			{"delete", "DELETE", "", "", http.StatusMethodNotAllowed},
-			{"create", "POST", "application/json", scaleBody("w1", "", 1), http.StatusMethodNotAllowed},
+			{"create", "POST", "application/json", servertest.ScaleBody("w1", "", 1), http.StatusMethodNotAllowed},
 		}
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
@@ -237,28 +160,28 @@ func TestScaleSubresource(t *testing.T) {
 				if tc.name == "strict unknown field" {
 					path += "?fieldValidation=Strict"
 				}
-				r := a.do(tc.method, path, tc.ctype, []byte(tc.body))
-				if r.code != tc.code || r.status().Kind != "Status" {
-					t.Errorf("%s scale = %d %s, want %d Status", tc.method, r.code, r.body, tc.code)
+				r := a.Do(tc.method, path, tc.ctype, []byte(tc.body))
+				if r.Code != tc.code || r.Status().Kind != "Status" {
+					t.Errorf("%s scale = %d %s, want %d Status", tc.method, r.Code, r.Body, tc.code)
 				}
 			})
 		}
-		if replicas, _, _ := widgetState(t, a, "w1"); replicas != float64(2) {
+		if replicas, _, _ := servertest.WidgetState(t, a, "w1"); replicas != float64(2) {
 			t.Errorf("after bad requests spec.replicas = %v, want 2", replicas)
 		}
 	})
 
 	t.Run("unknown field warns", func(t *testing.T) {
-		r := a.json("PUT", scale, `{"metadata":{"name":"w1"},"spec":{"replicas":2,"bogus":1}}`)
-		if r.code != http.StatusOK || r.header.Get("Warning") != `299 - "unknown field \"spec.bogus\""` {
-			t.Errorf("PUT scale with an unknown field = %d Warning %q, want 200 with an unknown field warning", r.code, r.header.Get("Warning"))
+		r := a.JSON("PUT", scale, `{"metadata":{"name":"w1"},"spec":{"replicas":2,"bogus":1}}`)
+		if r.Code != http.StatusOK || r.Header.Get("Warning") != `299 - "unknown field \"spec.bogus\""` {
+			t.Errorf("PUT scale with an unknown field = %d Warning %q, want 200 with an unknown field warning", r.Code, r.Header.Get("Warning"))
 		}
 	})
 
 	t.Run("table", func(t *testing.T) {
-		req, _ := http.NewRequest("GET", a.host+scale, nil)
+		req, _ := http.NewRequest("GET", a.Host+scale, nil)
 		req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-		resp, err := a.c.Do(req)
+		resp, err := a.C.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,31 +203,31 @@ func TestScaleSubresource(t *testing.T) {
 // Without the spec replicas field, Kubernetes' GET of the scale is a 500
 // and a patch must set it; a PUT does.
 func TestScaleWithoutSpecReplicas(t *testing.T) {
-	a := startScale(t)
-	if r := a.json("POST", widgets, widget("empty", "")); r.code != http.StatusCreated {
-		t.Fatalf("create widget = %d %s", r.code, r.body)
+	a := servertest.StartScale(t)
+	if r := a.JSON("POST", servertest.Widgets, servertest.Widget("empty", "")); r.Code != http.StatusCreated {
+		t.Fatalf("create widget = %d %s", r.Code, r.Body)
 	}
-	scale := widgets + "/empty/scale"
-	if r := a.json("GET", scale, ""); r.code != http.StatusInternalServerError {
-		t.Errorf("GET scale without spec.replicas = %d %s, want 500", r.code, r.body)
+	scale := servertest.Widgets + "/empty/scale"
+	if r := a.JSON("GET", scale, ""); r.Code != http.StatusInternalServerError {
+		t.Errorf("GET scale without spec.replicas = %d %s, want 500", r.Code, r.Body)
 	}
-	if r := a.do("PATCH", scale, "application/merge-patch+json", []byte(`{"metadata":{"labels":{"a":"b"}}}`)); r.code != http.StatusBadRequest {
-		t.Errorf("PATCH scale leaving spec.replicas unset = %d %s, want 400", r.code, r.body)
+	if r := a.Do("PATCH", scale, "application/merge-patch+json", []byte(`{"metadata":{"labels":{"a":"b"}}}`)); r.Code != http.StatusBadRequest {
+		t.Errorf("PATCH scale leaving spec.replicas unset = %d %s, want 400", r.Code, r.Body)
 	}
-	if r := a.do("PATCH", scale, "application/merge-patch+json", []byte(`{"spec":{"replicas":2}}`)); r.code != http.StatusOK || decodeScale(t, r).Spec.Replicas != 2 {
-		t.Errorf("PATCH scale setting spec.replicas = %d %s, want 200 with replicas 2", r.code, r.body)
+	if r := a.Do("PATCH", scale, "application/merge-patch+json", []byte(`{"spec":{"replicas":2}}`)); r.Code != http.StatusOK || servertest.DecodeScale(t, r).Spec.Replicas != 2 {
+		t.Errorf("PATCH scale setting spec.replicas = %d %s, want 200 with replicas 2", r.Code, r.Body)
 	}
-	if r := a.json("GET", scale, ""); r.code != http.StatusOK || decodeScale(t, r).Status.Replicas != 0 {
-		t.Errorf("GET scale = %d %s, want 200 with status.replicas 0", r.code, r.body)
+	if r := a.JSON("GET", scale, ""); r.Code != http.StatusOK || servertest.DecodeScale(t, r).Status.Replicas != 0 {
+		t.Errorf("GET scale = %d %s, want 200 with status.replicas 0", r.Code, r.Body)
 	}
 }
 
 func TestScaleDiscoveryAndAbsence(t *testing.T) {
-	a := startScale(t)
-	r := a.json("GET", "/apis/scale.objwatch.io/v1", "")
+	a := servertest.StartScale(t)
+	r := a.JSON("GET", "/apis/scale.objwatch.io/v1", "")
 	var list metav1.APIResourceList
-	if err := json.Unmarshal(r.body, &list); err != nil || r.code != http.StatusOK {
-		t.Fatalf("discovery = %d %s, %v", r.code, r.body, err)
+	if err := json.Unmarshal(r.Body, &list); err != nil || r.Code != http.StatusOK {
+		t.Fatalf("discovery = %d %s, %v", r.Code, r.Body, err)
 	}
 	found := map[string]metav1.APIResource{}
 	for _, res := range list.APIResources {
@@ -322,19 +245,19 @@ func TestScaleDiscoveryAndAbsence(t *testing.T) {
 		t.Errorf("discovery does not list gizmos: %v", found)
 	}
 
-	if r := a.json("POST", gizmos, `{"apiVersion":"scale.objwatch.io/v1","kind":"Gizmo","metadata":{"name":"g1"},"spec":{"replicas":1}}`); r.code != http.StatusCreated {
-		t.Fatalf("create gizmo = %d %s", r.code, r.body)
+	if r := a.JSON("POST", servertest.Gizmos, `{"apiVersion":"scale.objwatch.io/v1","kind":"Gizmo","metadata":{"name":"g1"},"spec":{"replicas":1}}`); r.Code != http.StatusCreated {
+		t.Fatalf("create gizmo = %d %s", r.Code, r.Body)
 	}
 	for _, m := range []struct{ method, ctype, body string }{
 		{"GET", "", ""},
-		{"PUT", "application/json", scaleBody("g1", "", 2)},
+		{"PUT", "application/json", servertest.ScaleBody("g1", "", 2)},
 		{"PATCH", "application/merge-patch+json", `{"spec":{"replicas":2}}`},
 	} {
-		if r := a.do(m.method, gizmos+"/g1/scale", m.ctype, []byte(m.body)); r.code != http.StatusNotFound || r.status().Kind != "Status" {
-			t.Errorf("%s scale of a CRD without a scale subresource = %d %s, want 404 Status", m.method, r.code, r.body)
+		if r := a.Do(m.method, servertest.Gizmos+"/g1/scale", m.ctype, []byte(m.body)); r.Code != http.StatusNotFound || r.Status().Kind != "Status" {
+			t.Errorf("%s scale of a CRD without a scale subresource = %d %s, want 404 Status", m.method, r.Code, r.Body)
 		}
 	}
-	if r := a.json("GET", gizmos+"/g1", ""); r.object()["spec"].(map[string]any)["replicas"] != float64(1) {
-		t.Errorf("gizmo after /scale requests = %s, want spec.replicas 1", r.body)
+	if r := a.JSON("GET", servertest.Gizmos+"/g1", ""); r.Object()["spec"].(map[string]any)["replicas"] != float64(1) {
+		t.Errorf("gizmo after /scale requests = %s, want spec.replicas 1", r.Body)
 	}
 }

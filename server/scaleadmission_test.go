@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"context"
 	"encoding/json"
 	"net/http"
@@ -22,39 +24,39 @@ import (
 // policy on widgets/scale sees the Scale.
 func TestScaleAdmission(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	mustCode(t, "create CRD", a.json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", scaleCRD), http.StatusCreated)
-	waitServed(t, a, widgets)
-	mustCode(t, "create widget", a.json("POST", widgets, widget("w", `"replicas":1,"image":"x"`)), http.StatusCreated)
-	var v, m seen
+	a := servertest.NewAPI(t, env)
+	servertest.MustCode(t, "create CRD", a.JSON("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", servertest.ScaleCRD), http.StatusCreated)
+	servertest.WaitServed(t, a, servertest.Widgets)
+	servertest.MustCode(t, "create widget", a.JSON("POST", servertest.Widgets, servertest.Widget("w", `"replicas":1,"image":"x"`)), http.StatusCreated)
+	var v, m servertest.Seen
 	env.Webhook(t, testenv.WebhookOptions{
 		Rules: []admissionregistrationv1.RuleWithOperations{{
 			Operations: []admissionregistrationv1.OperationType{"UPDATE"},
 			Rule:       admissionregistrationv1.Rule{APIGroups: []string{"scale.objwatch.io"}, APIVersions: []string{"v1"}, Resources: []string{"widgets/scale"}},
 		}},
 		Validating: func(_ context.Context, r *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-			v.add(r)
+			v.Add(r)
 			return &admissionv1.AdmissionResponse{Allowed: true}
 		},
 		Mutating: func(_ context.Context, r *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-			m.add(r)
-			return jsonPatch(`{"op":"replace","path":"/spec/replicas","value":9}`)
+			m.Add(r)
+			return servertest.JSONPatch(`{"op":"replace","path":"/spec/replicas","value":9}`)
 		},
 	})
-	r := a.json("PUT", widgets+"/w/scale", scaleBody("w", "", 3))
-	mustCode(t, "scale", r, http.StatusOK)
-	if sc := decodeScale(t, r); sc.Spec.Replicas != 9 {
+	r := a.JSON("PUT", servertest.Widgets+"/w/scale", servertest.ScaleBody("w", "", 3))
+	servertest.MustCode(t, "scale", r, http.StatusOK)
+	if sc := servertest.DecodeScale(t, r); sc.Spec.Replicas != 9 {
 		t.Errorf("scale answered replicas %d, want the webhook's 9", sc.Spec.Replicas)
 	}
-	if rep, _, _ := widgetState(t, a, "w"); rep != float64(9) {
+	if rep, _, _ := servertest.WidgetState(t, a, "w"); rep != float64(9) {
 		t.Errorf("stored spec.replicas %v, want 9", rep)
 	}
 	for _, c := range []struct {
 		name  string
-		s     *seen
+		s     *servertest.Seen
 		wantN int64
 	}{{"mutating", &m, 3}, {"validating", &v, 9}} {
-		reqs := c.s.all()
+		reqs := c.s.All()
 		if len(reqs) == 0 {
 			t.Fatalf("%s webhook not called", c.name)
 		}
@@ -79,7 +81,7 @@ func TestScaleAdmission(t *testing.T) {
 
 	// A policy on widgets/scale: its first validation fails on anything
 	// but a Scale, its second on the webhook's 9.
-	mustCode(t, "policy", a.postYAML(vaps, `
+	servertest.MustCode(t, "policy", a.PostYAML(servertest.VAPs, `
 metadata: {name: scale-cap}
 spec:
   matchConstraints:
@@ -91,18 +93,18 @@ spec:
   - expression: "object.spec.replicas < 5"
     message: "too many"
 `), http.StatusCreated)
-	mustCode(t, "binding", a.postYAML(vapbs, "metadata: {name: scale-cap}\nspec: {policyName: scale-cap, validationActions: [Deny]}\n"), http.StatusCreated)
+	servertest.MustCode(t, "binding", a.PostYAML(servertest.VAPBs, "metadata: {name: scale-cap}\nspec: {policyName: scale-cap, validationActions: [Deny]}\n"), http.StatusCreated)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		r := a.json("PUT", widgets+"/w/scale", scaleBody("w", "", 2))
-		if r.code == http.StatusUnprocessableEntity && strings.Contains(r.status().Message, "too many") {
+		r := a.JSON("PUT", servertest.Widgets+"/w/scale", servertest.ScaleBody("w", "", 2))
+		if r.Code == http.StatusUnprocessableEntity && strings.Contains(r.Status().Message, "too many") {
 			break // the webhook's 9 is what the policy sees, in a Scale
 		}
-		if r.code != http.StatusOK {
-			t.Fatalf("scale under scale-cap = %d %s", r.code, r.body)
+		if r.Code != http.StatusOK {
+			t.Fatalf("scale under scale-cap = %d %s", r.Code, r.Body)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("scale under scale-deny = %d %s", r.code, r.body)
+			t.Fatalf("scale under scale-deny = %d %s", r.Code, r.Body)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -20,9 +22,9 @@ func svc(name, spec string) string {
 
 const svcPorts = `"selector":{"app":"web"},"ports":[{"port":80}]`
 
-func clusterIP(t *testing.T, r response) string {
+func clusterIP(t *testing.T, r servertest.Response) string {
 	t.Helper()
-	ip, _ := field(r.object(), "spec.clusterIP").(string)
+	ip, _ := servertest.Field(r.Object(), "spec.clusterIP").(string)
 	return ip
 }
 
@@ -31,27 +33,27 @@ func clusterIP(t *testing.T, r response) string {
 // none; what objwatch does not do is refused.
 func TestServices(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	rng := netip.MustParsePrefix("10.0.0.0/24")
 
 	// The API server's own service, as kube-apiserver creates it.
-	k := a.json("GET", svcs+"/kubernetes", "")
+	k := a.JSON("GET", svcs+"/kubernetes", "")
 	port := env.Config.Host[strings.LastIndex(env.Config.Host, ":")+1:]
-	if k.code != 200 || clusterIP(t, k) != "10.0.0.1" || fmt.Sprint(field(k.object(), "spec.ports")) != fmt.Sprintf("[map[name:https port:443 protocol:TCP targetPort:%s]]", port) {
-		t.Fatalf("default/kubernetes = %d %s, want 10.0.0.1 port 443 → %s", k.code, k.body, port)
+	if k.Code != 200 || clusterIP(t, k) != "10.0.0.1" || fmt.Sprint(servertest.Field(k.Object(), "spec.ports")) != fmt.Sprintf("[map[name:https port:443 protocol:TCP targetPort:%s]]", port) {
+		t.Fatalf("default/kubernetes = %d %s, want 10.0.0.1 port 443 → %s", k.Code, k.Body, port)
 	}
 
-	r := a.json("POST", svcs, svc("web", svcPorts))
+	r := a.JSON("POST", svcs, svc("web", svcPorts))
 	ip := clusterIP(t, r)
-	if r.code != http.StatusCreated || !rng.Contains(netip.MustParseAddr(ip)) || ip == "10.0.0.1" || ip == "10.0.0.0" || ip == "10.0.0.255" {
-		t.Fatalf("create = %d %s, want a cluster IP in %s other than the network, broadcast and kubernetes addresses", r.code, r.body, rng)
+	if r.Code != http.StatusCreated || !rng.Contains(netip.MustParseAddr(ip)) || ip == "10.0.0.1" || ip == "10.0.0.0" || ip == "10.0.0.255" {
+		t.Fatalf("create = %d %s, want a cluster IP in %s other than the network, broadcast and kubernetes addresses", r.Code, r.Body, rng)
 	}
-	checkFields(t, "created service", r.object(), map[string]any{
+	servertest.CheckFields(t, "created service", r.Object(), map[string]any{
 		"spec.clusterIPs": "[" + ip + "]", "spec.type": "ClusterIP", "spec.ipFamilies": "[IPv4]", "spec.ipFamilyPolicy": "SingleStack",
 		"spec.sessionAffinity": "None", "spec.internalTrafficPolicy": "Cluster", "spec.ports": "[map[port:80 protocol:TCP targetPort:80]]",
 	})
-	if r := a.json("GET", svcs+"?fieldSelector=spec.clusterIP%3D"+ip, ""); !strings.Contains(string(r.body), `"name":"web"`) {
-		t.Errorf("field selector spec.clusterIP = %s", r.body)
+	if r := a.JSON("GET", svcs+"?fieldSelector=spec.clusterIP%3D"+ip, ""); !strings.Contains(string(r.Body), `"name":"web"`) {
+		t.Errorf("field selector spec.clusterIP = %s", r.Body)
 	}
 
 	// Addresses the test asks for by name, never the one just allocated
@@ -65,18 +67,18 @@ func TestServices(t *testing.T) {
 	changed, fixed, sixty := other("10.0.0.77"), other("10.0.0.50"), other("10.0.0.60")
 
 	// Immutable; an update that leaves it out keeps it.
-	r = a.json("PUT", svcs+"/web", svc("web", `"clusterIP":"`+changed+`",`+svcPorts))
-	if r.code != http.StatusUnprocessableEntity || !strings.Contains(r.status().Message, `spec.clusterIPs[0]: Invalid value: ["`+changed+`"]: may not change once set`) {
-		t.Errorf("update of clusterIP = %d %s, want 422", r.code, r.body)
+	r = a.JSON("PUT", svcs+"/web", svc("web", `"clusterIP":"`+changed+`",`+svcPorts))
+	if r.Code != http.StatusUnprocessableEntity || !strings.Contains(r.Status().Message, `spec.clusterIPs[0]: Invalid value: ["`+changed+`"]: may not change once set`) {
+		t.Errorf("update of clusterIP = %d %s, want 422", r.Code, r.Body)
 	}
-	r = a.json("PUT", svcs+"/web", svc("web", `"selector":{"app":"web2"},"ports":[{"port":80}]`))
-	if r.code != 200 || clusterIP(t, r) != ip || field(r.object(), "spec.selector.app") != "web2" {
-		t.Errorf("update without clusterIP = %d %s, want the selector changed and %s kept", r.code, r.body, ip)
+	r = a.JSON("PUT", svcs+"/web", svc("web", `"selector":{"app":"web2"},"ports":[{"port":80}]`))
+	if r.Code != 200 || clusterIP(t, r) != ip || servertest.Field(r.Object(), "spec.selector.app") != "web2" {
+		t.Errorf("update without clusterIP = %d %s, want the selector changed and %s kept", r.Code, r.Body, ip)
 	}
 
 	// A requested IP: in range, once.
-	if r := a.json("POST", svcs, svc("fixed", `"clusterIP":"`+fixed+`",`+svcPorts)); r.code != http.StatusCreated || clusterIP(t, r) != fixed {
-		t.Fatalf("create with clusterIP = %d %s", r.code, r.body)
+	if r := a.JSON("POST", svcs, svc("fixed", `"clusterIP":"`+fixed+`",`+svcPorts)); r.Code != http.StatusCreated || clusterIP(t, r) != fixed {
+		t.Fatalf("create with clusterIP = %d %s", r.Code, r.Body)
 	}
 	for _, tc := range []struct{ ip, want string }{
 		{fixed, "failed to allocate IP " + fixed + ": provided IP is already allocated"},
@@ -85,34 +87,34 @@ func TestServices(t *testing.T) {
 		{"10.0.0.255", "failed to allocate IP 10.0.0.255: the provided network does not match the current range"},
 		{"10.0.0.1", "already allocated"},
 	} {
-		r := a.json("POST", svcs, svc("other", `"clusterIP":"`+tc.ip+`",`+svcPorts))
-		if r.code != http.StatusUnprocessableEntity || !strings.Contains(r.status().Message, tc.want) {
-			t.Errorf("create with clusterIP %s = %d %s, want 422 %q", tc.ip, r.code, r.body, tc.want)
+		r := a.JSON("POST", svcs, svc("other", `"clusterIP":"`+tc.ip+`",`+svcPorts))
+		if r.Code != http.StatusUnprocessableEntity || !strings.Contains(r.Status().Message, tc.want) {
+			t.Errorf("create with clusterIP %s = %d %s, want 422 %q", tc.ip, r.Code, r.Body, tc.want)
 		}
 	}
 
 	// A create that fails after the allocation frees it.
-	if r := a.json("POST", svcs, svc("fixed", `"clusterIP":"`+sixty+`",`+svcPorts)); r.code != http.StatusConflict {
-		t.Fatalf("create of an existing name = %d %s, want 409", r.code, r.body)
+	if r := a.JSON("POST", svcs, svc("fixed", `"clusterIP":"`+sixty+`",`+svcPorts)); r.Code != http.StatusConflict {
+		t.Fatalf("create of an existing name = %d %s, want 409", r.Code, r.Body)
 	}
-	if r := a.json("POST", svcs, svc("sixty", `"clusterIP":"`+sixty+`",`+svcPorts)); r.code != http.StatusCreated {
-		t.Errorf("%s after a failed create = %d %s, want it free", sixty, r.code, r.body)
+	if r := a.JSON("POST", svcs, svc("sixty", `"clusterIP":"`+sixty+`",`+svcPorts)); r.Code != http.StatusCreated {
+		t.Errorf("%s after a failed create = %d %s, want it free", sixty, r.Code, r.Body)
 	}
 
 	// Freed on delete.
-	if r := a.json("DELETE", svcs+"/fixed", ""); r.code != 200 {
-		t.Fatalf("delete = %d %s", r.code, r.body)
+	if r := a.JSON("DELETE", svcs+"/fixed", ""); r.Code != 200 {
+		t.Fatalf("delete = %d %s", r.Code, r.Body)
 	}
-	if r := a.json("POST", svcs, svc("again", `"clusterIP":"`+fixed+`",`+svcPorts)); r.code != http.StatusCreated {
-		t.Errorf("%s after its service was deleted = %d %s, want it free", fixed, r.code, r.body)
+	if r := a.JSON("POST", svcs, svc("again", `"clusterIP":"`+fixed+`",`+svcPorts)); r.Code != http.StatusCreated {
+		t.Errorf("%s after its service was deleted = %d %s, want it free", fixed, r.Code, r.Body)
 	}
 
 	// Headless and ExternalName services get no cluster IP.
-	if r := a.json("POST", svcs, svc("headless", `"clusterIP":"None","selector":{"app":"db"}`)); r.code != http.StatusCreated || clusterIP(t, r) != "None" {
-		t.Errorf("headless create = %d %s", r.code, r.body)
+	if r := a.JSON("POST", svcs, svc("headless", `"clusterIP":"None","selector":{"app":"db"}`)); r.Code != http.StatusCreated || clusterIP(t, r) != "None" {
+		t.Errorf("headless create = %d %s", r.Code, r.Body)
 	}
-	if r := a.json("POST", svcs, svc("ext", `"type":"ExternalName","externalName":"db.example.com"`)); r.code != http.StatusCreated || clusterIP(t, r) != "" {
-		t.Errorf("ExternalName create = %d %s", r.code, r.body)
+	if r := a.JSON("POST", svcs, svc("ext", `"type":"ExternalName","externalName":"db.example.com"`)); r.Code != http.StatusCreated || clusterIP(t, r) != "" {
+		t.Errorf("ExternalName create = %d %s", r.Code, r.Body)
 	}
 
 	for _, tc := range []struct{ name, spec, want string }{
@@ -124,9 +126,9 @@ func TestServices(t *testing.T) {
 		{"dualstack", `"ipFamilies":["IPv4","IPv6"],` + svcPorts, "single-stack"},
 		{"ipv6", `"clusterIP":"fd00::1",` + svcPorts, `spec.clusterIPs[0]: Invalid value: ["fd00::1"]: IPv6 is not configured on this cluster`},
 	} {
-		r := a.json("POST", svcs, svc(tc.name, tc.spec))
-		if r.code != http.StatusUnprocessableEntity || !strings.Contains(r.status().Message, tc.want) {
-			t.Errorf("create %s = %d %s, want 422 %q", tc.name, r.code, r.body, tc.want)
+		r := a.JSON("POST", svcs, svc(tc.name, tc.spec))
+		if r.Code != http.StatusUnprocessableEntity || !strings.Contains(r.Status().Message, tc.want) {
+			t.Errorf("create %s = %d %s, want 422 %q", tc.name, r.Code, r.Body, tc.want)
 		}
 	}
 }
@@ -137,16 +139,16 @@ func TestServiceIPsTwoServers(t *testing.T) {
 	endpoint := testenv.StartEtcd(t)
 	small := testenv.WithServerConfig(func(c *server.Config) { c.ServiceClusterIPRange = "10.0.0.0/28" })
 	envs := []*testenv.Env{testenv.Start(t, testenv.WithEtcd(endpoint), small), testenv.Start(t, testenv.WithEtcd(endpoint), small)}
-	apis := []*api{newAPI(t, envs[0]), newAPI(t, envs[1])}
+	apis := []*servertest.API{servertest.NewAPI(t, envs[0]), servertest.NewAPI(t, envs[1])}
 	// 14 usable addresses, the first the kubernetes service's: 13 left.
 	const n = 13
 	ips := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			r := apis[i%2].json("POST", svcs, svc(fmt.Sprintf("s%02d", i), svcPorts))
-			if r.code != http.StatusCreated {
-				t.Errorf("create s%02d = %d %s", i, r.code, r.body)
+			r := apis[i%2].JSON("POST", svcs, svc(fmt.Sprintf("s%02d", i), svcPorts))
+			if r.Code != http.StatusCreated {
+				t.Errorf("create s%02d = %d %s", i, r.Code, r.Body)
 				return
 			}
 			ips[i] = clusterIP(t, r)
@@ -160,14 +162,14 @@ func TestServiceIPsTwoServers(t *testing.T) {
 		}
 		seen[ip] = true
 	}
-	if r := apis[0].json("POST", svcs, svc("full", svcPorts)); r.code != http.StatusInternalServerError || !strings.Contains(r.status().Message, "range is full") {
-		t.Errorf("create in a full range = %d %s, want 500 range is full", r.code, r.body)
+	if r := apis[0].JSON("POST", svcs, svc("full", svcPorts)); r.Code != http.StatusInternalServerError || !strings.Contains(r.Status().Message, "range is full") {
+		t.Errorf("create in a full range = %d %s, want 500 range is full", r.Code, r.Body)
 	}
 	// Deleting one through either server frees its IP for the other.
-	if r := apis[1].json("DELETE", svcs+"/s00", ""); r.code != 200 {
-		t.Fatalf("delete = %d %s", r.code, r.body)
+	if r := apis[1].JSON("DELETE", svcs+"/s00", ""); r.Code != 200 {
+		t.Fatalf("delete = %d %s", r.Code, r.Body)
 	}
-	if r := apis[0].json("POST", svcs, svc("late", svcPorts)); r.code != http.StatusCreated || clusterIP(t, r) != ips[0] {
-		t.Errorf("create after a delete = %d %s, want %s", r.code, r.body, ips[0])
+	if r := apis[0].JSON("POST", svcs, svc("late", svcPorts)); r.Code != http.StatusCreated || clusterIP(t, r) != ips[0] {
+		t.Errorf("create after a delete = %d %s, want %s", r.Code, r.Body, ips[0])
 	}
 }

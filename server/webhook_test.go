@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"github.com/objwatch/objwatch/server/servertest"
+
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -23,49 +25,14 @@ import (
 // ValidatingWebhookConfiguration and MutatingWebhookConfiguration as a
 // scenario. Expected messages are kube-apiserver v1.37's.
 
-var configMapRules = []admissionregistrationv1.RuleWithOperations{{
-	Operations: []admissionregistrationv1.OperationType{"CREATE", "UPDATE", "DELETE"},
-	Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
-}}
-
-// seen records the admission requests a test webhook got.
-type seen struct {
-	mu   sync.Mutex
-	reqs []*admissionv1.AdmissionRequest
-}
-
-func (s *seen) add(r *admissionv1.AdmissionRequest) {
-	s.mu.Lock()
-	s.reqs = append(s.reqs, r)
-	s.mu.Unlock()
-}
-
-func (s *seen) all() []*admissionv1.AdmissionRequest {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]*admissionv1.AdmissionRequest(nil), s.reqs...)
-}
-
-func jsonPatch(ops ...string) *admissionv1.AdmissionResponse {
-	pt := admissionv1.PatchTypeJSONPatch
-	return &admissionv1.AdmissionResponse{Allowed: true, PatchType: &pt, Patch: []byte("[" + strings.Join(ops, ",") + "]")}
-}
-
-func wantStatus(t *testing.T, r response, code int, msg string) {
-	t.Helper()
-	if st := r.status(); r.code != code || st.Message != msg {
-		t.Errorf("got %d %q, want %d %q", r.code, st.Message, code, msg)
-	}
-}
-
 func TestWebhookDenyAllowWarnMutate(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	var v, m seen
+	a := servertest.NewAPI(t, env)
+	var v, m servertest.Seen
 	env.Webhook(t, testenv.WebhookOptions{
-		Rules: configMapRules,
+		Rules: servertest.ConfigMapRules,
 		Validating: func(_ context.Context, r *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-			v.add(r)
+			v.Add(r)
 			var obj metav1.PartialObjectMetadata
 			json.Unmarshal(r.Object.Raw, &obj)
 			switch obj.Labels["verdict"] {
@@ -77,41 +44,41 @@ func TestWebhookDenyAllowWarnMutate(t *testing.T) {
 			return &admissionv1.AdmissionResponse{Allowed: true, Warnings: []string{"be careful", "second"}}
 		},
 		Mutating: func(_ context.Context, r *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-			m.add(r)
+			m.Add(r)
 			if r.Operation == admissionv1.Delete {
 				return nil
 			}
-			return jsonPatch(`{"op":"add","path":"/data/mutated","value":"yes"}`)
+			return servertest.JSONPatch(`{"op":"add","path":"/data/mutated","value":"yes"}`)
 		},
 	})
 
-	r := a.json("POST", cms, cm("denied", `,"labels":{"verdict":"deny"}`))
-	wantStatus(t, r, 403, `admission webhook "testenv.testenv.objwatch.io" denied the request: no way`)
-	if w := r.header.Values("Warning"); len(w) != 1 || !strings.Contains(w[0], "denied warning") {
+	r := a.JSON("POST", servertest.CMs, servertest.CM("denied", `,"labels":{"verdict":"deny"}`))
+	servertest.WantStatus(t, r, 403, `admission webhook "testenv.testenv.objwatch.io" denied the request: no way`)
+	if w := r.Header.Values("Warning"); len(w) != 1 || !strings.Contains(w[0], "denied warning") {
 		t.Errorf("denial warnings = %q", w)
 	}
-	r = a.json("POST", cms, cm("bare", `,"labels":{"verdict":"bare"}`))
-	wantStatus(t, r, 400, `admission webhook "testenv.testenv.objwatch.io" denied the request without explanation`)
+	r = a.JSON("POST", servertest.CMs, servertest.CM("bare", `,"labels":{"verdict":"bare"}`))
+	servertest.WantStatus(t, r, 400, `admission webhook "testenv.testenv.objwatch.io" denied the request without explanation`)
 	for _, name := range []string{"denied", "bare"} {
-		if r := a.json("GET", cms+"/"+name, ""); r.code != 404 {
-			t.Errorf("denied %s was stored: %d", name, r.code)
+		if r := a.JSON("GET", servertest.CMs+"/"+name, ""); r.Code != 404 {
+			t.Errorf("denied %s was stored: %d", name, r.Code)
 		}
 	}
 
-	r = a.json("POST", cms+"?fieldManager=tester", cm("ok", ""))
-	if r.code != 201 {
-		t.Fatalf("create = %d %s", r.code, r.body)
+	r = a.JSON("POST", servertest.CMs+"?fieldManager=tester", servertest.CM("ok", ""))
+	if r.Code != 201 {
+		t.Fatalf("create = %d %s", r.Code, r.Body)
 	}
-	if w := r.header.Values("Warning"); len(w) != 2 || !strings.Contains(w[0], "be careful") || !strings.Contains(w[1], "second") {
+	if w := r.Header.Values("Warning"); len(w) != 2 || !strings.Contains(w[0], "be careful") || !strings.Contains(w[1], "second") {
 		t.Errorf("warnings = %q", w)
 	}
-	stored := a.json("GET", cms+"/ok", "").object()
+	stored := a.JSON("GET", servertest.CMs+"/ok", "").Object()
 	if d, _ := stored["data"].(map[string]any); d["mutated"] != "yes" {
 		t.Errorf("stored data = %v, want the webhook's patch", d)
 	}
 
 	// The review, as Kubernetes builds it.
-	reqs := v.all()
+	reqs := v.All()
 	last := reqs[len(reqs)-1]
 	if last.Operation != admissionv1.Create || last.Kind.Kind != "ConfigMap" || last.Resource.Resource != "configmaps" ||
 		last.RequestKind == nil || last.RequestKind.Kind != "ConfigMap" || last.Namespace != "default" || last.Name != "ok" ||
@@ -129,11 +96,11 @@ func TestWebhookDenyAllowWarnMutate(t *testing.T) {
 	}
 
 	// Update: old object, UpdateOptions.
-	r = a.json("PUT", cms+"/ok", cm("ok", `,"labels":{"x":"1"}`))
-	if r.code != 200 {
-		t.Fatalf("update = %d %s", r.code, r.body)
+	r = a.JSON("PUT", servertest.CMs+"/ok", servertest.CM("ok", `,"labels":{"x":"1"}`))
+	if r.Code != 200 {
+		t.Fatalf("update = %d %s", r.Code, r.Body)
 	}
-	reqs = v.all()
+	reqs = v.All()
 	last = reqs[len(reqs)-1]
 	json.Unmarshal(last.Options.Raw, &opts)
 	if last.Operation != admissionv1.Update || !strings.Contains(string(last.OldObject.Raw), `"name":"ok"`) || opts.Kind != "UpdateOptions" {
@@ -142,17 +109,17 @@ func TestWebhookDenyAllowWarnMutate(t *testing.T) {
 
 	// Delete: no object, the old one, DeleteOptions; mutating webhooks
 	// are called too.
-	if r := a.json("DELETE", cms+"/ok", ""); r.code != 200 {
-		t.Fatalf("delete = %d %s", r.code, r.body)
+	if r := a.JSON("DELETE", servertest.CMs+"/ok", ""); r.Code != 200 {
+		t.Fatalf("delete = %d %s", r.Code, r.Body)
 	}
-	reqs = v.all()
+	reqs = v.All()
 	last = reqs[len(reqs)-1]
 	var dopts metav1.DeleteOptions
 	json.Unmarshal(last.Options.Raw, &dopts)
 	if last.Operation != admissionv1.Delete || (last.Object.Raw != nil && string(last.Object.Raw) != "null") || !strings.Contains(string(last.OldObject.Raw), `"name":"ok"`) || dopts.Kind != "DeleteOptions" {
 		t.Errorf("delete review = %s object %s old %s options %s", last.Operation, last.Object.Raw, last.OldObject.Raw, last.Options.Raw)
 	}
-	if mr := m.all(); mr[len(mr)-1].Operation != admissionv1.Delete {
+	if mr := m.All(); mr[len(mr)-1].Operation != admissionv1.Delete {
 		t.Errorf("mutating webhook did not see the delete")
 	}
 }
@@ -218,7 +185,7 @@ func faultyWebhooks(t *testing.T) *testenv.WebhookServer {
 
 func TestWebhookFailures(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	s := faultyWebhooks(t)
 	for _, tc := range []struct {
 		path, want string
@@ -230,20 +197,20 @@ func TestWebhookFailures(t *testing.T) {
 	} {
 		name := strings.TrimPrefix(tc.path, "/")
 		t.Run(name, func(t *testing.T) {
-			obj := cm("cm-"+name, fmt.Sprintf(`,"labels":{"probe":%q}`, name))
+			obj := servertest.CM("cm-"+name, fmt.Sprintf(`,"labels":{"probe":%q}`, name))
 			sel := fmt.Sprintf(`,"timeoutSeconds":1,"objectSelector":{"matchLabels":{"probe":%q}}`, name)
 			webhookConfig(t, env, "ValidatingWebhookConfiguration", name, s.URL+tc.path, s.Certs.CABundle, sel+`,"failurePolicy":"Fail"`)
-			r := a.json("POST", cms, obj)
-			if st := r.status(); r.code != 500 || st.Reason != metav1.StatusReasonInternalError || !strings.HasPrefix(st.Message, tc.want) {
-				t.Errorf("Fail: got %d %q\nwant 500 %q", r.code, st.Message, tc.want)
+			r := a.JSON("POST", servertest.CMs, obj)
+			if st := r.Status(); r.Code != 500 || st.Reason != metav1.StatusReasonInternalError || !strings.HasPrefix(st.Message, tc.want) {
+				t.Errorf("Fail: got %d %q\nwant 500 %q", r.Code, st.Message, tc.want)
 			}
-			if r := a.json("GET", cms+"/cm-"+name, ""); r.code != 404 {
-				t.Errorf("object stored despite the failure: %d", r.code)
+			if r := a.JSON("GET", servertest.CMs+"/cm-"+name, ""); r.Code != 404 {
+				t.Errorf("object stored despite the failure: %d", r.Code)
 			}
 			// The same webhook with failurePolicy Ignore: the write goes on.
 			webhookConfig(t, env, "ValidatingWebhookConfiguration", name+"-ignore", s.URL+tc.path, s.Certs.CABundle, fmt.Sprintf(`,"timeoutSeconds":1,"objectSelector":{"matchLabels":{"probe":"%s-ignore"}},"failurePolicy":"Ignore"`, name))
-			if r := a.json("POST", cms, cm("cm-"+name+"-ignore", fmt.Sprintf(`,"labels":{"probe":"%s-ignore"}`, name))); r.code != 201 {
-				t.Errorf("Ignore: got %d %s, want 201", r.code, r.body)
+			if r := a.JSON("POST", servertest.CMs, servertest.CM("cm-"+name+"-ignore", fmt.Sprintf(`,"labels":{"probe":"%s-ignore"}`, name))); r.Code != 201 {
+				t.Errorf("Ignore: got %d %s, want 201", r.Code, r.Body)
 			}
 		})
 	}
@@ -251,28 +218,28 @@ func TestWebhookFailures(t *testing.T) {
 
 func TestWebhookPatchesOfIdentity(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	s := faultyWebhooks(t)
 	for _, p := range []string{"patchname", "patchns", "patchuid", "badpatch"} {
 		webhookConfig(t, env, "MutatingWebhookConfiguration", p, s.URL+"/"+p, s.Certs.CABundle, fmt.Sprintf(`,"objectSelector":{"matchLabels":{"probe":%q}}`, p))
 	}
 	// As kube-apiserver: a create may be renamed by a webhook, not moved
 	// to another namespace; an update may change neither name nor uid.
-	r := a.json("POST", cms, cm("c-patchname", `,"labels":{"probe":"patchname"}`))
-	if md, _ := r.object()["metadata"].(map[string]any); r.code != 201 || md["name"] != "renamed" {
-		t.Errorf("create renamed by a webhook = %d %s", r.code, r.body)
+	r := a.JSON("POST", servertest.CMs, servertest.CM("c-patchname", `,"labels":{"probe":"patchname"}`))
+	if md, _ := r.Object()["metadata"].(map[string]any); r.Code != 201 || md["name"] != "renamed" {
+		t.Errorf("create renamed by a webhook = %d %s", r.Code, r.Body)
 	}
-	wantStatus(t, a.json("POST", cms, cm("c-patchns", `,"labels":{"probe":"patchns"}`)), 400, "the namespace of the provided object does not match the namespace sent on the request")
-	wantStatus(t, a.json("POST", cms, cm("c-bad", `,"labels":{"probe":"badpatch"}`)), 500, "Internal error occurred: replace operation does not apply: doc is missing path: /nothere/x: missing value")
-	if r := a.json("POST", cms, cm("c-patchuid", `,"labels":{"probe":"patchuid"}`)); r.code != 201 || strings.Contains(string(r.body), `"1234"`) {
-		t.Errorf("create with a uid patched = %d %s, want the server's uid", r.code, r.body)
+	servertest.WantStatus(t, a.JSON("POST", servertest.CMs, servertest.CM("c-patchns", `,"labels":{"probe":"patchns"}`)), 400, "the namespace of the provided object does not match the namespace sent on the request")
+	servertest.WantStatus(t, a.JSON("POST", servertest.CMs, servertest.CM("c-bad", `,"labels":{"probe":"badpatch"}`)), 500, "Internal error occurred: replace operation does not apply: doc is missing path: /nothere/x: missing value")
+	if r := a.JSON("POST", servertest.CMs, servertest.CM("c-patchuid", `,"labels":{"probe":"patchuid"}`)); r.Code != 201 || strings.Contains(string(r.Body), `"1234"`) {
+		t.Errorf("create with a uid patched = %d %s, want the server's uid", r.Code, r.Body)
 	}
 
-	a.must("POST", cms, cm("u1", ""))
-	wantStatus(t, a.json("PUT", cms+"/u1", cm("u1", `,"labels":{"probe":"patchname"}`)), 422, `ConfigMap "renamed" is invalid: metadata.name: Invalid value: "renamed": field is immutable`)
-	wantStatus(t, a.json("PUT", cms+"/u1", cm("u1", `,"labels":{"probe":"patchns"}`)), 400, "the namespace of the provided object does not match the namespace sent on the request")
-	wantStatus(t, a.json("PUT", cms+"/u1", cm("u1", `,"labels":{"probe":"patchuid"}`)), 422, `ConfigMap "u1" is invalid: metadata.uid: Invalid value: "1234": field is immutable`)
-	if md, _ := a.json("GET", cms+"/u1", "").object()["metadata"].(map[string]any); md["labels"] != nil {
+	a.Must("POST", servertest.CMs, servertest.CM("u1", ""))
+	servertest.WantStatus(t, a.JSON("PUT", servertest.CMs+"/u1", servertest.CM("u1", `,"labels":{"probe":"patchname"}`)), 422, `ConfigMap "renamed" is invalid: metadata.name: Invalid value: "renamed": field is immutable`)
+	servertest.WantStatus(t, a.JSON("PUT", servertest.CMs+"/u1", servertest.CM("u1", `,"labels":{"probe":"patchns"}`)), 400, "the namespace of the provided object does not match the namespace sent on the request")
+	servertest.WantStatus(t, a.JSON("PUT", servertest.CMs+"/u1", servertest.CM("u1", `,"labels":{"probe":"patchuid"}`)), 422, `ConfigMap "u1" is invalid: metadata.uid: Invalid value: "1234": field is immutable`)
+	if md, _ := a.JSON("GET", servertest.CMs+"/u1", "").Object()["metadata"].(map[string]any); md["labels"] != nil {
 		t.Errorf("refused updates were stored: %v", md)
 	}
 }
@@ -281,16 +248,16 @@ func TestWebhookPatchesOfIdentity(t *testing.T) {
 // kube-apiserver v1.37 answers them (its messages, copied).
 func TestWebhookConfigurationValidation(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	const base = "/apis/admissionregistration.k8s.io/v1/"
 	bad := `{"apiVersion":"admissionregistration.k8s.io/v1","kind":"ValidatingWebhookConfiguration","metadata":{"name":"bad"},"webhooks":[{"name":"a.b.c","clientConfig":{"url":"https://127.0.0.1:1/x"},"rules":[{"operations":["CREATE","*"],"apiGroups":[""],"apiVersions":["v1"],"resources":["*","pods","*/*"]}],"timeoutSeconds":31,"matchConditions":[{"name":"c1","expression":"object.foo +"},{"name":"c1","expression":"1"}]},{"name":"a.b.c","clientConfig":{"url":"http://x"},"sideEffects":"Some","admissionReviewVersions":["v2"]},{"name":"nodots","clientConfig":{"service":{"namespace":"ns","name":"svc"}},"sideEffects":"None","admissionReviewVersions":["v1","v1"]}]}`
 	want := "ValidatingWebhookConfiguration.admissionregistration.k8s.io \"bad\" is invalid: [webhooks[0].rules[0].operations: Invalid value: [\"CREATE\",\"*\"]: if '*' is present, must not specify other operations, webhooks[0].rules[0].resources: Invalid value: [\"*\",\"pods\",\"*/*\"]: if '*/*' is present, must not specify other resources, webhooks[0].rules[0].resources: Invalid value: [\"*\",\"pods\",\"*/*\"]: if '*' is present, must not specify other resources without subresources, webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun, webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds, webhooks[0].matchConditions[0].expression: Invalid value: \"object.foo +\": compilation failed: ERROR: <input>:1:13: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}\n | object.foo +\n | ............^, webhooks[0].matchConditions[1].expression: Invalid value: \"1\": must evaluate to bool but got int, webhooks[0].matchConditions[1].name: Duplicate value: \"c1\", webhooks[0].admissionReviewVersions: Required value: must specify one of v1, v1beta1, webhooks[1].sideEffects: Unsupported value: \"Some\": supported values: \"None\", \"NoneOnDryRun\", webhooks[1].clientConfig.url: Invalid value: \"http\": 'https' is the only allowed URL scheme; desired format: https://host[/path], webhooks[1].admissionReviewVersions: Invalid value: [\"v2\"]: must include at least one of v1, v1beta1, webhooks[1].name: Duplicate value: \"a.b.c\", webhooks[2].name: Invalid value: \"nodots\": should be a domain with at least three segments separated by dots, webhooks[2].admissionReviewVersions[1]: Invalid value: \"v1\": duplicate version]"
-	wantStatus(t, a.json("POST", base+"validatingwebhookconfigurations", bad), 422, want)
+	servertest.WantStatus(t, a.JSON("POST", base+"validatingwebhookconfigurations", bad), 422, want)
 	mutating := strings.Replace(strings.Replace(bad, "Validating", "Mutating", 1), "ValidatingWebhook", "MutatingWebhook", -1)
-	wantStatus(t, a.json("POST", base+"mutatingwebhookconfigurations", mutating), 422, strings.Replace(want, "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", 1))
+	servertest.WantStatus(t, a.JSON("POST", base+"mutatingwebhookconfigurations", mutating), 422, strings.Replace(want, "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration", 1))
 
-	r := a.must("POST", base+"mutatingwebhookconfigurations", `{"metadata":{"name":"ok"},"webhooks":[{"name":"a.b.c","clientConfig":{"service":{"namespace":"ns","name":"svc"}},"sideEffects":"None","admissionReviewVersions":["v1"],"rules":[{"operations":["CREATE"],"apiGroups":[""],"apiVersions":["v1"],"resources":["pods"]}]}]}`)
-	got := r.object()
+	r := a.Must("POST", base+"mutatingwebhookconfigurations", `{"metadata":{"name":"ok"},"webhooks":[{"name":"a.b.c","clientConfig":{"service":{"namespace":"ns","name":"svc"}},"sideEffects":"None","admissionReviewVersions":["v1"],"rules":[{"operations":["CREATE"],"apiGroups":[""],"apiVersions":["v1"],"resources":["pods"]}]}]}`)
+	got := r.Object()
 	md := got["metadata"].(map[string]any)
 	if md["generation"] != float64(1) {
 		t.Errorf("generation = %v", md["generation"])
@@ -307,7 +274,7 @@ func TestWebhookConfigurationValidation(t *testing.T) {
 // Never is not.
 func TestWebhookReinvocation(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	var mu sync.Mutex
 	calls := map[string]int{}
 	handler := func(name, patch string) testenv.AdmissionFunc {
@@ -318,18 +285,18 @@ func TestWebhookReinvocation(t *testing.T) {
 			if strings.Contains(string(r.Object.Raw), `"`+name+`":"done"`) {
 				return nil
 			}
-			return jsonPatch(patch)
+			return servertest.JSONPatch(patch)
 		}
 	}
 	ifNeeded := admissionregistrationv1.IfNeededReinvocationPolicy
 	// Configurations run in name order: a-first, then b-second.
-	env.Webhook(t, testenv.WebhookOptions{Name: "a-first", Rules: configMapRules,
+	env.Webhook(t, testenv.WebhookOptions{Name: "a-first", Rules: servertest.ConfigMapRules,
 		Mutating: handler("first", `{"op":"add","path":"/data/first","value":"done"}`),
 		Mutate:   func(h *admissionregistrationv1.MutatingWebhook) { h.ReinvocationPolicy = &ifNeeded }})
-	env.Webhook(t, testenv.WebhookOptions{Name: "b-second", Rules: configMapRules,
+	env.Webhook(t, testenv.WebhookOptions{Name: "b-second", Rules: servertest.ConfigMapRules,
 		Mutating: handler("second", `{"op":"add","path":"/data/second","value":"done"}`)})
-	r := a.must("POST", cms, cm("x", ""))
-	d, _ := r.object()["data"].(map[string]any)
+	r := a.Must("POST", servertest.CMs, servertest.CM("x", ""))
+	d, _ := r.Object()["data"].(map[string]any)
 	mu.Lock()
 	defer mu.Unlock()
 	if d["first"] != "done" || d["second"] != "done" || calls["first"] != 2 || calls["second"] != 1 {
@@ -342,12 +309,12 @@ func TestWebhookReinvocation(t *testing.T) {
 // object) and matchConditions decide which requests a webhook gets.
 func TestWebhookSelectorsAndConditions(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	deny := func(_ context.Context, r *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 		return &admissionv1.AdmissionResponse{Result: &metav1.Status{Message: "caught " + r.Name}}
 	}
-	a.must("POST", "/api/v1/namespaces", `{"metadata":{"name":"guarded","labels":{"guard":"on"}}}`)
-	a.must("POST", "/api/v1/namespaces", `{"metadata":{"name":"free"}}`)
+	a.Must("POST", "/api/v1/namespaces", `{"metadata":{"name":"guarded","labels":{"guard":"on"}}}`)
+	a.Must("POST", "/api/v1/namespaces", `{"metadata":{"name":"free"}}`)
 	env.Webhook(t, testenv.WebhookOptions{Name: "ns", Validating: deny,
 		Rules: []admissionregistrationv1.RuleWithOperations{{
 			Operations: []admissionregistrationv1.OperationType{"CREATE"},
@@ -356,28 +323,28 @@ func TestWebhookSelectorsAndConditions(t *testing.T) {
 		Validate: func(h *admissionregistrationv1.ValidatingWebhook) {
 			h.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"guard": "on"}}
 		}})
-	wantStatus(t, a.json("POST", "/api/v1/namespaces/guarded/configmaps", cm("a", "")), 400, `admission webhook "ns.testenv.objwatch.io" denied the request: caught a`)
-	a.must("POST", "/api/v1/namespaces/free/configmaps", cm("a", ""))
-	wantStatus(t, a.json("POST", "/api/v1/namespaces", `{"metadata":{"name":"other","labels":{"guard":"on"}}}`), 400, `admission webhook "ns.testenv.objwatch.io" denied the request: caught other`)
-	a.must("POST", "/api/v1/namespaces", `{"metadata":{"name":"other"}}`)
+	servertest.WantStatus(t, a.JSON("POST", "/api/v1/namespaces/guarded/configmaps", servertest.CM("a", "")), 400, `admission webhook "ns.testenv.objwatch.io" denied the request: caught a`)
+	a.Must("POST", "/api/v1/namespaces/free/configmaps", servertest.CM("a", ""))
+	servertest.WantStatus(t, a.JSON("POST", "/api/v1/namespaces", `{"metadata":{"name":"other","labels":{"guard":"on"}}}`), 400, `admission webhook "ns.testenv.objwatch.io" denied the request: caught other`)
+	a.Must("POST", "/api/v1/namespaces", `{"metadata":{"name":"other"}}`)
 
-	env.Webhook(t, testenv.WebhookOptions{Name: "obj", Validating: deny, Rules: configMapRules,
+	env.Webhook(t, testenv.WebhookOptions{Name: "obj", Validating: deny, Rules: servertest.ConfigMapRules,
 		Validate: func(h *admissionregistrationv1.ValidatingWebhook) {
 			h.ObjectSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"watched": "yes"}}
 		}})
-	a.must("POST", cms, cm("plain", ""))
-	wantStatus(t, a.json("POST", cms, cm("labelled", `,"labels":{"watched":"yes"}`)), 400, `admission webhook "obj.testenv.objwatch.io" denied the request: caught labelled`)
+	a.Must("POST", servertest.CMs, servertest.CM("plain", ""))
+	servertest.WantStatus(t, a.JSON("POST", servertest.CMs, servertest.CM("labelled", `,"labels":{"watched":"yes"}`)), 400, `admission webhook "obj.testenv.objwatch.io" denied the request: caught labelled`)
 	// Removing the label is caught by the old object's.
-	a.must("POST", cms+"?dryRun=All", cm("dry", ""))
-	env.Webhook(t, testenv.WebhookOptions{Name: "cel", Validating: deny, Rules: configMapRules,
+	a.Must("POST", servertest.CMs+"?dryRun=All", servertest.CM("dry", ""))
+	env.Webhook(t, testenv.WebhookOptions{Name: "cel", Validating: deny, Rules: servertest.ConfigMapRules,
 		Validate: func(h *admissionregistrationv1.ValidatingWebhook) {
 			h.MatchConditions = []admissionregistrationv1.MatchCondition{
 				{Name: "big", Expression: `has(object.data) && size(object.data) > 1`},
 				{Name: "not-admin", Expression: `request.userInfo.username != "nobody"`},
 			}
 		}})
-	a.must("POST", cms, cm("small", ""))
-	wantStatus(t, a.json("POST", cms, `{"metadata":{"name":"big"},"data":{"a":"1","b":"2"}}`), 400, `admission webhook "cel.testenv.objwatch.io" denied the request: caught big`)
+	a.Must("POST", servertest.CMs, servertest.CM("small", ""))
+	servertest.WantStatus(t, a.JSON("POST", servertest.CMs, `{"metadata":{"name":"big"},"data":{"a":"1","b":"2"}}`), 400, `admission webhook "cel.testenv.objwatch.io" denied the request: caught big`)
 }
 
 // TestWebhookOldObjectSelectorAndDryRun: an update that removes the
@@ -385,12 +352,12 @@ func TestWebhookSelectorsAndConditions(t *testing.T) {
 // sent with dryRun true and stores nothing.
 func TestWebhookOldObjectSelectorAndDryRun(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	a.must("POST", cms, cm("w", `,"labels":{"watched":"yes"}`))
-	var got seen
-	env.Webhook(t, testenv.WebhookOptions{Name: "obj", Rules: configMapRules,
+	a := servertest.NewAPI(t, env)
+	a.Must("POST", servertest.CMs, servertest.CM("w", `,"labels":{"watched":"yes"}`))
+	var got servertest.Seen
+	env.Webhook(t, testenv.WebhookOptions{Name: "obj", Rules: servertest.ConfigMapRules,
 		Validating: func(_ context.Context, r *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-			got.add(r)
+			got.Add(r)
 			return &admissionv1.AdmissionResponse{Result: &metav1.Status{Message: "caught"}}
 		},
 		Validate: func(h *admissionregistrationv1.ValidatingWebhook) {
@@ -398,16 +365,16 @@ func TestWebhookOldObjectSelectorAndDryRun(t *testing.T) {
 			s := admissionregistrationv1.SideEffectClassNoneOnDryRun
 			h.SideEffects = &s
 		}})
-	wantStatus(t, a.json("PUT", cms+"/w", cm("w", "")), 400, `admission webhook "obj.testenv.objwatch.io" denied the request: caught`)
-	wantStatus(t, a.json("POST", cms+"?dryRun=All", cm("d", `,"labels":{"watched":"yes"}`)), 400, `admission webhook "obj.testenv.objwatch.io" denied the request: caught`)
+	servertest.WantStatus(t, a.JSON("PUT", servertest.CMs+"/w", servertest.CM("w", "")), 400, `admission webhook "obj.testenv.objwatch.io" denied the request: caught`)
+	servertest.WantStatus(t, a.JSON("POST", servertest.CMs+"?dryRun=All", servertest.CM("d", `,"labels":{"watched":"yes"}`)), 400, `admission webhook "obj.testenv.objwatch.io" denied the request: caught`)
 	// (An update that started from the watch cache's copy and failed is
 	// redone from etcd, admission included, as kube-apiserver's cacher
 	// does: the update may have been reviewed twice.)
-	reqs := got.all()
+	reqs := got.All()
 	if last := reqs[len(reqs)-1]; last.DryRun == nil || !*last.DryRun || last.Operation != admissionv1.Create {
 		t.Fatalf("last review %+v, want a dry-run create", last)
 	}
-	if md, _ := a.json("GET", cms+"/w", "").object()["metadata"].(map[string]any); md["labels"] == nil {
+	if md, _ := a.JSON("GET", servertest.CMs+"/w", "").Object()["metadata"].(map[string]any); md["labels"] == nil {
 		t.Errorf("denied update was stored")
 	}
 }
@@ -417,23 +384,23 @@ func TestWebhookOldObjectSelectorAndDryRun(t *testing.T) {
 // Kubernetes; a webhook that denies them keeps the dependent.
 func TestWebhookSeesGarbageCollectorDeletes(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	var got seen
+	a := servertest.NewAPI(t, env)
+	var got servertest.Seen
 	env.Webhook(t, testenv.WebhookOptions{Name: "gc", Validating: func(_ context.Context, r *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-		got.add(r)
+		got.Add(r)
 		return nil
 	}, Rules: []admissionregistrationv1.RuleWithOperations{{
 		Operations: []admissionregistrationv1.OperationType{"DELETE"},
 		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
 	}}})
-	owner := a.must("POST", cms, cm("owner", "")).object()
+	owner := a.Must("POST", servertest.CMs, servertest.CM("owner", "")).Object()
 	uid := owner["metadata"].(map[string]any)["uid"].(string)
-	a.must("POST", cms, cm("dep", fmt.Sprintf(`,"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"owner","uid":%q}]`, uid)))
-	a.must("DELETE", cms+"/owner", "")
+	a.Must("POST", servertest.CMs, servertest.CM("dep", fmt.Sprintf(`,"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"owner","uid":%q}]`, uid)))
+	a.Must("DELETE", servertest.CMs+"/owner", "")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var gcUser string
-		for _, r := range got.all() {
+		for _, r := range got.All() {
 			if r.Name == "dep" {
 				gcUser = r.UserInfo.Username
 			}
@@ -463,13 +430,13 @@ func BenchmarkCreateWebhook(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			env := testenv.Start(b)
 			if withHook {
-				env.Webhook(b, testenv.WebhookOptions{Rules: configMapRules,
+				env.Webhook(b, testenv.WebhookOptions{Rules: servertest.ConfigMapRules,
 					Validating: func(context.Context, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse { return nil }})
 			}
 			hc := env.HTTPClient()
 			defer hc.CloseIdleConnections()
 			create := func(i int) {
-				resp, err := hc.Post(env.Config.Host+cms, "application/json", strings.NewReader(cm(fmt.Sprintf("b-%d", i), "")))
+				resp, err := hc.Post(env.Config.Host+servertest.CMs, "application/json", strings.NewReader(servertest.CM(fmt.Sprintf("b-%d", i), "")))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -500,16 +467,16 @@ func BenchmarkCreateWebhook(b *testing.B) {
 // annotation join the request's record, whose diff carries the
 // webhook's change (the diff is of the stored objects).
 func TestWebhookAudit(t *testing.T) {
-	env, path := startAudited(t, "")
-	a := newAPI(t, env)
-	env.Webhook(t, testenv.WebhookOptions{Rules: configMapRules,
+	env, path := servertest.StartAudited(t, "")
+	a := servertest.NewAPI(t, env)
+	env.Webhook(t, testenv.WebhookOptions{Rules: servertest.ConfigMapRules,
 		Mutating: func(context.Context, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
-			r := jsonPatch(`{"op":"add","path":"/data/mutated","value":"yes"}`)
+			r := servertest.JSONPatch(`{"op":"add","path":"/data/mutated","value":"yes"}`)
 			r.AuditAnnotations = map[string]string{"decision": "patched"}
 			return r
 		}})
-	a.must("POST", cms, cm("audited", ""))
-	evs := completed(readEvents(t, path), "create", "audited")
+	a.Must("POST", servertest.CMs, servertest.CM("audited", ""))
+	evs := servertest.Completed(servertest.ReadEvents(t, path), "create", "audited")
 	if len(evs) != 1 {
 		t.Fatalf("%d records of the create", len(evs))
 	}
@@ -526,15 +493,15 @@ func TestWebhookAudit(t *testing.T) {
 // a create in well under 1.2 s.
 func TestWebhookValidatingInParallel(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	slow := func(context.Context, *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 		time.Sleep(600 * time.Millisecond)
 		return nil
 	}
-	env.Webhook(t, testenv.WebhookOptions{Name: "one", Rules: configMapRules, Validating: slow})
-	env.Webhook(t, testenv.WebhookOptions{Name: "two", Rules: configMapRules, Validating: slow})
+	env.Webhook(t, testenv.WebhookOptions{Name: "one", Rules: servertest.ConfigMapRules, Validating: slow})
+	env.Webhook(t, testenv.WebhookOptions{Name: "two", Rules: servertest.ConfigMapRules, Validating: slow})
 	start := time.Now()
-	a.must("POST", cms, cm("p", ""))
+	a.Must("POST", servertest.CMs, servertest.CM("p", ""))
 	if d := time.Since(start); d < 600*time.Millisecond || d > 1100*time.Millisecond {
 		t.Errorf("create took %v with two 600 ms webhooks, want them called in parallel", d)
 	}
@@ -544,20 +511,20 @@ func TestWebhookValidatingInParallel(t *testing.T) {
 // checks what the request's user may do, as the server decides it.
 func TestWebhookMatchConditionAuthorizer(t *testing.T) {
 	env := testenv.Start(t)
-	admin := newAPI(t, env)
+	admin := servertest.NewAPI(t, env)
 	deny := func(_ context.Context, r *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 		return &admissionv1.AdmissionResponse{Result: &metav1.Status{Message: "caught " + r.Name}}
 	}
-	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", roleEditor)
-	admin.must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", bindEditor("alice"))
-	alice := userAPI(t, env, "alice")
-	eventually(t, "alice's binding", func() bool { return alice.json("GET", cms, "").code == 200 })
-	env.Webhook(t, testenv.WebhookOptions{Name: "authz", Validating: deny, Rules: configMapRules,
+	admin.Must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", servertest.RoleEditor)
+	admin.Must("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", servertest.BindEditor("alice"))
+	alice := servertest.UserAPI(t, env, "alice")
+	servertest.Eventually(t, "alice's binding", func() bool { return alice.JSON("GET", servertest.CMs, "").Code == 200 })
+	env.Webhook(t, testenv.WebhookOptions{Name: "authz", Validating: deny, Rules: servertest.ConfigMapRules,
 		Validate: func(h *admissionregistrationv1.ValidatingWebhook) {
 			h.MatchConditions = []admissionregistrationv1.MatchCondition{
 				{Name: "no-secrets", Expression: `!authorizer.group('').resource('secrets').namespace('default').check('list').allowed()`},
 			}
 		}})
-	admin.must("POST", cms, cm("by-admin", ""))
-	wantStatus(t, alice.json("POST", cms, cm("by-alice", "")), 400, `admission webhook "authz.testenv.objwatch.io" denied the request: caught by-alice`)
+	admin.Must("POST", servertest.CMs, servertest.CM("by-admin", ""))
+	servertest.WantStatus(t, alice.JSON("POST", servertest.CMs, servertest.CM("by-alice", "")), 400, `admission webhook "authz.testenv.objwatch.io" denied the request: caught by-alice`)
 }
