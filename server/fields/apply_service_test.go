@@ -1,4 +1,4 @@
-package server_test
+package fields_test
 
 import (
 	"github.com/objwatch/objwatch/server/servertest"
