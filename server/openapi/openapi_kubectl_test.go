@@ -1,4 +1,4 @@
-package server_test
+package openapi_test
 
 import (
 	"github.com/objwatch/objwatch/server/servertest"
