@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"context"
 	"net/http"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

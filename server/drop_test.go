@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"bufio"
 	"bytes"
 	"context"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

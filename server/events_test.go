@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"bufio"
 	"encoding/json"
 	"fmt"
@@ -13,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

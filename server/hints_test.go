@@ -1,13 +1,12 @@
 package server_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"fmt"
 	"net/http"
 	"testing"
 
 	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

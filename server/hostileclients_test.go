@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"bufio"
 	"context"
 	"crypto/tls"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/objwatch/objwatch/internal/instance"
 	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"bytes"
 	"crypto/tls"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

@@ -1,8 +1,6 @@
 package server_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/objwatch/objwatch/server"
 
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

@@ -1,8 +1,6 @@
 package access_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"bufio"
 	"context"
 
@@ -16,6 +14,7 @@ import (
 	"time"
 
 	"github.com/objwatch/objwatch/server/auth"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

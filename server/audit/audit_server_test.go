@@ -1,8 +1,6 @@
 package audit_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -15,6 +13,7 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
 	"github.com/objwatch/objwatch/server/audit"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/storage/etcd"
 )
 

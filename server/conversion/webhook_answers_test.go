@@ -1,13 +1,12 @@
 package conversion_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

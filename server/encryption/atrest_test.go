@@ -1,8 +1,6 @@
 package encryption_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"bytes"
 
 	"encoding/base64"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/storage"
 	"github.com/objwatch/objwatch/storage/etcd"
 	"github.com/objwatch/objwatch/testenv"

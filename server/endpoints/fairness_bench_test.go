@@ -1,8 +1,6 @@
 package endpoints_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"bufio"
 	"bytes"
 	"context"
@@ -24,6 +22,7 @@ import (
 	"time"
 
 	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

@@ -1,8 +1,6 @@
 package endpoints_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"bytes"
 	"encoding/json"
 	"net/http"
@@ -10,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

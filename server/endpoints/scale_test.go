@@ -1,14 +1,14 @@
 package endpoints_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/objwatch/objwatch/server/servertest"
 )
 
 func TestScaleSubresource(t *testing.T) {

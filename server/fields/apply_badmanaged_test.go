@@ -1,12 +1,11 @@
 package fields_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

@@ -1,8 +1,6 @@
 package fields_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"context"
 	"strings"
 	"testing"
@@ -13,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

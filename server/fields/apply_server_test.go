@@ -1,8 +1,6 @@
 package fields_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"encoding/json"
 	"net/http"
 
@@ -12,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

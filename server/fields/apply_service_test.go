@@ -1,11 +1,10 @@
 package fields_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"net/http"
 	"testing"
 
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

@@ -1,12 +1,12 @@
 package fields_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/objwatch/objwatch/server/servertest"
 )
 
 const applyYAML = "application/apply-patch+yaml"

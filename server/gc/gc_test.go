@@ -1,8 +1,6 @@
 package gc_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

@@ -1,12 +1,12 @@
 package lifecycle_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/objwatch/objwatch/server/servertest"
 )
 
 // Deleting a custom resource definition: it gets the cleanup finalizer

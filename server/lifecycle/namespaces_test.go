@@ -1,8 +1,6 @@
 package lifecycle_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

@@ -1,8 +1,6 @@
 package lifecycle_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -11,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

@@ -1,12 +1,11 @@
 package openapi_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

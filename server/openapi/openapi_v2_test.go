@@ -1,8 +1,6 @@
 package openapi_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"io"
 	"net/http"
 	"testing"
@@ -12,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

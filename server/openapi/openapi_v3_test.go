@@ -1,8 +1,6 @@
 package openapi_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"encoding/json"
 	"io"
 	"net/http"
@@ -15,6 +13,7 @@ import (
 	"k8s.io/kube-openapi/pkg/spec3"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

@@ -1,13 +1,12 @@
 package registry_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

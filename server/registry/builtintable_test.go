@@ -1,8 +1,6 @@
 package registry_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

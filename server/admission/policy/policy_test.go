@@ -1,8 +1,6 @@
 package policy_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"bytes"
 	"fmt"
 	"io"
@@ -19,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/objwatch/objwatch/bench"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

@@ -1,8 +1,6 @@
 package webhook_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -18,6 +16,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

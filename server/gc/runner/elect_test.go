@@ -1,14 +1,13 @@
 package runner_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 

@@ -1,12 +1,11 @@
 package crd_test
 
 import (
-	"github.com/objwatch/objwatch/server/servertest"
-
 	"net/http"
 	"testing"
 	"time"
 
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 
