@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 
@@ -47,7 +48,7 @@ func BenchmarkPagedList(b *testing.B) {
 		for i := range n {
 			g.Go(func() error {
 				body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%06d"},"data":{"pad":%q}}`, i, pad)
-				if code, out := rawJSON(b, c, host+cms, "POST", body); code != http.StatusCreated {
+				if code, out := servertest.RawJSON(b, c, host+servertest.CMs, "POST", body); code != http.StatusCreated {
 					return fmt.Errorf("create %d = %d %s", i, code, out)
 				}
 				return nil
@@ -58,7 +59,7 @@ func BenchmarkPagedList(b *testing.B) {
 		}
 		// The cache has caught up with the load before anything is timed.
 		for _, env := range []*testenv.Env{cached, direct} {
-			listPage500(b, env.HTTPClient(), env.Config.Host+cms+"?limit=500")
+			listPage500(b, env.HTTPClient(), env.Config.Host+servertest.CMs+"?limit=500")
 		}
 		for _, t := range []struct {
 			name string
@@ -67,7 +68,7 @@ func BenchmarkPagedList(b *testing.B) {
 			hc, h := t.env.HTTPClient(), t.env.Config.Host
 			b.Run(fmt.Sprintf("objects=%d/%s/page", n, t.name), func(b *testing.B) {
 				for b.Loop() {
-					if got, _ := listPage500(b, hc, h+cms+"?limit=500"); got != 500 {
+					if got, _ := listPage500(b, hc, h+servertest.CMs+"?limit=500"); got != 500 {
 						b.Fatalf("page has %d items", got)
 					}
 				}
@@ -78,7 +79,7 @@ func BenchmarkPagedList(b *testing.B) {
 				for b.Loop() {
 					seen, cont := 0, ""
 					for {
-						q := h + cms + "?limit=500"
+						q := h + servertest.CMs + "?limit=500"
 						if cont != "" {
 							q += "&continue=" + url.QueryEscape(cont)
 						}
@@ -106,9 +107,9 @@ func BenchmarkPagedList(b *testing.B) {
 
 // listPage500 GETs one page: its item count and continue token.
 func listPage500(b *testing.B, c *http.Client, u string) (int, string) {
-	code, body := rawJSON(b, c, u, "GET", "")
+	code, body := servertest.RawJSON(b, c, u, "GET", "")
 	if code != http.StatusOK {
-		b.Fatalf("GET %s = %d %s", u, code, truncate(body))
+		b.Fatalf("GET %s = %d %s", u, code, servertest.Truncate(body))
 	}
 	var l struct {
 		Metadata struct {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 
@@ -27,38 +28,38 @@ func TestRequestsWhileWatchCachesLoad(t *testing.T) {
 		c.WatchCacheStartDelay = delay
 		c.StorageInitializationTimeout = time.Millisecond // ready at once: the requests are the test
 	}))
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	cache := server.WatchCache(env.Server, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"})
 	if cache == nil || cache.Ready() {
 		t.Fatalf("configmaps cache %v ready %v after %v, want loading (the start took longer than the delay)", cache, cache != nil && cache.Ready(), time.Since(started))
 	}
 
-	mustCode(t, "create", a.json("POST", cms, cm("loading", `,"labels":{"app":"x"}`)), http.StatusCreated)
+	servertest.MustCode(t, "create", a.JSON("POST", servertest.CMs, servertest.CM("loading", `,"labels":{"app":"x"}`)), http.StatusCreated)
 	for _, path := range []string{
-		cms + "/loading?resourceVersion=0",
-		cms + "/loading",
+		servertest.CMs + "/loading?resourceVersion=0",
+		servertest.CMs + "/loading",
 	} {
-		r := a.json("GET", path, "")
-		mustCode(t, "GET "+path, r, http.StatusOK)
+		r := a.JSON("GET", path, "")
+		servertest.MustCode(t, "GET "+path, r, http.StatusOK)
 	}
 	for _, path := range []string{
-		cms + "?resourceVersion=0&limit=500",
-		cms + "?limit=500",
+		servertest.CMs + "?resourceVersion=0&limit=500",
+		servertest.CMs + "?limit=500",
 		"/api/v1/configmaps?limit=500",
 	} {
-		r := a.json("GET", path, "")
-		mustCode(t, "GET "+path, r, http.StatusOK)
-		if !strings.Contains(string(r.body), `"name":"loading"`) {
-			t.Errorf("GET %s while the cache loads = %s, want the object (from etcd)", path, truncate(r.body))
+		r := a.JSON("GET", path, "")
+		servertest.MustCode(t, "GET "+path, r, http.StatusOK)
+		if !strings.Contains(string(r.Body), `"name":"loading"`) {
+			t.Errorf("GET %s while the cache loads = %s, want the object (from etcd)", path, servertest.Truncate(r.Body))
 		}
 	}
-	r := a.json("GET", cms+"?watch=1&resourceVersion=0&timeoutSeconds=5", "")
-	mustCode(t, "watch while the cache loads", r, http.StatusTooManyRequests)
-	st := r.status()
+	r := a.JSON("GET", servertest.CMs+"?watch=1&resourceVersion=0&timeoutSeconds=5", "")
+	servertest.MustCode(t, "watch while the cache loads", r, http.StatusTooManyRequests)
+	st := r.Status()
 	if st.Reason != "TooManyRequests" || st.Message != "storage is (re)initializing" || st.Details == nil || st.Details.RetryAfterSeconds < 1 {
 		t.Errorf("watch refusal = %+v, want kube-apiserver's (TooManyRequests, storage is (re)initializing, retryAfterSeconds >= 1)", st)
 	}
-	if got := r.header.Get("Retry-After"); got == "" || got == "0" {
+	if got := r.Header.Get("Retry-After"); got == "" || got == "0" {
 		t.Errorf("watch refusal Retry-After = %q, want seconds", got)
 	}
 	if cache.Ready() {
@@ -67,11 +68,11 @@ func TestRequestsWhileWatchCachesLoad(t *testing.T) {
 
 	// A list without a limit, or with a selector, waits for the cache
 	// rather than read the whole collection from etcd while it loads.
-	for _, path := range []string{cms + "?resourceVersion=0", cms + "?labelSelector=app%3Dx&limit=500"} {
-		r := a.json("GET", path, "")
-		mustCode(t, "GET "+path, r, http.StatusOK)
-		if !strings.Contains(string(r.body), `"name":"loading"`) {
-			t.Errorf("GET %s = %s, want the object", path, truncate(r.body))
+	for _, path := range []string{servertest.CMs + "?resourceVersion=0", servertest.CMs + "?labelSelector=app%3Dx&limit=500"} {
+		r := a.JSON("GET", path, "")
+		servertest.MustCode(t, "GET "+path, r, http.StatusOK)
+		if !strings.Contains(string(r.Body), `"name":"loading"`) {
+			t.Errorf("GET %s = %s, want the object", path, servertest.Truncate(r.Body))
 		}
 		if !cache.Ready() {
 			t.Errorf("GET %s answered %v after start, before the cache loaded: from etcd", path, time.Since(started))
@@ -82,7 +83,7 @@ func TestRequestsWhileWatchCachesLoad(t *testing.T) {
 	if err := cache.WaitFor(ctx, 0); err != nil {
 		t.Fatalf("configmaps cache not loaded %v after start: %v", time.Since(started), err)
 	}
-	lines := watchLines(t, a, cms+"?watch=1&resourceVersion=0&timeoutSeconds=5", 1)
+	lines := servertest.WatchLines(t, a, servertest.CMs+"?watch=1&resourceVersion=0&timeoutSeconds=5", 1)
 	if len(lines) != 1 || !strings.Contains(lines[0], `"type":"ADDED"`) || !strings.Contains(lines[0], `"name":"loading"`) {
 		t.Fatalf("watch once loaded = %q, want ADDED loading", lines)
 	}
@@ -92,17 +93,17 @@ func TestRequestsWhileWatchCachesLoad(t *testing.T) {
 // watch caches' storage-readiness among them, and answers one by name.
 func TestReadyzChecks(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	r := a.json("GET", "/readyz?verbose", "")
-	mustCode(t, "readyz?verbose", r, http.StatusOK)
+	a := servertest.NewAPI(t, env)
+	r := a.JSON("GET", "/readyz?verbose", "")
+	servertest.MustCode(t, "readyz?verbose", r, http.StatusOK)
 	for _, want := range []string{"[+]ping ok\n", "[+]etcd ok\n", "[+]poststarthook/storage-readiness ok\n", "readyz check passed\n"} {
-		if !strings.Contains(string(r.body), want) {
-			t.Errorf("/readyz?verbose = %q, want a line %q", r.body, want)
+		if !strings.Contains(string(r.Body), want) {
+			t.Errorf("/readyz?verbose = %q, want a line %q", r.Body, want)
 		}
 	}
-	if r := a.json("GET", "/readyz", ""); r.code != http.StatusOK || string(r.body) != "ok" {
-		t.Errorf("/readyz = %d %q, want 200 ok", r.code, r.body)
+	if r := a.JSON("GET", "/readyz", ""); r.Code != http.StatusOK || string(r.Body) != "ok" {
+		t.Errorf("/readyz = %d %q, want 200 ok", r.Code, r.Body)
 	}
-	mustCode(t, "readyz/poststarthook/storage-readiness", a.json("GET", "/readyz/poststarthook/storage-readiness", ""), http.StatusOK)
-	mustCode(t, "readyz/nosuch", a.json("GET", "/readyz/nosuch", ""), http.StatusNotFound)
+	servertest.MustCode(t, "readyz/poststarthook/storage-readiness", a.JSON("GET", "/readyz/poststarthook/storage-readiness", ""), http.StatusOK)
+	servertest.MustCode(t, "readyz/nosuch", a.JSON("GET", "/readyz/nosuch", ""), http.StatusNotFound)
 }

@@ -13,41 +13,20 @@ import (
 	"time"
 
 	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 
 const dropAccept = "application/json;drop=metadata.managedFields"
 
-// accept sends a request with an Accept header (none if "").
-func (a *api) accept(method, path, accept, contentType string, body []byte) response {
-	a.t.Helper()
-	req, err := http.NewRequest(method, a.host+path, bytes.NewReader(body))
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	if accept != "" {
-		req.Header.Set("Accept", accept)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := a.c.Do(req)
-	if err != nil {
-		a.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{code: resp.StatusCode, body: b, header: resp.Header}
-}
-
 // managedFieldsCM writes a ConfigMap with three managers' entries: a
 // create, an apply and an update by patch.
-func managedFieldsCM(t *testing.T, a *api, name string) {
+func managedFieldsCM(t *testing.T, a *servertest.API, name string) {
 	t.Helper()
-	mustCode(t, "create "+name, a.json("POST", cms+"?fieldManager=creator", cm(name, `,"labels":{"created":"yes"}`)), http.StatusCreated)
-	mustCode(t, "apply "+name, a.do("PATCH", cms+"/"+name+"?fieldManager=applier", applyType,
+	servertest.MustCode(t, "create "+name, a.JSON("POST", servertest.CMs+"?fieldManager=creator", servertest.CM(name, `,"labels":{"created":"yes"}`)), http.StatusCreated)
+	servertest.MustCode(t, "apply "+name, a.Do("PATCH", servertest.CMs+"/"+name+"?fieldManager=applier", servertest.ApplyType,
 		[]byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: "+name+"\n  labels:\n    applied: \"yes\"\ndata:\n  applied: x\n")), http.StatusOK)
-	mustCode(t, "patch "+name, a.do("PATCH", cms+"/"+name+"?fieldManager=patcher", "application/merge-patch+json",
+	servertest.MustCode(t, "patch "+name, a.Do("PATCH", servertest.CMs+"/"+name+"?fieldManager=patcher", "application/merge-patch+json",
 		[]byte(`{"metadata":{"annotations":{"patched":"yes"}},"data":{"patched":"y"}}`)), http.StatusOK)
 }
 
@@ -57,7 +36,7 @@ func withoutManagedFields(t *testing.T, b []byte) (map[string]any, bool) {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatalf("decode %s: %v", truncate(b), err)
+		t.Fatalf("decode %s: %v", servertest.Truncate(b), err)
 	}
 	md, _ := m["metadata"].(map[string]any)
 	_, had := md["managedFields"]
@@ -80,23 +59,23 @@ func mustJSONEqual(t *testing.T, what string, got, want any) {
 // otherwise the full answers; without it they keep them.
 func TestDropManagedFields(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	managedFieldsCM(t, a, "d1")
 	managedFieldsCM(t, a, "d2")
 
-	full := a.json("GET", cms+"/d1", "")
-	dropped := a.accept("GET", cms+"/d1", dropAccept, "", nil)
-	mustCode(t, "get dropped", dropped, http.StatusOK)
-	want, had := withoutManagedFields(t, full.body)
+	full := a.JSON("GET", servertest.CMs+"/d1", "")
+	dropped := a.Accept("GET", servertest.CMs+"/d1", dropAccept, "", nil)
+	servertest.MustCode(t, "get dropped", dropped, http.StatusOK)
+	want, had := withoutManagedFields(t, full.Body)
 	if !had {
-		t.Fatalf("full get has no managedFields: %s", full.body)
+		t.Fatalf("full get has no managedFields: %s", full.Body)
 	}
-	got, had := withoutManagedFields(t, dropped.body)
+	got, had := withoutManagedFields(t, dropped.Body)
 	if had {
-		t.Errorf("dropped get has managedFields: %s", dropped.body)
+		t.Errorf("dropped get has managedFields: %s", dropped.Body)
 	}
 	mustJSONEqual(t, "dropped get", got, want)
-	t.Logf("get: %d bytes full, %d dropped", len(full.body), len(dropped.body))
+	t.Logf("get: %d bytes full, %d dropped", len(full.Body), len(dropped.Body))
 
 	// A later, '+'-separated set and another media type's clause first.
 	for _, accept := range []string{
@@ -104,27 +83,27 @@ func TestDropManagedFields(t *testing.T) {
 		"application/vnd.kubernetes.protobuf;drop=metadata.managedFields, " + dropAccept,
 		"*/*;drop=metadata.managedFields",
 	} {
-		r := a.accept("GET", cms+"/d1", accept, "", nil)
-		if _, had := withoutManagedFields(t, r.body); had || r.code != 200 {
-			t.Errorf("Accept %q: %d, managedFields kept %v", accept, r.code, had)
+		r := a.Accept("GET", servertest.CMs+"/d1", accept, "", nil)
+		if _, had := withoutManagedFields(t, r.Body); had || r.Code != 200 {
+			t.Errorf("Accept %q: %d, managedFields kept %v", accept, r.Code, had)
 		}
 	}
-	if r := a.accept("GET", cms+"/d1", "application/json;drop=spec.x", "", nil); !bytes.Contains(r.body, []byte("managedFields")) {
+	if r := a.Accept("GET", servertest.CMs+"/d1", "application/json;drop=spec.x", "", nil); !bytes.Contains(r.Body, []byte("managedFields")) {
 		t.Errorf("drop of another field dropped managedFields")
 	}
 
 	for _, q := range []string{"", "?limit=1", "?resourceVersion=0", "?labelSelector=created%3Dyes"} {
-		fullList := a.json("GET", cms+q, "")
-		dl := a.accept("GET", cms+q, dropAccept, "", nil)
-		mustCode(t, "list "+q, dl, http.StatusOK)
-		if bytes.Contains(dl.body, []byte("managedFields")) {
-			t.Errorf("list %q dropped: %s", q, dl.body)
+		fullList := a.JSON("GET", servertest.CMs+q, "")
+		dl := a.Accept("GET", servertest.CMs+q, dropAccept, "", nil)
+		servertest.MustCode(t, "list "+q, dl, http.StatusOK)
+		if bytes.Contains(dl.Body, []byte("managedFields")) {
+			t.Errorf("list %q dropped: %s", q, dl.Body)
 		}
 		var fl, gl struct {
 			Items []json.RawMessage
 		}
-		json.Unmarshal(fullList.body, &fl)
-		json.Unmarshal(dl.body, &gl)
+		json.Unmarshal(fullList.Body, &fl)
+		json.Unmarshal(dl.Body, &gl)
 		if len(fl.Items) == 0 || len(fl.Items) != len(gl.Items) {
 			t.Fatalf("list %q: %d items full, %d dropped", q, len(fl.Items), len(gl.Items))
 		}
@@ -136,33 +115,33 @@ func TestDropManagedFields(t *testing.T) {
 	}
 
 	// Answers of writes.
-	r := a.accept("POST", cms+"?fieldManager=m", dropAccept, "application/json", []byte(cm("d3", "")))
-	mustCode(t, "create dropped", r, http.StatusCreated)
-	r2 := a.accept("PATCH", cms+"/d3?fieldManager=m2", dropAccept, applyType, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: d3\ndata:\n  z: z\n"))
-	mustCode(t, "apply dropped", r2, http.StatusOK)
-	for _, r := range []response{r, r2} {
-		if bytes.Contains(r.body, []byte("managedFields")) || !bytes.Contains(r.body, []byte(`"d3"`)) {
-			t.Errorf("write answer: %s", r.body)
+	r := a.Accept("POST", servertest.CMs+"?fieldManager=m", dropAccept, "application/json", []byte(servertest.CM("d3", "")))
+	servertest.MustCode(t, "create dropped", r, http.StatusCreated)
+	r2 := a.Accept("PATCH", servertest.CMs+"/d3?fieldManager=m2", dropAccept, servertest.ApplyType, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: d3\ndata:\n  z: z\n"))
+	servertest.MustCode(t, "apply dropped", r2, http.StatusOK)
+	for _, r := range []servertest.Response{r, r2} {
+		if bytes.Contains(r.Body, []byte("managedFields")) || !bytes.Contains(r.Body, []byte(`"d3"`)) {
+			t.Errorf("write answer: %s", r.Body)
 		}
 	}
-	if !bytes.Contains(a.json("GET", cms+"/d3", "").body, []byte(`"manager":"m2"`)) {
+	if !bytes.Contains(a.JSON("GET", servertest.CMs+"/d3", "").Body, []byte(`"manager":"m2"`)) {
 		t.Errorf("the apply's managedFields were not stored")
 	}
 
 	// Conversions.
 	for _, c := range []struct{ accept, path string }{
-		{"application/json;as=Table;g=meta.k8s.io;v=v1;drop=metadata.managedFields", cms},
-		{"application/json;as=Table;g=meta.k8s.io;v=v1;drop=metadata.managedFields", cms + "?includeObject=Object"},
-		{"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1;drop=metadata.managedFields", cms + "/d1"},
-		{"application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1;drop=metadata.managedFields", cms},
+		{"application/json;as=Table;g=meta.k8s.io;v=v1;drop=metadata.managedFields", servertest.CMs},
+		{"application/json;as=Table;g=meta.k8s.io;v=v1;drop=metadata.managedFields", servertest.CMs + "?includeObject=Object"},
+		{"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1;drop=metadata.managedFields", servertest.CMs + "/d1"},
+		{"application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1;drop=metadata.managedFields", servertest.CMs},
 	} {
-		r := a.accept("GET", c.path, c.accept, "", nil)
-		mustCode(t, c.accept, r, http.StatusOK)
-		if bytes.Contains(r.body, []byte("managedFields")) || !bytes.Contains(r.body, []byte(`"d1"`)) {
-			t.Errorf("%s %s: %s", c.accept, c.path, truncate(r.body))
+		r := a.Accept("GET", c.path, c.accept, "", nil)
+		servertest.MustCode(t, c.accept, r, http.StatusOK)
+		if bytes.Contains(r.Body, []byte("managedFields")) || !bytes.Contains(r.Body, []byte(`"d1"`)) {
+			t.Errorf("%s %s: %s", c.accept, c.path, servertest.Truncate(r.Body))
 		}
 		without := strings.ReplaceAll(c.accept, ";drop=metadata.managedFields", "")
-		if r := a.accept("GET", c.path, without, "", nil); !bytes.Contains(r.body, []byte("managedFields")) {
+		if r := a.Accept("GET", c.path, without, "", nil); !bytes.Contains(r.Body, []byte("managedFields")) {
 			t.Errorf("%s %s: no managedFields without drop", without, c.path)
 		}
 	}
@@ -192,14 +171,14 @@ func TestWatchDropManagedFields(t *testing.T) {
 	for _, noCache := range []bool{false, true} {
 		t.Run(fmt.Sprintf("noCache=%v", noCache), func(t *testing.T) {
 			env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.DisableWatchCache = noCache }))
-			a := newAPI(t, env)
+			a := servertest.NewAPI(t, env)
 			managedFieldsCM(t, a, "w0") // before the watches: an initial event
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			open := func(accept string) io.ReadCloser {
-				req, _ := http.NewRequestWithContext(ctx, "GET", a.host+cms+"?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true", nil)
+				req, _ := http.NewRequestWithContext(ctx, "GET", a.Host+servertest.CMs+"?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true", nil)
 				req.Header.Set("Accept", accept)
-				resp, err := a.c.Do(req)
+				resp, err := a.C.Do(req)
 				if err != nil || resp.StatusCode != 200 {
 					t.Fatalf("watch %s: %v %v", accept, err, resp)
 				}
@@ -214,7 +193,7 @@ func TestWatchDropManagedFields(t *testing.T) {
 			for i := 1; i <= objects; i++ {
 				managedFieldsCM(t, a, fmt.Sprintf("w%d", i))
 			}
-			mustCode(t, "delete", a.json("DELETE", cms+"/w1", ""), http.StatusOK)
+			servertest.MustCode(t, "delete", a.JSON("DELETE", servertest.CMs+"/w1", ""), http.StatusOK)
 			// Initial ADDED and its bookmark, then 3 writes per object, a delete.
 			n := 2 + 3*objects + 1
 			fe, e1, e2 := watchBytes(t, fullW, n), watchBytes(t, d1, n), watchBytes(t, d2, n)

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 
@@ -115,12 +116,12 @@ func TestLosingEtcd(t *testing.T) {
 				c.DisableWatchCache = !cached
 			}))
 			envB := testenv.Start(t, testenv.WithEtcd(etcd))
-			a, b := newAPI(t, envA), newAPI(t, envB)
-			if r := a.json("GET", "/readyz", ""); r.code != 200 {
-				t.Fatalf("/readyz = %d %s before the cut", r.code, r.body)
+			a, b := servertest.NewAPI(t, envA), servertest.NewAPI(t, envB)
+			if r := a.JSON("GET", "/readyz", ""); r.Code != 200 {
+				t.Fatalf("/readyz = %d %s before the cut", r.Code, r.Body)
 			}
-			start := rvOf(t, b.json("GET", cms, ""))
-			resp, err := a.c.Get(a.host + cms + "?watch=true&allowWatchBookmarks=true&resourceVersion=" + start)
+			start := servertest.RVOf(t, b.JSON("GET", servertest.CMs, ""))
+			resp, err := a.C.Get(a.Host + servertest.CMs + "?watch=true&allowWatchBookmarks=true&resourceVersion=" + start)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,7 +138,7 @@ func TestLosingEtcd(t *testing.T) {
 				}
 				return l
 			}
-			last := rvOf(t, b.json("POST", cms, cm("before", "")))
+			last := servertest.RVOf(t, b.JSON("POST", servertest.CMs, servertest.CM("before", "")))
 			if l := next(); l.Type != "ADDED" {
 				t.Fatalf("watch on A: %s %s, want ADDED before", l.Type, l.Object)
 			}
@@ -145,15 +146,15 @@ func TestLosingEtcd(t *testing.T) {
 			proxy.cut()
 			cutAt := time.Now()
 			for {
-				r := a.json("GET", "/readyz", "")
-				if r.code == 503 {
-					if !strings.Contains(string(r.body), "storage unavailable") {
-						t.Errorf("/readyz body %q, want the reason", r.body)
+				r := a.JSON("GET", "/readyz", "")
+				if r.Code == 503 {
+					if !strings.Contains(string(r.Body), "storage unavailable") {
+						t.Errorf("/readyz body %q, want the reason", r.Body)
 					}
 					break
 				}
 				if time.Since(cutAt) > 3*time.Second {
-					t.Fatalf("/readyz still %d %s 3 s after etcd was cut", r.code, r.body)
+					t.Fatalf("/readyz still %d %s 3 s after etcd was cut", r.Code, r.Body)
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
@@ -174,34 +175,34 @@ func TestLosingEtcd(t *testing.T) {
 				t.Errorf("watch went on after its ERROR event: %s", lines.Text())
 			}
 			for _, q := range []string{"?watch=true&resourceVersion=" + last, "?watch=true", ""} {
-				r := a.json("GET", cms+q, "")
-				if s := r.status(); r.code != 503 || s.Reason != metav1.StatusReasonServiceUnavailable || r.header.Get("Retry-After") == "" {
-					t.Errorf("GET %s on A without etcd = %d %s, want 503 ServiceUnavailable with Retry-After", q, r.code, r.body)
+				r := a.JSON("GET", servertest.CMs+q, "")
+				if s := r.Status(); r.Code != 503 || s.Reason != metav1.StatusReasonServiceUnavailable || r.Header.Get("Retry-After") == "" {
+					t.Errorf("GET %s on A without etcd = %d %s, want 503 ServiceUnavailable with Retry-After", q, r.Code, r.Body)
 				}
 			}
-			if r := a.json("POST", cms, cm("refused", "")); r.code != 503 {
-				t.Errorf("POST on A without etcd = %d %s, want 503", r.code, r.body)
+			if r := a.JSON("POST", servertest.CMs, servertest.CM("refused", "")); r.Code != 503 {
+				t.Errorf("POST on A without etcd = %d %s, want 503", r.Code, r.Body)
 			}
 			if cached {
-				if r := a.json("GET", cms+"?resourceVersion=0", ""); r.code != 200 {
-					t.Errorf("list at resourceVersion=0 on A without etcd = %d %s, want 200 from the watch cache", r.code, r.body)
+				if r := a.JSON("GET", servertest.CMs+"?resourceVersion=0", ""); r.Code != 200 {
+					t.Errorf("list at resourceVersion=0 on A without etcd = %d %s, want 200 from the watch cache", r.Code, r.Body)
 				}
 			}
 
 			// Changes through B while A is cut off.
 			var want []string
 			for i := range 5 {
-				r := b.json("POST", cms, cm(fmt.Sprintf("during-%d", i), ""))
-				want = append(want, "ADDED during-"+fmt.Sprint(i)+" "+rvOf(t, r))
+				r := b.JSON("POST", servertest.CMs, servertest.CM(fmt.Sprintf("during-%d", i), ""))
+				want = append(want, "ADDED during-"+fmt.Sprint(i)+" "+servertest.RVOf(t, r))
 			}
-			r := b.json("DELETE", cms+"/before", "")
-			if r.code != 200 {
-				t.Fatalf("DELETE on B = %d %s", r.code, r.body)
+			r := b.JSON("DELETE", servertest.CMs+"/before", "")
+			if r.Code != 200 {
+				t.Fatalf("DELETE on B = %d %s", r.Code, r.Body)
 			}
 
 			proxy.restore()
 			backAt := time.Now()
-			for a.json("GET", "/readyz", "").code != 200 {
+			for a.JSON("GET", "/readyz", "").Code != 200 {
 				if time.Since(backAt) > 10*time.Second {
 					t.Fatalf("/readyz not 200 10 s after etcd came back")
 				}
@@ -214,7 +215,7 @@ func TestLosingEtcd(t *testing.T) {
 			var got []string
 			for time.Since(backAt) < 10*time.Second && len(got) < len(want) {
 				got = got[:0]
-				resp, err := a.c.Get(a.host + cms + "?watch=true&timeoutSeconds=1&resourceVersion=" + last)
+				resp, err := a.C.Get(a.Host + servertest.CMs + "?watch=true&timeoutSeconds=1&resourceVersion=" + last)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 
@@ -14,32 +15,32 @@ import (
 // etcd event, see hints_internal_test.go), and serves it like any other.
 func TestWriteHints(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	if r := a.do("GET", cms+"?resourceVersion=0", "", nil); r.code != http.StatusOK { // starts the cache
-		t.Fatalf("list: %d %s", r.code, r.body)
+	a := servertest.NewAPI(t, env)
+	if r := a.Do("GET", servertest.CMs+"?resourceVersion=0", "", nil); r.Code != http.StatusOK { // starts the cache
+		t.Fatalf("list: %d %s", r.Code, r.Body)
 	}
 	before := server.WriteHintsUsed(env.Server)
 	var lastRV string
 	for i := range 20 {
-		r := a.json("POST", cms, cm(fmt.Sprint("hinted-", i), `,"labels":{"n":"`+fmt.Sprint(i)+`"}`))
-		if r.code != http.StatusCreated {
-			t.Fatalf("create: %d %s", r.code, r.body)
+		r := a.JSON("POST", servertest.CMs, servertest.CM(fmt.Sprint("hinted-", i), `,"labels":{"n":"`+fmt.Sprint(i)+`"}`))
+		if r.Code != http.StatusCreated {
+			t.Fatalf("create: %d %s", r.Code, r.Body)
 		}
-		r = a.do("PATCH", cms+"/"+fmt.Sprint("hinted-", i), "application/merge-patch+json", []byte(`{"data":{"k":"patched"}}`))
-		if r.code != http.StatusOK {
-			t.Fatalf("patch: %d %s", r.code, r.body)
+		r = a.Do("PATCH", servertest.CMs+"/"+fmt.Sprint("hinted-", i), "application/merge-patch+json", []byte(`{"data":{"k":"patched"}}`))
+		if r.Code != http.StatusOK {
+			t.Fatalf("patch: %d %s", r.Code, r.Body)
 		}
-		lastRV = rvOf(t, r)
+		lastRV = servertest.RVOf(t, r)
 	}
 	// A list at the last write's revision comes from the cache once it has
 	// every event.
-	r := a.do("GET", cms+"?labelSelector=n%3D7&resourceVersion="+lastRV+"&resourceVersionMatch=NotOlderThan", "", nil)
-	if r.code != http.StatusOK {
-		t.Fatalf("list: %d %s", r.code, r.body)
+	r := a.Do("GET", servertest.CMs+"?labelSelector=n%3D7&resourceVersion="+lastRV+"&resourceVersionMatch=NotOlderThan", "", nil)
+	if r.Code != http.StatusOK {
+		t.Fatalf("list: %d %s", r.Code, r.Body)
 	}
-	items, _ := r.object()["items"].([]any)
+	items, _ := r.Object()["items"].([]any)
 	if len(items) != 1 {
-		t.Fatalf("list by label: %d items, want 1: %s", len(items), r.body)
+		t.Fatalf("list by label: %d items, want 1: %s", len(items), r.Body)
 	}
 	data := items[0].(map[string]any)["data"].(map[string]any)
 	if data["k"] != "patched" {

@@ -3,15 +3,7 @@ package server_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/objwatch/objwatch/server/servertest"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// klog (pulled in by Kubernetes libraries) starts its flush daemon in init.
-		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
-		// grpc and etcd keep process-wide background goroutines.
-		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-	)
-}
+func TestMain(m *testing.M) { servertest.VerifyTestMain(m) }

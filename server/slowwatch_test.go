@@ -1,16 +1,12 @@
 package server_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
+
 	"errors"
 	"fmt"
 	"io"
-	"net"
+
 	"net/http"
 	"strconv"
 	"strings"
@@ -21,64 +17,19 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/storage/watchcache"
 	"github.com/objwatch/objwatch/testenv"
 )
 
 var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
-// bigPayload makes each event large, so that a client that does not read
-// fills the socket buffers after a few dozen events.
-var bigPayload = strings.Repeat("x", 200<<10)
-
-// client returns a client authenticated with the environment's admin
-// certificate that speaks only HTTP/1.1, with a small socket receive
-// buffer, or only HTTP/2, with a small stream window: either way a watch
-// it does not read stalls the server after little data.
-func client(t *testing.T, env *testenv.Env, http2 bool) *http.Client {
-	t.Helper()
-	var protos http.Protocols
-	protos.SetHTTP1(!http2)
-	protos.SetHTTP2(http2)
-	var d net.Dialer
-	tr := &http.Transport{
-		TLSClientConfig: adminTLS(t, env),
-		Protocols:       &protos,
-		HTTP2:           &http.HTTP2Config{MaxReceiveBufferPerStream: 64 << 10},
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := d.DialContext(ctx, network, addr)
-			if err == nil && !http2 {
-				// Not much smaller: below loopback's 64 KiB segments
-				// TCP falls back to zero-window probes with backoff,
-				// and reading the backlog takes tens of seconds.
-				c.(*net.TCPConn).SetReadBuffer(128 << 10)
-			}
-			return c, err
-		},
-	}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}
-}
-
-// adminTLS is a TLS client configuration with the environment's admin
-// certificate, trusting its CA.
-func adminTLS(t *testing.T, env *testenv.Env) *tls.Config {
-	t.Helper()
-	cert, err := tls.X509KeyPair(env.Config.CertData, env.Config.KeyData)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(env.Config.CAData)
-	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}
-}
-
 // openWatch starts a watch of the default namespace's ConfigMaps after rv.
 // The server registers the watch before it answers, so the watch counts
 // in the cache's Watchers once this returns.
 func openWatch(t *testing.T, c *http.Client, host, rv string) *http.Response {
 	t.Helper()
-	resp, err := c.Get(host + cms + "?watch=true&resourceVersion=" + rv)
+	resp, err := c.Get(host + servertest.CMs + "?watch=true&resourceVersion=" + rv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,70 +40,21 @@ func openWatch(t *testing.T, c *http.Client, host, rv string) *http.Response {
 	return resp
 }
 
-// wireEvent is a watch event as far as these tests look at it.
-type wireEvent struct {
-	Type, RV string
-	line     []byte
-}
-
-func (e wireEvent) status() metav1.Status {
-	var ev struct{ Object metav1.Status }
-	json.Unmarshal(e.line, &ev)
-	return ev.Object
-}
-
-// events reads watch events one line at a time and picks out their type
-// and resourceVersion without decoding them: encoding/json takes long over
-// hundreds of 200 KiB objects under the race detector.
-type events struct{ r *bufio.Reader }
-
-func newEvents(body io.Reader) events { return events{bufio.NewReaderSize(body, 256<<10)} }
-
-// next returns the next event; io.EOF only at a clean end of the response.
-func (es events) next() (wireEvent, error) {
-	line, err := es.r.ReadBytes('\n')
-	if err != nil {
-		if err == io.EOF && len(line) > 0 {
-			err = io.ErrUnexpectedEOF
-		}
-		return wireEvent{}, err
-	}
-	ev := wireEvent{line: line}
-	typ, ok := bytes.CutPrefix(line, []byte(`{"type":"`))
-	if i := bytes.IndexByte(typ, '"'); ok && i > 0 {
-		ev.Type = string(typ[:i])
-	}
-	ev.RV = resourceVersion(line)
-	return ev, nil
-}
-
-// resourceVersion returns the first resourceVersion in an encoded object
-// or event: its own, for the objects these tests write.
-func resourceVersion(b []byte) string {
-	const key = `"resourceVersion":"`
-	i := bytes.Index(b, []byte(key))
-	if i < 0 {
-		return ""
-	}
-	rv, _, _ := bytes.Cut(b[i+len(key):], []byte(`"`))
-	return string(rv)
-}
-
 // writer creates big ConfigMaps and, with a cache, waits until it has seen
 // each, so that its watchers have been offered it.
 type writer struct {
 	t     *testing.T
-	a     *api
+	a     *servertest.API
 	cache *watchcache.Cache
 	rvs   []string
 }
 
 func (w *writer) write() {
 	w.t.Helper()
-	r := w.a.json("POST", cms, fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"generateName":"big-"},"data":{"k":%q}}`, bigPayload))
-	rv := resourceVersion(r.body)
-	if r.code != http.StatusCreated || rv == "" {
-		w.t.Fatalf("create = %d %.200s", r.code, r.body)
+	r := w.a.JSON("POST", servertest.CMs, fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"generateName":"big-"},"data":{"k":%q}}`, servertest.BigPayload))
+	rv := servertest.ResourceVersion(r.Body)
+	if r.Code != http.StatusCreated || rv == "" {
+		w.t.Fatalf("create = %d %.200s", r.Code, r.Body)
 	}
 	w.rvs = append(w.rvs, rv)
 	if w.cache == nil {
@@ -166,13 +68,6 @@ func (w *writer) write() {
 	}
 }
 
-// openWatches reads the server's gauge of ConfigMap watches being served;
-// a watch stops counting when its handler returns.
-func openWatches(a *api) int {
-	a.t.Helper()
-	return metricValue(a, `objwatch_apiserver_open_watches{group="",resource="configmaps"} `)
-}
-
 // A watch whose client stops reading falls behind; once more than
 // WatchBufferEvents are queued for it, it is ended and its queue dropped,
 // while another watch of the same resource gets every event. When the
@@ -181,22 +76,22 @@ func openWatches(a *api) int {
 func TestSlowWatchEndedWithExpired(t *testing.T) {
 	const buffer = 50
 	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.WatchBufferEvents = buffer }))
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	cache := server.WatchCache(env.Server, configMapsGVR)
-	start := rvOf(t, a.json("GET", cms, ""))
+	start := servertest.RVOf(t, a.JSON("GET", servertest.CMs, ""))
 	base := cache.Watchers()
 
-	slow := openWatch(t, client(t, env, false), env.Config.Host, start)
+	slow := openWatch(t, servertest.Client(t, env, false), env.Config.Host, start)
 	normal := openWatch(t, env.HTTPClient(), env.Config.Host, start)
 	if n := cache.Watchers(); n != base+2 {
 		t.Fatalf("cache watchers = %d, want %d", n, base+2)
 	}
-	normalEvents := make(chan wireEvent)
+	normalEvents := make(chan servertest.WireEvent)
 	go func() {
 		defer close(normalEvents)
-		es := newEvents(normal.Body)
+		es := servertest.NewEvents(normal.Body)
 		for {
-			ev, err := es.next()
+			ev, err := es.Next()
 			if err != nil {
 				return
 			}
@@ -212,7 +107,7 @@ func TestSlowWatchEndedWithExpired(t *testing.T) {
 	// Write until the slow watch is ended: the first event that finds its
 	// queue full is the one that ends it.
 	w := &writer{t: t, a: a, cache: cache}
-	var got []wireEvent
+	var got []servertest.WireEvent
 	for cache.Watchers() == base+2 {
 		if len(w.rvs) == 1000 {
 			t.Fatalf("the slow watch was not ended after %d events", len(w.rvs))
@@ -252,14 +147,14 @@ func TestSlowWatchEndedWithExpired(t *testing.T) {
 	// it, it gets all but the buffer's worth that were queued (dropped) and
 	// that one.
 	want := ended - 1 - buffer
-	es := newEvents(slow.Body)
+	es := servertest.NewEvents(slow.Body)
 	for i := 0; ; i++ {
-		ev, err := es.next()
+		ev, err := es.Next()
 		if err != nil {
 			t.Fatalf("slow watch after %d events: %v, want an ERROR event", i, err)
 		}
 		if ev.Type == "ERROR" {
-			if s := ev.status(); s.Code != http.StatusGone || s.Reason != metav1.StatusReasonExpired {
+			if s := ev.Status(); s.Code != http.StatusGone || s.Reason != metav1.StatusReasonExpired {
 				t.Fatalf("slow watch ERROR = %d %s, want 410 Expired", s.Code, s.Reason)
 			}
 			if i != want {
@@ -271,7 +166,7 @@ func TestSlowWatchEndedWithExpired(t *testing.T) {
 			t.Fatalf("slow watch event %d = %s@%s, want ADDED@%s", i, ev.Type, ev.RV, w.rvs[min(i, len(w.rvs)-1)])
 		}
 	}
-	if ev, err := es.next(); err != io.EOF {
+	if ev, err := es.Next(); err != io.EOF {
 		t.Fatalf("after the ERROR event: %s, %v; want the end of the response", ev.Type, err)
 	}
 }
@@ -290,7 +185,7 @@ func TestStuckWatchEndedByWriteTimeout(t *testing.T) {
 			env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) {
 				c.WatchWriteTimeout, c.DisableWatchCache = timeout, path.noCache
 			}))
-			a := newAPI(t, env)
+			a := servertest.NewAPI(t, env)
 			var cache *watchcache.Cache
 			if !path.noCache {
 				cache = server.WatchCache(env.Server, configMapsGVR)
@@ -300,8 +195,8 @@ func TestStuckWatchEndedByWriteTimeout(t *testing.T) {
 				http2 bool
 			}{{"HTTP/1.1", false}, {"HTTP/2", true}} {
 				t.Run(proto.name, func(t *testing.T) {
-					start := rvOf(t, a.json("GET", cms, ""))
-					resp := openWatch(t, client(t, env, proto.http2), env.Config.Host, start)
+					start := servertest.RVOf(t, a.JSON("GET", servertest.CMs, ""))
+					resp := openWatch(t, servertest.Client(t, env, proto.http2), env.Config.Host, start)
 					if got := resp.ProtoMajor == 2; got != proto.http2 {
 						t.Fatalf("watch protocol = %s, want %s", resp.Proto, proto.name)
 					}
@@ -312,8 +207,8 @@ func TestStuckWatchEndedByWriteTimeout(t *testing.T) {
 	}
 }
 
-func stuckWatchEnds(t *testing.T, a *api, cache *watchcache.Cache, resp *http.Response, timeout time.Duration) {
-	if n := openWatches(a); n != 1 {
+func stuckWatchEnds(t *testing.T, a *servertest.API, cache *watchcache.Cache, resp *http.Response, timeout time.Duration) {
+	if n := servertest.OpenWatches(a); n != 1 {
 		t.Fatalf("open watches = %d, want 1", n)
 	}
 	// Write until the server gives up on the watch: once the socket (or
@@ -322,11 +217,11 @@ func stuckWatchEnds(t *testing.T, a *api, cache *watchcache.Cache, resp *http.Re
 	// closes the connection, and crypto/tls may spend up to 5 s trying to
 	// send its close_notify alert first.
 	w := &writer{t: t, a: a, cache: cache}
-	for openWatches(a) > 0 && len(w.rvs) < 200 {
+	for servertest.OpenWatches(a) > 0 && len(w.rvs) < 200 {
 		w.write()
 	}
 	wrote := time.Now()
-	for openWatches(a) > 0 {
+	for servertest.OpenWatches(a) > 0 {
 		if time.Since(wrote) > timeout+5*time.Second+2*time.Second {
 			t.Fatalf("watch still open %v after %d events", time.Since(wrote), len(w.rvs))
 		}
@@ -335,12 +230,12 @@ func stuckWatchEnds(t *testing.T, a *api, cache *watchcache.Cache, resp *http.Re
 
 	// The client reads what reached it, then an error: the response was
 	// cut off, not ended.
-	es := newEvents(resp.Body)
+	es := servertest.NewEvents(resp.Body)
 	n := 0
 	var err error
 	for {
-		var ev wireEvent
-		if ev, err = es.next(); err != nil {
+		var ev servertest.WireEvent
+		if ev, err = es.Next(); err != nil {
 			break
 		}
 		if n >= len(w.rvs) || ev.Type != "ADDED" || ev.RV != w.rvs[n] {
@@ -368,7 +263,7 @@ func TestIdleWatchOutlivesWriteTimeout(t *testing.T) {
 	const timeout = 400 * time.Millisecond
 	type watch struct {
 		name string
-		a    *api
+		a    *servertest.API
 		resp *http.Response
 	}
 	var watches []watch
@@ -376,20 +271,20 @@ func TestIdleWatchOutlivesWriteTimeout(t *testing.T) {
 		env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) {
 			c.WatchWriteTimeout, c.DisableWatchCache = timeout, noCache
 		}))
-		a := newAPI(t, env)
-		start := rvOf(t, a.json("GET", cms, ""))
+		a := servertest.NewAPI(t, env)
+		start := servertest.RVOf(t, a.JSON("GET", servertest.CMs, ""))
 		path := map[bool]string{false: "cache", true: "etcd"}[noCache]
 		watches = append(watches,
-			watch{path + " HTTP/1.1", a, openWatch(t, client(t, env, false), env.Config.Host, start)},
-			watch{path + " HTTP/2", a, openWatch(t, client(t, env, true), env.Config.Host, start)})
+			watch{path + " HTTP/1.1", a, openWatch(t, servertest.Client(t, env, false), env.Config.Host, start)},
+			watch{path + " HTTP/2", a, openWatch(t, servertest.Client(t, env, true), env.Config.Host, start)})
 	}
 	time.Sleep(4 * timeout) // idle, the point of the test
-	rvs := map[*api]string{}
+	rvs := map[*servertest.API]string{}
 	for _, w := range watches {
 		if _, ok := rvs[w.a]; !ok {
-			rvs[w.a] = rvOf(t, w.a.json("POST", cms, cm("after-idle", "")))
+			rvs[w.a] = servertest.RVOf(t, w.a.JSON("POST", servertest.CMs, servertest.CM("after-idle", "")))
 		}
-		if ev, err := newEvents(w.resp.Body).next(); err != nil || ev.Type != "ADDED" || ev.RV != rvs[w.a] {
+		if ev, err := servertest.NewEvents(w.resp.Body).Next(); err != nil || ev.Type != "ADDED" || ev.RV != rvs[w.a] {
 			t.Errorf("%s watch after idling: %s@%s, %v; want ADDED@%s", w.name, ev.Type, ev.RV, err, rvs[w.a])
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 
@@ -27,12 +28,12 @@ func TestHTTP2StuckConnectionClosed(t *testing.T) {
 	env := testenv.Start(t,
 		testenv.WithHTTP2WriteByteTimeout(2*time.Second),
 		testenv.WithServerConfig(func(c *server.Config) { c.WatchWriteTimeout = 10 * time.Minute }))
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	for i := range 40 { // 8 MB of initial events: more than the socket buffers hold
-		r := a.json("POST", cms, fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big-%d"},"data":{"k":%q}}`, i, bigPayload))
-		mustCode(t, "create", r, http.StatusCreated)
+		r := a.JSON("POST", servertest.CMs, fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big-%d"},"data":{"k":%q}}`, i, servertest.BigPayload))
+		servertest.MustCode(t, "create", r, http.StatusCreated)
 	}
-	base := openWatches(a)
+	base := servertest.OpenWatches(a)
 
 	conn := dialHTTP2(t, env)
 	defer conn.Close()
@@ -53,7 +54,7 @@ func TestHTTP2StuckConnectionClosed(t *testing.T) {
 	host := strings.TrimPrefix(env.Config.Host, "https://")
 	for _, f := range [][2]string{
 		{":method", "GET"}, {":scheme", "https"}, {":authority", host},
-		{":path", cms + "?watch=true&resourceVersion=0"}, {"accept", "application/json"},
+		{":path", servertest.CMs + "?watch=true&resourceVersion=0"}, {"accept", "application/json"},
 	} {
 		check(enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}))
 	}
@@ -76,13 +77,13 @@ func TestHTTP2StuckConnectionClosed(t *testing.T) {
 			t.Fatalf("GOAWAY before the watch was answered: %v", f.ErrCode)
 		}
 	}
-	if err := waitOpenWatches(a, base+1); err != nil {
+	if err := servertest.WaitOpenWatches(a, base+1); err != nil {
 		t.Fatal(err)
 	}
 	// The watch's writes fill the socket buffers and stop; after the
 	// write-byte timeout the connection is closed and the watch ends.
 	start := time.Now()
-	if err := waitOpenWatches(a, base); err != nil {
+	if err := servertest.WaitOpenWatches(a, base); err != nil {
 		t.Fatalf("the stuck connection's watch still open after %v: %v", time.Since(start), err)
 	}
 	// The connection is gone: reading it (draining what was buffered)
@@ -102,7 +103,7 @@ func TestHTTP2StuckConnectionClosed(t *testing.T) {
 // certificate and a small receive buffer.
 func dialHTTP2(t *testing.T, env *testenv.Env) *tls.Conn {
 	t.Helper()
-	cfg := adminTLS(t, env)
+	cfg := servertest.AdminTLS(t, env)
 	cfg.NextProtos, cfg.ServerName = []string{"h2"}, "127.0.0.1"
 	raw, err := net.Dial("tcp", strings.TrimPrefix(env.Config.Host, "https://"))
 	if err != nil {

@@ -18,13 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/objwatch/objwatch/server"
-	"github.com/objwatch/objwatch/storage"
-	"github.com/objwatch/objwatch/storage/etcd"
-	"github.com/objwatch/objwatch/storage/etcd/etcdtest"
+
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
-
-var cmGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
 // guessCounts is a snapshot of server.UpdateGuesses.
 type guessCounts struct{ used, stale, rechecked int64 }
@@ -66,44 +63,9 @@ func waitCache(t *testing.T, env *testenv.Env, gvr schema.GroupVersionResource, 
 	}
 }
 
-// rawStore is a storage client on the server's etcd, for writes behind the
-// server's back.
-func rawStore(t *testing.T, env *testenv.Env) *etcd.Store {
+func rvNum(t *testing.T, r servertest.Response) int64 {
 	t.Helper()
-	cli, err := etcd.NewClient(etcd.ClientConfig{Endpoints: []string{env.EtcdEndpoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	st, err := etcd.New(cli, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-// rewriteKey changes the object stored at key with f behind the server's
-// back and returns the new resourceVersion.
-func rewriteKey(t *testing.T, st storage.Interface, key string, f func(map[string]any)) string {
-	t.Helper()
-	return strconv.FormatInt(etcdtest.Rewrite(t, st, key, f), 10)
-}
-
-func dataOf(r response) map[string]any {
-	d, _ := r.object()["data"].(map[string]any)
-	return d
-}
-
-func mustCode(t *testing.T, what string, r response, code int) {
-	t.Helper()
-	if r.code != code {
-		t.Fatalf("%s = %d %s, want %d", what, r.code, truncate(r.body), code)
-	}
-}
-
-func rvNum(t *testing.T, r response) int64 {
-	t.Helper()
-	n, err := strconv.ParseInt(rvOf(t, r), 10, 64)
+	n, err := strconv.ParseInt(servertest.RVOf(t, r), 10, 64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,42 +77,42 @@ func rvNum(t *testing.T, r response) int64 {
 // answer what reading etcd would, and produce the same watch events.
 func TestUpdateGuessSequence(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
-	t.Cleanup(a.c.CloseIdleConnections)
-	created := a.json("POST", cms, cm("seq", ""))
-	mustCode(t, "create", created, http.StatusCreated)
-	waitCache(t, env, cmGVR, rvOf(t, created))
+	a := servertest.NewAPI(t, env)
+	t.Cleanup(a.C.CloseIdleConnections)
+	created := a.JSON("POST", servertest.CMs, servertest.CM("seq", ""))
+	servertest.MustCode(t, "create", created, http.StatusCreated)
+	waitCache(t, env, servertest.CMGVR, servertest.RVOf(t, created))
 
-	resp, err := a.c.Get(env.Config.Host + cms + "?watch=true&resourceVersion=" + rvOf(t, created))
+	resp, err := a.C.Get(env.Config.Host + servertest.CMs + "?watch=true&resourceVersion=" + servertest.RVOf(t, created))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	evs := newEvents(resp.Body)
+	evs := servertest.NewEvents(resp.Body)
 
 	before := guesses(env)
 	const n = 40
 	rv, last := rvNum(t, created), created
-	var want []response
+	var want []servertest.Response
 	for i := range n {
-		var r response
+		var r servertest.Response
 		v := fmt.Sprint("v", i)
 		switch i % 4 {
 		case 0:
-			r = a.do("PATCH", cms+"/seq", "application/merge-patch+json", []byte(`{"data":{"k":"`+v+`"}}`))
+			r = a.Do("PATCH", servertest.CMs+"/seq", "application/merge-patch+json", []byte(`{"data":{"k":"`+v+`"}}`))
 		case 1:
-			r = a.do("PATCH", cms+"/seq", "application/json-patch+json", []byte(`[{"op":"replace","path":"/data/k","value":"`+v+`"}]`))
+			r = a.Do("PATCH", servertest.CMs+"/seq", "application/json-patch+json", []byte(`[{"op":"replace","path":"/data/k","value":"`+v+`"}]`))
 		case 2:
-			r = a.do("PATCH", cms+"/seq", "application/strategic-merge-patch+json", []byte(`{"metadata":{"labels":{"i":"`+v+`"}},"data":{"k":"`+v+`"}}`))
+			r = a.Do("PATCH", servertest.CMs+"/seq", "application/strategic-merge-patch+json", []byte(`{"metadata":{"labels":{"i":"`+v+`"}},"data":{"k":"`+v+`"}}`))
 		case 3:
 			// An update pinned at the last resourceVersion.
-			o := last.object()
+			o := last.Object()
 			o["data"].(map[string]any)["k"] = v
 			b, _ := json.Marshal(o)
-			r = a.do("PUT", cms+"/seq", "application/json", b)
+			r = a.Do("PUT", servertest.CMs+"/seq", "application/json", b)
 		}
-		mustCode(t, fmt.Sprint("write ", i), r, http.StatusOK)
-		if got := dataOf(r)["k"]; got != v {
+		servertest.MustCode(t, fmt.Sprint("write ", i), r, http.StatusOK)
+		if got := servertest.DataOf(r)["k"]; got != v {
 			t.Fatalf("write %d: data.k = %v, want %s", i, got, v)
 		}
 		next := rvNum(t, r)
@@ -174,10 +136,10 @@ func TestUpdateGuessSequence(t *testing.T) {
 	// a guess is used, as a paused or lagging cache makes it read etcd.)
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		before := guesses(env)
-		r := a.do("PATCH", cms+"/seq", "application/merge-patch+json", []byte(`{"data":{"k":"v39"}}`))
-		mustCode(t, "no-op patch", r, http.StatusOK)
-		if rvOf(t, r) != rvOf(t, last) {
-			t.Fatalf("no-op patch: resourceVersion %s, want %s unchanged", rvOf(t, r), rvOf(t, last))
+		r := a.Do("PATCH", servertest.CMs+"/seq", "application/merge-patch+json", []byte(`{"data":{"k":"v39"}}`))
+		servertest.MustCode(t, "no-op patch", r, http.StatusOK)
+		if servertest.RVOf(t, r) != servertest.RVOf(t, last) {
+			t.Fatalf("no-op patch: resourceVersion %s, want %s unchanged", servertest.RVOf(t, r), servertest.RVOf(t, last))
 		}
 		if g := guesses(env).since(before); g.used > 0 {
 			if g.rechecked != 1 || g.stale != 0 {
@@ -190,13 +152,13 @@ func TestUpdateGuessSequence(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if g := a.json("GET", cms+"/seq", ""); !bytes.Equal(g.body, last.body) {
-		t.Errorf("GET after the writes = %s\nwant the last answer %s", g.body, last.body)
+	if g := a.JSON("GET", servertest.CMs+"/seq", ""); !bytes.Equal(g.Body, last.Body) {
+		t.Errorf("GET after the writes = %s\nwant the last answer %s", g.Body, last.Body)
 	}
 
 	// Every write is one MODIFIED event carrying what the write answered.
 	for i, w := range want {
-		ev, err := evs.next()
+		ev, err := evs.Next()
 		if err != nil {
 			t.Fatalf("event %d: %v", i, err)
 		}
@@ -204,11 +166,11 @@ func TestUpdateGuessSequence(t *testing.T) {
 			Type   string
 			Object map[string]any
 		}
-		if err := json.Unmarshal(ev.line, &e); err != nil {
+		if err := json.Unmarshal(ev.Line, &e); err != nil {
 			t.Fatal(err)
 		}
-		if e.Type != "MODIFIED" || !reflect.DeepEqual(e.Object, w.object()) {
-			t.Fatalf("event %d = %s %s\nwant MODIFIED %s", i, e.Type, ev.line, w.body)
+		if e.Type != "MODIFIED" || !reflect.DeepEqual(e.Object, w.Object()) {
+			t.Fatalf("event %d = %s %s\nwant MODIFIED %s", i, e.Type, ev.Line, w.Body)
 		}
 	}
 }
@@ -216,13 +178,13 @@ func TestUpdateGuessSequence(t *testing.T) {
 // Without a watch cache, updates read etcd.
 func TestUpdateGuessNeedsCache(t *testing.T) {
 	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.DisableWatchCache = true }))
-	a := newAPI(t, env)
-	t.Cleanup(a.c.CloseIdleConnections)
-	mustCode(t, "create", a.json("POST", cms, cm("nocache", "")), http.StatusCreated)
+	a := servertest.NewAPI(t, env)
+	t.Cleanup(a.C.CloseIdleConnections)
+	servertest.MustCode(t, "create", a.JSON("POST", servertest.CMs, servertest.CM("nocache", "")), http.StatusCreated)
 	before := guesses(env)
 	for i := range 3 {
-		r := a.do("PATCH", cms+"/nocache", "application/merge-patch+json", []byte(fmt.Sprintf(`{"data":{"k":"%d"}}`, i)))
-		mustCode(t, "PATCH", r, http.StatusOK)
+		r := a.Do("PATCH", servertest.CMs+"/nocache", "application/merge-patch+json", []byte(fmt.Sprintf(`{"data":{"k":"%d"}}`, i)))
+		servertest.MustCode(t, "PATCH", r, http.StatusOK)
 	}
 	if g := guesses(env).since(before); g != (guessCounts{}) {
 		t.Errorf("guesses without a cache = %+v, want none", g)
@@ -242,13 +204,13 @@ func TestUpdateGuessConcurrentPatches(t *testing.T) {
 	ep := testenv.StartEtcd(t)
 	envs := []*testenv.Env{testenv.Start(t, testenv.WithEtcd(ep)), testenv.Start(t, testenv.WithEtcd(ep))}
 	clients := []*http.Client{envs[0].HTTPClient(), envs[1].HTTPClient()}
-	a := newAPI(t, envs[0])
-	created := a.json("POST", cms, cm("conc", ""))
-	mustCode(t, "create", created, http.StatusCreated)
-	waitCache(t, envs[0], cmGVR, rvOf(t, created))
-	waitCache(t, envs[1], cmGVR, rvOf(t, created))
+	a := servertest.NewAPI(t, envs[0])
+	created := a.JSON("POST", servertest.CMs, servertest.CM("conc", ""))
+	servertest.MustCode(t, "create", created, http.StatusCreated)
+	waitCache(t, envs[0], servertest.CMGVR, servertest.RVOf(t, created))
+	waitCache(t, envs[1], servertest.CMGVR, servertest.RVOf(t, created))
 
-	resp, err := a.c.Get(envs[0].Config.Host + cms + "?watch=true&resourceVersion=" + rvOf(t, created))
+	resp, err := a.C.Get(envs[0].Config.Host + servertest.CMs + "?watch=true&resourceVersion=" + servertest.RVOf(t, created))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +225,7 @@ func TestUpdateGuessConcurrentPatches(t *testing.T) {
 		wg.Go(func() {
 			env, c := envs[g%2], clients[g%2]
 			for i := range patches {
-				code, b, err := mergePatch(c, env.Config.Host+cms+"/conc", fmt.Sprintf(`{"data":{"g%d-%d":"x"}}`, g, i))
+				code, b, err := mergePatch(c, env.Config.Host+servertest.CMs+"/conc", fmt.Sprintf(`{"data":{"g%d-%d":"x"}}`, g, i))
 				if err != nil {
 					errs <- err
 					return
@@ -272,7 +234,7 @@ func TestUpdateGuessConcurrentPatches(t *testing.T) {
 					errs <- fmt.Errorf("patch %d of %d = %d %s", i, g, code, b)
 					return
 				}
-				rvs <- resourceVersion(b)
+				rvs <- servertest.ResourceVersion(b)
 			}
 		})
 	}
@@ -289,8 +251,8 @@ func TestUpdateGuessConcurrentPatches(t *testing.T) {
 		}
 		seen[rv] = true
 	}
-	final := a.json("GET", cms+"/conc", "")
-	data := dataOf(final)
+	final := a.JSON("GET", servertest.CMs+"/conc", "")
+	data := servertest.DataOf(final)
 	for g := range goroutines {
 		for i := range patches {
 			if data[fmt.Sprintf("g%d-%d", g, i)] != "x" {
@@ -299,10 +261,10 @@ func TestUpdateGuessConcurrentPatches(t *testing.T) {
 		}
 	}
 	// The watch has each patch once, in order, ending with the final state.
-	evs := newEvents(resp.Body)
-	prev := mustInt(rvOf(t, created))
+	evs := servertest.NewEvents(resp.Body)
+	prev := mustInt(servertest.RVOf(t, created))
 	for i := range goroutines * patches {
-		ev, err := evs.next()
+		ev, err := evs.Next()
 		if err != nil {
 			t.Fatalf("event %d: %v", i, err)
 		}
@@ -312,8 +274,8 @@ func TestUpdateGuessConcurrentPatches(t *testing.T) {
 		}
 		prev = n
 	}
-	if strconv.FormatInt(prev, 10) != rvOf(t, final) {
-		t.Errorf("last event at %d, object at %s", prev, rvOf(t, final))
+	if strconv.FormatInt(prev, 10) != servertest.RVOf(t, final) {
+		t.Errorf("last event at %d, object at %s", prev, servertest.RVOf(t, final))
 	}
 	t.Logf("guesses: %+v", guesses(envs...).since(before))
 	// The two servers' patches conflict in etcd; a retry starts from the
@@ -363,15 +325,15 @@ func TestUpdateGuessCustomResourceVersions(t *testing.T) {
 	ep := testenv.StartEtcd(t)
 	env := testenv.Start(t, testenv.WithEtcd(ep))
 	ref := testenv.Start(t, testenv.WithEtcd(ep), testenv.WithServerConfig(func(c *server.Config) { c.DisableWatchCache = true }))
-	a, fromEtcd := newAPI(t, env), newAPI(t, ref)
-	t.Cleanup(a.c.CloseIdleConnections)
-	t.Cleanup(fromEtcd.c.CloseIdleConnections)
-	mustCode(t, "create CRD", a.json("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", versionsCRD), http.StatusCreated)
+	a, fromEtcd := servertest.NewAPI(t, env), servertest.NewAPI(t, ref)
+	t.Cleanup(a.C.CloseIdleConnections)
+	t.Cleanup(fromEtcd.C.CloseIdleConnections)
+	servertest.MustCode(t, "create CRD", a.JSON("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", versionsCRD), http.StatusCreated)
 	base := "/apis/guess.objwatch.io/%s/namespaces/default/things"
 	v1, v2 := fmt.Sprintf(base, "v1"), fmt.Sprintf(base, "v2")
-	oaEventually(t, 10*time.Second, func() bool {
-		for _, c := range []*api{a, fromEtcd} {
-			if c.json("GET", v1, "").code != http.StatusOK || c.json("GET", v2, "").code != http.StatusOK {
+	servertest.EventuallyWithin(t, 10*time.Second, func() bool {
+		for _, c := range []*servertest.API{a, fromEtcd} {
+			if c.JSON("GET", v1, "").Code != http.StatusOK || c.JSON("GET", v2, "").Code != http.StatusOK {
 				return false
 			}
 		}
@@ -379,7 +341,7 @@ func TestUpdateGuessCustomResourceVersions(t *testing.T) {
 	})
 	// The caches exist once something reads from them.
 	for _, p := range []string{v1, v2} {
-		mustCode(t, "list", a.json("GET", p+"?resourceVersion=0", ""), http.StatusOK)
+		servertest.MustCode(t, "list", a.JSON("GET", p+"?resourceVersion=0", ""), http.StatusOK)
 	}
 	gvr := func(v string) schema.GroupVersionResource {
 		return schema.GroupVersionResource{Group: "guess.objwatch.io", Version: v, Resource: "things"}
@@ -399,20 +361,20 @@ func TestUpdateGuessCustomResourceVersions(t *testing.T) {
 	}
 	// run applies the steps to a new object through c and returns the
 	// answers, with what differs between objects taken out.
-	run := func(c *api, name string) []string {
-		r := c.json("POST", v1, `{"apiVersion":"guess.objwatch.io/v1","kind":"Thing","metadata":{"name":"`+name+`"},"spec":{"size":1}}`)
-		mustCode(t, "create", r, http.StatusCreated)
+	run := func(c *servertest.API, name string) []string {
+		r := c.JSON("POST", v1, `{"apiVersion":"guess.objwatch.io/v1","kind":"Thing","metadata":{"name":"`+name+`"},"spec":{"size":1}}`)
+		servertest.MustCode(t, "create", r, http.StatusCreated)
 		if c == a {
 			for _, v := range []string{"v1", "v2"} {
-				waitCache(t, env, gvr(v), rvOf(t, r))
+				waitCache(t, env, gvr(v), servertest.RVOf(t, r))
 			}
 		}
 		var out []string
-		last := mustInt(rvOf(t, r))
+		last := mustInt(servertest.RVOf(t, r))
 		for i, s := range steps {
 			p := fmt.Sprintf(base, s.version)
-			r := c.do(s.method, p+"/"+name+s.sub, s.ctype, []byte(s.body))
-			o := r.object()
+			r := c.Do(s.method, p+"/"+name+s.sub, s.ctype, []byte(s.body))
+			o := r.Object()
 			if md, ok := o["metadata"].(map[string]any); ok {
 				delete(md, "uid")
 				delete(md, "creationTimestamp")
@@ -431,7 +393,7 @@ func TestUpdateGuessCustomResourceVersions(t *testing.T) {
 			}
 			b, _ := json.Marshal(o)
 			b = bytes.ReplaceAll(b, []byte(name), []byte("NAME"))
-			out = append(out, fmt.Sprintf("step %d: %d %s", i, r.code, b))
+			out = append(out, fmt.Sprintf("step %d: %d %s", i, r.Code, b))
 		}
 		return out
 	}
@@ -453,7 +415,7 @@ func TestUpdateGuessCustomResourceVersions(t *testing.T) {
 		}
 	}
 	// The stored values are the same too.
-	st := rawStore(t, env)
+	st := servertest.RawStore(t, env)
 	var stored [2]map[string]any
 	for i, name := range []string{"from-etcd", "from-cache"} {
 		kv, err := st.Get(context.Background(), "/registry/guess.objwatch.io/things/default/"+name)
@@ -491,12 +453,12 @@ func dropManagedFieldsTimes(md map[string]any) {
 // conflict.
 func TestDeleteRetryFromConflict(t *testing.T) {
 	env := testenv.Start(t)
-	a := newAPI(t, env)
+	a := servertest.NewAPI(t, env)
 	c := env.HTTPClient()
 	for round := range 30 {
 		name := fmt.Sprintf("del-%d", round)
-		created := a.json("POST", cms, cm(name, ""))
-		mustCode(t, "create", created, http.StatusCreated)
+		created := a.JSON("POST", servertest.CMs, servertest.CM(name, ""))
+		servertest.MustCode(t, "create", created, http.StatusCreated)
 		before := server.UpdateConflictReads(env.Server)
 		stop := make(chan struct{})
 		var patched atomic.Int64
@@ -510,7 +472,7 @@ func TestDeleteRetryFromConflict(t *testing.T) {
 						return
 					default:
 					}
-					code, b, err := mergePatch(c, env.Config.Host+cms+"/"+name, fmt.Sprintf(`{"data":{"g%d":"%d"}}`, g, i))
+					code, b, err := mergePatch(c, env.Config.Host+servertest.CMs+"/"+name, fmt.Sprintf(`{"data":{"g%d":"%d"}}`, g, i))
 					if err != nil {
 						errs <- err
 						return
@@ -530,15 +492,15 @@ func TestDeleteRetryFromConflict(t *testing.T) {
 		for patched.Load() < 5 {
 			time.Sleep(time.Millisecond)
 		}
-		del := a.json("DELETE", cms+"/"+name, "")
+		del := a.JSON("DELETE", servertest.CMs+"/"+name, "")
 		close(stop)
 		wg.Wait()
 		close(errs)
 		for err := range errs {
 			t.Fatal(err)
 		}
-		mustCode(t, "delete", del, http.StatusOK)
-		mustCode(t, "get after delete", a.json("GET", cms+"/"+name, ""), http.StatusNotFound)
+		servertest.MustCode(t, "delete", del, http.StatusOK)
+		servertest.MustCode(t, "get after delete", a.JSON("GET", servertest.CMs+"/"+name, ""), http.StatusNotFound)
 		if server.UpdateConflictReads(env.Server) > before {
 			t.Logf("the delete of round %d conflicted and retried from the conflict's state", round)
 			return

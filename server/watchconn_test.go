@@ -1,16 +1,16 @@
 package server_test
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
+
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
 
@@ -22,9 +22,9 @@ func TestHTTP1WatchStream(t *testing.T) {
 	for _, cached := range []bool{true, false} {
 		t.Run(fmt.Sprintf("cache=%v", cached), func(t *testing.T) {
 			env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.DisableWatchCache = !cached }))
-			a := newAPI(t, env)
-			start := rvOf(t, a.json("GET", cms, ""))
-			resp, err := client(t, env, false).Get(env.Config.Host + cms + "?watch=true&timeoutSeconds=3&resourceVersion=" + start)
+			a := servertest.NewAPI(t, env)
+			start := servertest.RVOf(t, a.JSON("GET", servertest.CMs, ""))
+			resp, err := servertest.Client(t, env, false).Get(env.Config.Host + servertest.CMs + "?watch=true&timeoutSeconds=3&resourceVersion=" + start)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -41,31 +41,31 @@ func TestHTTP1WatchStream(t *testing.T) {
 			for i := range 30 {
 				data := "small"
 				if i%10 == 9 {
-					data = bigPayload
+					data = servertest.BigPayload
 				}
-				r := a.json("POST", cms, fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c%d"},"data":{"k":%q}}`, i, data))
-				if r.code != http.StatusCreated {
-					t.Fatalf("create: %d %s", r.code, r.body)
+				r := a.JSON("POST", servertest.CMs, fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c%d"},"data":{"k":%q}}`, i, data))
+				if r.Code != http.StatusCreated {
+					t.Fatalf("create: %d %s", r.Code, r.Body)
 				}
-				want = append(want, rvOf(t, r))
+				want = append(want, servertest.RVOf(t, r))
 			}
-			evs := newEvents(resp.Body)
+			evs := servertest.NewEvents(resp.Body)
 			for i, rv := range want {
-				ev, err := evs.next()
+				ev, err := evs.Next()
 				if err != nil {
 					t.Fatalf("event %d: %v", i, err)
 				}
 				if ev.Type != "ADDED" || ev.RV != rv {
 					t.Fatalf("event %d: %s %s, want ADDED %s", i, ev.Type, ev.RV, rv)
 				}
-				if i%10 == 9 && !strings.Contains(string(ev.line), bigPayload) {
-					t.Fatalf("event %d: the big object did not arrive whole (%d bytes)", i, len(ev.line))
+				if i%10 == 9 && !strings.Contains(string(ev.Line), servertest.BigPayload) {
+					t.Fatalf("event %d: the big object did not arrive whole (%d bytes)", i, len(ev.Line))
 				}
 			}
 			// The server counted what it sent.
 			const sent = `objwatch_apiserver_watch_events_total{group="",resource="configmaps",type="ADDED"} `
 			deadline := time.Now().Add(5 * time.Second)
-			for n := metricValue(a, sent); n < len(want); n = metricValue(a, sent) {
+			for n := servertest.MetricValue(a, sent); n < len(want); n = servertest.MetricValue(a, sent) {
 				if time.Now().After(deadline) {
 					t.Fatalf("ADDED events counted: %d, want at least %d", n, len(want))
 				}
@@ -73,7 +73,7 @@ func TestHTTP1WatchStream(t *testing.T) {
 			}
 			// Nothing else happens: the watch times out and the body
 			// ends with the last chunk, not a broken connection.
-			if ev, err := evs.next(); err != io.EOF {
+			if ev, err := evs.Next(); err != io.EOF {
 				t.Fatalf("after the timeout: %s %v, want io.EOF", ev.Type, err)
 			}
 		})
@@ -86,58 +86,26 @@ func TestHTTP1WatchEndsWhenClientCloses(t *testing.T) {
 	for _, cached := range []bool{true, false} {
 		t.Run(fmt.Sprintf("cache=%v", cached), func(t *testing.T) {
 			env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.DisableWatchCache = !cached }))
-			a := newAPI(t, env)
-			base := openWatches(a)
-			c := client(t, env, false)
+			a := servertest.NewAPI(t, env)
+			base := servertest.OpenWatches(a)
+			c := servertest.Client(t, env, false)
 			var bodies []io.Closer
 			for range 3 {
-				resp, err := c.Get(env.Config.Host + cms + "?watch=true")
+				resp, err := c.Get(env.Config.Host + servertest.CMs + "?watch=true")
 				if err != nil {
 					t.Fatal(err)
 				}
 				bodies = append(bodies, resp.Body)
 			}
-			if err := waitOpenWatches(a, base+3); err != nil {
+			if err := servertest.WaitOpenWatches(a, base+3); err != nil {
 				t.Fatal(err)
 			}
 			for _, b := range bodies {
 				b.Close() // before the end of the body: the connection closes
 			}
-			if err := waitOpenWatches(a, base); err != nil {
+			if err := servertest.WaitOpenWatches(a, base); err != nil {
 				t.Fatal(err)
 			}
 		})
 	}
-}
-
-// waitOpenWatches waits up to 10 s for the server's open-watch gauge of
-// ConfigMaps to read n.
-func waitOpenWatches(a *api, n int) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := openWatches(a)
-		if got == n {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return errors.New("open watches: " + fmt.Sprint(got) + ", want " + fmt.Sprint(n))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// metricValue reads one series of the server's metrics (0 when absent).
-func metricValue(a *api, series string) int {
-	a.t.Helper()
-	r := a.do("GET", "/metrics", "", nil)
-	for line := range strings.Lines(string(r.body)) {
-		if v, ok := strings.CutPrefix(line, series); ok {
-			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				a.t.Fatalf("metric %s%s: %v", series, v, err)
-			}
-			return int(n)
-		}
-	}
-	return 0
 }

@@ -1,0 +1,381 @@
+package server_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
+	"github.com/objwatch/objwatch/testenv"
+)
+
+func TestBadInputGetsStatusAndWritesNothing(t *testing.T) {
+	env := testenv.Start(t)
+	a := servertest.NewAPI(t, env)
+	big := strings.Repeat("x", 3<<20)
+	tests := []struct {
+		name, method, path, ctype, body string
+		code                            int
+		reason                          metav1.StatusReason
+		msg                             string
+	}{
+		{"malformed json", "POST", servertest.CMs, "application/json", `{"apiVersion":`, 400, metav1.StatusReasonBadRequest, "malformed"},
+		{"not an object", "POST", servertest.CMs, "application/json", `[1,2]`, 400, metav1.StatusReasonBadRequest, "not a JSON object"},
+		{"malformed yaml", "POST", servertest.CMs, "application/yaml", "a: [b\n", 400, metav1.StatusReasonBadRequest, "YAML"},
+		{"wrong apiVersion", "POST", servertest.CMs, "application/json", `{"apiVersion":"v2","kind":"ConfigMap","metadata":{"name":"a"}}`, 400, metav1.StatusReasonBadRequest, "does not match the expected API version"},
+		{"wrong kind", "POST", servertest.CMs, "application/json", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a"}}`, 400, metav1.StatusReasonBadRequest, "does not match the expected kind"},
+		{"namespace mismatch", "POST", servertest.CMs, "application/json", servertest.CM("a", `,"namespace":"other"`), 400, metav1.StatusReasonBadRequest, "does not match the namespace"},
+		{"name mismatch", "PUT", servertest.CMs + "/a", "application/json", servertest.CM("b", ""), 400, metav1.StatusReasonBadRequest, "does not match the name on the URL"},
+		{"invalid name", "POST", servertest.CMs, "application/json", servertest.CM("Not_Valid", ""), 422, metav1.StatusReasonInvalid, "metadata.name"},
+		{"missing name", "POST", servertest.CMs, "application/json", `{"apiVersion":"v1","kind":"ConfigMap"}`, 422, metav1.StatusReasonInvalid, "name or generateName is required"},
+		{"invalid data key", "POST", servertest.CMs, "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"bad key":"v"}}`, 422, metav1.StatusReasonInvalid, "data[bad key]"},
+		{"wrong field type", "POST", servertest.CMs, "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":5}`, 400, metav1.StatusReasonBadRequest, ""},
+		{"unknown resource", "GET", "/api/v1/namespaces/default/nothings", "", "", 404, metav1.StatusReasonNotFound, ""},
+		{"unknown version", "GET", "/apis/coordination.k8s.io/v9/leases", "", "", 404, metav1.StatusReasonNotFound, ""},
+		{"body too large", "POST", servertest.CMs, "application/json", servertest.CM("a", "") + big, 413, metav1.StatusReasonRequestEntityTooLarge, ""},
+		{"unknown content type", "POST", servertest.CMs, "text/plain", servertest.CM("a", ""), 415, metav1.StatusReasonUnsupportedMediaType, ""},
+		{"bad label selector", "GET", servertest.CMs + "?labelSelector=a%20in%20(", "", "", 400, metav1.StatusReasonBadRequest, ""},
+		{"bad field selector", "GET", servertest.CMs + "?fieldSelector=spec.x%3D1", "", "", 400, metav1.StatusReasonBadRequest, "field label not supported"},
+		{"non-numeric resourceVersion", "GET", servertest.CMs + "?resourceVersion=abc", "", "", 400, metav1.StatusReasonBadRequest, "resource version"},
+		{"namespace does not exist", "POST", "/api/v1/namespaces/missing/configmaps", "application/json", servertest.CM("a", ""), 404, metav1.StatusReasonNotFound, "namespaces \"missing\" not found"},
+		{"strict unknown field", "POST", servertest.CMs + "?fieldValidation=Strict", "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"bogus":1}`, 400, metav1.StatusReasonBadRequest, `unknown field "bogus"`},
+		{"bad fieldValidation", "POST", servertest.CMs + "?fieldValidation=Maybe", "application/json", servertest.CM("a", ""), 422, metav1.StatusReasonInvalid, "fieldValidation: Unsupported value"},
+		{"bad dryRun", "POST", servertest.CMs + "?dryRun=Some", "application/json", servertest.CM("a", ""), 422, metav1.StatusReasonInvalid, "dryRun: Unsupported value"},
+		{"non-numeric limit", "GET", servertest.CMs + "?limit=ten", "", "", 400, metav1.StatusReasonBadRequest, ""},
+		{"non-numeric timeoutSeconds", "GET", servertest.CMs + "?watch=1&timeoutSeconds=x", "", "", 400, metav1.StatusReasonBadRequest, ""},
+		{"bad propagationPolicy", "DELETE", servertest.CMs + "/a?propagationPolicy=Sometimes", "", "", 422, metav1.StatusReasonInvalid, "propagationPolicy: Unsupported value"},
+		{"non-numeric gracePeriodSeconds", "DELETE", servertest.CMs + "/a?gracePeriodSeconds=soon", "", "", 400, metav1.StatusReasonBadRequest, ""},
+		{"write on a watch path", "POST", "/api/v1/watch/namespaces/default/configmaps", "application/json", servertest.CM("a", ""), 405, metav1.StatusReasonMethodNotAllowed, ""},
+		{"bad patch type", "PATCH", servertest.CMs + "/a", "application/xml", `{}`, 415, metav1.StatusReasonUnsupportedMediaType, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := a.Do(tc.method, tc.path, tc.ctype, []byte(tc.body))
+			s := r.Status()
+			if r.Code != tc.code || s.Reason != tc.reason || s.Kind != "Status" || int(s.Code) != tc.code {
+				t.Fatalf("%s %s = %d %s (%s), want %d %s", tc.method, tc.path, r.Code, s.Reason, servertest.Truncate(r.Body), tc.code, tc.reason)
+			}
+			if !strings.Contains(s.Message, tc.msg) {
+				t.Fatalf("message %q does not contain %q", s.Message, tc.msg)
+			}
+		})
+	}
+	// Nothing was written by any of them.
+	r := a.JSON("GET", servertest.CMs, "")
+	if items := r.Object()["items"].([]any); len(items) != 0 {
+		t.Fatalf("configmaps after bad requests = %d, want 0", len(items))
+	}
+}
+
+func TestUnauthenticatedGets401(t *testing.T) {
+	env := testenv.Start(t)
+	c := env.HTTPClient()
+	tr := c.Transport.(*http.Transport).Clone()
+	tr.TLSClientConfig.Certificates = nil
+	anon := &http.Client{Transport: tr}
+	defer tr.CloseIdleConnections()
+	for _, token := range []string{"", "wrong"} {
+		req, _ := http.NewRequest("GET", env.Config.Host+"/api/v1/namespaces", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := anon.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Fatalf("token %q: code = %d, want 401", token, resp.StatusCode)
+		}
+	}
+	// Health checks and the version are public; a bad token is still 401.
+	for _, tc := range []struct {
+		path, token string
+		code        int
+	}{{"/healthz", "", 200}, {"/readyz", "", 200}, {"/version", "", 200}, {"/version", "wrong", 401}, {"/api", "", 401}} {
+		req, _ := http.NewRequest("GET", env.Config.Host+tc.path, nil)
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		resp, err := anon.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.code {
+			t.Errorf("GET %s (token %q) without a certificate = %d, want %d", tc.path, tc.token, resp.StatusCode, tc.code)
+		}
+	}
+	req, _ := http.NewRequest("GET", env.Config.Host+"/api/v1/namespaces", nil)
+	req.Header.Set("Authorization", "Bearer "+env.Config.BearerToken)
+	resp, err := anon.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("admin token: code = %d, want 200", resp.StatusCode)
+	}
+}
+
+func TestResourceVersionRules(t *testing.T) {
+	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.FutureRVWait = 200 * time.Millisecond }))
+	a := servertest.NewAPI(t, env)
+	first := servertest.RVOf(t, a.JSON("POST", servertest.CMs, servertest.CM("a", "")))
+	a.JSON("PUT", servertest.CMs+"/a", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v2"}}`)
+	last := servertest.RVOf(t, a.JSON("POST", servertest.CMs, servertest.CM("b", "")))
+	// NotOlderThan and resourceVersion=0 may answer from a cache that has
+	// not seen b yet (as in Kubernetes): wait until it has.
+	waitCache(t, env, servertest.CMGVR, last)
+
+	tests := []struct {
+		name   string
+		query  string
+		code   int
+		reason metav1.StatusReason
+		items  int
+	}{
+		// Invalid ListOptions are 422, as kube-apiserver's option
+		// validation answers.
+		{"match without rv", "?resourceVersionMatch=NotOlderThan", 422, metav1.StatusReasonInvalid, 0},
+		{"exact with rv 0", "?resourceVersion=0&resourceVersionMatch=Exact", 422, metav1.StatusReasonInvalid, 0},
+		{"unknown match", "?resourceVersion=1&resourceVersionMatch=Sometime", 422, metav1.StatusReasonInvalid, 0},
+		{"continue with rv", "?resourceVersion=5&continue=abc", 400, metav1.StatusReasonBadRequest, 0},
+		{"bad continue", "?continue=!!!", 400, metav1.StatusReasonBadRequest, 0},
+		{"exact old rv", "?resourceVersion=" + first + "&resourceVersionMatch=Exact", 200, "", 1},
+		{"limit implies exact", "?resourceVersion=" + first + "&limit=10", 200, "", 1},
+		{"not older than", "?resourceVersion=" + first + "&resourceVersionMatch=NotOlderThan", 200, "", 2},
+		{"too large", "?resourceVersion=999999&resourceVersionMatch=NotOlderThan", 504, metav1.StatusReasonTimeout, 0},
+		{"any", "?resourceVersion=0", 200, "", 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := a.JSON("GET", servertest.CMs+tc.query, "")
+			if r.Code != tc.code {
+				t.Fatalf("GET %s = %d (%s), want %d", tc.query, r.Code, servertest.Truncate(r.Body), tc.code)
+			}
+			if tc.code != 200 {
+				if s := r.Status(); s.Reason != tc.reason {
+					t.Fatalf("reason = %s, want %s", s.Reason, tc.reason)
+				}
+				return
+			}
+			if n := len(r.Object()["items"].([]any)); n != tc.items {
+				t.Fatalf("items = %d, want %d", n, tc.items)
+			}
+		})
+	}
+	t.Run("too large message and retry-after", func(t *testing.T) {
+		r := a.JSON("GET", servertest.CMs+"?resourceVersion=999999&resourceVersionMatch=NotOlderThan", "")
+		if s := r.Status(); s.Message != "Too large resource version" || r.Header.Get("Retry-After") == "" {
+			t.Fatalf("status = %q retry-after %q", s.Message, r.Header.Get("Retry-After"))
+		}
+	})
+	t.Run("get", func(t *testing.T) {
+		for _, q := range []struct {
+			query string
+			code  int
+		}{{"", 200}, {"?resourceVersion=0", 200}, {"?resourceVersion=" + first, 200}, {"?resourceVersion=999999", 504}, {"?resourceVersion=x", 400}} {
+			r := a.JSON("GET", servertest.CMs+"/a"+q.query, "")
+			if r.Code != q.code {
+				t.Fatalf("GET a%s = %d %s, want %d", q.query, r.Code, servertest.Truncate(r.Body), q.code)
+			}
+			if q.code == 200 && r.Object()["data"].(map[string]any)["k"] != "v2" {
+				t.Fatalf("GET a%s data = %v, want k=v2", q.query, r.Object()["data"])
+			}
+		}
+		if r := a.JSON("GET", servertest.CMs+"/missing?resourceVersion=0", ""); r.Code != 404 {
+			t.Fatalf("GET missing?resourceVersion=0 = %d, want 404", r.Code)
+		}
+	})
+	t.Run("stale update conflicts", func(t *testing.T) {
+		body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","resourceVersion":%q},"data":{"k":"v3"}}`, first)
+		r := a.JSON("PUT", servertest.CMs+"/a", body)
+		if s := r.Status(); r.Code != 409 || s.Reason != metav1.StatusReasonConflict {
+			t.Fatalf("stale update = %d %s, want 409 Conflict", r.Code, s.Reason)
+		}
+		if got := a.JSON("GET", servertest.CMs+"/a", "").Object()["data"].(map[string]any)["k"]; got != "v2" {
+			t.Fatalf("after conflict data.k = %v, want v2", got)
+		}
+	})
+	t.Run("create existing", func(t *testing.T) {
+		r := a.JSON("POST", servertest.CMs, servertest.CM("a", ""))
+		if s := r.Status(); r.Code != 409 || s.Reason != metav1.StatusReasonAlreadyExists {
+			t.Fatalf("create existing = %d %s, want 409 AlreadyExists", r.Code, s.Reason)
+		}
+	})
+	t.Run("no-op update keeps resourceVersion", func(t *testing.T) {
+		cur := a.JSON("GET", servertest.CMs+"/b", "")
+		again := a.Do("PUT", servertest.CMs+"/b", "application/json", cur.Body)
+		if servertest.RVOf(t, again) != servertest.RVOf(t, cur) {
+			t.Fatalf("no-op update changed resourceVersion %s -> %s", servertest.RVOf(t, cur), servertest.RVOf(t, again))
+		}
+	})
+}
+
+func TestPaginationAndExpiredContinue(t *testing.T) {
+	env := testenv.Start(t)
+	a := servertest.NewAPI(t, env)
+	for i := range 7 {
+		a.JSON("POST", servertest.CMs, servertest.CM(fmt.Sprintf("p%d", i), ""))
+	}
+	var names []string
+	cont := ""
+	var firstRV string
+	for page := 0; ; page++ {
+		q := "?limit=3"
+		if cont != "" {
+			q += "&continue=" + cont
+		}
+		r := a.JSON("GET", servertest.CMs+q, "")
+		if r.Code != 200 {
+			t.Fatalf("page %d: %d %s", page, r.Code, r.Body)
+		}
+		obj := r.Object()
+		md := obj["metadata"].(map[string]any)
+		if page == 0 {
+			firstRV = md["resourceVersion"].(string)
+			if md["remainingItemCount"] != float64(4) {
+				t.Fatalf("remainingItemCount = %v, want 4", md["remainingItemCount"])
+			}
+			// A write between pages does not appear in later pages.
+			a.JSON("POST", servertest.CMs, servertest.CM("p3a", ""))
+		} else if md["resourceVersion"] != firstRV {
+			t.Fatalf("page %d resourceVersion = %v, want %s", page, md["resourceVersion"], firstRV)
+		}
+		for _, it := range obj["items"].([]any) {
+			names = append(names, it.(map[string]any)["metadata"].(map[string]any)["name"].(string))
+		}
+		c, _ := md["continue"].(string)
+		if c == "" {
+			break
+		}
+		cont = c
+	}
+	if got := strings.Join(names, ","); got != "p0,p1,p2,p3,p4,p5,p6" {
+		t.Fatalf("paginated names = %s", got)
+	}
+}
+
+// A watch from a revision that neither the watch cache's history nor etcd
+// still has gets 200 and then an ERROR event 410 Expired.
+func TestWatchFromCompactedVersionGetsExpiredEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  func(*server.Config)
+	}{
+		{"etcd", func(c *server.Config) { c.DisableWatchCache = true }},
+		{"watch cache", func(c *server.Config) { c.WatchCacheWindow = time.Millisecond }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := testenv.Start(t, testenv.WithCompaction(100*time.Millisecond), testenv.WithServerConfig(tc.cfg))
+			watchCompacted(t, servertest.NewAPI(t, env))
+		})
+	}
+}
+
+func watchCompacted(t *testing.T, a *servertest.API) {
+	first := servertest.RVOf(t, a.JSON("POST", servertest.CMs, servertest.CM("w", "")))
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		a.JSON("PATCH", servertest.CMs+"/w", `{}`)
+		a.Do("PATCH", servertest.CMs+"/w", "application/merge-patch+json", []byte(fmt.Sprintf(`{"data":{"t":%q}}`, time.Now())))
+		r := a.JSON("GET", servertest.CMs+"?resourceVersion="+first+"&resourceVersionMatch=Exact", "")
+		if r.Code == 410 {
+			if s := r.Status(); s.Reason != metav1.StatusReasonExpired {
+				t.Fatalf("list of compacted rv reason = %s, want Expired", s.Reason)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("revision %s never compacted", first)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(1100 * time.Millisecond) // the cache trims its history every second
+	resp, err := a.C.Get(a.Host + servertest.CMs + "?watch=true&resourceVersion=" + first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("watch from compacted rv = %d, want 200 then an ERROR event", resp.StatusCode)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	if !sc.Scan() {
+		t.Fatalf("no event: %v", sc.Err())
+	}
+	var ev struct {
+		Type   string
+		Object metav1.Status
+	}
+	if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Type != "ERROR" || ev.Object.Code != 410 || ev.Object.Reason != metav1.StatusReasonExpired {
+		t.Fatalf("event = %s %d %s, want ERROR 410 Expired", ev.Type, ev.Object.Code, ev.Object.Reason)
+	}
+	if sc.Scan() {
+		t.Fatalf("more after the ERROR event: %s", sc.Text())
+	}
+}
+
+// A watch from a resourceVersion the server has not reached waits briefly,
+// then gets 200 and an ERROR event with the 504 "Too large resource version"
+// Status, as Kubernetes' watch cache answers.
+func TestWatchFromFutureVersion(t *testing.T) {
+	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.FutureRVWait = 200 * time.Millisecond }))
+	a := servertest.NewAPI(t, env)
+	resp, err := a.C.Get(a.Host + servertest.CMs + "?watch=true&resourceVersion=999999")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var ev struct {
+		Type   string
+		Object metav1.Status
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ev); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("watch = %d, %v", resp.StatusCode, err)
+	}
+	if ev.Type != "ERROR" || ev.Object.Code != 504 || ev.Object.Message != "Too large resource version" {
+		t.Fatalf("event = %s %d %q, want ERROR 504 Too large resource version", ev.Type, ev.Object.Code, ev.Object.Message)
+	}
+}
+
+// A continue token older than ContinueTTL gets 410 Expired carrying a fresh
+// "inconsistent continue" token, which lists the rest at the latest state.
+func TestExpiredContinueToken(t *testing.T) {
+	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.ContinueTTL = 200 * time.Millisecond }))
+	a := servertest.NewAPI(t, env)
+	for i := range 4 {
+		a.JSON("POST", servertest.CMs, servertest.CM(fmt.Sprintf("e%d", i), ""))
+	}
+	first := a.JSON("GET", servertest.CMs+"?limit=2", "")
+	cont := first.Object()["metadata"].(map[string]any)["continue"].(string)
+	time.Sleep(300 * time.Millisecond)
+	r := a.JSON("GET", servertest.CMs+"?limit=2&continue="+cont, "")
+	var st metav1.Status
+	json.Unmarshal(r.Body, &st)
+	if r.Code != 410 || st.Reason != metav1.StatusReasonExpired || st.Continue == "" {
+		t.Fatalf("expired continue = %d %s continue=%q, want 410 Expired with an inconsistent continue token", r.Code, st.Reason, st.Continue)
+	}
+	rest := a.JSON("GET", servertest.CMs+"?limit=10&continue="+st.Continue, "")
+	if rest.Code != 200 {
+		t.Fatalf("inconsistent continue = %d %s", rest.Code, rest.Body)
+	}
+	var names []string
+	for _, it := range rest.Object()["items"].([]any) {
+		names = append(names, it.(map[string]any)["metadata"].(map[string]any)["name"].(string))
+	}
+	if got := strings.Join(names, ","); got != "e2,e3" {
+		t.Fatalf("rest of the list = %s, want e2,e3", got)
+	}
+}

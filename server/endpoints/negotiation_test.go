@@ -1,0 +1,100 @@
+package endpoints_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/objwatch/objwatch/server/servertest"
+	"github.com/objwatch/objwatch/testenv"
+)
+
+const (
+	asPartial     = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+	asPartialList = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+)
+
+// TestPartialObjectMetadata: objects and lists as PartialObjectMetadata
+// and PartialObjectMetadataList on get, list, watch and writes, and
+// kube-apiserver's answers (asked of v1.37.2) when the conversion does not
+// fit or is unknown.
+func TestPartialObjectMetadata(t *testing.T) {
+	env := testenv.Start(t)
+	a := servertest.NewAPI(t, env)
+	servertest.MustCode(t, "create", a.JSON("POST", servertest.CMs, servertest.CM("p1", `,"labels":{"a":"b"}`)), http.StatusCreated)
+
+	r := a.Accept("GET", servertest.CMs+"/p1", asPartial, "", nil)
+	servertest.MustCode(t, "get", r, http.StatusOK)
+	o := r.Object()
+	md, _ := o["metadata"].(map[string]any)
+	if o["kind"] != "PartialObjectMetadata" || o["apiVersion"] != "meta.k8s.io/v1" || o["data"] != nil || md["name"] != "p1" || md["managedFields"] == nil {
+		t.Errorf("get as PartialObjectMetadata: %s", r.Body)
+	}
+	r = a.Accept("GET", servertest.CMs+"/p1", strings.Replace(asPartial, "v=v1", "v=v1beta1", 1), "", nil)
+	if r.Object()["apiVersion"] != "meta.k8s.io/v1beta1" {
+		t.Errorf("get as v1beta1: %s", r.Body)
+	}
+	// The protobuf clause first, as client-go's metadata client sends it.
+	r = a.Accept("GET", servertest.CMs, "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,"+asPartialList+",application/json", "", nil)
+	servertest.MustCode(t, "list", r, http.StatusOK)
+	var l struct {
+		Kind, APIVersion string
+		Metadata         struct{ ResourceVersion string }
+		Items            []map[string]any
+	}
+	json.Unmarshal(r.Body, &l)
+	if l.Kind != "PartialObjectMetadataList" || l.APIVersion != "meta.k8s.io/v1" || l.Metadata.ResourceVersion == "" || len(l.Items) != 1 ||
+		l.Items[0]["kind"] != "PartialObjectMetadata" || l.Items[0]["data"] != nil {
+		t.Errorf("list as PartialObjectMetadataList: %s", r.Body)
+	}
+	r = a.Accept("POST", servertest.CMs, asPartial, "application/json", []byte(servertest.CM("p2", "")))
+	servertest.MustCode(t, "create as PartialObjectMetadata", r, http.StatusCreated)
+	if r.Object()["kind"] != "PartialObjectMetadata" {
+		t.Errorf("create as PartialObjectMetadata: %s", r.Body)
+	}
+
+	for _, c := range []struct {
+		what, method, path, accept string
+		code                       int
+		msg                        string
+	}{
+		{"object as a list", "GET", servertest.CMs + "/p1", asPartialList, 406, "you requested PartialObjectMetadataList, but the requested object is not a list (*core.ConfigMap)"},
+		{"list as an object", "GET", servertest.CMs, asPartial, 406, "you requested PartialObjectMetadata, but the requested object is a list (*core.ConfigMapList)"},
+		{"cluster roles as an object", "GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles", asPartial, 406, "you requested PartialObjectMetadata, but the requested object is a list (*rbac.ClusterRoleList)"},
+		{"unknown version", "GET", servertest.CMs + "/p1", strings.Replace(asPartial, "v=v1", "v=v2", 1), 406, "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"},
+		{"unknown kind, before a create", "POST", servertest.CMs, "application/json;as=Foo;g=meta.k8s.io;v=v1", 406, "only the following media types are accepted"},
+	} {
+		r := a.Accept(c.method, c.path, c.accept, "application/json", []byte(servertest.CM("p3", "")))
+		if r.Code != c.code || !strings.Contains(r.Status().Message, c.msg) || r.Status().Reason != "NotAcceptable" {
+			t.Errorf("%s: %d %s, want %d %q", c.what, r.Code, r.Body, c.code, c.msg)
+		}
+	}
+	servertest.MustCode(t, "nothing created by the refused create", a.JSON("GET", servertest.CMs+"/p3", ""), http.StatusNotFound)
+
+	// Watches: PartialObjectMetadata events and bookmarks, as Kubernetes
+	// sends them; a PartialObjectMetadataList watch ends with nothing.
+	r = a.Accept("GET", servertest.CMs+"?watch=1&timeoutSeconds=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true", asPartial, "", nil)
+	servertest.MustCode(t, "watch", r, http.StatusOK)
+	lines := bytes.Split(bytes.TrimSpace(r.Body), []byte("\n"))
+	if len(lines) != 3 {
+		t.Fatalf("watch: %s", r.Body)
+	}
+	for i, want := range []string{"ADDED", "ADDED", "BOOKMARK"} {
+		var ev struct {
+			Type   string
+			Object map[string]any
+		}
+		json.Unmarshal(lines[i], &ev)
+		if ev.Type != want || ev.Object["kind"] != "PartialObjectMetadata" || ev.Object["apiVersion"] != "meta.k8s.io/v1" || ev.Object["data"] != nil {
+			t.Errorf("watch event %d: %s", i, lines[i])
+		}
+	}
+	start := time.Now()
+	r = a.Accept("GET", servertest.CMs+"?watch=1&timeoutSeconds=5", asPartialList, "", nil)
+	if r.Code != 200 || len(r.Body) != 0 || time.Since(start) > 4*time.Second {
+		t.Errorf("PartialObjectMetadataList watch: %d %q after %v", r.Code, r.Body, time.Since(start))
+	}
+}

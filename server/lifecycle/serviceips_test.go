@@ -1,0 +1,174 @@
+package lifecycle_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
+	"github.com/objwatch/objwatch/testenv"
+)
+
+const svcs = "/api/v1/namespaces/default/services"
+
+func svc(name, spec string) string {
+	return fmt.Sprintf(`{"apiVersion":"v1","kind":"Service","metadata":{"name":%q},"spec":{%s}}`, name, spec)
+}
+
+const svcPorts = `"selector":{"app":"web"},"ports":[{"port":80}]`
+
+func clusterIP(t *testing.T, r servertest.Response) string {
+	t.Helper()
+	ip, _ := servertest.Field(r.Object(), "spec.clusterIP").(string)
+	return ip
+}
+
+// TestServices: cluster IPs are allocated from the range, requested ones
+// honoured once, immutable, and freed on delete; headless services get
+// none; what objwatch does not do is refused.
+func TestServices(t *testing.T) {
+	env := testenv.Start(t)
+	a := servertest.NewAPI(t, env)
+	rng := netip.MustParsePrefix("10.0.0.0/24")
+
+	// The API server's own service, as kube-apiserver creates it.
+	k := a.JSON("GET", svcs+"/kubernetes", "")
+	port := env.Config.Host[strings.LastIndex(env.Config.Host, ":")+1:]
+	if k.Code != 200 || clusterIP(t, k) != "10.0.0.1" || fmt.Sprint(servertest.Field(k.Object(), "spec.ports")) != fmt.Sprintf("[map[name:https port:443 protocol:TCP targetPort:%s]]", port) {
+		t.Fatalf("default/kubernetes = %d %s, want 10.0.0.1 port 443 → %s", k.Code, k.Body, port)
+	}
+
+	r := a.JSON("POST", svcs, svc("web", svcPorts))
+	ip := clusterIP(t, r)
+	if r.Code != http.StatusCreated || !rng.Contains(netip.MustParseAddr(ip)) || ip == "10.0.0.1" || ip == "10.0.0.0" || ip == "10.0.0.255" {
+		t.Fatalf("create = %d %s, want a cluster IP in %s other than the network, broadcast and kubernetes addresses", r.Code, r.Body, rng)
+	}
+	servertest.CheckFields(t, "created service", r.Object(), map[string]any{
+		"spec.clusterIPs": "[" + ip + "]", "spec.type": "ClusterIP", "spec.ipFamilies": "[IPv4]", "spec.ipFamilyPolicy": "SingleStack",
+		"spec.sessionAffinity": "None", "spec.internalTrafficPolicy": "Cluster", "spec.ports": "[map[port:80 protocol:TCP targetPort:80]]",
+	})
+	if r := a.JSON("GET", svcs+"?fieldSelector=spec.clusterIP%3D"+ip, ""); !strings.Contains(string(r.Body), `"name":"web"`) {
+		t.Errorf("field selector spec.clusterIP = %s", r.Body)
+	}
+
+	// Addresses the test asks for by name, never the one just allocated
+	// at random.
+	other := func(want string) string {
+		if want == ip {
+			return netip.MustParseAddr(want).Next().String()
+		}
+		return want
+	}
+	changed, fixed, sixty := other("10.0.0.77"), other("10.0.0.50"), other("10.0.0.60")
+
+	// Immutable; an update that leaves it out keeps it.
+	r = a.JSON("PUT", svcs+"/web", svc("web", `"clusterIP":"`+changed+`",`+svcPorts))
+	if r.Code != http.StatusUnprocessableEntity || !strings.Contains(r.Status().Message, `spec.clusterIPs[0]: Invalid value: ["`+changed+`"]: may not change once set`) {
+		t.Errorf("update of clusterIP = %d %s, want 422", r.Code, r.Body)
+	}
+	r = a.JSON("PUT", svcs+"/web", svc("web", `"selector":{"app":"web2"},"ports":[{"port":80}]`))
+	if r.Code != 200 || clusterIP(t, r) != ip || servertest.Field(r.Object(), "spec.selector.app") != "web2" {
+		t.Errorf("update without clusterIP = %d %s, want the selector changed and %s kept", r.Code, r.Body, ip)
+	}
+
+	// A requested IP: in range, once.
+	if r := a.JSON("POST", svcs, svc("fixed", `"clusterIP":"`+fixed+`",`+svcPorts)); r.Code != http.StatusCreated || clusterIP(t, r) != fixed {
+		t.Fatalf("create with clusterIP = %d %s", r.Code, r.Body)
+	}
+	for _, tc := range []struct{ ip, want string }{
+		{fixed, "failed to allocate IP " + fixed + ": provided IP is already allocated"},
+		{ip, "provided IP is already allocated"},
+		{"10.1.0.5", `Service "other" is invalid: spec.clusterIPs: Invalid value: ["10.1.0.5"]: failed to allocate IP 10.1.0.5: the provided network does not match the current range`},
+		{"10.0.0.255", "failed to allocate IP 10.0.0.255: the provided network does not match the current range"},
+		{"10.0.0.1", "already allocated"},
+	} {
+		r := a.JSON("POST", svcs, svc("other", `"clusterIP":"`+tc.ip+`",`+svcPorts))
+		if r.Code != http.StatusUnprocessableEntity || !strings.Contains(r.Status().Message, tc.want) {
+			t.Errorf("create with clusterIP %s = %d %s, want 422 %q", tc.ip, r.Code, r.Body, tc.want)
+		}
+	}
+
+	// A create that fails after the allocation frees it.
+	if r := a.JSON("POST", svcs, svc("fixed", `"clusterIP":"`+sixty+`",`+svcPorts)); r.Code != http.StatusConflict {
+		t.Fatalf("create of an existing name = %d %s, want 409", r.Code, r.Body)
+	}
+	if r := a.JSON("POST", svcs, svc("sixty", `"clusterIP":"`+sixty+`",`+svcPorts)); r.Code != http.StatusCreated {
+		t.Errorf("%s after a failed create = %d %s, want it free", sixty, r.Code, r.Body)
+	}
+
+	// Freed on delete.
+	if r := a.JSON("DELETE", svcs+"/fixed", ""); r.Code != 200 {
+		t.Fatalf("delete = %d %s", r.Code, r.Body)
+	}
+	if r := a.JSON("POST", svcs, svc("again", `"clusterIP":"`+fixed+`",`+svcPorts)); r.Code != http.StatusCreated {
+		t.Errorf("%s after its service was deleted = %d %s, want it free", fixed, r.Code, r.Body)
+	}
+
+	// Headless and ExternalName services get no cluster IP.
+	if r := a.JSON("POST", svcs, svc("headless", `"clusterIP":"None","selector":{"app":"db"}`)); r.Code != http.StatusCreated || clusterIP(t, r) != "None" {
+		t.Errorf("headless create = %d %s", r.Code, r.Body)
+	}
+	if r := a.JSON("POST", svcs, svc("ext", `"type":"ExternalName","externalName":"db.example.com"`)); r.Code != http.StatusCreated || clusterIP(t, r) != "" {
+		t.Errorf("ExternalName create = %d %s", r.Code, r.Body)
+	}
+
+	for _, tc := range []struct{ name, spec, want string }{
+		{"nodeport", `"type":"NodePort",` + svcPorts, "objwatch does not support NodePort services"},
+		{"lb", `"type":"LoadBalancer",` + svcPorts, "objwatch does not support LoadBalancer services"},
+		{"noports", `"selector":{"app":"x"}`, "spec.ports: Required value"},
+		{"badport", `"ports":[{"port":70000}]`, "spec.ports[0].port: Invalid value"},
+		{"unnamed", `"ports":[{"port":80},{"port":81}]`, "spec.ports[0].name: Required value"},
+		{"dualstack", `"ipFamilies":["IPv4","IPv6"],` + svcPorts, "single-stack"},
+		{"ipv6", `"clusterIP":"fd00::1",` + svcPorts, `spec.clusterIPs[0]: Invalid value: ["fd00::1"]: IPv6 is not configured on this cluster`},
+	} {
+		r := a.JSON("POST", svcs, svc(tc.name, tc.spec))
+		if r.Code != http.StatusUnprocessableEntity || !strings.Contains(r.Status().Message, tc.want) {
+			t.Errorf("create %s = %d %s, want 422 %q", tc.name, r.Code, r.Body, tc.want)
+		}
+	}
+}
+
+// TestServiceIPsTwoServers: servers sharing an etcd never hand out one IP
+// twice, however their creates interleave, and a full range is an error.
+func TestServiceIPsTwoServers(t *testing.T) {
+	endpoint := testenv.StartEtcd(t)
+	small := testenv.WithServerConfig(func(c *server.Config) { c.ServiceClusterIPRange = "10.0.0.0/28" })
+	envs := []*testenv.Env{testenv.Start(t, testenv.WithEtcd(endpoint), small), testenv.Start(t, testenv.WithEtcd(endpoint), small)}
+	apis := []*servertest.API{servertest.NewAPI(t, envs[0]), servertest.NewAPI(t, envs[1])}
+	// 14 usable addresses, the first the kubernetes service's: 13 left.
+	const n = 13
+	ips := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			r := apis[i%2].JSON("POST", svcs, svc(fmt.Sprintf("s%02d", i), svcPorts))
+			if r.Code != http.StatusCreated {
+				t.Errorf("create s%02d = %d %s", i, r.Code, r.Body)
+				return
+			}
+			ips[i] = clusterIP(t, r)
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{"10.0.0.1": true}
+	for i, ip := range ips {
+		if seen[ip] {
+			t.Errorf("s%02d got %s, already given out: %v", i, ip, ips)
+		}
+		seen[ip] = true
+	}
+	if r := apis[0].JSON("POST", svcs, svc("full", svcPorts)); r.Code != http.StatusInternalServerError || !strings.Contains(r.Status().Message, "range is full") {
+		t.Errorf("create in a full range = %d %s, want 500 range is full", r.Code, r.Body)
+	}
+	// Deleting one through either server frees its IP for the other.
+	if r := apis[1].JSON("DELETE", svcs+"/s00", ""); r.Code != 200 {
+		t.Fatalf("delete = %d %s", r.Code, r.Body)
+	}
+	if r := apis[0].JSON("POST", svcs, svc("late", svcPorts)); r.Code != http.StatusCreated || clusterIP(t, r) != ips[0] {
+		t.Errorf("create after a delete = %d %s, want %s", r.Code, r.Body, ips[0])
+	}
+}
