@@ -299,10 +299,7 @@ type Server struct {
 	webhooks *webhook.Client
 	mux      *http.ServeMux
 
-	// stopping ends when Run returns; watches end with it.
-	stopping context.Context
-	stop     context.CancelFunc
-	ready    atomic.Bool
+	ready atomic.Bool
 	// storageReady waits for the watch caches (readyz
 	// poststarthook/storage-readiness).
 	storageReady *lifecycle.StorageReadiness
@@ -326,7 +323,6 @@ func New(cfg Config) (*Server, error) {
 	monitor := health.New(store, health.Config{Interval: cfg.StorageProbeInterval, UnhealthyAfter: cfg.StorageUnhealthyAfter, Log: cfg.Log})
 	cfg.Storage = monitor.Store()
 	s := &Server{cfg: cfg, store: cfg.Storage, registry: registry.New(), health: monitor}
-	s.stopping, s.stop = context.WithCancel(context.Background())
 	if err := s.build(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -387,7 +383,7 @@ func (s *Server) build() error {
 	s.pacer = watchstream.NewPacer(cfg.WatchFlushInterval, cfg.WatchFlushIntervalMax)
 	if s.api, err = endpoints.New(endpoints.Config{
 		Objects: s.objects, Registry: s.registry, Authenticator: cfg.Authenticator, Authorize: s.access.Authorize,
-		Log: cfg.Log, Metrics: cfg.Metrics, Pacer: s.pacer, Stopping: s.stopping, Audit: s.audit, Fields: fm,
+		Log: cfg.Log, Metrics: cfg.Metrics, Pacer: s.pacer, Audit: s.audit, Fields: fm,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxReadInFlight: cfg.MaxReadInFlight, MaxMutatingInFlight: cfg.MaxMutatingInFlight,
 		UserInFlightShare: cfg.UserInFlightShare, ExecutionSeats: cfg.ExecutionSeats,
 		RequestTimeout: cfg.RequestTimeout, MinWatchTimeout: cfg.MinWatchTimeout, WatchWriteTimeout: cfg.WatchWriteTimeout,
@@ -454,7 +450,7 @@ func (s *Server) components() []rungroup.Component {
 	cs = append(cs,
 		rungroup.Component{Name: "object service", Stop: s.objects.Close},
 		rungroup.Component{Name: "webhook client", Stop: s.webhooks.Close},
-		rungroup.Component{Name: "watches", Stop: s.stop}, // open watches end
+		rungroup.Component{Name: "watches", Stop: s.api.StopWatches}, // open watches end
 		rungroup.Component{Name: "watch pacer", Run: s.pacer.Run},
 		rungroup.Component{Name: "garbage collector", Run: s.gc.Run},
 		// Policies are enforced for the server's own writes too, the

@@ -179,12 +179,12 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, req *objects.Reques
 
 // readWrite reads a write request's options and its object, whose
 // apiVersion and kind must be those of typeOf.
-func (a *API) readWrite(r *http.Request, typeOf *registry.Resource) (objects.WriteOptions, *unstructured.Unstructured, error) {
+func (bs *bodies) readWrite(r *http.Request, typeOf *registry.Resource) (objects.WriteOptions, *unstructured.Unstructured, error) {
 	opts, err := parseWriteOptions(r)
 	if err != nil {
 		return opts, nil, err
 	}
-	body, err := a.readBody(r)
+	body, err := bs.readBody(r)
 	if err != nil {
 		return opts, nil, err
 	}
