@@ -65,7 +65,10 @@ type Access struct {
 	objects *objects.Service
 
 	mu      sync.Mutex
-	changed context.Context // done at the next change of the index
+	// changed is done at the next change of the index: a signal Access
+	// owns (it creates and cancels each), not a caller's context; watches
+	// join it with context.AfterFunc, which needs no goroutine per watch.
+	changed context.Context
 	change  context.CancelFunc
 	synced  chan struct{} // closed once every RBAC resource was listed
 }

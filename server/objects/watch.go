@@ -119,7 +119,10 @@ type authorizedSource struct {
 	Source
 	hooks   *hookPoints
 	req     *Request
-	changed context.Context // done when the decision may have changed
+	// changed is done when the decision may have changed: the
+	// authorizer's signal (Hooks.AuthorizationChanged), joined to each
+	// Wait's context by context.AfterFunc without a goroutine.
+	changed context.Context
 	refused error
 }
 
