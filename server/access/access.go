@@ -64,7 +64,7 @@ type Access struct {
 	index   *rbac.Index
 	objects *objects.Service
 
-	mu      sync.Mutex
+	mu sync.Mutex
 	// changed is done at the next change of the index: a signal Access
 	// owns (it creates and cancels each), not a caller's context; watches
 	// join it with context.AfterFunc, which needs no goroutine per watch.
