@@ -74,7 +74,7 @@ import (
 	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/server/rungroup"
 	"github.com/objwatch/objwatch/server/watchstream"
-	"github.com/objwatch/objwatch/server/webhook"
+	"github.com/objwatch/objwatch/server/webhookclient"
 	"github.com/objwatch/objwatch/storage"
 	"github.com/objwatch/objwatch/storage/health"
 )
@@ -296,7 +296,7 @@ type Server struct {
 	pacer     *watchstream.Pacer
 	audit     *audit.Log // nil: no audit log
 	// webhooks calls admission and conversion webhooks.
-	webhooks *webhook.Client
+	webhooks *webhookclient.Client
 	mux      *http.ServeMux
 
 	ready atomic.Bool
@@ -351,7 +351,7 @@ func (s *Server) build() error {
 	}
 	// Admission and conversion webhooks' Services are resolved by the
 	// lifecycle (ExternalName only).
-	s.webhooks = webhook.New(s.lifecycle.ServiceIPs.ResolveService)
+	s.webhooks = webhookclient.New(s.lifecycle.ServiceIPs.ResolveService)
 	if s.admissionWebhooks, err = admissionwebhook.New(admissionwebhook.Config{Registry: s.registry, Client: s.webhooks, Log: cfg.Log, Authorized: s.access.Authorized}); err != nil {
 		return err
 	}
