@@ -66,7 +66,7 @@ import (
 	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/encryption"
 	"github.com/objwatch/objwatch/server/endpoints"
-	"github.com/objwatch/objwatch/server/fields"
+	"github.com/objwatch/objwatch/server/fieldmanager"
 	"github.com/objwatch/objwatch/server/gc/runner"
 	"github.com/objwatch/objwatch/server/lifecycle"
 	"github.com/objwatch/objwatch/server/objects"
@@ -356,7 +356,7 @@ func (s *Server) build() error {
 		return err
 	}
 	builtinModels := func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(s.registry) }
-	fm, err := fields.New(fields.Config{Registry: s.registry, Verify: cfg.Verify, BuiltinModels: builtinModels})
+	fm, err := fieldmanager.New(fieldmanager.Config{Registry: s.registry, Verify: cfg.Verify, BuiltinModels: builtinModels})
 	if err != nil {
 		return err
 	}
@@ -375,7 +375,7 @@ func (s *Server) build() error {
 		FutureRVWait: cfg.FutureRVWait, ContinueTTL: cfg.ContinueTTL, BookmarkInterval: cfg.BookmarkInterval,
 		DisableWatchCache: cfg.DisableWatchCache, WatchCacheWindow: cfg.WatchCacheWindow,
 		WatchCacheCompactionPoll: cfg.WatchCacheCompactionPoll, WatchBufferEvents: cfg.WatchBufferEvents, Verify: cfg.Verify,
-		Hooks: chainHooks(s.admission), Fields: fm, DebugFault: cfg.DebugFault, CacheStartDelay: cfg.WatchCacheStartDelay,
+		Hooks: chainHooks(s.admission), FieldManager: fm, DebugFault: cfg.DebugFault, CacheStartDelay: cfg.WatchCacheStartDelay,
 	}); err != nil {
 		return err
 	}
@@ -383,7 +383,7 @@ func (s *Server) build() error {
 	s.pacer = watchstream.NewPacer(cfg.WatchFlushInterval, cfg.WatchFlushIntervalMax)
 	if s.api, err = endpoints.New(endpoints.Config{
 		Objects: s.objects, Registry: s.registry, Authenticator: cfg.Authenticator, Authorize: s.access.Authorize,
-		Log: cfg.Log, Metrics: cfg.Metrics, Pacer: s.pacer, Audit: s.audit, Fields: fm,
+		Log: cfg.Log, Metrics: cfg.Metrics, Pacer: s.pacer, Audit: s.audit, FieldManager: fm,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxReadInFlight: cfg.MaxReadInFlight, MaxMutatingInFlight: cfg.MaxMutatingInFlight,
 		UserInFlightShare: cfg.UserInFlightShare, ExecutionSeats: cfg.ExecutionSeats,
 		RequestTimeout: cfg.RequestTimeout, MinWatchTimeout: cfg.MinWatchTimeout, WatchWriteTimeout: cfg.WatchWriteTimeout,

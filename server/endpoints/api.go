@@ -87,7 +87,7 @@ import (
 	"github.com/objwatch/objwatch/server/apistatus"
 	"github.com/objwatch/objwatch/server/audit"
 	"github.com/objwatch/objwatch/server/auth"
-	"github.com/objwatch/objwatch/server/fields"
+	"github.com/objwatch/objwatch/server/fieldmanager"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/server/watchstream"
@@ -114,9 +114,9 @@ type Config struct {
 	Pacer *watchstream.Pacer
 	// Audit records requests (WithAudit); nil records nothing.
 	Audit *audit.Log
-	// Fields does server-side apply through the scale subresource; nil:
+	// FieldManager does server-side apply through the scale subresource; nil:
 	// such applies are 415, as applies are without a field manager.
-	Fields *fields.Manager
+	FieldManager *fieldmanager.Manager
 
 	MaxRequestBytes                      int64
 	MaxReadInFlight, MaxMutatingInFlight int

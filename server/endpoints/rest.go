@@ -11,7 +11,7 @@ import (
 
 	"github.com/objwatch/objwatch/server/apistatus"
 	"github.com/objwatch/objwatch/server/auth"
-	"github.com/objwatch/objwatch/server/fields"
+	"github.com/objwatch/objwatch/server/fieldmanager"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
 )
@@ -93,7 +93,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, req *objects.Request)
 	for i, it := range l.Items {
 		out[i] = it.Object
 		if neg.drop {
-			out[i] = fields.WithoutManagedFields(it.Object)
+			out[i] = fieldmanager.WithoutManagedFields(it.Object)
 		}
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{

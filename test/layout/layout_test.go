@@ -75,7 +75,7 @@ func TestServerImportsPointDown(t *testing.T) {
 		"server/objects":           3,
 		"server/versions":          2, // admission's view of the served versions (equivalence, conversion)
 		"server/gc":                2,
-		"server/fields":            2,
+		"server/fieldmanager":      2,
 		"server/encryption":        2,
 		"server/rbac":              1,
 		"server/registry":          1,
