@@ -114,8 +114,8 @@ type Config struct {
 	Pacer *watchstream.Pacer
 	// Audit records requests (WithAudit); nil records nothing.
 	Audit *audit.Log
-	// FieldManager does server-side apply through the scale subresource; nil:
-	// such applies are 415, as applies are without a field manager.
+	// FieldManager does server-side apply through the scale subresource;
+	// nil: such applies are 415, as applies are without a field manager.
 	FieldManager *fieldmanager.Manager
 
 	MaxRequestBytes                      int64
