@@ -66,7 +66,7 @@ import (
 	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/encryption"
 	"github.com/objwatch/objwatch/server/endpoints"
-	"github.com/objwatch/objwatch/server/fields"
+	"github.com/objwatch/objwatch/server/fieldmanager"
 	"github.com/objwatch/objwatch/server/gc/runner"
 	"github.com/objwatch/objwatch/server/lifecycle"
 	"github.com/objwatch/objwatch/server/objects"
@@ -74,7 +74,7 @@ import (
 	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/server/rungroup"
 	"github.com/objwatch/objwatch/server/watchstream"
-	"github.com/objwatch/objwatch/server/webhook"
+	"github.com/objwatch/objwatch/server/webhookclient"
 	"github.com/objwatch/objwatch/storage"
 	"github.com/objwatch/objwatch/storage/health"
 )
@@ -296,13 +296,10 @@ type Server struct {
 	pacer     *watchstream.Pacer
 	audit     *audit.Log // nil: no audit log
 	// webhooks calls admission and conversion webhooks.
-	webhooks *webhook.Client
+	webhooks *webhookclient.Client
 	mux      *http.ServeMux
 
-	// stopping ends when Run returns; watches end with it.
-	stopping context.Context
-	stop     context.CancelFunc
-	ready    atomic.Bool
+	ready atomic.Bool
 	// storageReady waits for the watch caches (readyz
 	// poststarthook/storage-readiness).
 	storageReady *lifecycle.StorageReadiness
@@ -326,7 +323,6 @@ func New(cfg Config) (*Server, error) {
 	monitor := health.New(store, health.Config{Interval: cfg.StorageProbeInterval, UnhealthyAfter: cfg.StorageUnhealthyAfter, Log: cfg.Log})
 	cfg.Storage = monitor.Store()
 	s := &Server{cfg: cfg, store: cfg.Storage, registry: registry.New(), health: monitor}
-	s.stopping, s.stop = context.WithCancel(context.Background())
 	if err := s.build(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -355,12 +351,12 @@ func (s *Server) build() error {
 	}
 	// Admission and conversion webhooks' Services are resolved by the
 	// lifecycle (ExternalName only).
-	s.webhooks = webhook.New(s.lifecycle.ServiceIPs.ResolveService)
+	s.webhooks = webhookclient.New(s.lifecycle.ServiceIPs.ResolveService)
 	if s.admissionWebhooks, err = admissionwebhook.New(admissionwebhook.Config{Registry: s.registry, Client: s.webhooks, Log: cfg.Log, Authorized: s.access.Authorized}); err != nil {
 		return err
 	}
 	builtinModels := func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(s.registry) }
-	fm, err := fields.New(fields.Config{Registry: s.registry, Verify: cfg.Verify, BuiltinModels: builtinModels})
+	fm, err := fieldmanager.New(fieldmanager.Config{Registry: s.registry, Verify: cfg.Verify, BuiltinModels: builtinModels})
 	if err != nil {
 		return err
 	}
@@ -379,7 +375,7 @@ func (s *Server) build() error {
 		FutureRVWait: cfg.FutureRVWait, ContinueTTL: cfg.ContinueTTL, BookmarkInterval: cfg.BookmarkInterval,
 		DisableWatchCache: cfg.DisableWatchCache, WatchCacheWindow: cfg.WatchCacheWindow,
 		WatchCacheCompactionPoll: cfg.WatchCacheCompactionPoll, WatchBufferEvents: cfg.WatchBufferEvents, Verify: cfg.Verify,
-		Hooks: chainHooks(s.admission), Fields: fm, DebugFault: cfg.DebugFault, CacheStartDelay: cfg.WatchCacheStartDelay,
+		Hooks: chainHooks(s.admission), FieldManager: fm, DebugFault: cfg.DebugFault, CacheStartDelay: cfg.WatchCacheStartDelay,
 	}); err != nil {
 		return err
 	}
@@ -387,7 +383,7 @@ func (s *Server) build() error {
 	s.pacer = watchstream.NewPacer(cfg.WatchFlushInterval, cfg.WatchFlushIntervalMax)
 	if s.api, err = endpoints.New(endpoints.Config{
 		Objects: s.objects, Registry: s.registry, Authenticator: cfg.Authenticator, Authorize: s.access.Authorize,
-		Log: cfg.Log, Metrics: cfg.Metrics, Pacer: s.pacer, Stopping: s.stopping, Audit: s.audit, Fields: fm,
+		Log: cfg.Log, Metrics: cfg.Metrics, Pacer: s.pacer, Audit: s.audit, FieldManager: fm,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxReadInFlight: cfg.MaxReadInFlight, MaxMutatingInFlight: cfg.MaxMutatingInFlight,
 		UserInFlightShare: cfg.UserInFlightShare, ExecutionSeats: cfg.ExecutionSeats,
 		RequestTimeout: cfg.RequestTimeout, MinWatchTimeout: cfg.MinWatchTimeout, WatchWriteTimeout: cfg.WatchWriteTimeout,
@@ -454,7 +450,7 @@ func (s *Server) components() []rungroup.Component {
 	cs = append(cs,
 		rungroup.Component{Name: "object service", Stop: s.objects.Close},
 		rungroup.Component{Name: "webhook client", Stop: s.webhooks.Close},
-		rungroup.Component{Name: "watches", Stop: s.stop}, // open watches end
+		rungroup.Component{Name: "watches", Stop: s.api.StopWatches}, // open watches end
 		rungroup.Component{Name: "watch pacer", Run: s.pacer.Run},
 		rungroup.Component{Name: "garbage collector", Run: s.gc.Run},
 		// Policies are enforced for the server's own writes too, the

@@ -64,8 +64,11 @@ type Access struct {
 	index   *rbac.Index
 	objects *objects.Service
 
-	mu      sync.Mutex
-	changed context.Context // done at the next change of the index
+	mu sync.Mutex
+	// changed is done at the next change of the index: a signal Access
+	// owns (it creates and cancels each), not a caller's context; watches
+	// join it with context.AfterFunc, which needs no goroutine per watch.
+	changed context.Context
 	change  context.CancelFunc
 	synced  chan struct{} // closed once every RBAC resource was listed
 }

@@ -7,7 +7,7 @@
 // # The webhook call
 //
 // It is kube-apiserver's (k8s.io/apiextensions-apiserver
-// pkg/apiserver/conversion webhook_converter.go), made over package webhook
+// pkg/apiserver/conversion webhook_converter.go), made over package webhookclient
 // instead of client-go's REST client: a ConversionReview of the first of
 // spec.conversion.webhook.conversionReviewVersions objwatch knows (v1 or
 // v1beta1) with a new request uid, the desiredAPIVersion and the objects
@@ -61,7 +61,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/objwatch/objwatch/server/registry/crd"
-	"github.com/objwatch/objwatch/server/webhook"
+	"github.com/objwatch/objwatch/server/webhookclient"
 )
 
 const (
@@ -77,7 +77,7 @@ const (
 // For returns the converter of a CRD whose Definition is def: a Webhook
 // when its conversion strategy is Webhook (calling it through client),
 // else a None.
-func For(client *webhook.Client, c *apiextensionsv1.CustomResourceDefinition, def *crd.Definition) (Converter, error) {
+func For(client *webhookclient.Client, c *apiextensionsv1.CustomResourceDefinition, def *crd.Definition) (Converter, error) {
 	if !def.Webhook() {
 		return None{def: def}, nil
 	}
@@ -86,7 +86,7 @@ func For(client *webhook.Client, c *apiextensionsv1.CustomResourceDefinition, de
 	}
 	conv := c.Spec.Conversion
 	cc := conv.Webhook.ClientConfig
-	ep := webhook.Endpoint{CABundle: cc.CABundle}
+	ep := webhookclient.Endpoint{CABundle: cc.CABundle}
 	if len(bytes.TrimSpace(ep.CABundle)) == 0 {
 		ep.CABundle = nil // as kube-apiserver: a blank bundle is none
 	}
@@ -94,7 +94,7 @@ func For(client *webhook.Client, c *apiextensionsv1.CustomResourceDefinition, de
 	case cc.URL != nil:
 		ep.URL = *cc.URL
 	case cc.Service != nil:
-		ep.Service = &webhook.ServiceRef{Namespace: cc.Service.Namespace, Name: cc.Service.Name}
+		ep.Service = &webhookclient.ServiceRef{Namespace: cc.Service.Namespace, Name: cc.Service.Name}
 		if cc.Service.Path != nil {
 			ep.Service.Path = *cc.Service.Path
 		}
@@ -137,9 +137,9 @@ func (n None) Convert(_ context.Context, objs []*unstructured.Unstructured, vers
 
 // Webhook converts through a CRD's conversion webhook.
 type Webhook struct {
-	client         *webhook.Client
+	client         *webhookclient.Client
 	def            *crd.Definition
-	ep             webhook.Endpoint
+	ep             webhookclient.Endpoint
 	reviewVersions []string
 }
 
@@ -348,7 +348,7 @@ func checkResponse(apiVersion string, uid types.UID, resp *review) error {
 // of its status ("an error on the server (\"boom\") has prevented the
 // request from succeeding").
 func callMessage(err error) string {
-	var ce *webhook.CallError
+	var ce *webhookclient.CallError
 	if errors.As(err, &ce) && ce.Status != 0 {
 		body := strings.TrimSpace(strings.TrimPrefix(ce.Err.Error(), fmt.Sprintf("the server responded with status %d: ", ce.Status)))
 		return apierrors.NewGenericServerResponse(ce.Status, http.MethodPost, schema.GroupResource{}, "", body, 0, true).Error()

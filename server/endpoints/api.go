@@ -67,7 +67,7 @@
 //
 // An API is safe for concurrent use by any number of requests. It starts
 // no goroutines; each watch runs on its request's goroutine and ends when
-// the request, its timeout or Config.Stopping ends.
+// the request, its timeout or StopWatches ends.
 package endpoints
 
 import (
@@ -87,7 +87,7 @@ import (
 	"github.com/objwatch/objwatch/server/apistatus"
 	"github.com/objwatch/objwatch/server/audit"
 	"github.com/objwatch/objwatch/server/auth"
-	"github.com/objwatch/objwatch/server/fields"
+	"github.com/objwatch/objwatch/server/fieldmanager"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/server/watchstream"
@@ -112,13 +112,11 @@ type Config struct {
 	Metrics prometheus.Registerer
 	// Pacer batches busy watches' output (see watchstream.Pacer).
 	Pacer *watchstream.Pacer
-	// Stopping ends every open watch when it is done.
-	Stopping context.Context
 	// Audit records requests (WithAudit); nil records nothing.
 	Audit *audit.Log
-	// Fields does server-side apply through the scale subresource; nil:
-	// such applies are 415, as applies are without a field manager.
-	Fields *fields.Manager
+	// FieldManager does server-side apply through the scale subresource;
+	// nil: such applies are 415, as applies are without a field manager.
+	FieldManager *fieldmanager.Manager
 
 	MaxRequestBytes                      int64
 	MaxReadInFlight, MaxMutatingInFlight int
@@ -136,13 +134,20 @@ type Config struct {
 	WatchWriteTimeout time.Duration
 }
 
-// API serves the resource, discovery and root paths.
+// API serves the resource, discovery and root paths. Its concerns are
+// types of their own, embedded by value (no indirection on a request's
+// path): discovery documents (discovery.go), request bodies (body.go) and
+// the watch loop (watch.go); API itself keeps the filters, the limits and
+// the verbs.
 type API struct {
+	discovery
+	bodies
+	watches
+
 	cfg      Config
 	objects  *objects.Service
 	registry *registry.Registry
 	metrics  *metrics
-	pacer    *watchstream.Pacer
 
 	reads, mutations *inFlight
 	seats            *fairQueue
@@ -151,7 +156,7 @@ type API struct {
 
 // New returns an API and registers its metrics.
 func New(cfg Config) (*API, error) {
-	if cfg.Objects == nil || cfg.Registry == nil || cfg.Pacer == nil || cfg.Stopping == nil || cfg.Log == nil {
+	if cfg.Objects == nil || cfg.Registry == nil || cfg.Pacer == nil || cfg.Log == nil {
 		return nil, errors.New("endpoints: incomplete config")
 	}
 	limitJSONPatchCopies(cfg.MaxRequestBytes)
@@ -161,10 +166,15 @@ func New(cfg Config) (*API, error) {
 	if err != nil {
 		return nil, fmt.Errorf("endpoints: %w", err)
 	}
-	return &API{
-		cfg: cfg, objects: cfg.Objects, registry: cfg.Registry, metrics: m, pacer: cfg.Pacer,
+	a := &API{
+		discovery: discovery{registry: cfg.Registry},
+		bodies:    bodies{maxBytes: cfg.MaxRequestBytes},
+		watches:   watches{metrics: m, pacer: cfg.Pacer},
+		cfg:       cfg, objects: cfg.Objects, registry: cfg.Registry, metrics: m,
 		reads: reads, mutations: mutations, seats: newFairQueue(cfg.ExecutionSeats),
-	}, nil
+	}
+	a.stopping, a.stop = context.WithCancel(context.Background())
+	return a, nil
 }
 
 // WithAuthentication authenticates every request but the health checks

@@ -20,12 +20,16 @@ import (
 	"github.com/objwatch/objwatch/server/registry"
 )
 
+// bodies reads request bodies within the size limit (413 beyond it).
+// Immutable; safe for concurrent use.
+type bodies struct{ maxBytes int64 }
+
 // readBody reads the request body, enforcing the size limit (413).
-func (a *API) readBody(r *http.Request) ([]byte, error) {
-	if r.ContentLength > a.cfg.MaxRequestBytes {
-		return nil, tooBig(a.cfg.MaxRequestBytes)
+func (bs *bodies) readBody(r *http.Request) ([]byte, error) {
+	if r.ContentLength > bs.maxBytes {
+		return nil, tooBig(bs.maxBytes)
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, a.cfg.MaxRequestBytes+1))
+	b, err := io.ReadAll(io.LimitReader(r.Body, bs.maxBytes+1))
 	if err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) || r.Context().Err() != nil {
 			// The body did not arrive before the request's deadline (set
@@ -34,8 +38,8 @@ func (a *API) readBody(r *http.Request) ([]byte, error) {
 		}
 		return nil, apistatus.BadRequest("read request body: %v", err)
 	}
-	if int64(len(b)) > a.cfg.MaxRequestBytes {
-		return nil, tooBig(a.cfg.MaxRequestBytes)
+	if int64(len(b)) > bs.maxBytes {
+		return nil, tooBig(bs.maxBytes)
 	}
 	return b, nil
 }
@@ -45,11 +49,11 @@ func (a *API) readBody(r *http.Request) ([]byte, error) {
 // admission slot of its user's share, never a seat. What it read and the
 // error that ended the read are replayed to readBody, so that a request's
 // errors keep their order (a bad option or media type before a body's).
-func (a *API) prereadBody(r *http.Request) {
-	if r.Body == nil || r.Body == http.NoBody || r.ContentLength > a.cfg.MaxRequestBytes {
+func (bs *bodies) prereadBody(r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength > bs.maxBytes {
 		return
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, a.cfg.MaxRequestBytes+1))
+	b, err := io.ReadAll(io.LimitReader(r.Body, bs.maxBytes+1))
 	r.Body = &replayedBody{r: bytes.NewReader(b), err: err, c: r.Body}
 }
 

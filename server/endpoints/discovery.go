@@ -9,12 +9,14 @@ import (
 	"github.com/objwatch/objwatch/server/registry"
 )
 
-// Discovery follows Kubernetes' legacy (unaggregated) discovery documents;
+// discovery serves Kubernetes' legacy (unaggregated) discovery documents;
 // clients that ask for aggregated discovery fall back to these when the
-// response is not the aggregated type.
+// response is not the aggregated type. Safe for concurrent use (the
+// registry is).
+type discovery struct{ registry *registry.Registry }
 
 // DiscoveryAPI serves /api.
-func (a *API) DiscoveryAPI(w http.ResponseWriter, r *http.Request) {
+func (d *discovery) DiscoveryAPI(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusOK, &metav1.APIVersions{
 		TypeMeta: metav1.TypeMeta{Kind: "APIVersions"},
 		Versions: []string{"v1"},
@@ -24,9 +26,9 @@ func (a *API) DiscoveryAPI(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (a *API) apiGroups() []metav1.APIGroup {
+func (d *discovery) apiGroups() []metav1.APIGroup {
 	var out []metav1.APIGroup
-	for g, vs := range a.registry.Groups() {
+	for g, vs := range d.registry.Groups() {
 		if g == "" {
 			continue
 		}
@@ -46,16 +48,16 @@ func apiGroup(g string, vs []string) metav1.APIGroup {
 }
 
 // DiscoveryAPIs serves /apis.
-func (a *API) DiscoveryAPIs(w http.ResponseWriter, r *http.Request) {
+func (d *discovery) DiscoveryAPIs(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusOK, &metav1.APIGroupList{
 		TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"},
-		Groups:   a.apiGroups(),
+		Groups:   d.apiGroups(),
 	})
 }
 
 // discoveryGroup serves /apis/<group>; ok is false if the group is unknown.
-func (a *API) discoveryGroup(w http.ResponseWriter, group string) bool {
-	vs, ok := a.registry.Groups()[group]
+func (d *discovery) discoveryGroup(w http.ResponseWriter, group string) bool {
+	vs, ok := d.registry.Groups()[group]
 	if !ok || group == "" {
 		return false
 	}
@@ -65,7 +67,7 @@ func (a *API) discoveryGroup(w http.ResponseWriter, group string) bool {
 }
 
 // discoveryResources serves /api/v1 and /apis/<group>/<version>.
-func (a *API) discoveryResources(w http.ResponseWriter, group, version string) bool {
+func (d *discovery) discoveryResources(w http.ResponseWriter, group, version string) bool {
 	list := &metav1.APIResourceList{
 		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
 		GroupVersion: version,
@@ -74,7 +76,7 @@ func (a *API) discoveryResources(w http.ResponseWriter, group, version string) b
 		list.GroupVersion = group + "/" + version
 	}
 	found := false
-	for _, res := range a.registry.Resources() {
+	for _, res := range d.registry.Resources() {
 		if res.Group != group || res.Version != version {
 			continue
 		}
@@ -145,9 +147,9 @@ func (a *API) Resources(w http.ResponseWriter, r *http.Request) {
 }
 
 // RootPaths lists the served paths, as GET / does in Kubernetes.
-func (a *API) RootPaths(w http.ResponseWriter, r *http.Request) {
+func (d *discovery) RootPaths(w http.ResponseWriter, r *http.Request) {
 	paths := []string{"/api", "/api/v1", "/apis", "/healthz", "/livez", "/metrics", "/openapi/v2", "/openapi/v3", "/readyz", "/version"}
-	for g, vs := range a.registry.Groups() {
+	for g, vs := range d.registry.Groups() {
 		if g == "" {
 			continue
 		}

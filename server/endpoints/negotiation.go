@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/objwatch/objwatch/server/apistatus"
-	"github.com/objwatch/objwatch/server/fields"
+	"github.com/objwatch/objwatch/server/fieldmanager"
 	"github.com/objwatch/objwatch/server/registry"
 )
 
@@ -73,7 +73,7 @@ func negotiate(r *http.Request) (output, error) {
 func clauseOutput(params map[string]string) (output, bool) {
 	var o output
 	as, g, v := params["as"], params["g"], params["v"]
-	o.drop = fields.DropsManagedFields(params[fields.DropParameter])
+	o.drop = fieldmanager.DropsManagedFields(params[fieldmanager.DropParameter])
 	if as == "" && g == "" && v == "" {
 		return o, true
 	}
@@ -132,7 +132,7 @@ func (o output) object(res *registry.Resource, obj *unstructured.Unstructured) (
 		return nil, notAcceptable("you requested PartialObjectMetadataList, but the requested object is not a list (%s)", goType(res, false))
 	}
 	if o.drop {
-		return fields.WithoutManagedFields(obj.Object), nil
+		return fieldmanager.WithoutManagedFields(obj.Object), nil
 	}
 	return obj.Object, nil
 }
@@ -181,5 +181,5 @@ func (o output) rawJSON(b []byte) ([]byte, error) {
 	if !o.drop {
 		return b, nil
 	}
-	return fields.DropManagedFieldsJSON(b)
+	return fieldmanager.DropManagedFieldsJSON(b)
 }

@@ -159,9 +159,9 @@ func managerFromUserAgent(ua string) string {
 
 // deleteOptions reads a DELETE's options: from its body if it has one,
 // otherwise from the query, as Kubernetes does.
-func (a *API) deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
+func (bs *bodies) deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) {
 	opts := &metav1.DeleteOptions{}
-	body, err := a.readBody(r)
+	body, err := bs.readBody(r)
 	if err != nil {
 		return nil, err
 	}

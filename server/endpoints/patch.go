@@ -100,8 +100,8 @@ func (a *API) apply(w http.ResponseWriter, r *http.Request, req *objects.Request
 // readApply reads the body of an apply, as kube-apiserver decodes it
 // (sigs.k8s.io/yaml), but with integers as int64, as the service decodes
 // every object.
-func (a *API) readApply(r *http.Request) (*unstructured.Unstructured, error) {
-	body, err := a.readBody(r)
+func (bs *bodies) readApply(r *http.Request) (*unstructured.Unstructured, error) {
+	body, err := bs.readBody(r)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ type patchBody struct {
 
 // readPatch reads a PATCH request's body and checks its type: strategic
 // merge patch only where res has a PatchSchema.
-func (a *API) readPatch(r *http.Request, res *registry.Resource) (*patchBody, error) {
+func (bs *bodies) readPatch(r *http.Request, res *registry.Resource) (*patchBody, error) {
 	pt := mediaType(r)
 	switch pt {
 	case "application/json-patch+json", "application/merge-patch+json":
@@ -149,7 +149,7 @@ func (a *API) readPatch(r *http.Request, res *registry.Resource) (*patchBody, er
 		return nil, apistatus.New(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
 			fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got %s)", pt))
 	}
-	body, err := a.readBody(r)
+	body, err := bs.readBody(r)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/objwatch/objwatch/server/apistatus"
 	"github.com/objwatch/objwatch/server/auth"
-	"github.com/objwatch/objwatch/server/fields"
+	"github.com/objwatch/objwatch/server/fieldmanager"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
 )
@@ -96,7 +96,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, req *objects.Request)
 	for i, it := range l.Items {
 		out[i] = it.Object
 		if neg.drop {
-			out[i] = fields.WithoutManagedFields(it.Object)
+			out[i] = fieldmanager.WithoutManagedFields(it.Object)
 		}
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{
@@ -202,12 +202,12 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, req *objects.Reques
 
 // readWrite reads a write request's options and its object, whose
 // apiVersion and kind must be those of typeOf.
-func (a *API) readWrite(r *http.Request, typeOf *registry.Resource) (objects.WriteOptions, *unstructured.Unstructured, error) {
+func (bs *bodies) readWrite(r *http.Request, typeOf *registry.Resource) (objects.WriteOptions, *unstructured.Unstructured, error) {
 	opts, err := parseWriteOptions(r)
 	if err != nil {
 		return opts, nil, err
 	}
-	body, err := a.readBody(r)
+	body, err := bs.readBody(r)
 	if err != nil {
 		return opts, nil, err
 	}

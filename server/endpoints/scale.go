@@ -179,7 +179,7 @@ func (a *API) patchScale(w http.ResponseWriter, r *http.Request, req *objects.Re
 // are written to the object.
 func (a *API) applyScale(w http.ResponseWriter, r *http.Request, req *objects.Request, info requestInfo, opts objects.WriteOptions) error {
 	res := req.Resource
-	if a.cfg.Fields == nil {
+	if a.cfg.FieldManager == nil {
 		return apistatus.New(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, "server-side apply is not enabled on this server")
 	}
 	patch, err := a.readApply(r)
@@ -194,7 +194,7 @@ func (a *API) applyScale(w http.ResponseWriter, r *http.Request, req *objects.Re
 		if !found {
 			old.Spec.Replicas = noSpecReplicas
 		}
-		sc, managed, err := a.cfg.Fields.ApplyScale(res, cur, old, patch, opts.FieldManager, opts.Force)
+		sc, managed, err := a.cfg.FieldManager.ApplyScale(res, cur, old, patch, opts.FieldManager, opts.Force)
 		if err != nil {
 			if _, ok := err.(apierrors.APIStatus); ok {
 				return nil, err

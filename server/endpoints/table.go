@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/jsonpath"
 
-	"github.com/objwatch/objwatch/server/fields"
+	"github.com/objwatch/objwatch/server/fieldmanager"
 	"github.com/objwatch/objwatch/server/registry"
 )
 
@@ -91,7 +91,7 @@ func rowObject(o *unstructured.Unstructured, version, includeObject string, drop
 		return runtime.RawExtension{}
 	case "Object":
 		if drop {
-			o = fields.WithoutManagedFieldsObject(o)
+			o = fieldmanager.WithoutManagedFieldsObject(o)
 		}
 		return runtime.RawExtension{Object: o}
 	}

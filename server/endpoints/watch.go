@@ -67,7 +67,7 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, req *objects.Request
 	ctx, cancel := context.WithTimeout(r.Context(), opts.Timeout)
 	defer cancel()
 	// A stopping server ends its watches (without a goroutine per watch).
-	defer context.AfterFunc(a.cfg.Stopping, cancel)()
+	defer context.AfterFunc(a.stopping, cancel)()
 	ww := watchstream.NewWriter(w, r, flusher, a.cfg.WatchWriteTimeout, cancel)
 	defer ww.Stop()
 
@@ -101,6 +101,23 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, req *objects.Request
 	}
 }
 
+// watches runs the loop of every watch (serveWatch) and ends them all
+// when the server stops (StopWatches). Safe for concurrent use.
+type watches struct {
+	metrics *metrics
+	pacer   *watchstream.Pacer
+	// stopping is a lifetime watches owns, not a caller's context: it is
+	// never handed out, only joined to each watch's own context by
+	// context.AfterFunc, which needs no goroutine per watch (a done
+	// channel would).
+	stopping context.Context
+	stop     context.CancelFunc
+}
+
+// StopWatches ends every open watch and any started later. Call it when
+// the server stops.
+func (ws *watches) StopWatches() { ws.stop() }
+
 // watchRequest is how a watch renders its events.
 type watchRequest struct {
 	output // negotiated from the Accept header
@@ -113,23 +130,23 @@ type watchRequest struct {
 // of that window. A watch receiving many events gets them in few writes
 // (fewer system calls and TLS records) at a bounded extra latency; a quiet
 // watch's event goes out at once.
-func (a *API) serveWatch(ctx context.Context, ww *watchstream.Writer, res *registry.Resource, wr *watchRequest, src objects.Source) {
+func (ws *watches) serveWatch(ctx context.Context, ww *watchstream.Writer, res *registry.Resource, wr *watchRequest, src objects.Source) {
 	defer src.Stop()
 	ww.Start()
 	enc := json.NewEncoder(ww)
-	counts := eventCounts{m: a.metrics, res: res}
+	counts := eventCounts{m: ws.metrics, res: res}
 	defer counts.add()
 	var (
 		lastFlush time.Time
 		dirty     bool
 		timer     *time.Timer
 	)
-	flushEvery := a.pacer.Batch()
+	flushEvery := ws.pacer.Batch()
 	flush := func() {
 		ww.Flush()
 		counts.add()
 		lastFlush, dirty = time.Now(), false
-		flushEvery = a.pacer.Batch()
+		flushEvery = ws.pacer.Batch()
 	}
 	// sleep waits for d or the end of ctx.
 	sleep := func(d time.Duration) error {

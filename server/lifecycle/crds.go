@@ -21,7 +21,7 @@ import (
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/server/registry/crd"
-	"github.com/objwatch/objwatch/server/webhook"
+	"github.com/objwatch/objwatch/server/webhookclient"
 	"github.com/objwatch/objwatch/storage"
 )
 
@@ -29,7 +29,7 @@ import (
 type CRDs struct {
 	*env
 	// webhooks calls CRDs' conversion webhooks (see Lifecycle.Use).
-	webhooks     *webhook.Client
+	webhooks     *webhookclient.Client
 	kindsChanged func()
 	// terminating holds the names of the custom resource definitions
 	// being deleted (see checkActive).
@@ -199,7 +199,7 @@ func (c *CRDs) writeStatus(ctx context.Context, obj *unstructured.Unstructured, 
 // customResources builds the served resources of a CRD, one per served
 // version, all stored under one prefix and sharing one converter (through
 // client, for a conversion webhook).
-func customResources(def *apiextensionsv1.CustomResourceDefinition, client *webhook.Client) ([]*registry.Resource, error) {
+func customResources(def *apiextensionsv1.CustomResourceDefinition, client *webhookclient.Client) ([]*registry.Resource, error) {
 	d, err := crd.New(def)
 	if err != nil {
 		return nil, err

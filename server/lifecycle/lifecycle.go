@@ -40,7 +40,7 @@ import (
 
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
-	"github.com/objwatch/objwatch/server/webhook"
+	"github.com/objwatch/objwatch/server/webhookclient"
 	"github.com/objwatch/objwatch/storage"
 )
 
@@ -101,7 +101,7 @@ func New(cfg Config) (*Lifecycle, error) {
 // client that calls CRDs' conversion webhooks (nil: a CRD whose
 // conversion strategy is Webhook is not served). Call it once, before
 // anything else but Hooks.
-func (l *Lifecycle) Use(s *objects.Service, conversion *webhook.Client) {
+func (l *Lifecycle) Use(s *objects.Service, conversion *webhookclient.Client) {
 	l.env.objects, l.CRDs.webhooks = s, conversion
 }
 

@@ -12,7 +12,7 @@ import (
 
 // Apply is server-side apply: patch, the applied configuration of
 // opts.FieldManager (required), is merged into the object req names by
-// Config.Fields, as an update whose mutation is the merge (retried on
+// Config.FieldManager, as an update whose mutation is the merge (retried on
 // conflict from the current object unless patch pins a resourceVersion).
 // When the object does not exist, the apply creates it (Result.Created),
 // as kube-apiserver does: authorized as "patch", then also as "create",
@@ -23,7 +23,7 @@ func (s *Service) Apply(ctx context.Context, req *Request, patch *unstructured.U
 	if err := s.hooks.authorize(ctx, req); err != nil {
 		return Result{}, err
 	}
-	fm := s.cfg.Fields
+	fm := s.cfg.FieldManager
 	if fm == nil {
 		return Result{}, apistatus.New(415, metav1.StatusReasonUnsupportedMediaType, "server-side apply is not enabled on this server")
 	}

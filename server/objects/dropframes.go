@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/objwatch/objwatch/server/fields"
+	"github.com/objwatch/objwatch/server/fieldmanager"
 	"github.com/objwatch/objwatch/storage/watchcache"
 )
 
@@ -88,7 +88,7 @@ func droppedFrame(it watchcache.Item, full []byte) ([]byte, error) {
 	if end > len(full) || !bytes.Equal(full[start:end], obj) {
 		return nil, fmt.Errorf("watch frame of %s does not hold its object", it.Object.Key)
 	}
-	stripped, err := fields.DropManagedFieldsJSON(obj)
+	stripped, err := fieldmanager.DropManagedFieldsJSON(obj)
 	if err != nil {
 		return nil, err
 	}

@@ -130,10 +130,10 @@ type Config struct {
 	Verify bool
 	// Hooks are where the rest of the server plugs in.
 	Hooks Hooks
-	// Fields keeps metadata.managedFields on every write and merges
-	// applies (package fields). nil: managedFields are stored as clients
-	// send them and Apply is refused with 415.
-	Fields FieldManager
+	// FieldManager keeps metadata.managedFields on every write and merges
+	// applies (package fieldmanager). nil: managedFields are stored as
+	// clients send them and Apply is refused with 415.
+	FieldManager FieldManager
 	// DebugFault names a test fault that breaks the service on purpose
 	// (debugfault.go); empty in production.
 	DebugFault string

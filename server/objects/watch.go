@@ -117,9 +117,12 @@ func (s *Service) Watch(ctx context.Context, req *Request, opts WatchOptions) (S
 // is the watch's last item (an ERROR event).
 type authorizedSource struct {
 	Source
-	hooks   *hookPoints
-	req     *Request
-	changed context.Context // done when the decision may have changed
+	hooks *hookPoints
+	req   *Request
+	// changed is done when the decision may have changed: the
+	// authorizer's signal (Hooks.AuthorizationChanged), joined to each
+	// Wait's context by context.AfterFunc without a goroutine.
+	changed context.Context
 	refused error
 }
 

@@ -66,7 +66,7 @@ func (s *Service) Create(ctx context.Context, req *Request, obj *unstructured.Un
 // its managedFields (an apply's object has them already).
 func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Unstructured, opts WriteOptions, track bool) (Result, error) {
 	res := req.Resource
-	if fm := s.cfg.Fields; fm != nil && track {
+	if fm := s.cfg.FieldManager; fm != nil && track {
 		// As kube-apiserver: before admission and the strategy.
 		obj = fm.Update(res, "", nil, obj, opts.FieldManager)
 	}
@@ -185,7 +185,7 @@ func (s *Service) Update(ctx context.Context, req *Request, opts WriteOptions, m
 	if err := s.hooks.authorize(ctx, req); err != nil {
 		return Result{}, err
 	}
-	obj, warnings, err := s.guaranteedUpdate(ctx, req, opts, mutate, tracker(s.cfg.Fields, req, opts))
+	obj, warnings, err := s.guaranteedUpdate(ctx, req, opts, mutate, tracker(s.cfg.FieldManager, req, opts))
 	return Result{Object: obj, Warnings: warnings}, err
 }
 

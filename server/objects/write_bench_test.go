@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
-	"github.com/objwatch/objwatch/server/fields"
+	"github.com/objwatch/objwatch/server/fieldmanager"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/openapi"
 	"github.com/objwatch/objwatch/server/registry"
@@ -28,13 +28,13 @@ func BenchmarkUpdate(b *testing.B) {
 	reg := registry.New()
 	var fm objects.FieldManager
 	if os.Getenv("OBJWATCH_BENCH_FIELDS") != "off" {
-		m, err := fields.New(fields.Config{Registry: reg, BuiltinModels: func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(reg) }})
+		m, err := fieldmanager.New(fieldmanager.Config{Registry: reg, BuiltinModels: func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(reg) }})
 		if err != nil {
 			b.Fatal(err)
 		}
 		fm = m
 	}
-	s, err := objects.New(objects.Config{Storage: etcdtest.Start(b), Registry: reg, Fields: fm})
+	s, err := objects.New(objects.Config{Storage: etcdtest.Start(b), Registry: reg, FieldManager: fm})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -249,7 +249,7 @@ func builtinRoutes(ws *restful.WebService, res *registry.Resource, obj, list run
 // BuiltinModels returns the OpenAPI v3 models of the built-in resources'
 // types, keyed by model name and tagged with x-kubernetes-group-version-kind,
 // as the served documents have them: the schemas server-side apply merges
-// built-in objects by (package fields).
+// built-in objects by (package fieldmanager).
 func BuiltinModels(r *registry.Registry) (map[string]*spec.Schema, error) {
 	var builtins []*registry.Resource
 	for _, res := range r.Resources() {

@@ -182,7 +182,7 @@ type validatingConverter interface {
 }
 
 // decode converts obj to T, without its metadata.managedFields: the field
-// manager (package fields) keeps them and nothing typed reads them, and
+// manager (package fieldmanager) keeps them and nothing typed reads them, and
 // converting each entry's fieldsV1 and time costs more than the rest of a
 // small object.
 func (s typed[T]) decode(obj map[string]any) (*T, []string, error) {

@@ -52,7 +52,9 @@ type Monitor struct {
 
 	mu sync.Mutex
 	// up ends, with the reason as its cause, when the store becomes
-	// unavailable; a new one starts when it is healthy again.
+	// unavailable; a new one starts when it is healthy again. A signal the
+	// monitor owns, not a caller's context: watches join it with
+	// context.AfterFunc, which needs no goroutine per watch.
 	up     context.Context
 	cancel context.CancelCauseFunc
 }

@@ -25,7 +25,7 @@ import (
 // use (an Attempt's steps run one after another).
 type attributes struct {
 	a      *objects.Attempt
-	ctx    context.Context
+	record *audit.Record // the request's, or nil
 	user   user.Info
 	object runtime.Object // a.Object, or nil for a delete (never a typed nil)
 	old    runtime.Object
@@ -36,7 +36,7 @@ type attributes struct {
 }
 
 func newAttributes(ctx context.Context, a *objects.Attempt) (*attributes, error) {
-	at := &attributes{a: a, ctx: ctx, user: userInfo(a.Request)}
+	at := &attributes{a: a, record: audit.RecordFrom(ctx), user: userInfo(a.Request)}
 	sp := a.Request.Resource.Scale
 	at.scale = a.Request.Subresource == "scale" && sp != nil
 	if a.Object != nil {
@@ -133,7 +133,7 @@ func (t *attributes) GetUserInfo() user.Info { return t.user }
 // audit policy records the request (the server's own writes are recorded
 // without admission annotations).
 func (t *attributes) AddAnnotation(key, value string) error {
-	if r := audit.RecordFrom(t.ctx); r != nil && !r.AddAnnotation(key, value) {
+	if r := t.record; r != nil && !r.AddAnnotation(key, value) {
 		return fmt.Errorf("admission annotation %q already set", key)
 	}
 	return nil

@@ -31,7 +31,7 @@
 //     server (nil user): from the watch cache, with a quorum read on a
 //     miss, as Kubernetes reads its informers and falls back to a direct
 //     read (lookup.go);
-//   - admission.ObjectInterfaces (package server/admission/versions): a
+//   - admission.ObjectInterfaces (package server/versions): a
 //     policy whose matchConstraints name another served version of the
 //     request's resource matches with matchPolicy Equivalent and sees the
 //     object converted to that version, a mutation converted back;
@@ -87,10 +87,10 @@ import (
 	"k8s.io/apiserver/pkg/warning"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
-	"github.com/objwatch/objwatch/server/admission/versions"
 	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/server/versions"
 )
 
 // readyWait is how long a write waits for the policies' first sync, as

@@ -30,13 +30,13 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	webhookutil "k8s.io/apiserver/pkg/util/webhook"
 
-	"github.com/objwatch/objwatch/server/admission/versions"
 	"github.com/objwatch/objwatch/server/apistatus"
 	"github.com/objwatch/objwatch/server/audit"
 	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
-	webhookclient "github.com/objwatch/objwatch/server/webhook"
+	"github.com/objwatch/objwatch/server/versions"
+	"github.com/objwatch/objwatch/server/webhookclient"
 )
 
 // Audit annotation prefixes, as kube-apiserver's webhook plugins write

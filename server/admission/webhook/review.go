@@ -19,7 +19,7 @@ import (
 
 	"github.com/objwatch/objwatch/server/audit"
 	"github.com/objwatch/objwatch/server/jsonenc"
-	webhookclient "github.com/objwatch/objwatch/server/webhook"
+	"github.com/objwatch/objwatch/server/webhookclient"
 )
 
 // reviewScheme knows the AdmissionReview versions a webhook may answer

@@ -38,7 +38,7 @@
 // another served version of the request's resource (a multi-version
 // CRD's) is sent the object converted to that version (kind and resource
 // the webhook's, requestKind and requestResource the request's), by the
-// CRD's conversion (package server/admission/versions), and a mutating
+// CRD's conversion (package server/versions), and a mutating
 // webhook's patch, applied to the converted object, is converted back.
 // A write through /scale is sent as an autoscaling/v1 Scale of the object
 // (kind Scale, subResource "scale"), whose patched spec.replicas is
@@ -79,7 +79,7 @@ import (
 	"github.com/objwatch/objwatch/server/mirror"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
-	webhookclient "github.com/objwatch/objwatch/server/webhook"
+	"github.com/objwatch/objwatch/server/webhookclient"
 )
 
 // Config configures a Plugin.

@@ -1,4 +1,4 @@
-package fields_test
+package fieldmanager_test
 
 import (
 	"net/http"

@@ -1,4 +1,4 @@
-package webhook_test
+package webhookclient_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/objwatch/objwatch/server/webhook"
+	"github.com/objwatch/objwatch/server/webhookclient"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -55,7 +55,7 @@ func TestPost(t *testing.T) {
 	s, ca := server(t)
 	host := strings.TrimPrefix(s.URL, "https://")
 	resolved := 0
-	c := webhook.New(func(_ context.Context, ns, name string, port int32) (string, error) {
+	c := webhookclient.New(func(_ context.Context, ns, name string, port int32) (string, error) {
 		resolved++
 		if ns != "hooks" || name != "svc" || port != 8443 {
 			return "", errors.New("no such service")
@@ -66,31 +66,31 @@ func TestPost(t *testing.T) {
 	ctx := context.Background()
 
 	var out review
-	if err := c.Post(ctx, webhook.Endpoint{URL: s.URL + "/ok", CABundle: ca}, 0, review{"a"}, &out); err != nil || out.Value != "A" {
+	if err := c.Post(ctx, webhookclient.Endpoint{URL: s.URL + "/ok", CABundle: ca}, 0, review{"a"}, &out); err != nil || out.Value != "A" {
 		t.Fatalf("url: %v %q", err, out.Value)
 	}
 	// httptest's certificate is for example.com and 127.0.0.1, not the
 	// service name, so a service reference fails verification ...
-	err := c.Post(ctx, webhook.Endpoint{Service: &webhook.ServiceRef{Namespace: "hooks", Name: "svc", Path: "/ok", Port: 8443}, CABundle: ca}, 0, review{"b"}, &out)
+	err := c.Post(ctx, webhookclient.Endpoint{Service: &webhookclient.ServiceRef{Namespace: "hooks", Name: "svc", Path: "/ok", Port: 8443}, CABundle: ca}, 0, review{"b"}, &out)
 	if err == nil || !strings.Contains(err.Error(), "svc.hooks.svc") || resolved != 1 {
 		t.Fatalf("service with a certificate for other names = %v (resolved %d), want a verification error naming svc.hooks.svc", err, resolved)
 	}
-	if err := c.Post(ctx, webhook.Endpoint{Service: &webhook.ServiceRef{Namespace: "hooks", Name: "other"}, CABundle: ca}, 0, review{}, &out); err == nil || !strings.Contains(err.Error(), "unable to resolve service hooks/other") {
+	if err := c.Post(ctx, webhookclient.Endpoint{Service: &webhookclient.ServiceRef{Namespace: "hooks", Name: "other"}, CABundle: ca}, 0, review{}, &out); err == nil || !strings.Contains(err.Error(), "unable to resolve service hooks/other") {
 		t.Fatalf("unknown service = %v", err)
 	}
 
 	for _, tc := range []struct {
-		ep      webhook.Endpoint
+		ep      webhookclient.Endpoint
 		timeout time.Duration
 		want    string
 	}{
-		{webhook.Endpoint{URL: s.URL + "/ok"}, 0, "certificate signed by unknown authority"},
-		{webhook.Endpoint{URL: s.URL + "/garbage", CABundle: ca}, 0, "the response is not a valid review"},
-		{webhook.Endpoint{URL: s.URL + "/fail", CABundle: ca}, 0, "the server responded with status 500: boom"},
-		{webhook.Endpoint{URL: s.URL + "/slow", CABundle: ca}, 100 * time.Millisecond, "context deadline exceeded"},
-		{webhook.Endpoint{URL: "http://" + host + "/ok", CABundle: ca}, 0, "is not a valid https URL"},
-		{webhook.Endpoint{URL: s.URL + "/ok", CABundle: []byte("junk")}, 0, "caBundle holds no PEM certificate"},
-		{webhook.Endpoint{}, 0, "neither url nor service"},
+		{webhookclient.Endpoint{URL: s.URL + "/ok"}, 0, "certificate signed by unknown authority"},
+		{webhookclient.Endpoint{URL: s.URL + "/garbage", CABundle: ca}, 0, "the response is not a valid review"},
+		{webhookclient.Endpoint{URL: s.URL + "/fail", CABundle: ca}, 0, "the server responded with status 500: boom"},
+		{webhookclient.Endpoint{URL: s.URL + "/slow", CABundle: ca}, 100 * time.Millisecond, "context deadline exceeded"},
+		{webhookclient.Endpoint{URL: "http://" + host + "/ok", CABundle: ca}, 0, "is not a valid https URL"},
+		{webhookclient.Endpoint{URL: s.URL + "/ok", CABundle: []byte("junk")}, 0, "caBundle holds no PEM certificate"},
+		{webhookclient.Endpoint{}, 0, "neither url nor service"},
 	} {
 		err := c.Post(ctx, tc.ep, tc.timeout, review{"x"}, &out)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

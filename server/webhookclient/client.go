@@ -1,4 +1,4 @@
-// Package webhook calls the HTTPS webhooks the server's configuration
+// Package webhookclient calls the HTTPS webhooks the server's configuration
 // objects name: admission webhooks (admissionregistration.k8s.io/v1
 // WebhookClientConfig) and custom resource conversion webhooks
 // (apiextensions.k8s.io/v1 WebhookClientConfig). Both send one JSON
@@ -18,7 +18,7 @@
 // # Concurrency
 //
 // A Client is safe for concurrent use.
-package webhook
+package webhookclient
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package fields_test
+package fieldmanager_test
 
 import (
 	"testing"
@@ -7,15 +7,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
-	"github.com/objwatch/objwatch/server/fields"
+	"github.com/objwatch/objwatch/server/fieldmanager"
 	"github.com/objwatch/objwatch/server/openapi"
 	"github.com/objwatch/objwatch/server/registry"
 )
 
-func newManager(t testing.TB) (*fields.Manager, *registry.Registry) {
+func newManager(t testing.TB) (*fieldmanager.Manager, *registry.Registry) {
 	t.Helper()
 	reg := registry.New()
-	m, err := fields.New(fields.Config{Registry: reg, BuiltinModels: func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(reg) }})
+	m, err := fieldmanager.New(fieldmanager.Config{Registry: reg, BuiltinModels: func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(reg) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,10 +24,10 @@ func newManager(t testing.TB) (*fields.Manager, *registry.Registry) {
 
 // verifyingConfigMaps returns a Manager in Verify mode (its shortcuts
 // checked against the field manager) and the ConfigMap resource.
-func verifyingConfigMaps(t testing.TB) (*fields.Manager, *registry.Resource) {
+func verifyingConfigMaps(t testing.TB) (*fieldmanager.Manager, *registry.Resource) {
 	t.Helper()
 	reg := registry.New()
-	m, err := fields.New(fields.Config{Registry: reg, Verify: true, BuiltinModels: func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(reg) }})
+	m, err := fieldmanager.New(fieldmanager.Config{Registry: reg, Verify: true, BuiltinModels: func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(reg) }})
 	if err != nil {
 		t.Fatal(err)
 	}

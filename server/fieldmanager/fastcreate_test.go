@@ -1,4 +1,4 @@
-package fields_test
+package fieldmanager_test
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/objwatch/objwatch/server/fields"
+	"github.com/objwatch/objwatch/server/fieldmanager"
 )
 
 // TestFastCreateMatchesFieldManager creates ConfigMaps through a Manager
@@ -38,7 +38,7 @@ func TestFastCreateMatchesFieldManager(t *testing.T) {
 	}
 	for _, st := range steps {
 		got := m.Update(res, "", nil, st.obj, "kubectl")
-		mf, _ := fields.ManagedFieldsOf(got)
+		mf, _ := fieldmanager.ManagedFieldsOf(got)
 		if len(mf) == 0 {
 			t.Fatalf("%s: no managedFields", st.name)
 		}
@@ -49,10 +49,10 @@ func TestFastCreateMatchesFieldManager(t *testing.T) {
 	// The remembered answer is a copy: changing one object's entry leaves
 	// the next create's alone.
 	a := m.Update(res, "", nil, cm("h", map[string]any{"k": "1"}), "kubectl")
-	mf, _ := fields.ManagedFieldsOf(a)
+	mf, _ := fieldmanager.ManagedFieldsOf(a)
 	mf[0].(map[string]any)["fieldsV1"].(map[string]any)["f:data"] = map[string]any{"f:bogus": map[string]any{}}
 	b := m.Update(res, "", nil, cm("i", map[string]any{"k": "1"}), "kubectl")
-	if got, _ := fields.ManagedFieldsOf(b); fmt.Sprint(got[0].(map[string]any)["fieldsV1"]) == fmt.Sprint(mf[0].(map[string]any)["fieldsV1"]) {
+	if got, _ := fieldmanager.ManagedFieldsOf(b); fmt.Sprint(got[0].(map[string]any)["fieldsV1"]) == fmt.Sprint(mf[0].(map[string]any)["fieldsV1"]) {
 		t.Fatalf("a change of one object's managedFields showed in the next create: %v", got)
 	}
 }

@@ -1,4 +1,4 @@
-// Package fields keeps metadata.managedFields, server-side apply's record of
+// Package fieldmanager keeps metadata.managedFields, server-side apply's record of
 // which manager set which field, with Kubernetes' own machinery:
 // apimachinery's managedfields package (the field manager kube-apiserver
 // wraps around every create, update and patch) over
@@ -34,7 +34,7 @@
 // field managers once, on first use, and again when the resource changes
 // (a CRD update registers new resources); the built-in type converter is
 // built once, on first use of any built-in resource.
-package fields
+package fieldmanager
 
 import (
 	"context"

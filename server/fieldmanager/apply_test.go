@@ -1,4 +1,4 @@
-package fields_test
+package fieldmanager_test
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/objwatch/objwatch/server/fields"
+	"github.com/objwatch/objwatch/server/fieldmanager"
 )
 
 // BenchmarkApply is one manager applying a ~1 KiB ConfigMap again and
@@ -110,9 +110,9 @@ func TestFastApplyMatchesFieldManager(t *testing.T) {
 			}
 			unstructured.SetNestedSlice(live.Object, mf, "metadata", "managedFields")
 			before := live.DeepCopy()
-			_, short := fields.FastApply("", "", live, patch, manager, time.Now())
+			_, short := fieldmanager.FastApply("", "", live, patch, manager, time.Now())
 			out, err := m.Apply(res, "", live, patch, manager, rng.IntN(2) == 0)
-			if !fields.JSONEqual(before.Object, live.Object) {
+			if !fieldmanager.JSONEqual(before.Object, live.Object) {
 				t.Fatal("Apply changed the live object")
 			}
 			if err != nil {

@@ -1,4 +1,4 @@
-package fields
+package fieldmanager
 
 import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
@@ -6,7 +6,7 @@ import (
 	"github.com/objwatch/objwatch/server/registry"
 )
 
-// Internals for the external tests (package fields_test imports openapi,
+// Internals for the external tests (package fieldmanager_test imports openapi,
 // which imports this package through endpoints).
 var (
 	FastUpdate      = fastUpdate

@@ -1,11 +1,11 @@
-package fields_test
+package fieldmanager_test
 
 import (
 	"bytes"
 	"encoding/json"
 	"testing"
 
-	"github.com/objwatch/objwatch/server/fields"
+	"github.com/objwatch/objwatch/server/fieldmanager"
 )
 
 func TestDropsManagedFields(t *testing.T) {
@@ -18,7 +18,7 @@ func TestDropsManagedFields(t *testing.T) {
 		"metadata.managedfields":                 false,
 		"metadata.managedFields.x+spec.whatever": false,
 	} {
-		if got := fields.DropsManagedFields(v); got != want {
+		if got := fieldmanager.DropsManagedFields(v); got != want {
 			t.Errorf("DropsManagedFields(%q) = %v", v, got)
 		}
 	}
@@ -33,7 +33,7 @@ func FuzzDropManagedFieldsJSON(f *testing.F) {
 	f.Add([]byte(`{"metadata":{},"x":"\"managedFields\""}`))
 	f.Add([]byte(`[1,2]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		out, err := fields.DropManagedFieldsJSON(b)
+		out, err := fieldmanager.DropManagedFieldsJSON(b)
 		var m map[string]any
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.UseNumber()
@@ -46,7 +46,7 @@ func FuzzDropManagedFieldsJSON(f *testing.F) {
 			}
 			return
 		}
-		want := fields.WithoutManagedFields(m)
+		want := fieldmanager.WithoutManagedFields(m)
 		var got map[string]any
 		dec = json.NewDecoder(bytes.NewReader(out))
 		dec.UseNumber()

@@ -1,4 +1,4 @@
-package fields_test
+package fieldmanager_test
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
-	"github.com/objwatch/objwatch/server/fields"
+	"github.com/objwatch/objwatch/server/fieldmanager"
 	"github.com/objwatch/objwatch/server/openapi"
 	"github.com/objwatch/objwatch/server/registry"
 )
@@ -50,12 +50,12 @@ func TestFastUpdateMatchesFieldManager(t *testing.T) {
 				unstructured.SetNestedField(obj.Object, fmt.Sprint(i%3), "metadata", "labels", "app")
 			}
 			now := time.Now()
-			want, ok := fields.FastUpdate("", "", live, obj, manager, now)
+			want, ok := fieldmanager.FastUpdate("", "", live, obj, manager, now)
 			got := m.Update(res, "", live, obj, manager)
 			if ok {
 				fast++
-				mf, _ := fields.ManagedFieldsOf(got)
-				if !fields.JSONEqual(mf, want) {
+				mf, _ := fieldmanager.ManagedFieldsOf(got)
+				if !fieldmanager.JSONEqual(mf, want) {
 					t.Fatalf("seed %d step %d: Update stored %v, fastUpdate answered %v", seed, i, mf, want)
 				}
 			} else {
@@ -114,7 +114,7 @@ func TestFastUpdateDeclines(t *testing.T) {
 		live := base(tc.entries...)
 		obj := live.DeepCopy()
 		tc.change(obj)
-		mf, ok := fields.FastUpdate(tc.reset, "", live, obj, "m", now)
+		mf, ok := fieldmanager.FastUpdate(tc.reset, "", live, obj, "m", now)
 		if ok != tc.fast {
 			t.Errorf("%s: fastUpdate answered %t, want %t", tc.name, ok, tc.fast)
 			continue
@@ -136,7 +136,7 @@ func TestFastUpdateDeclines(t *testing.T) {
 // manager's.
 func BenchmarkUpdateTracking(b *testing.B) {
 	reg := registry.New()
-	m, err := fields.New(fields.Config{Registry: reg, BuiltinModels: func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(reg) }})
+	m, err := fieldmanager.New(fieldmanager.Config{Registry: reg, BuiltinModels: func() (map[string]*spec.Schema, error) { return openapi.BuiltinModels(reg) }})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -111,6 +111,9 @@ func (scheme) Default(runtime.Object) {}
 // convertor converts unstructured objects between the served versions of
 // their resource.
 type convertor struct {
+	// ctx is the admission call's: runtime.ObjectConvertor takes none,
+	// and a conversion webhook must be called within it. A convertor
+	// lives for that one call (Interfaces).
 	ctx context.Context
 	reg *registry.Registry
 }
