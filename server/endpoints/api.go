@@ -135,14 +135,14 @@ type Config struct {
 }
 
 // API serves the resource, discovery and root paths. Its concerns are
-// types of their own, embedded by value (no indirection on a request's
-// path): discovery documents (discovery.go), request bodies (body.go) and
-// the watch loop (watch.go); API itself keeps the filters, the limits and
-// the verbs.
+// types of their own, held by value (no indirection on a request's path):
+// discovery documents (discovery.go), request bodies (body.go) and the
+// watch loop (watch.go); API itself keeps the filters, the limits and the
+// verbs.
 type API struct {
-	discovery
-	bodies
-	watches
+	discovery discovery
+	bodies    bodies
+	watches   watches
 
 	cfg      Config
 	objects  *objects.Service
@@ -173,7 +173,7 @@ func New(cfg Config) (*API, error) {
 		cfg:       cfg, objects: cfg.Objects, registry: cfg.Registry, metrics: m,
 		reads: reads, mutations: mutations, seats: newFairQueue(cfg.ExecutionSeats),
 	}
-	a.stopping, a.stop = context.WithCancel(context.Background())
+	a.watches.stopping, a.watches.stop = context.WithCancel(context.Background())
 	return a, nil
 }
 
@@ -331,7 +331,7 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 			// read without a deadline.
 			deadline, _ := ctx.Deadline()
 			_ = http.NewResponseController(w).SetReadDeadline(deadline)
-			a.prereadBody(r)
+			a.bodies.prereadBody(r)
 		}
 		done, ok := a.execute(w, r)
 		if !ok {

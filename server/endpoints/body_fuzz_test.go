@@ -267,7 +267,7 @@ func FuzzPatch(f *testing.F) {
 		pt := patchTypes[int(which)%len(patchTypes)]
 		r, _ := http.NewRequest("PATCH", "/", bytes.NewReader(body))
 		r.Header.Set("Content-Type", pt)
-		p, err := a.readPatch(r, res)
+		p, err := a.bodies.readPatch(r, res)
 		if err != nil {
 			mustBeStatus(t, "readPatch("+pt+")", err)
 			return

@@ -126,15 +126,15 @@ func (a *API) Resources(w http.ResponseWriter, r *http.Request) {
 	parts := splitPath(r.URL.Path)
 	switch {
 	case len(parts) == 2 && parts[0] == "api" && r.Method == http.MethodGet:
-		if a.discoveryResources(w, "", parts[1]) {
+		if a.discovery.discoveryResources(w, "", parts[1]) {
 			return
 		}
 	case len(parts) == 2 && parts[0] == "apis" && r.Method == http.MethodGet:
-		if a.discoveryGroup(w, parts[1]) {
+		if a.discovery.discoveryGroup(w, parts[1]) {
 			return
 		}
 	case len(parts) == 3 && parts[0] == "apis" && r.Method == http.MethodGet:
-		if a.discoveryResources(w, parts[1], parts[2]) {
+		if a.discovery.discoveryResources(w, parts[1], parts[2]) {
 			return
 		}
 	default:
@@ -160,3 +160,12 @@ func (d *discovery) RootPaths(w http.ResponseWriter, r *http.Request) {
 	}
 	WriteJSON(w, http.StatusOK, metav1.RootPaths{Paths: paths})
 }
+
+// DiscoveryAPI serves /api (the core group's versions).
+func (a *API) DiscoveryAPI(w http.ResponseWriter, r *http.Request) { a.discovery.DiscoveryAPI(w, r) }
+
+// DiscoveryAPIs serves /apis (every other group).
+func (a *API) DiscoveryAPIs(w http.ResponseWriter, r *http.Request) { a.discovery.DiscoveryAPIs(w, r) }
+
+// RootPaths serves / (the paths the server serves).
+func (a *API) RootPaths(w http.ResponseWriter, r *http.Request) { a.discovery.RootPaths(w, r) }

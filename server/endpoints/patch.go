@@ -49,7 +49,7 @@ func (a *API) patch(w http.ResponseWriter, r *http.Request, req *objects.Request
 	if mediaType(r) == string(types.ApplyYAMLPatchType) {
 		return a.apply(w, r, req, opts)
 	}
-	p, err := a.readPatch(r, res)
+	p, err := a.bodies.readPatch(r, res)
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func (a *API) patch(w http.ResponseWriter, r *http.Request, req *objects.Request
 // when it created the object. (application/apply-patch+cbor stays 415.)
 func (a *API) apply(w http.ResponseWriter, r *http.Request, req *objects.Request, opts objects.WriteOptions) error {
 	res := req.Resource
-	patch, err := a.readApply(r)
+	patch, err := a.bodies.readApply(r)
 	if err != nil {
 		return err
 	}

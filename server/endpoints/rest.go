@@ -174,7 +174,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, req *objects.Reques
 	if subReview {
 		typeOf = res.Reviews[info.subresource] // a TokenRequest for a service account's token
 	}
-	opts, obj, err := a.readWrite(r, typeOf)
+	opts, obj, err := a.bodies.readWrite(r, typeOf)
 	if err != nil {
 		return err
 	}
@@ -277,7 +277,7 @@ func checkNamespace(obj *unstructured.Unstructured, res *registry.Resource, info
 // update implements PUT on an object or its status.
 func (a *API) update(w http.ResponseWriter, r *http.Request, req *objects.Request, info requestInfo) error {
 	res := req.Resource
-	opts, obj, err := a.readWrite(r, res)
+	opts, obj, err := a.bodies.readWrite(r, res)
 	if err != nil {
 		return err
 	}
@@ -301,7 +301,7 @@ func (a *API) update(w http.ResponseWriter, r *http.Request, req *objects.Reques
 }
 
 func (a *API) delete(w http.ResponseWriter, r *http.Request, req *objects.Request) error {
-	opts, err := a.deleteOptions(r)
+	opts, err := a.bodies.deleteOptions(r)
 	if err != nil {
 		return err
 	}
@@ -332,7 +332,7 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request, req *objects.Reques
 
 func (a *API) deleteCollection(w http.ResponseWriter, r *http.Request, req *objects.Request) error {
 	res := req.Resource
-	opts, err := a.deleteOptions(r)
+	opts, err := a.bodies.deleteOptions(r)
 	if err != nil {
 		return err
 	}

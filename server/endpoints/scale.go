@@ -79,7 +79,7 @@ func (a *API) getScale(w http.ResponseWriter, r *http.Request, req *objects.Requ
 // the object. A resourceVersion or uid in its metadata is a precondition.
 func (a *API) updateScale(w http.ResponseWriter, r *http.Request, req *objects.Request, info requestInfo) error {
 	res := req.Resource
-	opts, u, err := a.readWrite(r, scaleResource)
+	opts, u, err := a.bodies.readWrite(r, scaleResource)
 	if err != nil {
 		return err
 	}
@@ -118,7 +118,7 @@ func (a *API) patchScale(w http.ResponseWriter, r *http.Request, req *objects.Re
 	if mediaType(r) == string(types.ApplyYAMLPatchType) {
 		return a.applyScale(w, r, req, info, opts)
 	}
-	p, err := a.readPatch(r, res)
+	p, err := a.bodies.readPatch(r, res)
 	if err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func (a *API) applyScale(w http.ResponseWriter, r *http.Request, req *objects.Re
 	if a.cfg.FieldManager == nil {
 		return apistatus.New(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, "server-side apply is not enabled on this server")
 	}
-	patch, err := a.readApply(r)
+	patch, err := a.bodies.readApply(r)
 	if err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, req *objects.Request
 	ctx, cancel := context.WithTimeout(r.Context(), opts.Timeout)
 	defer cancel()
 	// A stopping server ends its watches (without a goroutine per watch).
-	defer context.AfterFunc(a.stopping, cancel)()
+	defer context.AfterFunc(a.watches.stopping, cancel)()
 	ww := watchstream.NewWriter(w, r, flusher, a.cfg.WatchWriteTimeout, cancel)
 	defer ww.Stop()
 
@@ -97,7 +97,7 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, req *objects.Request
 		src.Stop()
 		ww.Start()
 	case src != nil:
-		a.serveWatch(ctx, ww, res, &wr, src)
+		a.watches.serveWatch(ctx, ww, res, &wr, src)
 	}
 }
 
@@ -289,3 +289,6 @@ func sendError(enc *json.Encoder, f http.Flusher, err error) {
 	enc.Encode(watchEvent{Type: "ERROR", Object: st})
 	f.Flush()
 }
+
+// StopWatches ends every open watch (the server is stopping).
+func (a *API) StopWatches() { a.watches.StopWatches() }
