@@ -235,7 +235,7 @@ func (d *Definition) coerce(obj map[string]interface{}, opts coerceOptions) ([]s
 	}
 	// Metadata that is already canonical needs no round trip through
 	// metav1.ObjectMeta (the bulk of this function's cost).
-	plain := canonicalMetadata(obj, true)
+	plain := canonicalMetadata(obj)
 	var (
 		meta      *metav1.ObjectMeta
 		foundMeta bool

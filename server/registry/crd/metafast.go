@@ -4,22 +4,15 @@ import (
 	"time"
 )
 
-// plainMetadata reports whether obj's metadata is already what Kubernetes'
-// objectmeta coercion (decode into metav1.ObjectMeta and back) would
-// produce, so the costly round trip through JSON can be skipped: only
-// known fields, each present with its canonical type and a non-empty value.
-// Anything unusual (ownerReferences, managedFields, nulls, empty maps,
-// non-canonical timestamps) takes the exact path.
-func plainMetadata(obj map[string]interface{}) bool {
-	return canonicalMetadata(obj, false)
-}
-
-// canonicalMetadata is plainMetadata that, with managedFields set, also
-// accepts managedFields entries in the form the round trip gives them:
-// what the field manager writes into every stored object (see
-// canonicalManagedFields). The validator's shortcut does not take them
-// (its reasoning covers metadata without them); coercion does.
-func canonicalMetadata(obj map[string]interface{}, managedFields bool) bool {
+// canonicalMetadata reports whether obj's metadata is already what
+// Kubernetes' objectmeta coercion (decode into metav1.ObjectMeta and back)
+// would produce, so the costly round trip through JSON can be skipped: only
+// known fields, each present with its canonical type and a non-empty value,
+// and managedFields entries in the form the round trip gives them (what
+// the field manager writes into every stored object; see
+// canonicalManagedFields). Anything unusual (ownerReferences, nulls, empty
+// maps, non-canonical timestamps) takes the exact path.
+func canonicalMetadata(obj map[string]interface{}) bool {
 	raw, ok := obj["metadata"]
 	if !ok {
 		return true
@@ -63,7 +56,7 @@ func canonicalMetadata(obj map[string]interface{}, managedFields bool) bool {
 				}
 			}
 		case "managedFields":
-			if !managedFields || !canonicalManagedFields(v) {
+			if !canonicalManagedFields(v) {
 				return false
 			}
 		default:

@@ -9,7 +9,7 @@ import (
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
-// Metadata plainMetadata accepts must come out of Kubernetes' objectmeta
+// Metadata canonicalMetadata accepts must come out of Kubernetes' objectmeta
 // round trip unchanged; what it rejects takes that round trip.
 func TestPlainMetadataMatchesRoundTrip(t *testing.T) {
 	tests := []struct {
@@ -34,8 +34,8 @@ func TestPlainMetadataMatchesRoundTrip(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := map[string]interface{}{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": tc.md}
-			if got := plainMetadata(obj); got != tc.plain {
-				t.Fatalf("plainMetadata = %v, want %v", got, tc.plain)
+			if got := canonicalMetadata(obj); got != tc.plain {
+				t.Fatalf("canonicalMetadata = %v, want %v", got, tc.plain)
 			}
 			if !tc.plain {
 				return
@@ -62,9 +62,8 @@ func checkRoundTrip(t *testing.T, obj map[string]interface{}) {
 	}
 }
 
-// canonicalMetadata with managedFields accepts what the field manager
-// writes, and only entries the round trip leaves unchanged; plainMetadata
-// never accepts managedFields.
+// canonicalMetadata accepts the managedFields the field manager writes,
+// and only entries the round trip leaves unchanged.
 func TestCanonicalManagedFieldsMatchRoundTrip(t *testing.T) {
 	entry := func(kv ...interface{}) map[string]interface{} {
 		e := map[string]interface{}{"manager": "kubectl", "operation": "Update", "apiVersion": "example.com/v1",
@@ -101,10 +100,7 @@ func TestCanonicalManagedFieldsMatchRoundTrip(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := map[string]interface{}{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": map[string]interface{}{
 				"name": "a", "namespace": "ns", "creationTimestamp": "2026-11-30T03:00:19Z", "managedFields": tc.managed}}
-			if plainMetadata(obj) {
-				t.Fatal("plainMetadata accepted managedFields")
-			}
-			if got := canonicalMetadata(obj, true); got != tc.canonical {
+			if got := canonicalMetadata(obj); got != tc.canonical {
 				t.Fatalf("canonicalMetadata = %v, want %v", got, tc.canonical)
 			}
 			if tc.canonical {
@@ -127,7 +123,7 @@ func FuzzCanonicalMetadata(f *testing.F) {
 			return
 		}
 		obj := map[string]interface{}{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": meta}
-		if canonicalMetadata(obj, true) {
+		if canonicalMetadata(obj) {
 			checkRoundTrip(t, obj)
 		}
 	})

@@ -25,17 +25,18 @@ import (
 //
 //   - ObjectMeta: the strategy converts metadata into a metav1.ObjectMeta
 //     with the unstructured converter and validates it twice, imperatively
-//     and declaratively. When plainMetadata accepts the metadata, the
-//     conversion succeeds and yields what the Unstructured's accessors
-//     return, so the imperative validation runs on those accessors. Every
-//     declarative ObjectMeta rule is alpha, which Kubernetes reports only in
-//     its test mode (validate.AllDeclarativeEnforced), and none of the
-//     rules that apply to plain metadata (no ownerReferences or
-//     managedFields) returns an internal error: outside the test mode the
-//     declarative errors are dropped and remove no imperative error, so the
-//     declarative pass is skipped. The imperative errors still go through
-//     validate.FilterCoveredHandwrittenErrors, which also removes
-//     duplicates as the strategy's does.
+//     and declaratively. When canonicalMetadata accepts the metadata (the
+//     field manager's managedFields included), the conversion succeeds and
+//     yields what the Unstructured's accessors return, so the imperative
+//     validation runs on those accessors. Every declarative ObjectMeta rule
+//     is alpha, which Kubernetes reports only in its test mode
+//     (validate.AllDeclarativeEnforced), and none of the rules that apply to
+//     canonical metadata (no ownerReferences; for managedFields, an
+//     operation required and one of its values) returns an internal error:
+//     outside the test mode the declarative errors are dropped and remove no
+//     imperative error, so the declarative pass is skipped. The imperative
+//     errors still go through validate.FilterCoveredHandwrittenErrors,
+//     which also removes duplicates as the strategy's does.
 //   - apiVersion and kind: the strategy reports (only) them when they are
 //     not the version's; they must be, or the strategy runs.
 //   - x-kubernetes-embedded-resource and x-kubernetes-list-type: the
@@ -75,7 +76,7 @@ func newFastValidator(namespaced bool, group, version, kind string, validator ap
 // validate returns what the strategy's Validate returns for obj and true,
 // or false when it cannot tell.
 func (f *fastValidator) validate(ctx context.Context, obj map[string]interface{}) (field.ErrorList, bool) {
-	if !f.ok || !f.plainTypeMeta(obj) || !plainMetadata(obj) || validate.AllDeclarativeEnforced(ctx) {
+	if !f.ok || !f.plainTypeMeta(obj) || !canonicalMetadata(obj) || validate.AllDeclarativeEnforced(ctx) {
 		return nil, false
 	}
 	u := &unstructured.Unstructured{Object: obj}
@@ -94,7 +95,7 @@ func (f *fastValidator) validate(ctx context.Context, obj map[string]interface{}
 // validateUpdate returns what the strategy's ValidateUpdate returns for the
 // update of old to obj and true, or false when it cannot tell.
 func (f *fastValidator) validateUpdate(ctx context.Context, obj, old map[string]interface{}) (field.ErrorList, bool) {
-	if !f.ok || !f.plainTypeMeta(obj) || !plainMetadata(obj) || !plainMetadata(old) || validate.AllDeclarativeEnforced(ctx) {
+	if !f.ok || !f.plainTypeMeta(obj) || !canonicalMetadata(obj) || !canonicalMetadata(old) || validate.AllDeclarativeEnforced(ctx) {
 		return nil, false
 	}
 	ratcheting := utilfeature.DefaultFeatureGate.Enabled(apiextensionsfeatures.CRDValidationRatcheting)

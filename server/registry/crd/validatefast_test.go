@@ -262,6 +262,18 @@ func TestValidateFastCreate(t *testing.T) {
 		}, false, true},
 		{"managed fields", func(o map[string]interface{}) {
 			md(o)["managedFields"] = []interface{}{map[string]interface{}{"manager": "m", "operation": "Apply"}}
+		}, true, false},
+		{"managed fields as the field manager writes them", func(o map[string]interface{}) {
+			md(o)["managedFields"] = managedEntry("2026-01-02T03:04:05Z", "Update")
+		}, true, false},
+		{"managed fields with an unknown operation", func(o map[string]interface{}) {
+			md(o)["managedFields"] = []interface{}{map[string]interface{}{"manager": "m", "operation": "Bogus", "fieldsType": "FieldsV1", "fieldsV1": map[string]interface{}{}}}
+		}, true, true},
+		{"managed fields of another type", func(o map[string]interface{}) {
+			md(o)["managedFields"] = []interface{}{map[string]interface{}{"manager": "m", "operation": "Update", "fieldsType": "FieldsV2"}}
+		}, true, true},
+		{"managed fields not canonical", func(o map[string]interface{}) {
+			md(o)["managedFields"] = []interface{}{map[string]interface{}{"manager": "m", "operation": "Update", "time": "2026-01-02T05:04:05+02:00"}}
 		}, false, false},
 		{"metadata not an object", func(o map[string]interface{}) { o["metadata"] = "x" }, false, true},
 		{"empty metadata", func(o map[string]interface{}) { o["metadata"] = map[string]interface{}{} }, false, true},
@@ -321,6 +333,16 @@ func TestValidateFastUpdate(t *testing.T) {
 		mutateOld func(map[string]interface{})
 	}{
 		{validateCase{"valid", func(map[string]interface{}) {}, true, false}, nil},
+		{validateCase{"managed fields restamped", func(o map[string]interface{}) {
+			md(o)["managedFields"] = managedEntry("2026-01-02T03:04:06Z", "Update")
+		},
+			true, false}, func(o map[string]interface{}) {
+			md(o)["managedFields"] = managedEntry("2026-01-02T03:04:05Z", "Update")
+		}},
+		{validateCase{"managed fields given a bad operation", func(o map[string]interface{}) { md(o)["managedFields"] = managedEntry("2026-01-02T03:04:06Z", "Bogus") },
+			true, true}, func(o map[string]interface{}) {
+			md(o)["managedFields"] = managedEntry("2026-01-02T03:04:05Z", "Update")
+		}},
 		{validateCase{"generation bumped", func(o map[string]interface{}) { md(o)["generation"] = int64(5) }, true, false}, nil},
 		{validateCase{"name changed", func(o map[string]interface{}) { md(o)["name"] = "other" }, true, true}, nil},
 		{validateCase{"bad name changed", func(o map[string]interface{}) { md(o)["name"] = "Bad_Name" }, true, true}, nil},
@@ -587,4 +609,10 @@ func TestValidateFastTaken(t *testing.T) {
 	if errs, ok := v.fast.validateUpdate(ctx, obj, old); !ok || errs != nil {
 		t.Errorf("update: fast path = %v, %v; want nil, true", dump(errs), ok)
 	}
+}
+
+// managedEntry is managedFields as the field manager writes them.
+func managedEntry(time, op string) []interface{} {
+	return []interface{}{map[string]interface{}{"manager": "m", "operation": op, "apiVersion": "bench.example.com/v1",
+		"time": time, "fieldsType": "FieldsV1", "fieldsV1": map[string]interface{}{"f:spec": map[string]interface{}{"f:owner": map[string]interface{}{}}}}}
 }
