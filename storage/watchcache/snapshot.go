@@ -317,8 +317,10 @@ func (c *Cache) ListAt(f Filter, rev int64, startKey string, limit int) (Page, e
 	var cands []*Object
 	indexed := false
 	total := -1 // objects in the range, when known without counting
-	if s.until == 0 && len(s.past) == 0 && s.rev == c.rev && c.ready {
-		// The live state: its label index and counts apply.
+	if n := len(c.snaps); s.until == 0 && n > 0 && c.snaps[n-1] == s {
+		// The live state (no write since the snapshot, though the cache's
+		// revision may have moved on without one; not dropped by a relist
+		// since it was taken): its label index and counts apply.
 		cands, indexed = c.labels.candidates(f.Labels)
 		if f.Namespace != "" {
 			total = c.perNamespace[f.Namespace]
