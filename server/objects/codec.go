@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/json"
 
 	"github.com/objwatch/objwatch/server/apistatus"
+	"github.com/objwatch/objwatch/server/jsonenc"
 	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/storage"
 )
@@ -26,9 +27,12 @@ func Decode(b []byte) (*unstructured.Unstructured, error) {
 	if len(b) == 0 || b[0] != '{' {
 		return nil, apistatus.BadRequest("the body of the request is not a JSON object")
 	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, apistatus.BadRequest("the body of the request was malformed: %v", err)
+	m, ok := jsonenc.Decode(b) // apimachinery's decoding, without reflection
+	if !ok {
+		// Invalid, or what apimachinery repairs: its answer and its error.
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, apistatus.BadRequest("the body of the request was malformed: %v", err)
+		}
 	}
 	if md, ok := m["metadata"]; ok && md != nil {
 		if _, ok := md.(map[string]any); !ok {
