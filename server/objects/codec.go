@@ -62,9 +62,11 @@ func FromStorage(res *registry.Resource, kv storage.KeyValue) (*unstructured.Uns
 func decodeStored(ctx context.Context, res *registry.Resource, kvs []storage.KeyValue) ([]*unstructured.Unstructured, error) {
 	out := make([]*unstructured.Unstructured, len(kvs))
 	for i, kv := range kvs {
-		var m map[string]any
-		if err := json.Unmarshal(kv.Value, &m); err != nil {
-			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+		m, ok := jsonenc.Decode(kv.Value)
+		if !ok {
+			if err := json.Unmarshal(kv.Value, &m); err != nil {
+				return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
+			}
 		}
 		if err := res.Strategy.Stored(m); err != nil {
 			return nil, fmt.Errorf("decode %s: %w", kv.Key, err)
