@@ -41,17 +41,20 @@ var inString = func() (t [256]bool) {
 	return t
 }()
 
-func (c *compactor) space() {
-	for ; c.i < len(c.src); c.i++ {
-		switch c.src[c.i] {
+func (c *compactor) space() { c.i = skipSpace(c.src, c.i) }
+
+// skipSpace returns the index after the insignificant whitespace at i.
+func skipSpace(s []byte, i int) int {
+	for ; i < len(s); i++ {
+		switch s[i] {
 		case ' ', '\t', '\n', '\r':
 		default:
-			return
+			return i
 		}
 	}
+	return i
 }
 
-// is reports whether the next byte is b.
 func (c *compactor) is(b byte) bool { return c.i < len(c.src) && c.src[c.i] == b }
 
 // take copies the next byte, b, and the space after it.
@@ -183,7 +186,7 @@ func escapeLen(e []byte) int {
 }
 
 func (c *compactor) literal(lit string) bool {
-	if len(c.src)-c.i < len(lit) || string(c.src[c.i:c.i+len(lit)]) != lit {
+	if !hasLiteral(c.src, c.i, lit) {
 		return false
 	}
 	c.dst = append(c.dst, lit...)
@@ -191,10 +194,27 @@ func (c *compactor) literal(lit string) bool {
 	return true
 }
 
-// number copies a number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+// hasLiteral reports whether lit is at s[i:].
+func hasLiteral(s []byte, i int, lit string) bool {
+	return len(s)-i >= len(lit) && string(s[i:i+len(lit)]) == lit
+}
+
+// number copies a number.
 func (c *compactor) number() bool {
-	s, i := c.src, c.i
-	if s[i] == '-' {
+	end, _, ok := numberEnd(c.src, c.i)
+	if !ok {
+		return false
+	}
+	c.dst = append(c.dst, c.src[c.i:end]...)
+	c.i = end
+	return true
+}
+
+// numberEnd scans the number at i,
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, and returns the index
+// after it and whether it has neither fraction nor exponent.
+func numberEnd(s []byte, i int) (end int, integer, ok bool) {
+	if i < len(s) && s[i] == '-' {
 		i++
 	}
 	switch {
@@ -203,26 +223,25 @@ func (c *compactor) number() bool {
 	case i < len(s) && '1' <= s[i] && s[i] <= '9':
 		i = digits(s, i)
 	default:
-		return false
+		return 0, false, false
 	}
+	integer = true
 	if i < len(s) && s[i] == '.' {
 		if i++; i >= len(s) || !isDigit(s[i]) {
-			return false
+			return 0, false, false
 		}
-		i = digits(s, i)
+		i, integer = digits(s, i), false
 	}
 	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
 		if i++; i < len(s) && (s[i] == '+' || s[i] == '-') {
 			i++
 		}
 		if i >= len(s) || !isDigit(s[i]) {
-			return false
+			return 0, false, false
 		}
-		i = digits(s, i)
+		i, integer = digits(s, i), false
 	}
-	c.dst = append(c.dst, s[c.i:i]...)
-	c.i = i
-	return true
+	return i, integer, true
 }
 
 func isDigit(b byte) bool { return '0' <= b && b <= '9' }

@@ -40,16 +40,7 @@ type decoder struct {
 	i int
 }
 
-func (d *decoder) space() {
-	for d.i < len(d.b) {
-		switch d.b[d.i] {
-		case ' ', '\t', '\n', '\r':
-			d.i++
-		default:
-			return
-		}
-	}
-}
+func (d *decoder) space() { d.i = skipSpace(d.b, d.i) }
 
 func (d *decoder) value(depth int) (any, bool) {
 	d.space()
@@ -75,11 +66,11 @@ func (d *decoder) value(depth int) (any, bool) {
 	return nil, false
 }
 
-func (d *decoder) literal(s string) bool {
-	if len(d.b)-d.i < len(s) || string(d.b[d.i:d.i+len(s)]) != s {
+func (d *decoder) literal(lit string) bool {
+	if !hasLiteral(d.b, d.i, lit) {
 		return false
 	}
-	d.i += len(s)
+	d.i += len(lit)
 	return true
 }
 
@@ -274,40 +265,12 @@ func (d *decoder) hex4(at int) (rune, bool) {
 // number decodes a JSON number at d.i: int64 when it is an integer that
 // fits, else float64 (as sigs.k8s.io/json's PreserveInts).
 func (d *decoder) number() (any, bool) {
-	start := d.i
-	if d.b[d.i] == '-' {
-		d.i++
-	}
-	// Integer part: 0, or a digit 1-9 and more digits.
-	switch {
-	case d.i < len(d.b) && d.b[d.i] == '0':
-		d.i++
-	case d.i < len(d.b) && d.b[d.i] >= '1' && d.b[d.i] <= '9':
-		for d.i < len(d.b) && d.b[d.i] >= '0' && d.b[d.i] <= '9' {
-			d.i++
-		}
-	default:
+	end, integer, ok := numberEnd(d.b, d.i)
+	if !ok {
 		return nil, false
 	}
-	integer := true
-	if d.i < len(d.b) && d.b[d.i] == '.' {
-		integer = false
-		d.i++
-		if !d.digits() {
-			return nil, false
-		}
-	}
-	if d.i < len(d.b) && (d.b[d.i] == 'e' || d.b[d.i] == 'E') {
-		integer = false
-		d.i++
-		if d.i < len(d.b) && (d.b[d.i] == '+' || d.b[d.i] == '-') {
-			d.i++
-		}
-		if !d.digits() {
-			return nil, false
-		}
-	}
-	s := d.b[start:d.i]
+	s := d.b[d.i:end]
+	d.i = end
 	if integer && len(s) <= 18 { // fits int64 without overflow checks
 		var n int64
 		neg := s[0] == '-'
@@ -330,15 +293,7 @@ func (d *decoder) number() (any, bool) {
 	}
 	f, err := strconv.ParseFloat(str, 64)
 	if err != nil {
-		return nil, false // out of float64's range: encoding/json refuses it
+		return nil, false // out of float64's range: apimachinery refuses it
 	}
 	return f, true
-}
-
-func (d *decoder) digits() bool {
-	start := d.i
-	for d.i < len(d.b) && d.b[d.i] >= '0' && d.b[d.i] <= '9' {
-		d.i++
-	}
-	return d.i > start
 }
