@@ -230,6 +230,8 @@ func startProcess(ctx context.Context, bin string, args []string, log string) (*
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	// A bench that dies takes its servers and etcds with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", bin, err)

@@ -28,6 +28,15 @@
 // Update then keeps the live entries (as kube-apiserver's UpdateNoErrors
 // does on any failure). Entries keep the apiVersion they were written in.
 //
+// # Shortcuts
+//
+// Three common cases skip the full merge, each answering exactly what the
+// field manager would (Config.Verify checks every answer against it): an
+// ordinary update by the manager that alone owns what it changes
+// (fastupdate.go), an apply of the same kind (fastapply.go), and a create
+// whose object has a shape seen before, whose field manager's answer is
+// remembered (fastcreate.go).
+//
 // # Concurrency
 //
 // A Manager is safe for concurrent use. It builds each resource version's
