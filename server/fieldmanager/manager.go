@@ -79,7 +79,7 @@ type Config struct {
 	// types, keyed by model name and tagged with
 	// x-kubernetes-group-version-kind. Required.
 	BuiltinModels func() (map[string]*spec.Schema, error)
-	// Verify checks every shortcut (fastUpdate, fastCreate) against the field
+	// Verify checks every shortcut (fastUpdate, fastApply, fastCreate) against the field
 	// manager's answer and panics where they differ: for tests.
 	Verify bool
 }
