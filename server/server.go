@@ -72,6 +72,7 @@ import (
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/openapi"
 	"github.com/objwatch/objwatch/server/registry"
+	"github.com/objwatch/objwatch/server/registry/kube"
 	"github.com/objwatch/objwatch/server/rungroup"
 	"github.com/objwatch/objwatch/server/watchstream"
 	"github.com/objwatch/objwatch/server/webhookclient"
@@ -322,7 +323,7 @@ func New(cfg Config) (*Server, error) {
 	// monitor, which refuses requests while etcd is lost.
 	monitor := health.New(store, health.Config{Interval: cfg.StorageProbeInterval, UnhealthyAfter: cfg.StorageUnhealthyAfter, Log: cfg.Log})
 	cfg.Storage = monitor.Store()
-	s := &Server{cfg: cfg, store: cfg.Storage, registry: registry.New(), health: monitor}
+	s := &Server{cfg: cfg, store: cfg.Storage, registry: registry.New(kube.Resources()...), health: monitor}
 	if err := s.build(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

@@ -160,6 +160,9 @@ type ScalePaths struct {
 	SpecReplicas   string
 	StatusReplicas string
 	LabelSelector  string // "" when not set
+	// Selector, if set, computes the Scale's status.selector instead of
+	// LabelSelector (built-in kinds, whose selectors are structured).
+	Selector func(obj map[string]any) (string, error)
 }
 
 // Column is an additional printer column (see
@@ -241,8 +244,10 @@ type Registry struct {
 	customToken map[string]string
 }
 
-// New returns a registry with the built-in resources.
-func New() *Registry {
+// New returns a registry with the built-in resources defined here and
+// extra ones (the kinds whose rules come from k8s.io/kubernetes, package
+// kube).
+func New(extra ...*Resource) *Registry {
 	r := &Registry{
 		byGVR:    map[schema.GroupVersionResource]*Resource{},
 		versions: map[string][]string{},
@@ -250,7 +255,7 @@ func New() *Registry {
 
 		customToken: map[string]string{},
 	}
-	for _, res := range builtins() {
+	for _, res := range append(builtins(), extra...) {
 		r.add(res)
 	}
 	return r

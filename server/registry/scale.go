@@ -26,7 +26,11 @@ func (p *ScalePaths) ScaleOf(obj *unstructured.Unstructured) (*autoscalingv1.Sca
 		return nil, false, err
 	}
 	var selector string
-	if p.LabelSelector != "" {
+	if p.Selector != nil {
+		if selector, err = p.Selector(obj.Object); err != nil {
+			return nil, false, err
+		}
+	} else if p.LabelSelector != "" {
 		if selector, _, err = unstructured.NestedString(obj.Object, ScalePath(p.LabelSelector)...); err != nil {
 			return nil, false, err
 		}

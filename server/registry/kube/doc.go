@@ -1,0 +1,35 @@
+// Package kube defines the built-in kinds whose rules objwatch takes from
+// Kubernetes itself (k8s.io/kubernetes v1.37.2): pods, nodes, persistent
+// volumes and claims, the apps, batch, autoscaling, networking, policy,
+// storage, discovery, scheduling, node, certificates, flowcontrol and
+// resource groups — every resource kube-apiserver serves by default that
+// package registry does not define by hand.
+//
+// For each kind, Kubernetes' registry strategy (pkg/registry/...) prepares
+// and validates objects, its defaulters fill in defaults, its printers
+// render the tables kubectl shows, and its GetAttrs gives the field
+// selectors (spec.nodeName and status.phase for pods). Objects stay
+// unstructured everywhere else in the server; this package converts them
+// to the kind's versioned Go type (k8s.io/api), applies defaults, converts
+// to the internal type the strategy takes and back, exactly as
+// kube-apiserver's decoder and rest.BeforeCreate/BeforeUpdate do:
+//
+//	Normalize        decode + defaults (unknown fields reported)
+//	PrepareForCreate strategy.PrepareForCreate, Canonicalize
+//	PrepareForUpdate generation reset to the old one, strategy (or status
+//	                 strategy).PrepareForUpdate, Canonicalize
+//	Validate         rest.ValidateCreate / rest.ValidateUpdate: the
+//	                 strategy's checks, common metadata checks and
+//	                 declarative validation
+//
+// The strategies read the request's group, version, resource, subresource
+// and namespace from the context, which this package builds for each call;
+// they do not see the requesting user (a CertificateSigningRequest's
+// spec.username is therefore not filled in).
+//
+// What is not here: controllers (no scheduler, kubelet or workload
+// controllers, as in envtest), and the subresources that need a node
+// (log, exec, attach, portforward, proxy).
+//
+// Everything in this package is safe for concurrent use.
+package kube

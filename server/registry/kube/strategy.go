@@ -1,0 +1,226 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/kubernetes/pkg/api/legacyscheme"
+
+	"github.com/objwatch/objwatch/server/registry"
+)
+
+// strategy is registry.Strategy and registry.Preparer for one version of a
+// built-in kind whose rules are Kubernetes' own registry strategy: objects
+// are decoded into the version's Go type from k8s.io/api, defaulted with
+// the defaulters k8s.io/kubernetes registers for it, converted to the
+// internal type its strategy and validation take, and converted back.
+// It is safe for concurrent use (Kubernetes' strategies are).
+type strategy struct {
+	gvk      schema.GroupVersionKind
+	resource string // plural
+	create   rest.RESTCreateStrategy
+	update   rest.RESTUpdateStrategy
+	// status is the strategy of /status, nil when the kind has none.
+	status rest.RESTUpdateStrategy
+}
+
+var (
+	_ registry.Strategy = (*strategy)(nil)
+	_ registry.Preparer = (*strategy)(nil)
+)
+
+// internalVersion is the group version of gvk's internal type.
+func internalVersion(gvk schema.GroupVersionKind) schema.GroupVersion {
+	return schema.GroupVersion{Group: gvk.Group, Version: runtime.APIVersionInternal}
+}
+
+// decode converts obj, an object of gvk as JSON decodes it, into gvk's Go
+// type and applies its defaults, as kube-apiserver's decoder does. It
+// returns the paths of the fields the type does not have. managedFields are
+// left out: the field manager keeps them and no strategy reads them.
+func decode(gvk schema.GroupVersionKind, obj map[string]any) (runtime.Object, []string, error) {
+	ext, err := legacyscheme.Scheme.New(gvk)
+	if err != nil {
+		return nil, nil, err
+	}
+	var unknown []string
+	err = any(runtime.DefaultUnstructuredConverter).(interface {
+		FromUnstructuredWithValidation(u map[string]any, obj any, returnUnknownFields bool) error
+	}).FromUnstructuredWithValidation(registry.WithoutManagedFields(obj), ext, true)
+	if err != nil {
+		if !runtime.IsStrictDecodingError(err) {
+			return nil, nil, err
+		}
+		for _, e := range err.(interface{ Errors() []error }).Errors() {
+			unknown = append(unknown, strings.Trim(strings.TrimPrefix(e.Error(), "unknown field "), `"`))
+		}
+	}
+	legacyscheme.Scheme.Default(ext)
+	return ext, unknown, nil
+}
+
+// toInternal decodes obj (see decode) and converts it to the internal type.
+func toInternal(gvk schema.GroupVersionKind, obj map[string]any) (runtime.Object, []string, error) {
+	ext, unknown, err := decode(gvk, obj)
+	if err != nil {
+		return nil, nil, err
+	}
+	in, err := legacyscheme.Scheme.UnsafeConvertToVersion(ext, internalVersion(gvk))
+	if err != nil {
+		return nil, nil, err
+	}
+	return in, unknown, nil
+}
+
+// fromInternal converts in back to gvk's version and replaces obj's
+// content with it, keeping obj's managedFields.
+func fromInternal(gvk schema.GroupVersionKind, in runtime.Object, obj map[string]any) error {
+	ext, err := legacyscheme.Scheme.UnsafeConvertToVersion(in, gvk.GroupVersion())
+	if err != nil {
+		return err
+	}
+	out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ext)
+	if err != nil {
+		return err
+	}
+	replace(obj, out)
+	return nil
+}
+
+// replace makes obj's content out's, keeping obj's managedFields and
+// leaving out a null creationTimestamp (typed objects write one;
+// Kubernetes omits it).
+func replace(obj, out map[string]any) {
+	md, _ := obj["metadata"].(map[string]any)
+	mf, hasMF := md["managedFields"]
+	for k := range obj {
+		delete(obj, k)
+	}
+	for k, v := range out {
+		obj[k] = v
+	}
+	if md, ok := obj["metadata"].(map[string]any); ok {
+		if hasMF {
+			md["managedFields"] = mf
+		}
+		if md["creationTimestamp"] == nil {
+			delete(md, "creationTimestamp")
+		}
+	}
+}
+
+// Normalize decodes obj into the kind's type with its defaults.
+func (s *strategy) Normalize(obj, _ map[string]any) ([]string, error) {
+	ext, unknown, err := decode(s.gvk, obj)
+	if err != nil {
+		return nil, err
+	}
+	out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ext)
+	if err != nil {
+		return nil, err
+	}
+	out["apiVersion"], out["kind"] = s.gvk.GroupVersion().String(), s.gvk.Kind
+	replace(obj, out)
+	return unknown, nil
+}
+
+// Stored: objects are stored as they are served.
+func (s *strategy) Stored(map[string]any) error { return nil }
+
+// PrepareForCreate runs the kind's PrepareForCreate and Canonicalize.
+func (s *strategy) PrepareForCreate(obj map[string]any) {
+	in, _, err := toInternal(s.gvk, obj)
+	if err != nil {
+		return // Validate reports it
+	}
+	s.create.PrepareForCreate(s.context(in, "create", ""), in)
+	s.create.Canonicalize(in)
+	_ = fromInternal(s.gvk, in, obj)
+}
+
+// PrepareForUpdate runs the kind's (or its status strategy's)
+// PrepareForUpdate and Canonicalize, with the generation reset to old's
+// first, as kube-apiserver's BeforeUpdate does (the object service keeps
+// uid and creationTimestamp itself).
+func (s *strategy) PrepareForUpdate(obj, old map[string]any, subresource string) {
+	in, _, err := toInternal(s.gvk, obj)
+	if err != nil {
+		return
+	}
+	was, _, err := toInternal(s.gvk, old)
+	if err != nil {
+		return
+	}
+	om, err1 := meta.Accessor(in)
+	wm, err2 := meta.Accessor(was)
+	if err1 != nil || err2 != nil {
+		return
+	}
+	om.SetGeneration(wm.GetGeneration())
+	u := s.update
+	if subresource == "status" && s.status != nil {
+		u = s.status
+	} else {
+		subresource = ""
+	}
+	u.PrepareForUpdate(s.context(in, "update", subresource), in, was)
+	u.Canonicalize(in)
+	_ = fromInternal(s.gvk, in, obj)
+}
+
+// Validate runs the kind's validation as kube-apiserver's rest.BeforeCreate
+// and BeforeUpdate do: the strategy's, the common metadata checks and the
+// declarative validation of the kind's version.
+func (s *strategy) Validate(obj, old map[string]any) field.ErrorList {
+	return s.validate(s.update, "", obj, old)
+}
+
+// ValidateStatus validates an update through /status.
+func (s *strategy) ValidateStatus(obj, old map[string]any) field.ErrorList {
+	if s.status == nil {
+		return s.Validate(obj, old)
+	}
+	return s.validate(s.status, "status", obj, old)
+}
+
+func (s *strategy) validate(u rest.RESTUpdateStrategy, subresource string, obj, old map[string]any) field.ErrorList {
+	in, _, err := toInternal(s.gvk, obj)
+	if err != nil {
+		return field.ErrorList{field.Invalid(field.NewPath(""), nil, err.Error())}
+	}
+	verb := "create"
+	if old != nil {
+		verb = "update"
+	}
+	ctx := s.context(in, verb, subresource)
+	if old == nil {
+		return rest.ValidateCreate(ctx, in, s.create)
+	}
+	was, _, err := toInternal(s.gvk, old)
+	if err != nil {
+		return field.ErrorList{field.InternalError(field.NewPath(""), fmt.Errorf("decoding the current object: %w", err))}
+	}
+	return rest.ValidateUpdate(ctx, in, was, u)
+}
+
+// context is the request context Kubernetes' strategies read: the request's
+// group, version, resource and subresource (declarative validation picks
+// the version's rules by them) and its namespace.
+func (s *strategy) context(obj runtime.Object, verb, subresource string) context.Context {
+	ctx := genericapirequest.WithRequestInfo(context.Background(), &genericapirequest.RequestInfo{
+		IsResourceRequest: true, Verb: verb,
+		APIPrefix: "apis", APIGroup: s.gvk.Group, APIVersion: s.gvk.Version,
+		Resource: s.resource, Subresource: subresource,
+	})
+	if m, err := meta.Accessor(obj); err == nil {
+		ctx = genericapirequest.WithNamespace(ctx, m.GetNamespace())
+	}
+	return ctx
+}
