@@ -118,10 +118,14 @@ func (c *Caches) hintsFor(res *registry.Resource) *writeHints {
 }
 
 // Start starts the watch cache of every served resource, as Kubernetes
-// fills them at start rather than on the first request.
+// fills them at start rather than on the first request; those of resources
+// marked CacheOnDemand start at their first use.
 func (c *Caches) Start() {
 	started := map[string]*watchcache.Cache{}
 	for _, res := range c.cfg.Registry.Resources() {
+		if res.CacheOnDemand {
+			continue
+		}
 		if wc := c.For(res); wc != nil {
 			started[res.GVR().String()] = wc
 		}

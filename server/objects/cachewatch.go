@@ -21,8 +21,15 @@ func (c *Caches) watch(ctx context.Context, req *Request, wr watchRequest) (*cac
 	if wc == nil {
 		return nil, errNoCache
 	}
-	if d, init := wc.Initializing(); init && req.User != nil {
-		return nil, cacheNotReady(d)
+	if _, init := wc.Initializing(); init && req.User != nil {
+		// A cache started by this very request (CacheOnDemand) usually
+		// loads in milliseconds: wait a little before refusing.
+		wctx, cancel := context.WithTimeout(ctx, firstLoadWait)
+		_ = wc.WaitFor(wctx, 0)
+		cancel()
+		if d, init := wc.Initializing(); init {
+			return nil, cacheNotReady(d)
+		}
 	}
 	opts := watchcache.WatchOptions{
 		Filter: filterOf(wr.sel, req.Namespace), From: wr.rv,
@@ -84,6 +91,10 @@ func (c *Caches) watch(ctx context.Context, req *Request, wr watchRequest) (*cac
 // meanwhile, and a client's other lists wait for the cache (Kubernetes
 // answers them 429 too; see Caches.list). The server's own followers
 // (requests without a user) wait for the cache instead.
+// firstLoadWait is how long a watch waits for a loading cache before it
+// is refused with 429.
+const firstLoadWait = time.Second
+
 func cacheNotReady(loading time.Duration) error {
 	retry := int(min(30, max(1, math.Exp(0.06*loading.Seconds()))))
 	return apierrors.NewTooManyRequests("storage is (re)initializing", retry)

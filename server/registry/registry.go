@@ -132,6 +132,11 @@ type Resource struct {
 	// never stored (TokenReview, SubjectAccessReview and the like); the
 	// object service's Review hook computes the answer.
 	Review bool
+	// CacheOnDemand: the resource's watch cache starts at its first read
+	// or watch rather than with the server (built-in kinds that many
+	// servers never use: their idle caches would cost goroutines and
+	// memory), and /readyz does not wait for it.
+	CacheOnDemand bool
 	// Reviews are subresources that take a create of another kind, answered
 	// like a Review's: a service account's "token" takes a TokenRequest.
 	Reviews map[string]*Resource

@@ -45,7 +45,7 @@ func (k *kind) resource(version string, conv registry.Converter) *registry.Resou
 	s := &strategy{gvk: gvk, resource: k.plural, create: k.strategy, update: k.strategy, status: k.status}
 	r := &registry.Resource{
 		Group: k.group, Version: version, Plural: k.plural, Singular: k.singular, Kind: k.kind,
-		ShortNames: k.short, Namespaced: !k.cluster, Status: k.status != nil,
+		ShortNames: k.short, Namespaced: !k.cluster, Status: k.status != nil, CacheOnDemand: true,
 		StoragePrefix: registry.StoragePrefix(k.group, k.plural),
 		Strategy:      s,
 		Versions:      conv,
