@@ -117,6 +117,14 @@ func (n *Namespaces) drain(ctx context.Context, ns string) (int64, error) {
 			continue
 		}
 		seen[res.StoragePrefix] = true
+		// Counting first skips the lists of the many resources a
+		// namespace holds none of (and so does not start their
+		// on-demand caches).
+		if count, err := n.store.Count(ctx, res.Prefix(ns)); err != nil {
+			return 0, apistatus.Storage(err, gr(res), "")
+		} else if count == 0 {
+			continue
+		}
 		items, _, err := n.listAll(ctx, res, ns)
 		if err != nil {
 			return 0, err

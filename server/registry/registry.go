@@ -241,6 +241,8 @@ type Registry struct {
 	mu sync.RWMutex
 	// byGVR indexes every served version.
 	byGVR map[schema.GroupVersionResource]*Resource
+	// byPrefix indexes every served version by its StoragePrefix.
+	byPrefix map[string][]*Resource
 	// preferred lists each group's versions, preferred first.
 	versions map[string][]string
 	// custom maps a CRD name to the resources it added, and customToken to
@@ -255,6 +257,7 @@ type Registry struct {
 func New(extra ...*Resource) *Registry {
 	r := &Registry{
 		byGVR:    map[schema.GroupVersionResource]*Resource{},
+		byPrefix: map[string][]*Resource{},
 		versions: map[string][]string{},
 		custom:   map[string][]*Resource{},
 
@@ -271,6 +274,7 @@ func (r *Registry) add(res *Resource) {
 		res.ListKind = res.Kind + "List"
 	}
 	r.byGVR[res.GVR()] = res
+	r.byPrefix[res.StoragePrefix] = append(r.byPrefix[res.StoragePrefix], res)
 	vs := r.versions[res.Group]
 	for _, v := range vs {
 		if v == res.Version {
@@ -333,9 +337,19 @@ func (r *Registry) ForKind(group, version, kind string) (*Resource, bool) {
 func (r *Registry) ForKey(key string) (res *Resource, namespace, name string, ok bool) {
 	// The resource whose form the key holds is preferred to one stored as
 	// it (StoredAs).
+	// Every StoragePrefix is Root + group + "/" + plural + "/".
+	tail, found := strings.CutPrefix(key, Root)
+	if !found {
+		return nil, "", "", false
+	}
+	group, tail, found1 := strings.Cut(tail, "/")
+	plural, _, found2 := strings.Cut(tail, "/")
+	if !found1 || !found2 {
+		return nil, "", "", false
+	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	for _, cand := range r.byGVR {
+	for _, cand := range r.byPrefix[Root+group+"/"+plural+"/"] {
 		rest, found := strings.CutPrefix(key, cand.StoragePrefix)
 		if !found || rest == "" {
 			continue
@@ -398,10 +412,11 @@ func (r *Registry) SetCustom(crdName, token string, resources []*Resource) error
 		r.customToken[crdName] = token
 	}
 	r.versions = map[string][]string{}
-	for _, res := range r.byGVR {
-		r.add(res)
-	}
+	r.byPrefix = map[string][]*Resource{}
 	for _, res := range resources {
+		r.byGVR[res.GVR()] = res
+	}
+	for _, res := range r.byGVR {
 		r.add(res)
 	}
 	return nil
