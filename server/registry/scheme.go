@@ -21,6 +21,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	storagemigrationv1 "k8s.io/api/storagemigration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -40,7 +41,7 @@ var Scheme = func() *runtime.Scheme {
 		appsv1.AddToScheme, autoscalingv1.AddToScheme, autoscalingv2.AddToScheme, batchv1.AddToScheme,
 		certificatesv1.AddToScheme, discoveryv1.AddToScheme, flowcontrolv1.AddToScheme,
 		networkingv1.AddToScheme, nodev1.AddToScheme, policyv1.AddToScheme, resourcev1.AddToScheme,
-		schedulingv1.AddToScheme, storagev1.AddToScheme,
+		schedulingv1.AddToScheme, storagev1.AddToScheme, storagemigrationv1.AddToScheme,
 	} {
 		if err := add(scheme); err != nil {
 			panic(err)

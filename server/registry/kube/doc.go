@@ -28,8 +28,12 @@
 // spec.username is therefore not filled in).
 //
 // What is not here: controllers (no scheduler, kubelet or workload
-// controllers, as in envtest), and the subresources that need a node
-// (log, exec, attach, portforward, proxy).
+// controllers, as in envtest); the subresources that need a node (log,
+// exec, attach, portforward, proxy); and, of what kube-apiserver serves by
+// default, core/v1 bindings and componentstatuses, apiregistration's
+// apiservices, and the kinds whose strategies need the requesting user or
+// an authorizer (resource.k8s.io resourceclaims and
+// resourceclaimtemplates, certificates.k8s.io podcertificaterequests).
 //
 // Everything in this package is safe for concurrent use.
 package kube

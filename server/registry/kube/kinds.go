@@ -15,6 +15,7 @@ import (
 	"k8s.io/kubernetes/pkg/registry/batch/cronjob"
 	"k8s.io/kubernetes/pkg/registry/batch/job"
 	"k8s.io/kubernetes/pkg/registry/certificates/certificates"
+	"k8s.io/kubernetes/pkg/registry/certificates/clustertrustbundle"
 	"k8s.io/kubernetes/pkg/registry/core/endpoint"
 	"k8s.io/kubernetes/pkg/registry/core/limitrange"
 	"k8s.io/kubernetes/pkg/registry/core/node"
@@ -35,9 +36,11 @@ import (
 	noderuntimeclass "k8s.io/kubernetes/pkg/registry/node/runtimeclass"
 	"k8s.io/kubernetes/pkg/registry/policy/poddisruptionbudget"
 	"k8s.io/kubernetes/pkg/registry/resource/deviceclass"
+	"k8s.io/kubernetes/pkg/registry/resource/devicetaintrule"
 	"k8s.io/kubernetes/pkg/registry/resource/resourceslice"
 	"k8s.io/kubernetes/pkg/registry/scheduling/priorityclass"
 	"k8s.io/kubernetes/pkg/registry/storage/csidriver"
+	"k8s.io/kubernetes/pkg/registry/storagemigration/storagemigration"
 	"k8s.io/kubernetes/pkg/registry/storage/csinode"
 	"k8s.io/kubernetes/pkg/registry/storage/csistoragecapacity"
 	"k8s.io/kubernetes/pkg/registry/storage/storageclass"
@@ -159,6 +162,8 @@ var kinds = []kind{
 	// certificates.k8s.io/v1
 	{group: "certificates.k8s.io", versions: v1, plural: "certificatesigningrequests", singular: "certificatesigningrequest", kind: "CertificateSigningRequest",
 		short: []string{"csr"}, cluster: true, strategy: certificates.Strategy, status: certificates.StatusStrategy, attrs: certificates.GetAttrs},
+	{group: "certificates.k8s.io", versions: v1, plural: "clustertrustbundles", singular: "clustertrustbundle", kind: "ClusterTrustBundle", cluster: true,
+		strategy: clustertrustbundle.Strategy},
 
 	// flowcontrol.apiserver.k8s.io/v1
 	{group: "flowcontrol.apiserver.k8s.io", versions: v1, plural: "flowschemas", singular: "flowschema", kind: "FlowSchema", cluster: true,
@@ -171,6 +176,12 @@ var kinds = []kind{
 		strategy: deviceclass.Strategy},
 	{group: "resource.k8s.io", versions: v1, plural: "resourceslices", singular: "resourceslice", kind: "ResourceSlice", cluster: true,
 		strategy: resourceslice.Strategy, attrs: resourceslice.GetAttrs},
+	{group: "resource.k8s.io", versions: v1, plural: "devicetaintrules", singular: "devicetaintrule", kind: "DeviceTaintRule", cluster: true,
+		strategy: devicetaintrule.Strategy, status: devicetaintrule.StatusStrategy},
+
+	// storagemigration.k8s.io/v1
+	{group: "storagemigration.k8s.io", versions: v1, plural: "storageversionmigrations", singular: "storageversionmigration", kind: "StorageVersionMigration", cluster: true,
+		strategy: storagemigration.Strategy, status: storagemigration.StatusStrategy},
 }
 
 var v1 = []string{"v1"}
