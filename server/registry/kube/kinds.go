@@ -40,12 +40,12 @@ import (
 	"k8s.io/kubernetes/pkg/registry/resource/resourceslice"
 	"k8s.io/kubernetes/pkg/registry/scheduling/priorityclass"
 	"k8s.io/kubernetes/pkg/registry/storage/csidriver"
-	"k8s.io/kubernetes/pkg/registry/storagemigration/storagemigration"
 	"k8s.io/kubernetes/pkg/registry/storage/csinode"
 	"k8s.io/kubernetes/pkg/registry/storage/csistoragecapacity"
 	"k8s.io/kubernetes/pkg/registry/storage/storageclass"
 	"k8s.io/kubernetes/pkg/registry/storage/volumeattachment"
 	"k8s.io/kubernetes/pkg/registry/storage/volumeattributesclass"
+	"k8s.io/kubernetes/pkg/registry/storagemigration/storagemigration"
 )
 
 // kind is one built-in resource whose rules come from k8s.io/kubernetes:
