@@ -40,7 +40,6 @@ var notServed = map[string][]string{
 	"apiregistration.k8s.io/v1": {"apiservices", "apiservices/status"},
 	"resource.k8s.io/v1":        {"resourceclaims", "resourceclaims/status", "resourceclaimtemplates"},
 	"certificates.k8s.io/v1":    {"podcertificaterequests", "podcertificaterequests/status", "certificatesigningrequests/approval"},
-	"storage.k8s.io/v1":         {"csinodes/status"},
 }
 
 // TestDiscoveryMatchesKubeAPIServer: every resource and subresource that
