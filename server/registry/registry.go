@@ -63,6 +63,21 @@ type Preparer interface {
 	ValidateStatus(obj, old map[string]any) field.ErrorList
 }
 
+// RequestPreparer is a Preparer whose rules read the request, as
+// Kubernetes' strategies do: the requesting user (a
+// CertificateSigningRequest records who asked) and the warnings a valid
+// write gets (WarningsOnCreate, WarningsOnUpdate). ctx carries the
+// request's auth.User. The server calls these instead of, or after, the
+// Preparer's methods; custom resources do not implement it.
+type RequestPreparer interface {
+	Preparer
+	// PrepareForCreateRequest is PrepareForCreate for the request in ctx.
+	PrepareForCreateRequest(ctx context.Context, obj map[string]any)
+	// Warnings returns the warnings for a valid create of obj (old nil)
+	// or update of old to obj through subresource.
+	Warnings(ctx context.Context, obj, old map[string]any, subresource string) []string
+}
+
 // Resource is one served resource version. Resources are immutable once
 // registered.
 type Resource struct {
@@ -163,6 +178,10 @@ type ScalePaths struct {
 	// Selector, if set, computes the Scale's status.selector instead of
 	// LabelSelector (built-in kinds, whose selectors are structured).
 	Selector func(obj map[string]any) (string, error)
+	// Validate, if set, validates a Scale's spec.replicas before it is
+	// written to the object (built-in kinds: an error names the Scale, as
+	// kube-apiserver's does).
+	Validate func(replicas int32) field.ErrorList
 }
 
 // Column is an additional printer column (see

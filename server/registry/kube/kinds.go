@@ -138,7 +138,7 @@ var kinds = []kind{
 	{group: "storage.k8s.io", versions: v1, plural: "csidrivers", singular: "csidriver", kind: "CSIDriver", cluster: true,
 		strategy: csidriver.Strategy},
 	{group: "storage.k8s.io", versions: v1, plural: "csinodes", singular: "csinode", kind: "CSINode", cluster: true,
-		strategy: csinode.Strategy},
+		strategy: csinode.Strategy, status: csinode.StatusStrategy},
 	{group: "storage.k8s.io", versions: v1, plural: "csistoragecapacities", singular: "csistoragecapacity", kind: "CSIStorageCapacity",
 		strategy: csistoragecapacity.Strategy},
 	{group: "storage.k8s.io", versions: v1, plural: "volumeattributesclasses", singular: "volumeattributesclass", kind: "VolumeAttributesClass", short: []string{"vac"}, cluster: true,

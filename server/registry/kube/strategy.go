@@ -9,10 +9,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 
+	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/registry"
 )
 
@@ -32,8 +34,8 @@ type strategy struct {
 }
 
 var (
-	_ registry.Strategy = (*strategy)(nil)
-	_ registry.Preparer = (*strategy)(nil)
+	_ registry.Strategy        = (*strategy)(nil)
+	_ registry.RequestPreparer = (*strategy)(nil)
 )
 
 // internalVersion is the group version of gvk's internal type.
@@ -134,13 +136,20 @@ func (s *strategy) Normalize(obj, _ map[string]any) ([]string, error) {
 // Stored: objects are stored as they are served.
 func (s *strategy) Stored(map[string]any) error { return nil }
 
-// PrepareForCreate runs the kind's PrepareForCreate and Canonicalize.
+// PrepareForCreate runs the kind's PrepareForCreate and Canonicalize,
+// with no requesting user.
 func (s *strategy) PrepareForCreate(obj map[string]any) {
+	s.PrepareForCreateRequest(context.Background(), obj)
+}
+
+// PrepareForCreateRequest runs the kind's PrepareForCreate and
+// Canonicalize for the request (and its user) in ctx.
+func (s *strategy) PrepareForCreateRequest(ctx context.Context, obj map[string]any) {
 	in, _, err := toInternal(s.gvk, obj)
 	if err != nil {
 		return // Validate reports it
 	}
-	s.create.PrepareForCreate(s.context(in, "create", ""), in)
+	s.create.PrepareForCreate(s.requestContext(ctx, in, "create", ""), in)
 	s.create.Canonicalize(in)
 	_ = fromInternal(s.gvk, in, obj)
 }
@@ -210,17 +219,51 @@ func (s *strategy) validate(u rest.RESTUpdateStrategy, subresource string, obj, 
 	return rest.ValidateUpdate(ctx, in, was, u)
 }
 
-// context is the request context Kubernetes' strategies read: the request's
-// group, version, resource and subresource (declarative validation picks
-// the version's rules by them) and its namespace.
+// Warnings returns the kind's WarningsOnCreate (old nil) or, for an update
+// through subresource, WarningsOnUpdate: what kube-apiserver sends with a
+// valid write.
+func (s *strategy) Warnings(ctx context.Context, obj, old map[string]any, subresource string) []string {
+	in, _, err := toInternal(s.gvk, obj)
+	if err != nil {
+		return nil
+	}
+	if old == nil {
+		return s.create.WarningsOnCreate(s.requestContext(ctx, in, "create", ""), in)
+	}
+	was, _, err := toInternal(s.gvk, old)
+	if err != nil {
+		return nil
+	}
+	u := s.update
+	if subresource == "status" && s.status != nil {
+		u = s.status
+	} else {
+		subresource = ""
+	}
+	return u.WarningsOnUpdate(s.requestContext(ctx, in, "update", subresource), in, was)
+}
+
+// context is the request context Kubernetes' strategies read, without a
+// user.
 func (s *strategy) context(obj runtime.Object, verb, subresource string) context.Context {
-	ctx := genericapirequest.WithRequestInfo(context.Background(), &genericapirequest.RequestInfo{
+	return s.requestContext(context.Background(), obj, verb, subresource)
+}
+
+// requestContext is the request context Kubernetes' strategies read: the
+// request's group, version, resource and subresource (declarative
+// validation picks the version's rules by them), its namespace and the
+// user (auth.User) in parent.
+func (s *strategy) requestContext(parent context.Context, obj runtime.Object, verb, subresource string) context.Context {
+	ctx := genericapirequest.WithRequestInfo(parent, &genericapirequest.RequestInfo{
 		IsResourceRequest: true, Verb: verb,
 		APIPrefix: "apis", APIGroup: s.gvk.Group, APIVersion: s.gvk.Version,
 		Resource: s.resource, Subresource: subresource,
 	})
 	if m, err := meta.Accessor(obj); err == nil {
 		ctx = genericapirequest.WithNamespace(ctx, m.GetNamespace())
+	}
+	if u, ok := auth.UserFrom(parent); ok {
+		ctx = genericapirequest.WithUser(ctx, &user.DefaultInfo{Name: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra})
 	}
 	return ctx
 }
