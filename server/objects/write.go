@@ -368,7 +368,9 @@ func (s *Service) updated(ctx context.Context, a *Attempt, mutate Mutation, trac
 		return nil, pinned, warnings, err
 	}
 	validate := res.Strategy.Validate
-	if p, ok := res.Strategy.(registry.Preparer); ok && req.Subresource == "status" {
+	if p, ok := res.Strategy.(registry.RequestPreparer); ok {
+		validate = func(obj, old map[string]any) field.ErrorList { return p.ValidateUpdate(obj, old, req.Subresource) }
+	} else if p, ok := res.Strategy.(registry.Preparer); ok && req.Subresource == "status" {
 		validate = p.ValidateStatus
 	}
 	if errs := validate(obj.Object, cur.Object); len(errs) > 0 {
@@ -409,6 +411,10 @@ func prepareUpdate(obj, cur *unstructured.Unstructured, res *registry.Resource, 
 	obj.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
 	obj.SetNamespace(cur.GetNamespace())
 	unstructured.RemoveNestedField(obj.Object, "metadata", "selfLink")
+	if _, ok := p.(registry.RequestPreparer); ok {
+		p.PrepareForUpdate(obj.Object, cur.Object, subresource)
+		return
+	}
 	if prepares {
 		p.PrepareForUpdate(obj.Object, cur.Object, "")
 		return

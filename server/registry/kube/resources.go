@@ -62,6 +62,9 @@ func (k *kind) resource(version string, conv registry.Converter) *registry.Resou
 	if k.all {
 		r.Categories = []string{"all"}
 	}
+	if k.group == "" && k.plural == "pods" {
+		r.Reviews = podActions()
+	}
 	if k.attrs != nil {
 		attrs := k.attrs
 		r.FieldLabels = func(u *unstructured.Unstructured) fields.Set {

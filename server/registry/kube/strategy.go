@@ -159,6 +159,9 @@ func (s *strategy) PrepareForCreateRequest(ctx context.Context, obj map[string]a
 // first, as kube-apiserver's BeforeUpdate does (the object service keeps
 // uid and creationTimestamp itself).
 func (s *strategy) PrepareForUpdate(obj, old map[string]any, subresource string) {
+	if isAction(subresource) {
+		return
+	}
 	in, _, err := toInternal(s.gvk, obj)
 	if err != nil {
 		return
@@ -189,6 +192,25 @@ func (s *strategy) PrepareForUpdate(obj, old map[string]any, subresource string)
 // declarative validation of the kind's version.
 func (s *strategy) Validate(obj, old map[string]any) field.ErrorList {
 	return s.validate(s.update, "", obj, old)
+}
+
+// ValidateUpdate validates an update through subresource: /status with
+// the status strategy, the main resource and /scale with the kind's, an
+// action's (a pod's binding) not at all, as kube-apiserver writes it.
+func (s *strategy) ValidateUpdate(obj, old map[string]any, subresource string) field.ErrorList {
+	switch {
+	case subresource == "status":
+		return s.ValidateStatus(obj, old)
+	case isAction(subresource):
+		return nil
+	}
+	return s.Validate(obj, old)
+}
+
+// isAction reports whether subresource is an action's, whose writes
+// kube-apiserver makes without the kind's strategy.
+func isAction(subresource string) bool {
+	return subresource != "" && subresource != "status" && subresource != "scale"
 }
 
 // ValidateStatus validates an update through /status.
@@ -223,6 +245,9 @@ func (s *strategy) validate(u rest.RESTUpdateStrategy, subresource string, obj, 
 // through subresource, WarningsOnUpdate: what kube-apiserver sends with a
 // valid write.
 func (s *strategy) Warnings(ctx context.Context, obj, old map[string]any, subresource string) []string {
+	if isAction(subresource) {
+		return nil
+	}
 	in, _, err := toInternal(s.gvk, obj)
 	if err != nil {
 		return nil
