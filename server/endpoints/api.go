@@ -76,6 +76,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -281,7 +282,8 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 	own := res.Lifecycle != nil && res.Lifecycle.UpdateSubresource != "" && info.subresource == res.Lifecycle.UpdateSubresource
 	review := res.Reviews[info.subresource] != nil
 	history := info.subresource == HistorySubresource && info.verb == "get"
-	if info.subresource != "" && !(info.subresource == "status" && res.Status) && !(info.subresource == "scale" && res.Scale != nil) && !own && !review && !history {
+	updateSub := info.subresource != "" && slices.Contains(res.UpdateSubresources, info.subresource)
+	if info.subresource != "" && !(info.subresource == "status" && res.Status) && !(info.subresource == "scale" && res.Scale != nil) && !own && !review && !history && !updateSub {
 		WriteStatus(w, NotFoundPath())
 		return
 	}
@@ -291,6 +293,11 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 	}
 	if info.verb == "watch" && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		WriteStatus(w, apierrors.NewMethodNotSupported(gr(res), strings.ToLower(r.Method)))
+		return
+	}
+	if updateSub && info.verb != "get" && info.verb != "update" && info.verb != "patch" {
+		// As kube-apiserver, which has no route for the method.
+		WriteStatus(w, apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, r.Method, schema.GroupResource{}, "", "", 0, false))
 		return
 	}
 	if own && info.verb != "update" {

@@ -102,6 +102,12 @@ func apiResources(res *registry.Resource) []metav1.APIResource {
 			Verbs: []string{"get", "patch", "update"},
 		})
 	}
+	for _, sub := range res.UpdateSubresources {
+		out = append(out, metav1.APIResource{
+			Name: res.Plural + "/" + sub, Namespaced: res.Namespaced, Kind: res.Kind,
+			Verbs: []string{"get", "patch", "update"},
+		})
+	}
 	if res.Scale != nil {
 		// As Kubernetes' apiextensions discovery: the subresource's kind is
 		// autoscaling/v1 Scale, not the resource's.

@@ -95,6 +95,10 @@ type Resource struct {
 	// Status: the resource has a /status subresource; the main endpoint
 	// ignores status changes and /status ignores everything else.
 	Status bool
+	// UpdateSubresources are more subresources served like /status (get,
+	// update, patch of the object) whose rules are the Strategy's, a
+	// RequestPreparer: a CertificateSigningRequest's approval.
+	UpdateSubresources []string
 	// Generation: the server maintains metadata.generation, incremented on
 	// every change outside metadata (and status, when Status is set).
 	Generation bool

@@ -55,7 +55,9 @@ func bind(ctx context.Context, t registry.ActionTarget, body map[string]any) err
 		return apierrors.NewBadRequest(err.Error())
 	}
 	if errs := corevalidation.ValidatePodBinding(&in); len(errs) > 0 {
-		return errs.ToAggregate()
+		// kube-apiserver answers a plain error: 500 with no reason.
+		return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: http.StatusInternalServerError,
+			Message: errs.ToAggregate().Error()}}
 	}
 	conflict := func(format string, args ...any) error {
 		return apierrors.NewConflict(schema.GroupResource{Resource: "pods/binding"}, b.Name, fmt.Errorf(format, args...))

@@ -46,7 +46,7 @@ func Resources() []*registry.Resource {
 
 func (k *kind) resource(version string, conv registry.Converter) *registry.Resource {
 	gvk := schema.GroupVersionKind{Group: k.group, Version: version, Kind: k.kind}
-	s := &strategy{gvk: gvk, resource: k.plural, create: k.strategy, update: k.strategy, status: k.status}
+	s := &strategy{gvk: gvk, resource: k.plural, create: k.strategy, update: k.strategy, status: k.status, subresources: k.subresources}
 	r := &registry.Resource{
 		Group: k.group, Version: version, Plural: k.plural, Singular: k.singular, Kind: k.kind,
 		ShortNames: k.short, Namespaced: !k.cluster, Status: k.status != nil,
@@ -61,6 +61,9 @@ func (k *kind) resource(version string, conv registry.Converter) *registry.Resou
 	}
 	if k.all {
 		r.Categories = []string{"all"}
+	}
+	for sub := range k.subresources {
+		r.UpdateSubresources = append(r.UpdateSubresources, sub)
 	}
 	if k.group == "" && k.plural == "pods" {
 		r.Reviews = podActions()

@@ -31,6 +31,9 @@ type strategy struct {
 	update   rest.RESTUpdateStrategy
 	// status is the strategy of /status, nil when the kind has none.
 	status rest.RESTUpdateStrategy
+	// subresources are the strategies of the kind's other update
+	// subresources (a CertificateSigningRequest's approval).
+	subresources map[string]rest.RESTUpdateStrategy
 }
 
 var (
@@ -159,7 +162,7 @@ func (s *strategy) PrepareForCreateRequest(ctx context.Context, obj map[string]a
 // first, as kube-apiserver's BeforeUpdate does (the object service keeps
 // uid and creationTimestamp itself).
 func (s *strategy) PrepareForUpdate(obj, old map[string]any, subresource string) {
-	if isAction(subresource) {
+	if s.isAction(subresource) {
 		return
 	}
 	in, _, err := toInternal(s.gvk, obj)
@@ -176,12 +179,7 @@ func (s *strategy) PrepareForUpdate(obj, old map[string]any, subresource string)
 		return
 	}
 	om.SetGeneration(wm.GetGeneration())
-	u := s.update
-	if subresource == "status" && s.status != nil {
-		u = s.status
-	} else {
-		subresource = ""
-	}
+	u, subresource := s.updateStrategy(subresource)
 	u.PrepareForUpdate(s.context(in, "update", subresource), in, was)
 	u.Canonicalize(in)
 	_ = fromInternal(s.gvk, in, obj)
@@ -194,23 +192,34 @@ func (s *strategy) Validate(obj, old map[string]any) field.ErrorList {
 	return s.validate(s.update, "", obj, old)
 }
 
-// ValidateUpdate validates an update through subresource: /status with
-// the status strategy, the main resource and /scale with the kind's, an
-// action's (a pod's binding) not at all, as kube-apiserver writes it.
+// ValidateUpdate validates an update through subresource with its
+// strategy (see updateStrategy); an action's (a pod's binding) is not
+// validated, as kube-apiserver writes it.
 func (s *strategy) ValidateUpdate(obj, old map[string]any, subresource string) field.ErrorList {
-	switch {
-	case subresource == "status":
-		return s.ValidateStatus(obj, old)
-	case isAction(subresource):
+	if s.isAction(subresource) {
 		return nil
 	}
-	return s.Validate(obj, old)
+	u, subresource := s.updateStrategy(subresource)
+	return s.validate(u, subresource, obj, old)
 }
 
 // isAction reports whether subresource is an action's, whose writes
 // kube-apiserver makes without the kind's strategy.
-func isAction(subresource string) bool {
-	return subresource != "" && subresource != "status" && subresource != "scale"
+func (s *strategy) isAction(subresource string) bool {
+	_, own := s.subresources[subresource]
+	return subresource != "" && subresource != "status" && subresource != "scale" && !own
+}
+
+// updateStrategy is the strategy of an update through subresource (not an
+// action's) and the subresource the strategy's context names.
+func (s *strategy) updateStrategy(subresource string) (rest.RESTUpdateStrategy, string) {
+	if u, ok := s.subresources[subresource]; ok {
+		return u, subresource
+	}
+	if subresource == "status" && s.status != nil {
+		return s.status, subresource
+	}
+	return s.update, ""
 }
 
 // ValidateStatus validates an update through /status.
@@ -245,7 +254,7 @@ func (s *strategy) validate(u rest.RESTUpdateStrategy, subresource string, obj, 
 // through subresource, WarningsOnUpdate: what kube-apiserver sends with a
 // valid write.
 func (s *strategy) Warnings(ctx context.Context, obj, old map[string]any, subresource string) []string {
-	if isAction(subresource) {
+	if s.isAction(subresource) {
 		return nil
 	}
 	in, _, err := toInternal(s.gvk, obj)
@@ -259,12 +268,7 @@ func (s *strategy) Warnings(ctx context.Context, obj, old map[string]any, subres
 	if err != nil {
 		return nil
 	}
-	u := s.update
-	if subresource == "status" && s.status != nil {
-		u = s.status
-	} else {
-		subresource = ""
-	}
+	u, subresource := s.updateStrategy(subresource)
 	return u.WarningsOnUpdate(s.requestContext(ctx, in, "update", subresource), in, was)
 }
 
