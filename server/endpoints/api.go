@@ -268,6 +268,16 @@ func NotFoundPath() error {
 	}}
 }
 
+// notFoundInVersion is kube-apiserver's 404 for a path under a group
+// version it serves that names no resource or subresource of it: a
+// Status without the causes of NotFoundPath.
+func notFoundInVersion() error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
+		Message: "the server could not find the requested resource", Details: &metav1.StatusDetails{},
+	}}
+}
+
 // serveResource handles every request on a resource path.
 func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info requestInfo) {
 	res, ok := a.registry.Get(info.gvr)
@@ -276,7 +286,7 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 		return
 	}
 	if info.namespaceSet && !res.Namespaced {
-		WriteStatus(w, NotFoundPath())
+		WriteStatus(w, notFoundInVersion())
 		return
 	}
 	own := res.Lifecycle != nil && res.Lifecycle.UpdateSubresource != "" && info.subresource == res.Lifecycle.UpdateSubresource
@@ -284,7 +294,7 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 	history := info.subresource == HistorySubresource && info.verb == "get"
 	updateSub := info.subresource != "" && slices.Contains(res.UpdateSubresources, info.subresource)
 	if info.subresource != "" && !(info.subresource == "status" && res.Status) && !(info.subresource == "scale" && res.Scale != nil) && !own && !review && !history && !updateSub {
-		WriteStatus(w, NotFoundPath())
+		WriteStatus(w, notFoundInVersion())
 		return
 	}
 	if (res.Review || review) && info.verb != "create" {

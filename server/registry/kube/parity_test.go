@@ -38,6 +38,7 @@ type answer struct {
 	Code     int            `json:"code"`
 	Reason   string         `json:"reason,omitempty"`
 	Message  string         `json:"message,omitempty"`
+	Causes   []any          `json:"causes,omitempty"`
 	Warnings []string       `json:"warnings,omitempty"`
 	Object   map[string]any `json:"object,omitempty"`
 	Names    []string       `json:"names,omitempty"`
@@ -180,6 +181,9 @@ func do(t *testing.T, c *http.Client, host string, s step) answer {
 		a.Reason, _ = m["reason"].(string)
 		a.Message, _ = m["message"].(string)
 		a.Message = uidPattern.ReplaceAllString(a.Message, "<uid>")
+		if d, ok := m["details"].(map[string]any); ok {
+			a.Causes, _ = d["causes"].([]any)
+		}
 		if a.Code < 300 {
 			a.Object = normalise(m)
 		}
@@ -273,6 +277,9 @@ func compareAnswers(want, got answer, ignore map[string]string) []string {
 	}
 	if want.Message != got.Message {
 		d = append(d, fmt.Sprintf("message:\n\t\tkube     %q\n\t\tobjwatch %q", want.Message, got.Message))
+	}
+	if !reflect.DeepEqual(want.Causes, got.Causes) {
+		d = append(d, fmt.Sprintf("causes: kube %s, objwatch %s", compact(want.Causes), compact(got.Causes)))
 	}
 	if (len(want.Warnings) > 0 || len(got.Warnings) > 0) && !reflect.DeepEqual(want.Warnings, got.Warnings) {
 		d = append(d, fmt.Sprintf("warnings: kube %q, objwatch %q", want.Warnings, got.Warnings))
