@@ -338,7 +338,7 @@ var cases = []kindCase{
 		invalid: obj("policy/v1", "PodDisruptionBudget", "pdb2", `"spec":{"minAvailable":1,"maxUnavailable":1}`),
 		spec:    `{"spec":{"minAvailable":2}}`,
 		status:  `{"status":{"currentHealthy":1,"desiredHealthy":1,"disruptionsAllowed":0,"expectedPods":1}}`,
-		ignore: podAdmission,
+		ignore:  podAdmission,
 		// Evictions of a running pod the budget selects.
 		extra: []step{
 			{name: "create running pod", method: "POST", path: nsPath("/api/v1", "pods"),
