@@ -69,6 +69,12 @@ func (t *actionTarget) Delete(ctx context.Context, opts *metav1.DeleteOptions) e
 	if opts == nil {
 		opts = &metav1.DeleteOptions{}
 	}
+	if t.opts.DryRun && len(opts.DryRun) == 0 {
+		// The action's dryRun is its delete's, as kube-apiserver's eviction
+		// propagates it.
+		opts = opts.DeepCopy()
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
 	out, err := t.a.objects.Delete(ctx, t.req, opts)
 	t.warnings = append(t.warnings, out.Warnings...)
 	return err
