@@ -76,6 +76,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -267,6 +268,16 @@ func NotFoundPath() error {
 	}}
 }
 
+// notFoundInVersion is kube-apiserver's 404 for a path under a group
+// version it serves that names no resource or subresource of it: a
+// Status without the causes of NotFoundPath.
+func notFoundInVersion() error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusNotFound, Reason: metav1.StatusReasonNotFound,
+		Message: "the server could not find the requested resource", Details: &metav1.StatusDetails{},
+	}}
+}
+
 // serveResource handles every request on a resource path.
 func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info requestInfo) {
 	res, ok := a.registry.Get(info.gvr)
@@ -275,14 +286,15 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 		return
 	}
 	if info.namespaceSet && !res.Namespaced {
-		WriteStatus(w, NotFoundPath())
+		WriteStatus(w, notFoundInVersion())
 		return
 	}
 	own := res.Lifecycle != nil && res.Lifecycle.UpdateSubresource != "" && info.subresource == res.Lifecycle.UpdateSubresource
 	review := res.Reviews[info.subresource] != nil
 	history := info.subresource == HistorySubresource && info.verb == "get"
-	if info.subresource != "" && !(info.subresource == "status" && res.Status) && !(info.subresource == "scale" && res.Scale != nil) && !own && !review && !history {
-		WriteStatus(w, NotFoundPath())
+	updateSub := info.subresource != "" && slices.Contains(res.UpdateSubresources, info.subresource)
+	if info.subresource != "" && !(info.subresource == "status" && res.Status) && !(info.subresource == "scale" && res.Scale != nil) && !own && !review && !history && !updateSub {
+		WriteStatus(w, notFoundInVersion())
 		return
 	}
 	if (res.Review || review) && info.verb != "create" {
@@ -291,6 +303,11 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 	}
 	if info.verb == "watch" && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		WriteStatus(w, apierrors.NewMethodNotSupported(gr(res), strings.ToLower(r.Method)))
+		return
+	}
+	if updateSub && info.verb != "get" && info.verb != "update" && info.verb != "patch" {
+		// As kube-apiserver, which has no route for the method.
+		WriteStatus(w, apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, r.Method, schema.GroupResource{}, "", "", 0, false))
 		return
 	}
 	if own && info.verb != "update" {

@@ -102,6 +102,12 @@ func apiResources(res *registry.Resource) []metav1.APIResource {
 			Verbs: []string{"get", "patch", "update"},
 		})
 	}
+	for _, sub := range res.UpdateSubresources {
+		out = append(out, metav1.APIResource{
+			Name: res.Plural + "/" + sub, Namespaced: res.Namespaced, Kind: res.Kind,
+			Verbs: []string{"get", "patch", "update"},
+		})
+	}
 	if res.Scale != nil {
 		// As Kubernetes' apiextensions discovery: the subresource's kind is
 		// autoscaling/v1 Scale, not the resource's.
@@ -112,10 +118,16 @@ func apiResources(res *registry.Resource) []metav1.APIResource {
 		})
 	}
 	for sub, rr := range res.Reviews {
-		out = append(out, metav1.APIResource{
+		r := metav1.APIResource{
 			Name: res.Plural + "/" + sub, Namespaced: res.Namespaced,
-			Group: rr.Group, Version: rr.Version, Kind: rr.Kind, Verbs: []string{"create"},
-		})
+			Kind: rr.Kind, Verbs: []string{"create"},
+		}
+		// As kube-apiserver: group and version only for a kind of
+		// another group version (a pod's Binding is core/v1's own).
+		if rr.Group != res.Group || rr.Version != res.Version {
+			r.Group, r.Version = rr.Group, rr.Version
+		}
+		out = append(out, r)
 	}
 	return out
 }

@@ -173,6 +173,9 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, req *objects.Reques
 	subReview := info.subresource != ""
 	if subReview {
 		typeOf = res.Reviews[info.subresource] // a TokenRequest for a service account's token
+		if typeOf.Action != nil {
+			return a.act(w, r, req, typeOf)
+		}
 	}
 	opts, obj, err := a.bodies.readWrite(r, typeOf)
 	if err != nil {

@@ -227,6 +227,11 @@ func (a *API) applyScale(w http.ResponseWriter, r *http.Request, req *objects.Re
 // withReplicas sets obj's spec replicas and pins its resourceVersion to rv
 // ("" for none).
 func withReplicas(p *registry.ScalePaths, obj *unstructured.Unstructured, replicas int32, rv string) (*unstructured.Unstructured, error) {
+	if p.Validate != nil {
+		if errs := p.Validate(replicas); len(errs) > 0 {
+			return nil, apistatus.Invalid(scaleResource.GVK().GroupKind(), obj.GetName(), errs)
+		}
+	}
 	if err := unstructured.SetNestedField(obj.Object, int64(replicas), scalePath(p.SpecReplicas)...); err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}

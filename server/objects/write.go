@@ -81,7 +81,7 @@ func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Un
 	if obj.GetName() == "" {
 		return Result{Warnings: a.warnings}, apistatus.Invalid(res.GVK().GroupKind(), "", field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
 	}
-	prepareCreate(obj, res)
+	prepareCreate(ctx, obj, res)
 	warnings, err := normalize(res, obj, nil, opts)
 	out := Result{Warnings: append(a.warnings, warnings...)}
 	if err != nil {
@@ -89,6 +89,9 @@ func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Un
 	}
 	if errs := res.Strategy.Validate(obj.Object, nil); len(errs) > 0 {
 		return out, apistatus.Invalid(res.GVK().GroupKind(), obj.GetName(), errs)
+	}
+	if p, ok := res.Strategy.(registry.RequestPreparer); ok {
+		out.Warnings = append(out.Warnings, p.Warnings(ctx, obj.Object, nil, "")...)
 	}
 	n := len(a.warnings)
 	undo, err := s.hooks.admit(ctx, a)
@@ -150,7 +153,7 @@ func reviewOf(req *Request) *registry.Resource {
 }
 
 // prepareCreate sets what the server owns on a new object.
-func prepareCreate(obj *unstructured.Unstructured, res *registry.Resource) {
+func prepareCreate(ctx context.Context, obj *unstructured.Unstructured, res *registry.Resource) {
 	obj.SetUID(uuid.NewUUID())
 	obj.SetCreationTimestamp(metav1.NewTime(time.Now().UTC().Truncate(time.Second)))
 	obj.SetResourceVersion("")
@@ -159,7 +162,11 @@ func prepareCreate(obj *unstructured.Unstructured, res *registry.Resource) {
 	unstructured.RemoveNestedField(obj.Object, "metadata", "selfLink")
 	switch p, ok := res.Strategy.(registry.Preparer); {
 	case ok:
-		p.PrepareForCreate(obj.Object)
+		if rp, ok := p.(registry.RequestPreparer); ok {
+			rp.PrepareForCreateRequest(ctx, obj.Object)
+		} else {
+			p.PrepareForCreate(obj.Object)
+		}
 	case res.Generation:
 		obj.SetGeneration(1)
 	default:
@@ -361,11 +368,16 @@ func (s *Service) updated(ctx context.Context, a *Attempt, mutate Mutation, trac
 		return nil, pinned, warnings, err
 	}
 	validate := res.Strategy.Validate
-	if p, ok := res.Strategy.(registry.Preparer); ok && req.Subresource == "status" {
+	if p, ok := res.Strategy.(registry.RequestPreparer); ok {
+		validate = func(obj, old map[string]any) field.ErrorList { return p.ValidateUpdate(obj, old, req.Subresource) }
+	} else if p, ok := res.Strategy.(registry.Preparer); ok && req.Subresource == "status" {
 		validate = p.ValidateStatus
 	}
 	if errs := validate(obj.Object, cur.Object); len(errs) > 0 {
 		return nil, pinned, warnings, apistatus.Invalid(res.GVK().GroupKind(), req.Name, errs)
+	}
+	if p, ok := res.Strategy.(registry.RequestPreparer); ok {
+		warnings = append(warnings, p.Warnings(ctx, obj.Object, cur.Object, req.Subresource)...)
 	}
 	return obj, pinned, warnings, nil
 }
@@ -399,6 +411,10 @@ func prepareUpdate(obj, cur *unstructured.Unstructured, res *registry.Resource, 
 	obj.SetDeletionGracePeriodSeconds(cur.GetDeletionGracePeriodSeconds())
 	obj.SetNamespace(cur.GetNamespace())
 	unstructured.RemoveNestedField(obj.Object, "metadata", "selfLink")
+	if _, ok := p.(registry.RequestPreparer); ok {
+		p.PrepareForUpdate(obj.Object, cur.Object, subresource)
+		return
+	}
 	if prepares {
 		p.PrepareForUpdate(obj.Object, cur.Object, "")
 		return

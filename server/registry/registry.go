@@ -63,6 +63,26 @@ type Preparer interface {
 	ValidateStatus(obj, old map[string]any) field.ErrorList
 }
 
+// RequestPreparer is a Preparer whose rules read the request, as
+// Kubernetes' strategies do: the requesting user (a
+// CertificateSigningRequest records who asked) and the warnings a valid
+// write gets (WarningsOnCreate, WarningsOnUpdate). ctx carries the
+// request's auth.User. The server calls these instead of, or after, the
+// Preparer's methods; custom resources do not implement it.
+type RequestPreparer interface {
+	Preparer
+	// PrepareForCreateRequest is PrepareForCreate for the request in ctx.
+	PrepareForCreateRequest(ctx context.Context, obj map[string]any)
+	// Warnings returns the warnings for a valid create of obj (old nil)
+	// or update of old to obj through subresource.
+	Warnings(ctx context.Context, obj, old map[string]any, subresource string) []string
+	// ValidateUpdate validates the update of old to obj through
+	// subresource (any: status, scale or an action's); the server calls
+	// it instead of Validate and ValidateStatus, and passes the
+	// subresource to PrepareForUpdate as it is.
+	ValidateUpdate(obj, old map[string]any, subresource string) field.ErrorList
+}
+
 // Resource is one served resource version. Resources are immutable once
 // registered.
 type Resource struct {
@@ -75,6 +95,10 @@ type Resource struct {
 	// Status: the resource has a /status subresource; the main endpoint
 	// ignores status changes and /status ignores everything else.
 	Status bool
+	// UpdateSubresources are more subresources served like /status (get,
+	// update, patch of the object) whose rules are the Strategy's, a
+	// RequestPreparer: a CertificateSigningRequest's approval.
+	UpdateSubresources []string
 	// Generation: the server maintains metadata.generation, incremented on
 	// every change outside metadata (and status, when Status is set).
 	Generation bool
@@ -139,7 +163,33 @@ type Resource struct {
 	CacheOnDemand bool
 	// Reviews are subresources that take a create of another kind, answered
 	// like a Review's: a service account's "token" takes a TokenRequest.
+	// A review resource with an Action acts on the object instead.
 	Reviews map[string]*Resource
+	// Action, set on a review subresource's resource, makes a create of
+	// it act on the object the request names (a pod's binding and
+	// eviction): body is the decoded request, of this resource's kind.
+	// nil: the create is answered as a review.
+	Action func(ctx context.Context, t ActionTarget, body map[string]any) error
+}
+
+// ActionTarget is the object an Action acts on, reached through the
+// server's object service: authorized as the action's request (create of
+// the subresource), admitted, audited and watched as any write.
+type ActionTarget interface {
+	// Name is the object's name.
+	Name() string
+	// Get returns the object.
+	Get(ctx context.Context) (map[string]any, error)
+	// Update writes mutate's change of (a copy of) the current object, as
+	// an update through the action's subresource: the resource's
+	// RequestPreparer decides what of its rules apply. An error from
+	// mutate is the update's.
+	Update(ctx context.Context, mutate func(obj map[string]any) error) error
+	// Delete deletes the object.
+	Delete(ctx context.Context, opts *metav1.DeleteOptions) error
+	// List returns, as the server itself, the objects of another resource
+	// in the object's namespace.
+	List(ctx context.Context, gvr schema.GroupVersionResource) ([]map[string]any, error)
 }
 
 // Converter converts objects between the versions of one resource: a
@@ -168,6 +218,10 @@ type ScalePaths struct {
 	// Selector, if set, computes the Scale's status.selector instead of
 	// LabelSelector (built-in kinds, whose selectors are structured).
 	Selector func(obj map[string]any) (string, error)
+	// Validate, if set, validates a Scale's spec.replicas before it is
+	// written to the object (built-in kinds: an error names the Scale, as
+	// kube-apiserver's does).
+	Validate func(replicas int32) field.ErrorList
 }
 
 // Column is an additional printer column (see

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"slices"
 	"strings"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -90,7 +91,7 @@ func (r *Resource) HasSubresource(sub string) bool {
 		return r.Scale != nil
 	}
 	_, ok := r.Reviews[sub]
-	return ok
+	return ok || slices.Contains(r.UpdateSubresources, sub)
 }
 
 // KindFor is the kind of r's objects through subresource: autoscaling/v1

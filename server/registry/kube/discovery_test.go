@@ -35,11 +35,11 @@ var notServed = map[string][]string{
 		// They need a kubelet.
 		"pods/attach", "pods/exec", "pods/log", "pods/portforward", "pods/proxy", "nodes/proxy", "services/proxy",
 		// Subresources with their own update strategies.
-		"pods/binding", "pods/eviction", "pods/ephemeralcontainers", "pods/resize",
+		"pods/ephemeralcontainers", "pods/resize",
 	},
 	"apiregistration.k8s.io/v1": {"apiservices", "apiservices/status"},
 	"resource.k8s.io/v1":        {"resourceclaims", "resourceclaims/status", "resourceclaimtemplates"},
-	"certificates.k8s.io/v1":    {"podcertificaterequests", "podcertificaterequests/status", "certificatesigningrequests/approval"},
+	"certificates.k8s.io/v1":    {"podcertificaterequests", "podcertificaterequests/status"},
 }
 
 // TestDiscoveryMatchesKubeAPIServer: every resource and subresource that

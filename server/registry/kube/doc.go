@@ -22,10 +22,20 @@
 //	                 strategy's checks, common metadata checks and
 //	                 declarative validation
 //
-// The strategies read the request's group, version, resource, subresource
-// and namespace from the context, which this package builds for each call;
-// they do not see the requesting user (a CertificateSigningRequest's
-// spec.username is therefore not filled in).
+// The strategies read the request's group, version, resource, subresource,
+// namespace and user (a CertificateSigningRequest records who asked) from
+// the context, which this package builds for each call; their warnings
+// (WarningsOnCreate, WarningsOnUpdate) are sent with valid writes, and a
+// deprecated version's warning with every request to it.
+//
+// Beyond /status and /scale, a pod has binding (spec.nodeName, once) and
+// eviction (a delete that running pods' PodDisruptionBudgets may refuse;
+// with no disruption controller, a budget's status is what clients wrote
+// and an eviction does not decrement it), and a CertificateSigningRequest
+// has approval, each with Kubernetes' rules. testdata/parity.json holds
+// kube-apiserver's answers to a valid and an invalid create, an immutable
+// field's update, status through the main resource and /status, and /scale
+// for every kind; TestKindsParity checks objwatch gives the same.
 //
 // What is not here: controllers (no scheduler, kubelet or workload
 // controllers, as in envtest); the subresources that need a node (log,

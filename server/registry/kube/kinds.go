@@ -67,6 +67,9 @@ type kind struct {
 	attrs func(runtime.Object) (labels.Set, fields.Set, error)
 	// scale, if set, gives the kind a /scale subresource.
 	scale *scaleRule
+	// subresources are more subresources served like /status, with their
+	// strategies (a CertificateSigningRequest's approval).
+	subresources map[string]rest.RESTUpdateStrategy
 }
 
 // kinds are the resources kube-apiserver v1.37.2 serves by default that
@@ -161,7 +164,8 @@ var kinds = []kind{
 
 	// certificates.k8s.io/v1
 	{group: "certificates.k8s.io", versions: v1, plural: "certificatesigningrequests", singular: "certificatesigningrequest", kind: "CertificateSigningRequest",
-		short: []string{"csr"}, cluster: true, strategy: certificates.Strategy, status: certificates.StatusStrategy, attrs: certificates.GetAttrs},
+		short: []string{"csr"}, cluster: true, strategy: certificates.Strategy, status: certificates.StatusStrategy, attrs: certificates.GetAttrs,
+		subresources: map[string]rest.RESTUpdateStrategy{"approval": certificates.ApprovalStrategy}},
 	{group: "certificates.k8s.io", versions: v1, plural: "clustertrustbundles", singular: "clustertrustbundle", kind: "ClusterTrustBundle", cluster: true,
 		strategy: clustertrustbundle.Strategy},
 

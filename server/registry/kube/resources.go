@@ -11,7 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/endpoints/deprecation"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
+	"k8s.io/kubernetes/pkg/apis/autoscaling"
+	autoscalingvalidation "k8s.io/kubernetes/pkg/apis/autoscaling/validation"
 	"k8s.io/kubernetes/pkg/printers"
 	printersinternal "k8s.io/kubernetes/pkg/printers/internalversion"
 	printerstorage "k8s.io/kubernetes/pkg/printers/storage"
@@ -42,7 +46,7 @@ func Resources() []*registry.Resource {
 
 func (k *kind) resource(version string, conv registry.Converter) *registry.Resource {
 	gvk := schema.GroupVersionKind{Group: k.group, Version: version, Kind: k.kind}
-	s := &strategy{gvk: gvk, resource: k.plural, create: k.strategy, update: k.strategy, status: k.status}
+	s := &strategy{gvk: gvk, resource: k.plural, create: k.strategy, update: k.strategy, status: k.status, subresources: k.subresources}
 	r := &registry.Resource{
 		Group: k.group, Version: version, Plural: k.plural, Singular: k.singular, Kind: k.kind,
 		ShortNames: k.short, Namespaced: !k.cluster, Status: k.status != nil, CacheOnDemand: true,
@@ -57,6 +61,12 @@ func (k *kind) resource(version string, conv registry.Converter) *registry.Resou
 	}
 	if k.all {
 		r.Categories = []string{"all"}
+	}
+	for sub := range k.subresources {
+		r.UpdateSubresources = append(r.UpdateSubresources, sub)
+	}
+	if k.group == "" && k.plural == "pods" {
+		r.Reviews = podActions()
 	}
 	if k.attrs != nil {
 		attrs := k.attrs
@@ -74,9 +84,10 @@ func (k *kind) resource(version string, conv registry.Converter) *registry.Resou
 	}
 	if ext, err := legacyscheme.Scheme.New(gvk); err == nil {
 		r.PatchSchema = ext
+		r.DeprecationWarning = deprecationWarning(gvk, ext)
 	}
 	if k.scale != nil {
-		r.Scale = &registry.ScalePaths{SpecReplicas: ".spec.replicas", StatusReplicas: ".status.replicas", Selector: k.scale.selector}
+		r.Scale = &registry.ScalePaths{SpecReplicas: ".spec.replicas", StatusReplicas: ".status.replicas", Selector: k.scale.selector, Validate: validateScale}
 	}
 	return r
 }
@@ -111,6 +122,23 @@ func table(gvk schema.GroupVersionKind, obj runtime.Object) (*metav1.Table, erro
 		return nil, fmt.Errorf("kube: no table for %T", obj)
 	}
 	return tables.ConvertToTable(context.Background(), in, nil)
+}
+
+// deprecationWarning is the warning kube-apiserver v1.37 sends with every
+// request to gvk when its type says it is deprecated (core/v1 Endpoints),
+// or "".
+func deprecationWarning(gvk schema.GroupVersionKind, ext runtime.Object) string {
+	if !deprecation.IsDeprecated(ext, 1, 37) {
+		return ""
+	}
+	ext = ext.DeepCopyObject()
+	ext.GetObjectKind().SetGroupVersionKind(gvk)
+	return deprecation.WarningMessage(ext)
+}
+
+// validateScale validates a Scale's replicas with Kubernetes' rules.
+func validateScale(replicas int32) field.ErrorList {
+	return autoscalingvalidation.ValidateScale(&autoscaling.Scale{Spec: autoscaling.ScaleSpec{Replicas: replicas}})
 }
 
 // scaleRule says how a kind's Scale reads its selector.

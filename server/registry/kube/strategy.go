@@ -9,10 +9,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/authentication/user"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
 
+	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/registry"
 )
 
@@ -29,11 +31,14 @@ type strategy struct {
 	update   rest.RESTUpdateStrategy
 	// status is the strategy of /status, nil when the kind has none.
 	status rest.RESTUpdateStrategy
+	// subresources are the strategies of the kind's other update
+	// subresources (a CertificateSigningRequest's approval).
+	subresources map[string]rest.RESTUpdateStrategy
 }
 
 var (
-	_ registry.Strategy = (*strategy)(nil)
-	_ registry.Preparer = (*strategy)(nil)
+	_ registry.Strategy        = (*strategy)(nil)
+	_ registry.RequestPreparer = (*strategy)(nil)
 )
 
 // internalVersion is the group version of gvk's internal type.
@@ -134,13 +139,20 @@ func (s *strategy) Normalize(obj, _ map[string]any) ([]string, error) {
 // Stored: objects are stored as they are served.
 func (s *strategy) Stored(map[string]any) error { return nil }
 
-// PrepareForCreate runs the kind's PrepareForCreate and Canonicalize.
+// PrepareForCreate runs the kind's PrepareForCreate and Canonicalize,
+// with no requesting user.
 func (s *strategy) PrepareForCreate(obj map[string]any) {
+	s.PrepareForCreateRequest(context.Background(), obj)
+}
+
+// PrepareForCreateRequest runs the kind's PrepareForCreate and
+// Canonicalize for the request (and its user) in ctx.
+func (s *strategy) PrepareForCreateRequest(ctx context.Context, obj map[string]any) {
 	in, _, err := toInternal(s.gvk, obj)
 	if err != nil {
 		return // Validate reports it
 	}
-	s.create.PrepareForCreate(s.context(in, "create", ""), in)
+	s.create.PrepareForCreate(s.requestContext(ctx, in, "create", ""), in)
 	s.create.Canonicalize(in)
 	_ = fromInternal(s.gvk, in, obj)
 }
@@ -150,6 +162,9 @@ func (s *strategy) PrepareForCreate(obj map[string]any) {
 // first, as kube-apiserver's BeforeUpdate does (the object service keeps
 // uid and creationTimestamp itself).
 func (s *strategy) PrepareForUpdate(obj, old map[string]any, subresource string) {
+	if s.isAction(subresource) {
+		return
+	}
 	in, _, err := toInternal(s.gvk, obj)
 	if err != nil {
 		return
@@ -164,12 +179,7 @@ func (s *strategy) PrepareForUpdate(obj, old map[string]any, subresource string)
 		return
 	}
 	om.SetGeneration(wm.GetGeneration())
-	u := s.update
-	if subresource == "status" && s.status != nil {
-		u = s.status
-	} else {
-		subresource = ""
-	}
+	u, subresource := s.updateStrategy(subresource)
 	u.PrepareForUpdate(s.context(in, "update", subresource), in, was)
 	u.Canonicalize(in)
 	_ = fromInternal(s.gvk, in, obj)
@@ -180,6 +190,36 @@ func (s *strategy) PrepareForUpdate(obj, old map[string]any, subresource string)
 // declarative validation of the kind's version.
 func (s *strategy) Validate(obj, old map[string]any) field.ErrorList {
 	return s.validate(s.update, "", obj, old)
+}
+
+// ValidateUpdate validates an update through subresource with its
+// strategy (see updateStrategy); an action's (a pod's binding) is not
+// validated, as kube-apiserver writes it.
+func (s *strategy) ValidateUpdate(obj, old map[string]any, subresource string) field.ErrorList {
+	if s.isAction(subresource) {
+		return nil
+	}
+	u, subresource := s.updateStrategy(subresource)
+	return s.validate(u, subresource, obj, old)
+}
+
+// isAction reports whether subresource is an action's, whose writes
+// kube-apiserver makes without the kind's strategy.
+func (s *strategy) isAction(subresource string) bool {
+	_, own := s.subresources[subresource]
+	return subresource != "" && subresource != "status" && subresource != "scale" && !own
+}
+
+// updateStrategy is the strategy of an update through subresource (not an
+// action's) and the subresource the strategy's context names.
+func (s *strategy) updateStrategy(subresource string) (rest.RESTUpdateStrategy, string) {
+	if u, ok := s.subresources[subresource]; ok {
+		return u, subresource
+	}
+	if subresource == "status" && s.status != nil {
+		return s.status, subresource
+	}
+	return s.update, ""
 }
 
 // ValidateStatus validates an update through /status.
@@ -210,17 +250,49 @@ func (s *strategy) validate(u rest.RESTUpdateStrategy, subresource string, obj, 
 	return rest.ValidateUpdate(ctx, in, was, u)
 }
 
-// context is the request context Kubernetes' strategies read: the request's
-// group, version, resource and subresource (declarative validation picks
-// the version's rules by them) and its namespace.
+// Warnings returns the kind's WarningsOnCreate (old nil) or, for an update
+// through subresource, WarningsOnUpdate: what kube-apiserver sends with a
+// valid write.
+func (s *strategy) Warnings(ctx context.Context, obj, old map[string]any, subresource string) []string {
+	if s.isAction(subresource) {
+		return nil
+	}
+	in, _, err := toInternal(s.gvk, obj)
+	if err != nil {
+		return nil
+	}
+	if old == nil {
+		return s.create.WarningsOnCreate(s.requestContext(ctx, in, "create", ""), in)
+	}
+	was, _, err := toInternal(s.gvk, old)
+	if err != nil {
+		return nil
+	}
+	u, subresource := s.updateStrategy(subresource)
+	return u.WarningsOnUpdate(s.requestContext(ctx, in, "update", subresource), in, was)
+}
+
+// context is the request context Kubernetes' strategies read, without a
+// user.
 func (s *strategy) context(obj runtime.Object, verb, subresource string) context.Context {
-	ctx := genericapirequest.WithRequestInfo(context.Background(), &genericapirequest.RequestInfo{
+	return s.requestContext(context.Background(), obj, verb, subresource)
+}
+
+// requestContext is the request context Kubernetes' strategies read: the
+// request's group, version, resource and subresource (declarative
+// validation picks the version's rules by them), its namespace and the
+// user (auth.User) in parent.
+func (s *strategy) requestContext(parent context.Context, obj runtime.Object, verb, subresource string) context.Context {
+	ctx := genericapirequest.WithRequestInfo(parent, &genericapirequest.RequestInfo{
 		IsResourceRequest: true, Verb: verb,
 		APIPrefix: "apis", APIGroup: s.gvk.Group, APIVersion: s.gvk.Version,
 		Resource: s.resource, Subresource: subresource,
 	})
 	if m, err := meta.Accessor(obj); err == nil {
 		ctx = genericapirequest.WithNamespace(ctx, m.GetNamespace())
+	}
+	if u, ok := auth.UserFrom(parent); ok {
+		ctx = genericapirequest.WithUser(ctx, &user.DefaultInfo{Name: u.Name, UID: u.UID, Groups: u.Groups, Extra: u.Extra})
 	}
 	return ctx
 }
