@@ -92,7 +92,7 @@ func (d *Docs) buildOpenAPIV2(resources []*registry.Resource) (*spec.Swagger, er
 			crds = append(crds, sw)
 		}
 	}
-	ws, roots, err := builtinWebService(builtins)
+	ws, err := builtinWebService(builtins)
 	if err != nil {
 		return nil, err
 	}
@@ -102,8 +102,8 @@ func (d *Docs) buildOpenAPIV2(resources []*registry.Resource) (*spec.Swagger, er
 			http.StatusUnauthorized: {ResponseProps: spec.ResponseProps{Description: "Unauthorized"}},
 		},
 		GetOperationIDAndTags: endpointsopenapi.GetOperationIDAndTags,
-		GetDefinitionName:     openAPINamer.GetDefinitionName,
-		GetDefinitions:        builtinDefinitions(roots),
+		GetDefinitionName:     definitionName,
+		GetDefinitions:        (&definitions{}).get,
 	})
 	if err != nil {
 		return nil, err
