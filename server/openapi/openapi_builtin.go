@@ -12,6 +12,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/endpoints"
 	endpointsopenapi "k8s.io/apiserver/pkg/endpoints/openapi"
@@ -49,6 +50,36 @@ func definitionName(name string) (string, spec.Extensions) {
 	return openAPINamer().GetDefinitionName(name)
 }
 
+// everyGroup are the models of the kinds every group version registers
+// (metav1.AddToGroupVersion) that documents refer to.
+var everyGroup = map[string]bool{
+	"io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions": true,
+	"io.k8s.apimachinery.pkg.apis.meta.v1.WatchEvent":    true,
+}
+
+// scopedDefinitionName names definitions in the document of group version
+// gv. As in kube-apiserver's documents, the kinds every group registers are
+// tagged with their core/v1 and gv kinds only, not with some 30 others.
+func scopedDefinitionName(gv schema.GroupVersion) func(string) (string, spec.Extensions) {
+	return func(name string) (string, spec.Extensions) {
+		n, ext := definitionName(name)
+		gvks, ok := ext[gvkExtension].([]any)
+		if !everyGroup[name] || !ok {
+			return n, ext
+		}
+		var kept []any
+		for _, g := range gvks {
+			m, _ := g.(map[string]any)
+			if m["version"] == "v1" && m["group"] == "" || m["version"] == gv.Version && m["group"] == gv.Group {
+				kept = append(kept, g)
+			}
+		}
+		return n, spec.Extensions{gvkExtension: kept}
+	}
+}
+
+const gvkExtension = "x-kubernetes-group-version-kind"
+
 // routeAction is the x-kubernetes-action of each verb's operations.
 var routeAction = map[string]string{
 	"get": "get", "list": "list", "create": "post", "update": "put",
@@ -76,14 +107,14 @@ func (d *definitions) get(ref common.ReferenceCallback) map[string]common.OpenAP
 
 // v3Config is the builder configuration of built-in resources' v3
 // documents and models.
-func v3Config(title, version string, defs *definitions) *common.OpenAPIV3Config {
+func v3Config(title, version string, defs *definitions, name func(string) (string, spec.Extensions)) *common.OpenAPIV3Config {
 	return &common.OpenAPIV3Config{
 		Info: &spec.Info{InfoProps: spec.InfoProps{Title: title, Version: version}},
 		CommonResponses: map[int]*spec3.Response{
 			http.StatusUnauthorized: {ResponseProps: spec3.ResponseProps{Description: "Unauthorized"}},
 		},
 		GetOperationIDAndTags: endpointsopenapi.GetOperationIDAndTags,
-		GetDefinitionName:     definitionName,
+		GetDefinitionName:     name,
 		GetDefinitions:        defs.get,
 	}
 }
@@ -95,7 +126,8 @@ func builtinOpenAPI(resources []*registry.Resource, title, version string, defs 
 	if err != nil {
 		return nil, err
 	}
-	return builder3.BuildOpenAPISpecFromRoutes(restfuladapter.AdaptWebServices([]*restful.WebService{ws}), v3Config(title, version, defs))
+	gv := resources[0].GVK().GroupVersion()
+	return builder3.BuildOpenAPISpecFromRoutes(restfuladapter.AdaptWebServices([]*restful.WebService{ws}), v3Config(title, version, defs, scopedDefinitionName(gv)))
 }
 
 // builtinWebService describes the endpoints of built-in resources as
@@ -294,5 +326,5 @@ func BuiltinModels(r *registry.Registry) (map[string]*spec.Schema, error) {
 		}
 		names = append(names, util.GetCanonicalTypeName(obj))
 	}
-	return builder3.BuildOpenAPIDefinitionsForResources(v3Config("Kubernetes", "", &definitions{}), names...)
+	return builder3.BuildOpenAPIDefinitionsForResources(v3Config("Kubernetes", "", &definitions{}, definitionName), names...)
 }

@@ -92,6 +92,14 @@ func TestOpenAPIKubeKinds(t *testing.T) {
 		t.Errorf("DeploymentSpec required = %+v, want selector and template", s)
 	}
 
+	// As in kube-apiserver's documents, the kinds every group registers
+	// are tagged with the document's and core/v1's only.
+	if s := apps["io.k8s.apimachinery.pkg.apis.meta.v1.DeleteOptions"]; s == nil {
+		t.Errorf("apps/v1 has no DeleteOptions")
+	} else if got := oaGVKs(s.Extensions); !slices.Equal(got, []oaGVK{{"", "v1", "DeleteOptions"}, {"apps", "v1", "DeleteOptions"}}) {
+		t.Errorf("apps/v1 DeleteOptions x-kubernetes-group-version-kind = %v, want core/v1 and apps/v1", got)
+	}
+
 	// The v2 document has them too.
 	sw, _ := servertest.OpenAPIV2(t, a)
 	if name, _ := servertest.V2Kind(sw, "apps", "v1", "Deployment"); name == "" {
