@@ -113,6 +113,10 @@ func TestOpenAPIKubeKinds(t *testing.T) {
 	} else if keys, _ := json.Marshal(ps.Properties["containers"].Extensions["x-kubernetes-list-map-keys"]); string(keys) != `["name"]` {
 		t.Errorf("/openapi/v2 PodSpec.containers x-kubernetes-list-map-keys = %s, want [\"name\"]", keys)
 	}
+	// kube-apiserver prunes defaults from v2 (v3 keeps them).
+	if cp, ok := sw.Definitions["io.k8s.api.core.v1.ContainerPort"]; !ok || cp.Properties["protocol"].Default != nil {
+		t.Errorf("/openapi/v2 ContainerPort = %+v, want it without defaults", cp)
+	}
 }
 
 // oaProperty returns property prop of model name in schemas, or nil.

@@ -108,5 +108,8 @@ func (d *Docs) buildOpenAPIV2(resources []*registry.Resource) (*spec.Swagger, er
 	if err != nil {
 		return nil, err
 	}
+	// As kube-apiserver's: v2 clients do not expect defaults (openapi-gen
+	// writes some for fields that need no value, such as "" for strings).
+	static.Definitions = handler.PruneDefaults(static.Definitions)
 	return crdbuilder.MergeSpecs(static, crds...)
 }
