@@ -9,9 +9,12 @@
 // # Schemas
 //
 // Built-in resources are typed from the OpenAPI models the server publishes
-// for them (Config.BuiltinModels: package openapi's, with the patch
-// strategy and merge keys of their Go types, so lists such as a Pod's
-// containers merge by name). Custom resources are typed from their CRD's
+// for them (Config.BuiltinModels: package openapi's, Kubernetes' generated
+// definitions with their list-type, list-map-keys and map-type markers, so
+// a Pod's containers merge by name, a container's ports by containerPort
+// and protocol, and a Deployment's selector is atomic, as in
+// kube-apiserver). The type converter is built on the first write of a
+// built-in object. Custom resources are typed from their CRD's
 // structural schema (x-kubernetes-list-type, -list-map-keys, -map-type,
 // preserve-unknown-fields), with the OpenAPI document
 // apiextensions-apiserver's builder makes of every served version of the

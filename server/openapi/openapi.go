@@ -49,8 +49,9 @@ func (d *Docs) ServeV3(w http.ResponseWriter, r *http.Request) {
 		endpoints.WriteStatus(w, endpoints.NotFoundPath())
 		return
 	}
+	var defs definitions // shared by the builds of this update, which run one after another
 	docs := d.v3.update(d.registry.Resources(), func(rs []*registry.Resource) (*spec3.OpenAPI, error) {
-		doc, err := d.buildOpenAPIV3(rs)
+		doc, err := d.buildOpenAPIV3(rs, &defs)
 		if err != nil {
 			// Served as 500 and left out of /openapi/v3 until the
 			// resources change; kubectl then treats the group version as
@@ -77,9 +78,10 @@ func (d *Docs) ServeV3(w http.ResponseWriter, r *http.Request) {
 }
 
 // buildOpenAPIV3 builds the document of one group version: built-in
-// resources from their Go types, custom resources from their CRDs, merged
-// as kube-apiserver merges the CRDs of one group version.
-func (d *Docs) buildOpenAPIV3(resources []*registry.Resource) (*spec3.OpenAPI, error) {
+// resources from Kubernetes' definitions (memoized in defs), custom
+// resources from their CRDs, merged as kube-apiserver merges the CRDs of
+// one group version.
+func (d *Docs) buildOpenAPIV3(resources []*registry.Resource, defs *definitions) (*spec3.OpenAPI, error) {
 	var builtins []*registry.Resource
 	var parts []*spec3.OpenAPI
 	for _, res := range resources {
@@ -95,7 +97,7 @@ func (d *Docs) buildOpenAPIV3(resources []*registry.Resource) (*spec3.OpenAPI, e
 		}
 	}
 	if len(builtins) > 0 {
-		doc, err := builtinOpenAPI(builtins, "Kubernetes", d.version)
+		doc, err := builtinOpenAPI(builtins, "Kubernetes", d.version, defs)
 		if err != nil {
 			return nil, err
 		}

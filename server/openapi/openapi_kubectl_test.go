@@ -130,6 +130,8 @@ spec:
 		{[]string{"namespaces.status.conditions"}, []string{"<[]NamespaceCondition>", "type\t<string> -required-"}},
 		{[]string{"leases.spec.holderIdentity"}, []string{"GROUP:      coordination.k8s.io", "holderIdentity"}},
 		{[]string{"crd.spec.names.plural"}, []string{"GROUP:      apiextensions.k8s.io", "plural is the plural name of the resource to serve"}},
+		{[]string{"deployment.spec.template.spec.containers"}, []string{"GROUP:      apps", "KIND:       Deployment", "FIELD: containers <[]Container>", "name\t<string> -required-", "enum: Always, IfNotPresent, Never"}},
+		{[]string{"cronjobs.spec.concurrencyPolicy"}, []string{"GROUP:      batch", "ENUM:", "Forbid"}},
 	}
 	for _, tc := range explain {
 		out := k.Ok(append([]string{"explain"}, tc.args...)...)

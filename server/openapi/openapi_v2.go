@@ -92,7 +92,7 @@ func (d *Docs) buildOpenAPIV2(resources []*registry.Resource) (*spec.Swagger, er
 			crds = append(crds, sw)
 		}
 	}
-	ws, roots, err := builtinWebService(builtins)
+	ws, err := builtinWebService(builtins)
 	if err != nil {
 		return nil, err
 	}
@@ -102,11 +102,14 @@ func (d *Docs) buildOpenAPIV2(resources []*registry.Resource) (*spec.Swagger, er
 			http.StatusUnauthorized: {ResponseProps: spec.ResponseProps{Description: "Unauthorized"}},
 		},
 		GetOperationIDAndTags: endpointsopenapi.GetOperationIDAndTags,
-		GetDefinitionName:     openAPINamer.GetDefinitionName,
-		GetDefinitions:        builtinDefinitions(roots),
+		GetDefinitionName:     definitionName,
+		GetDefinitions:        (&definitions{}).get,
 	})
 	if err != nil {
 		return nil, err
 	}
+	// As kube-apiserver's: v2 clients do not expect defaults (openapi-gen
+	// writes some for fields that need no value, such as "" for strings).
+	static.Definitions = handler.PruneDefaults(static.Definitions)
 	return crdbuilder.MergeSpecs(static, crds...)
 }

@@ -181,8 +181,8 @@ func TestOpenAPIV3BuiltIn(t *testing.T) {
 		}
 	}
 
-	// Descriptions come from the Go types' documentation, and patch
-	// strategies from their tags.
+	// Descriptions and patch strategies come from Kubernetes' generated
+	// definitions.
 	_, ns := oaKindSchema(docs["api/v1"], oaGVK{"", "v1", "Namespace"})
 	nsStatus := docs["api/v1"].Components.Schemas["io.k8s.api.core.v1.NamespaceStatus"]
 	if ns == nil || !strings.Contains(ns.Description, "Namespace provides a scope for Names") || nsStatus == nil {
