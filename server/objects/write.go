@@ -81,8 +81,18 @@ func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Un
 	if obj.GetName() == "" {
 		return Result{Warnings: a.warnings}, apistatus.Invalid(res.GVK().GroupKind(), "", field.ErrorList{field.Required(field.NewPath("metadata", "name"), "name or generateName is required")})
 	}
-	prepareCreate(ctx, obj, res)
-	warnings, err := normalize(res, obj, nil, opts)
+	var warnings []string
+	var err error
+	early := decodesFirst(res)
+	if early {
+		warnings, err = normalize(res, obj, nil, opts)
+	}
+	if err == nil {
+		prepareCreate(ctx, obj, res)
+		if !early {
+			warnings, err = normalize(res, obj, nil, opts)
+		}
+	}
 	out := Result{Warnings: append(a.warnings, warnings...)}
 	if err != nil {
 		return out, err
@@ -350,6 +360,12 @@ func (s *Service) updated(ctx context.Context, a *Attempt, mutate Mutation, trac
 		return nil, pinned, a.warnings, err
 	}
 	obj = a.Object
+	early := decodesFirst(res)
+	if early {
+		if warnings, err = normalize(res, obj, cur, opts); err != nil {
+			return nil, pinned, append(a.warnings, warnings...), err
+		}
+	}
 	if track != nil {
 		mf, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", "managedFields")
 		prepareUpdate(obj, cur, res, req.Subresource)
@@ -362,7 +378,9 @@ func (s *Service) updated(ctx context.Context, a *Attempt, mutate Mutation, trac
 	} else {
 		prepareUpdate(obj, cur, res, req.Subresource)
 	}
-	warnings, err = normalize(res, obj, cur, opts)
+	if !early {
+		warnings, err = normalize(res, obj, cur, opts)
+	}
 	warnings = append(a.warnings, warnings...)
 	if err != nil {
 		return nil, pinned, warnings, err
@@ -380,6 +398,16 @@ func (s *Service) updated(ctx context.Context, a *Attempt, mutate Mutation, trac
 		warnings = append(warnings, p.Warnings(ctx, obj.Object, cur.Object, req.Subresource)...)
 	}
 	return obj, pinned, warnings, nil
+}
+
+// decodesFirst reports whether res's objects are decoded (normalize)
+// before they are prepared, as kube-apiserver decodes a body before its
+// strategy's PrepareForCreate and PrepareForUpdate: a Preparer's round trip
+// through its kind's type would otherwise drop unknown fields before
+// normalize could report them (fieldValidation Strict and Warn).
+func decodesFirst(res *registry.Resource) bool {
+	_, ok := res.Strategy.(registry.Preparer)
+	return ok
 }
 
 // prepareUpdate keeps what clients cannot change and applies the
