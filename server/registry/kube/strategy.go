@@ -84,13 +84,18 @@ func toInternal(gvk schema.GroupVersionKind, obj map[string]any) (runtime.Object
 	return in, unknown, nil
 }
 
-// fromInternal converts in back to gvk's version and replaces obj's
-// content with it, keeping obj's managedFields.
+// fromInternal converts in back to gvk's version, with its defaults, and
+// replaces obj's content with it, keeping obj's managedFields. The
+// defaults are those kube-apiserver's decoder applies when it reads the
+// object back from storage, which is what its answer to a write is: a
+// strategy that resets status (a claim's) answers with status' defaults
+// (phase Pending).
 func fromInternal(gvk schema.GroupVersionKind, in runtime.Object, obj map[string]any) error {
 	ext, err := legacyscheme.Scheme.UnsafeConvertToVersion(in, gvk.GroupVersion())
 	if err != nil {
 		return err
 	}
+	legacyscheme.Scheme.Default(ext)
 	out, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ext)
 	if err != nil {
 		return err
