@@ -56,3 +56,39 @@ func TestDeploymentApplyListMaps(t *testing.T) {
 	r = a.Do("PATCH", web+"?fieldManager=d", servertest.ApplyType, []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  selector: {matchLabels: {app: web, tier: x}}\n"))
 	servertest.MustCode(t, "apply of another selector", r, http.StatusConflict)
 }
+
+// TestDeploymentApplyScale: server-side apply through a Deployment's
+// /scale changes its replicas and records the manager on the Deployment
+// with subresource scale, as kube-apiserver does for built-in kinds (whose
+// Scale converts with the scheme; custom resources' applies that change
+// replicas fail there, see ApplyScale).
+func TestDeploymentApplyScale(t *testing.T) {
+	env := testenv.Start(t)
+	a := servertest.NewAPI(t, env)
+	const web = "/apis/apps/v1/namespaces/default/deployments/web"
+	r := a.Do("PATCH", web+"?fieldManager=a", servertest.ApplyType, []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  replicas: 1\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: a, image: nginx}]\n"))
+	servertest.MustCode(t, "apply", r, http.StatusCreated)
+
+	r = a.Do("PATCH", web+"/scale?fieldManager=s&force=true", servertest.ApplyType, []byte(`{"apiVersion":"autoscaling/v1","kind":"Scale","metadata":{"name":"web","namespace":"default"},"spec":{"replicas":4}}`))
+	servertest.MustCode(t, "apply to /scale", r, http.StatusOK)
+	if got := r.Object()["spec"].(map[string]any)["replicas"]; got != float64(4) && got != int64(4) {
+		t.Errorf("Scale after apply: spec.replicas %v, want 4", got)
+	}
+	r = a.JSON("GET", web, "")
+	servertest.MustCode(t, "get", r, http.StatusOK)
+	if got := r.Object()["spec"].(map[string]any)["replicas"]; got != float64(4) && got != int64(4) {
+		t.Errorf("Deployment after apply to /scale: spec.replicas %v, want 4", got)
+	}
+	found := false
+	for _, e := range servertest.ManagedEntries(t, r) {
+		if e.Manager == "s" {
+			found = true
+			if e.Subresource != "scale" || e.Operation != "Apply" || string(e.FieldsV1.Raw) != `{"f:spec":{"f:replicas":{}}}` {
+				t.Errorf("manager s's entry: %s subresource %q, want Apply of spec.replicas through scale", servertest.Entry(e), e.Subresource)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no managedFields entry of manager s after its apply to /scale")
+	}
+}

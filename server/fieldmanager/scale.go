@@ -16,8 +16,8 @@ import (
 	"github.com/objwatch/objwatch/server/registry"
 )
 
-// ApplyScale is server-side apply through the scale subresource of a
-// custom resource, as kube-apiserver v1.37.2 does it: the object's
+// ApplyScale is server-side apply through the scale subresource, as
+// kube-apiserver v1.37.2 does it: the object's
 // managedFields are mapped to the Scale's (managedfields.ScaleHandler),
 // patch is applied to scale (the Scale of live, with those managedFields)
 // by a field manager of kind autoscaling/v1 Scale built as
@@ -45,7 +45,15 @@ func (m *Manager) ApplyScale(res *registry.Resource, live *unstructured.Unstruct
 	}
 	gv := res.GVK().GroupVersion()
 	scaleGVK := autoscalingv1.SchemeGroupVersion.WithKind("Scale")
-	fm, err := managedfields.NewDefaultCRDFieldManager(tc, scaleConvertor{convertor{versions: res.Versions}, res}, defaulter{}, creater{res}, scaleGVK, gv, "scale", nil)
+	var fm *managedfields.FieldManager
+	if res.Custom {
+		fm, err = managedfields.NewDefaultCRDFieldManager(tc, scaleConvertor{convertor{versions: res.Versions}, res}, defaulter{}, creater{res}, scaleGVK, gv, "scale", nil)
+	} else {
+		// A built-in kind's Scale converts with the scheme, as
+		// kube-apiserver's does: the CRD converter's refusal above is
+		// the custom resources' alone.
+		fm, err = managedfields.NewDefaultFieldManager(tc, registry.Scheme, registry.Scheme, registry.Scheme, scaleGVK, scaleGVK.GroupVersion(), "scale", nil)
+	}
 	if err != nil {
 		return nil, nil, apierrors.NewInternalError(err)
 	}
