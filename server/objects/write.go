@@ -404,10 +404,12 @@ func (s *Service) updated(ctx context.Context, a *Attempt, mutate Mutation, trac
 // before they are prepared, as kube-apiserver decodes a body before its
 // strategy's PrepareForCreate and PrepareForUpdate: a Preparer's round trip
 // through its kind's type would otherwise drop unknown fields before
-// normalize could report them (fieldValidation Strict and Warn).
+// normalize could report them (fieldValidation Strict and Warn). Custom
+// resources' preparation keeps unknown fields, so their order does not
+// matter and stays the one their fast paths were measured with.
 func decodesFirst(res *registry.Resource) bool {
 	_, ok := res.Strategy.(registry.Preparer)
-	return ok
+	return ok && !res.Custom
 }
 
 // prepareUpdate keeps what clients cannot change and applies the
