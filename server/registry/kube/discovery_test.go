@@ -34,8 +34,6 @@ var notServed = map[string][]string{
 		"bindings", "componentstatuses", "namespaces/finalize",
 		// They need a kubelet.
 		"pods/attach", "pods/exec", "pods/log", "pods/portforward", "pods/proxy", "nodes/proxy", "services/proxy",
-		// Subresources with their own update strategies.
-		"pods/ephemeralcontainers", "pods/resize",
 	},
 	"apiregistration.k8s.io/v1": {"apiservices", "apiservices/status"},
 	"resource.k8s.io/v1":        {"resourceclaims", "resourceclaims/status", "resourceclaimtemplates"},

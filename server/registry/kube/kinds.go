@@ -79,7 +79,8 @@ type kind struct {
 var kinds = []kind{
 	// core/v1
 	{versions: v1, plural: "pods", singular: "pod", kind: "Pod", short: []string{"po"}, all: true,
-		strategy: pod.Strategy, status: pod.StatusStrategy, attrs: pod.GetAttrs},
+		strategy: pod.Strategy, status: pod.StatusStrategy, attrs: pod.GetAttrs,
+		subresources: map[string]rest.RESTUpdateStrategy{"ephemeralcontainers": pod.EphemeralContainersStrategy, "resize": pod.ResizeStrategy}},
 	{versions: v1, plural: "nodes", singular: "node", kind: "Node", short: []string{"no"}, cluster: true,
 		strategy: node.Strategy, status: node.StatusStrategy, attrs: node.GetAttrs},
 	{versions: v1, plural: "persistentvolumes", singular: "persistentvolume", kind: "PersistentVolume", short: []string{"pv"}, cluster: true,
