@@ -1,7 +1,7 @@
 // Package layout checks the module's dependency rules (docs/ARCHITECTURE.md,
 // "Dependency rules"): only
 // storage/etcd imports etcd, and the client library never pulls in the
-// server, the storage layer, etcd or client-go.
+// server, the storage layer, etcd, client-go or k8s.io/kubernetes.
 package layout
 
 import (
@@ -47,7 +47,7 @@ func TestOnlyStorageEtcdImportsEtcd(t *testing.T) {
 func TestClientLibraryIsStandalone(t *testing.T) {
 	deps := goList(t, "-deps", module+"/client/...", module+"/change/...")
 	for _, d := range deps {
-		for _, banned := range []string{module + "/server", module + "/storage", module + "/internal", "go.etcd.io/etcd/", "k8s.io/client-go"} {
+		for _, banned := range []string{module + "/server", module + "/storage", module + "/internal", "go.etcd.io/etcd/", "k8s.io/client-go", "k8s.io/kubernetes/"} {
 			if strings.HasPrefix(d, banned) {
 				t.Errorf("the client library depends on %s", d)
 			}
@@ -128,7 +128,7 @@ func TestServerImportsPointDown(t *testing.T) {
 // its storage.
 func TestExamplesUseOnlyTheClientLibrary(t *testing.T) {
 	for _, d := range goList(t, "-deps", module+"/examples/...") {
-		for _, banned := range []string{module + "/server", module + "/storage", module + "/internal", module + "/testenv", "go.etcd.io/etcd/", "k8s.io/client-go", "sigs.k8s.io/controller-runtime"} {
+		for _, banned := range []string{module + "/server", module + "/storage", module + "/internal", module + "/testenv", "go.etcd.io/etcd/", "k8s.io/client-go", "k8s.io/kubernetes/", "sigs.k8s.io/controller-runtime"} {
 			if strings.HasPrefix(d, banned) {
 				t.Errorf("an example depends on %s", d)
 			}
