@@ -13,6 +13,10 @@ import (
 	"github.com/objwatch/objwatch/storage/watchcache"
 )
 
+// firstLoadWait is how long a watch waits for a loading cache before it
+// is refused with 429.
+const firstLoadWait = time.Second
+
 // watch starts a watch served from the cache. It returns errNoCache
 // (having written nothing) when the cache cannot serve it, and no source
 // and no error when ctx ended while it waited.
@@ -91,10 +95,6 @@ func (c *Caches) watch(ctx context.Context, req *Request, wr watchRequest) (*cac
 // meanwhile, and a client's other lists wait for the cache (Kubernetes
 // answers them 429 too; see Caches.list). The server's own followers
 // (requests without a user) wait for the cache instead.
-// firstLoadWait is how long a watch waits for a loading cache before it
-// is refused with 429.
-const firstLoadWait = time.Second
-
 func cacheNotReady(loading time.Duration) error {
 	retry := int(min(30, max(1, math.Exp(0.06*loading.Seconds()))))
 	return apierrors.NewTooManyRequests("storage is (re)initializing", retry)

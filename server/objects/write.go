@@ -97,12 +97,11 @@ func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Un
 	if err != nil {
 		return out, err
 	}
-	if errs := res.Strategy.Validate(obj.Object, nil); len(errs) > 0 {
+	errs, warned := validate(ctx, res, "", obj.Object, nil)
+	if len(errs) > 0 {
 		return out, apistatus.Invalid(res.GVK().GroupKind(), obj.GetName(), errs)
 	}
-	if p, ok := res.Strategy.(registry.RequestPreparer); ok {
-		out.Warnings = append(out.Warnings, p.Warnings(ctx, obj.Object, nil, "")...)
-	}
+	out.Warnings = append(out.Warnings, warned...)
 	n := len(a.warnings)
 	undo, err := s.hooks.admit(ctx, a)
 	out.Warnings = append(out.Warnings, a.warnings[n:]...)
@@ -385,19 +384,26 @@ func (s *Service) updated(ctx context.Context, a *Attempt, mutate Mutation, trac
 	if err != nil {
 		return nil, pinned, warnings, err
 	}
-	validate := res.Strategy.Validate
-	if p, ok := res.Strategy.(registry.RequestPreparer); ok {
-		validate = func(obj, old map[string]any) field.ErrorList { return p.ValidateUpdate(obj, old, req.Subresource) }
-	} else if p, ok := res.Strategy.(registry.Preparer); ok && req.Subresource == "status" {
-		validate = p.ValidateStatus
-	}
-	if errs := validate(obj.Object, cur.Object); len(errs) > 0 {
+	errs, warned := validate(ctx, res, req.Subresource, obj.Object, cur.Object)
+	if len(errs) > 0 {
 		return nil, pinned, warnings, apistatus.Invalid(res.GVK().GroupKind(), req.Name, errs)
 	}
-	if p, ok := res.Strategy.(registry.RequestPreparer); ok {
-		warnings = append(warnings, p.Warnings(ctx, obj.Object, cur.Object, req.Subresource)...)
+	return obj, pinned, append(warnings, warned...), nil
+}
+
+// validate validates a create of obj (cur nil) or an update of cur to obj
+// through subresource with res's strategy, and returns the warnings of a
+// RequestPreparer's kind.
+func validate(ctx context.Context, res *registry.Resource, subresource string, obj, cur map[string]any) (field.ErrorList, []string) {
+	switch p := res.Strategy.(type) {
+	case registry.RequestPreparer:
+		return p.ValidateRequest(ctx, obj, cur, subresource)
+	case registry.Preparer:
+		if cur != nil && subresource == "status" {
+			return p.ValidateStatus(obj, cur), nil
+		}
 	}
-	return obj, pinned, warnings, nil
+	return res.Strategy.Validate(obj, cur), nil
 }
 
 // decodesFirst reports whether res's objects are decoded (normalize)

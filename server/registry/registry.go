@@ -73,14 +73,13 @@ type RequestPreparer interface {
 	Preparer
 	// PrepareForCreateRequest is PrepareForCreate for the request in ctx.
 	PrepareForCreateRequest(ctx context.Context, obj map[string]any)
-	// Warnings returns the warnings for a valid create of obj (old nil)
-	// or update of old to obj through subresource.
-	Warnings(ctx context.Context, obj, old map[string]any, subresource string) []string
-	// ValidateUpdate validates the update of old to obj through
-	// subresource (any: status, scale or an action's); the server calls
-	// it instead of Validate and ValidateStatus, and passes the
-	// subresource to PrepareForUpdate as it is.
-	ValidateUpdate(obj, old map[string]any, subresource string) field.ErrorList
+	// ValidateRequest validates a create of obj (old nil) or an update of
+	// old to obj through subresource (any: status, scale or an action's)
+	// for the request in ctx, and returns the warnings a valid write gets,
+	// from the same decoding of the objects. The server calls it instead
+	// of Validate and ValidateStatus, and passes the subresource to
+	// PrepareForUpdate as it is.
+	ValidateRequest(ctx context.Context, obj, old map[string]any, subresource string) (field.ErrorList, []string)
 }
 
 // Resource is one served resource version. Resources are immutable once

@@ -191,21 +191,50 @@ func (s *strategy) PrepareForUpdate(obj, old map[string]any, subresource string)
 }
 
 // Validate runs the kind's validation as kube-apiserver's rest.BeforeCreate
-// and BeforeUpdate do: the strategy's, the common metadata checks and the
-// declarative validation of the kind's version.
+// and BeforeUpdate do, for a request without a user (see ValidateRequest).
 func (s *strategy) Validate(obj, old map[string]any) field.ErrorList {
-	return s.validate(s.update, "", obj, old)
+	errs, _ := s.ValidateRequest(context.Background(), obj, old, "")
+	return errs
 }
 
-// ValidateUpdate validates an update through subresource with its
-// strategy (see updateStrategy); an action's (a pod's binding) is not
-// validated, as kube-apiserver writes it.
-func (s *strategy) ValidateUpdate(obj, old map[string]any, subresource string) field.ErrorList {
-	if s.isAction(subresource) {
-		return nil
+// ValidateStatus validates an update through /status.
+func (s *strategy) ValidateStatus(obj, old map[string]any) field.ErrorList {
+	errs, _ := s.ValidateRequest(context.Background(), obj, old, "status")
+	return errs
+}
+
+// ValidateRequest runs the kind's validation as kube-apiserver's
+// rest.BeforeCreate and BeforeUpdate do (the strategy's checks, the common
+// metadata checks and the declarative validation of the kind's version),
+// with the update strategy of subresource (see updateStrategy), and, when
+// that passes, the strategy's WarningsOnCreate or WarningsOnUpdate. An
+// action's write (a pod's binding) is neither validated nor warned of, as
+// kube-apiserver writes it.
+func (s *strategy) ValidateRequest(ctx context.Context, obj, old map[string]any, subresource string) (field.ErrorList, []string) {
+	if old != nil && s.isAction(subresource) {
+		return nil, nil
+	}
+	in, _, err := toInternal(s.gvk, obj)
+	if err != nil {
+		return field.ErrorList{field.Invalid(field.NewPath(""), nil, err.Error())}, nil
+	}
+	if old == nil {
+		ctx := s.requestContext(ctx, in, "create", "")
+		if errs := rest.ValidateCreate(ctx, in, s.create); len(errs) > 0 {
+			return errs, nil
+		}
+		return nil, s.create.WarningsOnCreate(ctx, in)
+	}
+	was, _, err := toInternal(s.gvk, old)
+	if err != nil {
+		return field.ErrorList{field.InternalError(field.NewPath(""), fmt.Errorf("decoding the current object: %w", err))}, nil
 	}
 	u, subresource := s.updateStrategy(subresource)
-	return s.validate(u, subresource, obj, old)
+	ctx = s.requestContext(ctx, in, "update", subresource)
+	if errs := rest.ValidateUpdate(ctx, in, was, u); len(errs) > 0 {
+		return errs, nil
+	}
+	return nil, u.WarningsOnUpdate(ctx, in, was)
 }
 
 // isAction reports whether subresource is an action's, whose writes
@@ -225,56 +254,6 @@ func (s *strategy) updateStrategy(subresource string) (rest.RESTUpdateStrategy, 
 		return s.status, subresource
 	}
 	return s.update, ""
-}
-
-// ValidateStatus validates an update through /status.
-func (s *strategy) ValidateStatus(obj, old map[string]any) field.ErrorList {
-	if s.status == nil {
-		return s.Validate(obj, old)
-	}
-	return s.validate(s.status, "status", obj, old)
-}
-
-func (s *strategy) validate(u rest.RESTUpdateStrategy, subresource string, obj, old map[string]any) field.ErrorList {
-	in, _, err := toInternal(s.gvk, obj)
-	if err != nil {
-		return field.ErrorList{field.Invalid(field.NewPath(""), nil, err.Error())}
-	}
-	verb := "create"
-	if old != nil {
-		verb = "update"
-	}
-	ctx := s.context(in, verb, subresource)
-	if old == nil {
-		return rest.ValidateCreate(ctx, in, s.create)
-	}
-	was, _, err := toInternal(s.gvk, old)
-	if err != nil {
-		return field.ErrorList{field.InternalError(field.NewPath(""), fmt.Errorf("decoding the current object: %w", err))}
-	}
-	return rest.ValidateUpdate(ctx, in, was, u)
-}
-
-// Warnings returns the kind's WarningsOnCreate (old nil) or, for an update
-// through subresource, WarningsOnUpdate: what kube-apiserver sends with a
-// valid write.
-func (s *strategy) Warnings(ctx context.Context, obj, old map[string]any, subresource string) []string {
-	if s.isAction(subresource) {
-		return nil
-	}
-	in, _, err := toInternal(s.gvk, obj)
-	if err != nil {
-		return nil
-	}
-	if old == nil {
-		return s.create.WarningsOnCreate(s.requestContext(ctx, in, "create", ""), in)
-	}
-	was, _, err := toInternal(s.gvk, old)
-	if err != nil {
-		return nil
-	}
-	u, subresource := s.updateStrategy(subresource)
-	return u.WarningsOnUpdate(s.requestContext(ctx, in, "update", subresource), in, was)
 }
 
 // context is the request context Kubernetes' strategies read, without a
