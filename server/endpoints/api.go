@@ -293,7 +293,7 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 	review := res.Reviews[info.subresource] != nil
 	history := info.subresource == HistorySubresource && info.verb == "get"
 	updateSub := info.subresource != "" && slices.Contains(res.UpdateSubresources, info.subresource)
-	if info.subresource != "" && !(info.subresource == "status" && res.Status) && !(info.subresource == "scale" && res.Scale != nil) && !own && !review && !history && !updateSub {
+	if !res.HasSubresource(info.subresource) && !own && !history {
 		WriteStatus(w, notFoundInVersion())
 		return
 	}
