@@ -60,3 +60,6 @@ func HoldUpdateTurn(s *Service, res *registry.Resource, namespace, name string, 
 	}
 	return waiters, turn.unlock
 }
+
+// CacheStarted reports whether res's watch cache runs, without starting it.
+func CacheStarted(s *Service, res *registry.Resource) bool { return s.caches.existing(res) != nil }
