@@ -226,47 +226,87 @@ var identity = [][]string{
 
 // Project returns a new object holding only obj's identity fields
 // (apiVersion, kind and metadata's name, namespace, uid, resourceVersion,
-// generation and deletionTimestamp) and the masked values. A pointer that
-// passes through a list keeps that whole list, so that the projection is
-// still a well-formed partial object. Values are shared with obj, not
-// copied: the caller must not change either afterwards.
+// generation and deletionTimestamp) and the values at the masked
+// pointers, each at its own path. The projection is a function of those
+// values alone: a map on the way to a value is there only when the value
+// is, and a list on the way holds the masked elements at their indices
+// with null before them (e.g. /spec/containers/1/image projects to
+// "containers":[null,{"image":...}]). So two versions of an object whose
+// masked values are equal project to the same object but for its
+// identity fields, which a watch that sends changes relies on. A pointer
+// below another is covered by it. Values are shared with obj, not copied:
+// the caller must not change either afterwards.
 func (m Mask) Project(obj map[string]any) map[string]any {
 	out := map[string]any{}
-	for _, p := range identity {
-		place(out, obj, p)
-	}
-	for _, p := range m.pointers {
-		place(out, obj, p.segments)
+	for _, p := range m.paths() {
+		v, ok := lookup(obj, p)
+		if !ok {
+			continue
+		}
+		out = put(out, obj, p, v).(map[string]any)
 	}
 	return out
 }
 
-// place copies the value at path in obj into out at the same path,
-// creating the maps on the way; a list on the way is copied whole.
-func place(out, obj map[string]any, path []string) {
-	src := obj
-	dst := out
-	for i, s := range path {
-		v, ok := src[s]
-		if !ok {
-			return
-		}
-		last := i == len(path)-1
-		next, isMap := v.(map[string]any)
-		if last || !isMap {
-			if _, isList := v.([]any); isList || last {
-				dst[s] = v
-			}
-			return
-		}
-		d, ok := dst[s].(map[string]any)
-		switch {
-		case !ok:
-			d = map[string]any{}
-			dst[s] = d
-		case reflect.ValueOf(d).UnsafePointer() == reflect.ValueOf(next).UnsafePointer():
-			return // placed whole by a shorter pointer: obj's own map
-		}
-		src, dst = next, d
+// paths are the identity paths and the mask's, without those below
+// another (whose value the other's holds, shared with the object).
+func (m Mask) paths() [][]string {
+	all := make([][]string, 0, len(identity)+len(m.pointers))
+	all = append(all, identity...)
+	for _, p := range m.pointers {
+		all = append(all, p.segments)
 	}
+	keep := all[:0:0]
+	for i, p := range all {
+		covered := false
+		for j, q := range all {
+			if i != j && isPrefix(q, p) && (len(q) < len(p) || j < i) {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			keep = append(keep, p)
+		}
+	}
+	return keep
+}
+
+// isPrefix reports whether q is p or above it.
+func isPrefix(q, p []string) bool {
+	if len(q) > len(p) {
+		return false
+	}
+	for i := range q {
+		if q[i] != p[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// put returns dst with v at path, making the maps and lists on the way
+// after src's (in which path exists); no path put before is below path.
+func put(dst, src any, path []string, v any) any {
+	if len(path) == 0 {
+		return v
+	}
+	switch s := src.(type) {
+	case map[string]any:
+		d, _ := dst.(map[string]any)
+		if d == nil {
+			d = map[string]any{}
+		}
+		d[path[0]] = put(d[path[0]], s[path[0]], path[1:], v)
+		return d
+	case []any:
+		i, _ := index(path[0], len(s))
+		d, _ := dst.([]any)
+		for len(d) <= i {
+			d = append(d, nil)
+		}
+		d[i] = put(d[i], s[i], path[1:], v)
+		return d
+	}
+	return v
 }
