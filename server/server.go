@@ -119,6 +119,11 @@ type Config struct {
 	// MinWatchTimeout: watches without timeoutSeconds end after a random
 	// duration in [MinWatchTimeout, 2*MinWatchTimeout) (default 1800 s).
 	MinWatchTimeout time.Duration
+	// WithoutWatchExtensions makes the server answer as one without
+	// objwatch's watch extensions (fieldMask, projection, watchDeltas),
+	// as kube-apiserver does: /version does not list them and their
+	// parameters are ignored. For tests of clients that fall back.
+	WithoutWatchExtensions bool
 	// WatchFlushInterval bounds how long watch output may wait to be
 	// batched with later events when a watch receives events faster than
 	// this (default 10 ms); a quiet watch's first event is sent at once.
@@ -387,7 +392,7 @@ func (s *Server) build() error {
 		Log: cfg.Log, Metrics: cfg.Metrics, Pacer: s.pacer, Audit: s.audit, FieldManager: fm,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxReadInFlight: cfg.MaxReadInFlight, MaxMutatingInFlight: cfg.MaxMutatingInFlight,
 		UserInFlightShare: cfg.UserInFlightShare, ExecutionSeats: cfg.ExecutionSeats,
-		RequestTimeout: cfg.RequestTimeout, MinWatchTimeout: cfg.MinWatchTimeout, WatchWriteTimeout: cfg.WatchWriteTimeout,
+		RequestTimeout: cfg.RequestTimeout, MinWatchTimeout: cfg.MinWatchTimeout, NoExtensions: cfg.WithoutWatchExtensions, WatchWriteTimeout: cfg.WatchWriteTimeout,
 	}); err != nil {
 		return err
 	}
@@ -624,10 +629,16 @@ func (s *Server) healthMetrics() []prometheus.Collector {
 }
 
 func (s *Server) version(w http.ResponseWriter, r *http.Request) {
-	endpoints.WriteJSON(w, http.StatusOK, map[string]string{
+	v := map[string]string{
 		"major": "1", "minor": "32", "gitVersion": s.cfg.Version,
 		"platform": "objwatch", "goVersion": runtime.Version(),
-	})
+	}
+	if !s.cfg.WithoutWatchExtensions {
+		// objwatch's extension: the watch extensions this server takes
+		// (a flat string, as every field of Kubernetes' version.Info).
+		v["watchExtensions"] = endpoints.WatchExtensions
+	}
+	endpoints.WriteJSON(w, http.StatusOK, v)
 }
 
 func (s *Server) metricsHandler() http.Handler {

@@ -131,7 +131,10 @@ type Config struct {
 	RequestTimeout time.Duration
 	// MinWatchTimeout: watches without timeoutSeconds end after a random
 	// duration in [MinWatchTimeout, 2*MinWatchTimeout).
-	MinWatchTimeout   time.Duration
+	MinWatchTimeout time.Duration
+	// NoExtensions: the watch extensions' parameters are ignored, as a
+	// server without them would (server.Config.WithoutWatchExtensions).
+	NoExtensions      bool
 	WatchWriteTimeout time.Duration
 }
 
@@ -324,6 +327,14 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 	}
 	if _, err := negotiate(r); err != nil {
 		// As Kubernetes, which negotiates before doing anything.
+		WriteStatus(w, err)
+		return
+	}
+	extVerb := info.verb
+	if info.subresource != "" || history {
+		extVerb = ""
+	}
+	if _, err := a.extensions(r, extVerb); err != nil {
 		WriteStatus(w, err)
 		return
 	}

@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,8 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/objwatch/objwatch/change/fieldmask"
 	"github.com/objwatch/objwatch/server/apistatus"
 	"github.com/objwatch/objwatch/server/fieldmanager"
+	"github.com/objwatch/objwatch/server/jsonenc"
 	"github.com/objwatch/objwatch/server/registry"
 )
 
@@ -32,6 +35,8 @@ type output struct {
 	as, version   string
 	drop          bool
 	includeObject string // a Table's rows: Metadata (default), Object or None
+	// mask, on a list with projection=mask, trims its items (watchext.go).
+	mask *fieldmask.Mask
 }
 
 // negotiate picks the first clause of the Accept header that the server
@@ -178,8 +183,31 @@ func (o output) list(res *registry.Resource, items []*unstructured.Unstructured,
 // without metadata.managedFields. Only a plain output (as "") may be
 // written from encoded bytes.
 func (o output) rawJSON(b []byte) ([]byte, error) {
-	if !o.drop {
-		return b, nil
+	switch {
+	case o.mask != nil:
+		m, ok := jsonenc.Decode(b)
+		if !ok {
+			return nil, errors.New("cached object does not decode")
+		}
+		out, ok := jsonenc.Append(nil, o.mask.Project(m))
+		if !ok {
+			return nil, errors.New("projected object does not encode")
+		}
+		return out, nil
+	case o.drop:
+		return fieldmanager.DropManagedFieldsJSON(b)
 	}
-	return fieldmanager.DropManagedFieldsJSON(b)
+	return b, nil
+}
+
+// listItem is a decoded list item as o renders it: projected, or without
+// managedFields, or as it is.
+func (o output) listItem(obj map[string]any) map[string]any {
+	switch {
+	case o.mask != nil:
+		return o.mask.Project(obj)
+	case o.drop:
+		return fieldmanager.WithoutManagedFields(obj)
+	}
+	return obj
 }

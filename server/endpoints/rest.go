@@ -14,7 +14,6 @@ import (
 
 	"github.com/objwatch/objwatch/server/apistatus"
 	"github.com/objwatch/objwatch/server/auth"
-	"github.com/objwatch/objwatch/server/fieldmanager"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
 )
@@ -77,6 +76,15 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, req *objects.Request)
 	if err != nil {
 		return err
 	}
+	ext, err := a.extensions(r, "list")
+	switch {
+	case err != nil:
+		return err
+	case ext.shaped() && neg.as != "":
+		return errShapedAs()
+	case ext.project:
+		neg.mask = ext.mask
+	}
 	if neg.as != "" {
 		items, err := l.Objects()
 		if err != nil {
@@ -94,10 +102,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, req *objects.Request)
 	}
 	out := make([]any, len(l.Items))
 	for i, it := range l.Items {
-		out[i] = it.Object
-		if neg.drop {
-			out[i] = fieldmanager.WithoutManagedFields(it.Object)
-		}
+		out[i] = neg.listItem(it.Object)
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{
 		"kind": res.ListKind, "apiVersion": res.APIVersion(), "metadata": l.Meta, "items": out,
@@ -110,7 +115,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, req *objects.Request)
 // when o drops them).
 func writeRawList(w http.ResponseWriter, res *registry.Resource, l *objects.List, o output) error {
 	raw := l.Raw
-	if o.drop {
+	if o.drop || o.mask != nil {
 		raw = make([][]byte, len(l.Raw))
 		for i, b := range l.Raw {
 			var err error

@@ -50,8 +50,19 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, req *objects.Request
 		WriteStatus(w, err)
 		return
 	}
+	ext, err := a.extensions(r, "watch")
+	if err == nil && ext.shaped() && neg.as != "" {
+		err = errShapedAs()
+	}
+	if err != nil {
+		WriteStatus(w, err)
+		return
+	}
 	wr := watchRequest{output: neg}
-	opts := objects.WatchOptions{List: o, Decoded: neg.as != "", DropManagedFields: neg.drop && neg.as == ""}
+	opts := objects.WatchOptions{
+		List: o, Decoded: neg.as != "", DropManagedFields: neg.drop && neg.as == "",
+		Mask: ext.mask, Project: ext.project, Deltas: ext.deltas,
+	}
 	if o.TimeoutSeconds != nil {
 		opts.Timeout = time.Duration(*o.TimeoutSeconds) * time.Second
 	}

@@ -38,6 +38,9 @@ type Caches struct {
 	// dropped are the frames without managedFields of recent events,
 	// shared by the watches that drop them.
 	dropped frameMemo
+	// shapes are what watches with extensions make of recent events
+	// (projections, masked decisions, delta frames), shared among them.
+	shapes shapeMemo
 
 	hintsUsed, cachedPages atomic.Int64 // see Counts
 }

@@ -80,7 +80,7 @@ func (c *Caches) watch(ctx context.Context, req *Request, wr watchRequest) (*cac
 		// started): etcd may still have it, or answers 410 itself.
 		return nil, errNoCache
 	}
-	src := &cacheSource{cw: cw, rv: wr.rv, bookmarks: wr.bookmarks, decoded: wr.decoded}
+	src := &cacheSource{cw: cw, rv: wr.rv, bookmarks: wr.bookmarks, decoded: wr.decoded, shape: newShaper(wr.shape, &c.shapes)}
 	if wr.drop {
 		src.dropped = &c.dropped
 	}
@@ -108,6 +108,7 @@ type cacheSource struct {
 	bookmarks bool
 	decoded   bool       // the watch renders objects itself, not the shared frames
 	dropped   *frameMemo // set when the watch drops managedFields
+	shape     *shaper    // set when the watch has a mask or deltas
 }
 
 func (c *cacheSource) TryNext() (Item, bool) {
@@ -122,18 +123,34 @@ func (c *cacheSource) TryNext() (Item, bool) {
 			}
 			return Item{Type: it.Type, Rev: it.Rev, InitialEnd: it.InitialEnd}, true
 		case c.decoded:
+			if c.shape != nil && !c.shape.sends(it) {
+				continue
+			}
 			return Item{Type: it.Type, JSON: it.Object.JSON}, true
-		case c.dropped != nil:
-			b, err := c.dropped.frame(it)
-			if err != nil {
-				// Not an object the server encoded: send it whole.
-				b = it.Frame()
+		case c.shape != nil:
+			b, send := c.shape.frame(it, func() []byte { return c.frame(it) })
+			if !send {
+				continue
 			}
 			return Item{Type: it.Type, Frame: b}, true
 		default:
-			return Item{Type: it.Type, Frame: it.Frame()}, true
+			return Item{Type: it.Type, Frame: c.frame(it)}, true
 		}
 	}
+}
+
+// frame is it's shared frame, without managedFields if the watch drops
+// them.
+func (c *cacheSource) frame(it watchcache.Item) []byte {
+	if c.dropped == nil {
+		return it.Frame()
+	}
+	b, err := c.dropped.frame(it)
+	if err != nil {
+		// Not an object the server encoded: send it whole.
+		b = it.Frame()
+	}
+	return b
 }
 
 func (c *cacheSource) Wait(ctx context.Context, idle <-chan time.Time) error {

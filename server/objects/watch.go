@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/objwatch/objwatch/change/fieldmask"
 	"github.com/objwatch/objwatch/server/apistatus"
 	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/storage"
@@ -32,6 +33,14 @@ type WatchOptions struct {
 	// all the watches that drop them, see frameMemo). Items that carry
 	// Object are the caller's to strip.
 	DropManagedFields bool
+	// Mask, Project and Deltas are objwatch's watch extensions
+	// (watchext.go): the MODIFIED events that change no masked value are
+	// held back; Project trims every object to the mask and the object's
+	// identity (Mask required); Deltas sends a MODIFIED as an RFC 6902
+	// patch from the client's last copy. Project and Deltas apply to
+	// items sent as frames or objects, not to Decoded watches.
+	Mask            *fieldmask.Mask
+	Project, Deltas bool
 }
 
 // watchRequest is a parsed and validated watch request.
@@ -45,11 +54,19 @@ type watchRequest struct {
 	timeout    time.Duration
 	decoded    bool
 	drop       bool
+	shape      shapeOptions
 }
 
 func watchRequestOf(req *Request, opts WatchOptions) (watchRequest, error) {
 	o := opts.List
 	wr := watchRequest{timeout: opts.Timeout, decoded: opts.Decoded, drop: opts.DropManagedFields}
+	wr.shape = shapeOptions{mask: opts.Mask, project: opts.Project, deltas: opts.Deltas, drop: opts.DropManagedFields}
+	if opts.Decoded {
+		wr.shape.project, wr.shape.deltas = false, false
+	}
+	if wr.shape.project && wr.shape.mask == nil {
+		return wr, apistatus.BadRequest("projection=mask needs a fieldMask")
+	}
 	var err error
 	if wr.sel, err = selectorOf(o, req.Resource); err != nil {
 		return wr, err
@@ -224,7 +241,7 @@ type Source interface {
 func (r *storeReader) watch(ctx context.Context, req *Request, wr watchRequest) (Source, error) {
 	res := req.Resource
 	gr := gr(res)
-	src := &storageSource{res: res, sel: wr.sel, initialEnd: wr.initialEnd}
+	src := &storageSource{res: res, sel: wr.sel, initialEnd: wr.initialEnd, shape: newShaper(wr.shape, nil)}
 	from := wr.rv + 1
 	if wr.initial {
 		if wr.rv > 0 {
@@ -272,6 +289,8 @@ type storageSource struct {
 	pending    *storage.Event
 	err        error // ends the watch once the items before it are sent
 
+	shape *shaper // set when the watch has a mask or deltas
+
 	every        time.Duration
 	deadline     time.Time
 	bookmarkT    *time.Timer // nil: no bookmarks
@@ -304,6 +323,9 @@ func (src *storageSource) TryNext() (Item, bool) {
 	if len(src.initial) > 0 {
 		obj := src.initial[0]
 		src.initial = src.initial[1:]
+		if src.shape != nil {
+			return src.shape.decodedItem(Added, obj, nil, time.Time{})
+		}
 		return Item{Type: watchcache.Added, Object: obj}, true
 	}
 	if src.initialEnd {
@@ -350,7 +372,7 @@ func (src *storageSource) translate(ev storage.Event) (Item, bool) {
 		src.err = apistatus.Storage(ev.Err, gr(src.res), "")
 		return Item{}, false
 	}
-	typ, obj, err := translate(src.res, src.sel, ev)
+	typ, obj, prev, err := translate(src.res, src.sel, ev, src.shape != nil)
 	if err != nil {
 		src.err = apierrors.NewInternalError(err)
 		return Item{}, false
@@ -360,6 +382,9 @@ func (src *storageSource) translate(ev storage.Event) (Item, bool) {
 		return Item{}, false
 	}
 	now := time.Now().UTC()
+	if src.shape != nil {
+		return src.shape.decodedItem(typ, obj, prev, now)
+	}
 	return Item{Type: typ, Object: obj, At: &now}, true
 }
 
@@ -398,35 +423,37 @@ func (src *storageSource) Stop() {
 // changes outside it are dropped (empty type).
 //
 // The objects are converted to res's version, the current and previous
-// state in one conversion; the caller's goroutine waits for it.
-func translate(res *registry.Resource, sel selector, ev storage.Event) (string, *unstructured.Unstructured, error) {
+// state in one conversion; the caller's goroutine waits for it. The
+// previous state of a MODIFIED is returned too when it was decoded, which
+// wantPrev asks for.
+func translate(res *registry.Resource, sel selector, ev storage.Event, wantPrev bool) (string, *unstructured.Unstructured, *unstructured.Unstructured, error) {
 	ctx := context.Background()
 	switch ev.Type {
 	case storage.Delete:
 		obj, err := FromStorage(res, ev.KV)
 		if err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
 		if !sel.matches(res, obj) {
-			return "", nil, nil
+			return "", nil, nil, nil
 		}
-		return "DELETED", obj, nil
+		return "DELETED", obj, nil, nil
 	case storage.Put:
 		kvs := []storage.KeyValue{ev.KV}
-		if ev.PrevKV != nil && !sel.empty() {
+		if ev.PrevKV != nil && (!sel.empty() || wantPrev) {
 			kvs = append(kvs, *ev.PrevKV)
 		}
 		objs, err := decodeStored(ctx, res, kvs)
 		if err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
 		obj := objs[0]
 		cur := sel.matches(res, obj)
 		if ev.PrevKV == nil {
 			if !cur {
-				return "", nil, nil
+				return "", nil, nil, nil
 			}
-			return "ADDED", obj, nil
+			return "ADDED", obj, nil, nil
 		}
 		prevMatches := true
 		var prev *unstructured.Unstructured
@@ -438,10 +465,10 @@ func translate(res *registry.Resource, sel selector, ev storage.Event) (string, 
 		switch {
 		case left:
 			prev.SetResourceVersion(strconv.FormatInt(ev.Revision, 10))
-			return typ, prev, nil
+			return typ, prev, nil, nil
 		case ok:
-			return typ, obj, nil
+			return typ, obj, prev, nil
 		}
 	}
-	return "", nil, nil
+	return "", nil, nil, nil
 }

@@ -78,8 +78,29 @@ func (it Item) Frame() []byte {
 	return b
 }
 
+// Prev is the object's state before the change the item reports: nil for
+// a create, a synthetic initial event and a bookmark.
+func (it Item) Prev() *Object {
+	if it.event == nil {
+		return nil
+	}
+	return it.event.Prev
+}
+
+// At is when the cache received the item's change from etcd (zero for
+// synthetic initial events and bookmarks): the frame's commitTime.
+func (it Item) At() time.Time {
+	if it.event == nil {
+		return time.Time{}
+	}
+	return it.event.At
+}
+
 func frame(typ string, obj []byte, at time.Time) []byte {
-	b := make([]byte, 0, len(obj)+80)
+	return appendFrame(make([]byte, 0, len(obj)+80), typ, obj, at)
+}
+
+func appendFrame(b []byte, typ string, obj []byte, at time.Time) []byte {
 	b = append(b, `{"type":"`...)
 	b = append(b, typ...)
 	b = append(b, `","object":`...)
