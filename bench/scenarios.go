@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -227,8 +228,27 @@ func Fanout(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 // (summed over ts), sampled once every watch is open, before the writes;
 // server CPU per event is then t's alone.
 func FanoutAcross(ctx context.Context, t *Target, ts []*Target, o *Options, memory bool) ([]Result, error) {
-	name := "fanout-target"
-	if _, err := t.do(ctx, "POST", o.objectsPath(), "application/json", o.object(name)); err != nil && !strings.Contains(err.Error(), "409") {
+	return fanout(ctx, t, ts, o, memory, fanoutSpec{
+		name: "fanout-target", body: o.object("fanout-target"),
+		patch: func(startRV int64, n int) string { return fmt.Sprintf(`{"spec":{"fanoutWrite":"%d-%d"}}`, startRV, n) },
+	})
+}
+
+// fanoutSpec is what a fan-out watches and writes: one object, its
+// watches' extra query, and the n-th write's merge patch (a value no
+// earlier state had, so that no patch is a no-op). prefix, if set, starts
+// the names of the results.
+type fanoutSpec struct {
+	name   string
+	body   []byte
+	query  string
+	patch  func(startRV int64, n int) string
+	prefix string
+}
+
+func fanout(ctx context.Context, t *Target, ts []*Target, o *Options, memory bool, spec fanoutSpec) ([]Result, error) {
+	name := spec.name
+	if _, err := t.do(ctx, "POST", o.objectsPath(), "application/json", spec.body); err != nil && !strings.Contains(err.Error(), "409") {
 		return nil, err
 	}
 	b, err := t.do(ctx, "GET", o.objectsPath()+"/"+name, "", nil)
@@ -245,7 +265,8 @@ func FanoutAcross(ctx context.Context, t *Target, ts []*Target, o *Options, memo
 	}
 	base := time.Now()
 	received := make([][]recv, o.Watchers)
-	path := fmt.Sprintf("%s?watch=true&fieldSelector=metadata.name%%3D%s&resourceVersion=%d", o.objectsPath(), name, startRV)
+	var eventBytes atomic.Int64 // every event line but bookmarks
+	path := fmt.Sprintf("%s?watch=true&fieldSelector=metadata.name%%3D%s&resourceVersion=%d%s", o.objectsPath(), name, startRV, spec.query)
 	var mem0 []MemorySample
 	if memory {
 		if mem0, err = sampleAll(ctx, ts); err != nil {
@@ -253,6 +274,10 @@ func FanoutAcross(ctx context.Context, t *Target, ts []*Target, o *Options, memo
 		}
 	}
 	g, err := startWatchers(ctx, ts, o, path, "fan-out", func(i int, line []byte) {
+		if bytes.Contains(line[:min(len(line), 32)], []byte(`"BOOKMARK"`)) {
+			return
+		}
+		eventBytes.Add(int64(len(line)) + 1)
 		received[i] = append(received[i], recv{rvIn(line), time.Since(base)})
 	})
 	if err != nil {
@@ -313,7 +338,7 @@ func FanoutAcross(ctx context.Context, t *Target, ts []*Target, o *Options, memo
 			// A value no earlier state had (the run's start revision and
 			// the write's number), so that no patch is a no-op: a no-op
 			// is acknowledged with the old revision and makes no event.
-			patch := fmt.Sprintf(`{"spec":{"fanoutWrite":"%d-%d"}}`, startRV, n)
+			patch := spec.patch(startRV, n)
 			sent := time.Now()
 			b, err := t.do(ctx, "PATCH", o.objectsPath()+"/"+name, "application/merge-patch+json", []byte(patch))
 			if err != nil {
@@ -363,6 +388,16 @@ func FanoutAcross(ctx context.Context, t *Target, ts []*Target, o *Options, memo
 	}
 	if missing > 0 {
 		o.progress("%s: fan-out: %d acknowledged writes (of %d, from revision %d) missed by some watchers: %v\n", t.Name, len(missedBy), len(acks), startRV, missedBy)
+	}
+	if spec.prefix != "" {
+		return []Result{
+			{t.Name, spec.prefix + " writes/s", float64(writes.Load()) / o.Duration.Seconds(), "ops/s"},
+			{t.Name, spec.prefix + " events delivered", float64(delivered), "events"},
+			{t.Name, spec.prefix + " bytes per event", float64(eventBytes.Load()) / float64(max(delivered, 1)), "bytes"},
+			{t.Name, spec.prefix + " delivery p99", ms(lat.pct(0.99)), "ms"},
+			{t.Name, spec.prefix + " server CPU per write", (cpu1 - cpu0) / float64(max(writes.Load(), 1)) * 1e6, "µs"},
+			{t.Name, spec.prefix + " server CPU per event", (cpu1 - cpu0) / float64(max(delivered, 1)) * 1e6, "µs"},
+		}, nil
 	}
 	out := []Result{
 		{t.Name, "fan-out writes/s", float64(writes.Load()) / o.Duration.Seconds(), "ops/s"},
