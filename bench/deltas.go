@@ -9,23 +9,32 @@ import (
 // Deltas measures objwatch's watch extensions (fieldMask, watchDeltas) on
 // what they are for: o.Watchers watches of one large object (a Node-like
 // ~40 KiB status: conditions, images, capacity) whose writer changes one
-// small field o.WriteRate times a second, three ways in turn, each on its
-// own object: full watches, delta watches (watchDeltas=true) and masked
+// small field o.WriteRate times a second, four ways in turn, each on its
+// own object: no watches (the writes' own cost), full watches, delta watches (watchDeltas=true) and masked
 // watches whose mask excludes the changing field (fieldMask=/spec, so
 // nothing but bookmarks is sent). Each way reports bytes per delivered
 // event, server CPU per write and per delivered event, and delivery p99
-// (the prefixes "deltas full", "deltas delta", "deltas masked"). A server
+// (the prefixes "deltas unwatched", "deltas full", "deltas delta",
+// "deltas masked"). A server
 // without the extensions ignores their parameters: its delta and masked
 // watches are full ones.
 func Deltas(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 	var out []Result
 	for _, way := range []struct{ name, query string }{
+		{"unwatched", ""},
 		{"full", ""},
 		{"delta", "&watchDeltas=true"},
 		{"masked", "&fieldMask=%2Fspec&allowWatchBookmarks=true"},
 	} {
 		name := "deltas-" + way.name
-		rs, err := fanout(ctx, t, []*Target{t}, o, false, fanoutSpec{
+		wo := o
+		if way.name == "unwatched" {
+			// The writes' own cost, to tell the watches' from it.
+			unwatched := *o
+			unwatched.Watchers = 0
+			wo = &unwatched
+		}
+		rs, err := fanout(ctx, t, []*Target{t}, wo, false, fanoutSpec{
 			name: name, body: nodeLike(name), query: way.query, prefix: "deltas " + way.name,
 			patch: func(startRV int64, n int) string {
 				return fmt.Sprintf(`{"status":{"heartbeat":"%d-%d"}}`, startRV, n)
