@@ -115,6 +115,9 @@ func (s *extStream) read(ctx context.Context, a *servertest.API, url string, unt
 		if f.Type == "BOOKMARK" {
 			continue
 		}
+		if strings.Contains(sc.Text(), `"commitTime":"0001-`) {
+			s.t.Errorf("watch %s: a zero commitTime: %s", url, sc.Bytes())
+		}
 		if f.Type == "ERROR" {
 			s.t.Fatalf("watch %s: %s", url, sc.Bytes())
 		}

@@ -178,7 +178,11 @@ func (s *shaper) decodedItem(typ string, obj, prev *unstructured.Unstructured, a
 			}
 		}
 	}
-	return Item{Type: typ, Object: obj, At: &at}, true
+	it := Item{Type: typ, Object: obj}
+	if !at.IsZero() {
+		it.At = &at
+	}
+	return it, true
 }
 
 // view is obj as this watch sees it: its projection, or obj without
