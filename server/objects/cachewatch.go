@@ -43,6 +43,14 @@ func (c *Caches) watch(ctx context.Context, req *Request, wr watchRequest) (*cac
 	if wr.bookmarks {
 		opts.BookmarkEvery = c.cfg.BookmarkInterval
 	}
+	shape := newShaper(wr.shape, &c.shapes)
+	if shape != nil && shape.mask != nil {
+		// A masked-out change is dropped before it is queued: the watch
+		// is not woken for it (the projections it compares are made once
+		// per event, by the first watcher that asks, under the cache's
+		// lock).
+		opts.Hold = func(it watchcache.Item) bool { return !shape.sends(it) }
+	}
 	// Establish the start like the storage path does: a resourceVersion
 	// newer than the cache waits (then 504); none means "consistent now".
 	switch {
@@ -80,7 +88,7 @@ func (c *Caches) watch(ctx context.Context, req *Request, wr watchRequest) (*cac
 		// started): etcd may still have it, or answers 410 itself.
 		return nil, errNoCache
 	}
-	src := &cacheSource{cw: cw, rv: wr.rv, bookmarks: wr.bookmarks, decoded: wr.decoded, shape: newShaper(wr.shape, &c.shapes)}
+	src := &cacheSource{cw: cw, rv: wr.rv, bookmarks: wr.bookmarks, decoded: wr.decoded, shape: shape}
 	if wr.drop {
 		src.dropped = &c.dropped
 	}

@@ -55,9 +55,10 @@ func (o shapeOptions) key() string {
 	return fmt.Sprintf("%t%t%t|%s", o.project, o.deltas, o.drop, k)
 }
 
-// shaper renders one watch's events under its options. It belongs to the
-// goroutine serving the watch; its memo is shared and safe for concurrent
-// use.
+// shaper renders one watch's events under its options. frame and
+// decodedItem belong to the goroutine serving the watch; sends, which
+// reads only what newShaper set and the memo (safe for concurrent use),
+// is also asked by the watch cache's goroutine (watchcache.WatchOptions.Hold).
 type shaper struct {
 	shapeOptions
 	optKey  string

@@ -184,6 +184,12 @@ type WatchOptions struct {
 	// before Deadline.
 	BookmarkEvery time.Duration
 	Deadline      time.Time
+	// Hold, if set, is asked of each live item before it is queued:
+	// true drops it (a watch's own filter on the change, such as a field
+	// mask). It runs under the cache's lock, once per watcher and event,
+	// so it must be quick, must not block and must not call the cache;
+	// what it computes once per event it should share among watchers.
+	Hold func(Item) bool
 }
 
 // Watcher is one watch on the cache. Its owner must call Stop; Next must
@@ -191,6 +197,7 @@ type WatchOptions struct {
 type Watcher struct {
 	c     *Cache
 	match func(*Object) bool // the compiled filter
+	hold  func(Item) bool     // WatchOptions.Hold
 	// batch is what Next is handing out (initially the replay); queue
 	// collects live items meanwhile. An idle watcher holds no buffer.
 	batch  []Item
@@ -218,7 +225,7 @@ func (c *Cache) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 		return nil, feedErr
 	}
 	w := &Watcher{
-		c: c, match: o.Filter.matcher(), notify: make(chan struct{}, 1), done: make(chan struct{}),
+		c: c, match: o.Filter.matcher(), hold: o.Hold, notify: make(chan struct{}, 1), done: make(chan struct{}),
 		bookmarkEvery: o.BookmarkEvery, deadline: o.Deadline,
 	}
 	c.mu.Lock()
@@ -276,7 +283,7 @@ func (w *Watcher) scheduleBookmark(now time.Time) {
 // never reads again would otherwise pin them until the watch is stopped.
 func (w *Watcher) offer_locked(e *Event) {
 	it, ok := e.translate(w.match)
-	if !ok {
+	if !ok || (w.hold != nil && w.hold(it)) {
 		return
 	}
 	if !w.push(it, true) {
