@@ -197,7 +197,7 @@ type WatchOptions struct {
 type Watcher struct {
 	c     *Cache
 	match func(*Object) bool // the compiled filter
-	hold  func(Item) bool     // WatchOptions.Hold
+	hold  func(Item) bool    // WatchOptions.Hold
 	// batch is what Next is handing out (initially the replay); queue
 	// collects live items meanwhile. An idle watcher holds no buffer.
 	batch  []Item
