@@ -15,8 +15,8 @@
 //     dependent with blockOwnerDeletion remains, the finalizer is removed.
 //   - A container being deleted — a terminating namespace, or a custom
 //     resource definition with its cleanup finalizer (Backend.Container) —
-//     has its content deleted and is finished (Backend.Finish) once
-//     nothing is left in it, as Kubernetes' namespace controller and
+//     has its content deleted (after Config.DrainDelay) and is finished
+//     (Backend.Finish) once nothing is left in it, as Kubernetes' namespace controller and
 //     custom resource finalizer do. Content held by finalizers is waited
 //     for: every deletion in the container, and a backoff of up to 30 s,
 //     look again.
