@@ -16,8 +16,8 @@
 //   - A container being deleted — a terminating namespace, or a custom
 //     resource definition with its cleanup finalizer (Backend.Container) —
 //     has its content deleted (after Config.DrainDelay) and is finished
-//     (Backend.Finish) once nothing is left in it, as Kubernetes' namespace controller and
-//     custom resource finalizer do. Content held by finalizers is waited
+//     (Backend.Finish) once nothing is left in it, as Kubernetes'
+//     namespace controller and custom resource finalizer do. Content held by finalizers is waited
 //     for: every deletion in the container, and a backoff of up to 30 s,
 //     look again.
 //
