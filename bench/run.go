@@ -10,7 +10,7 @@ import (
 // Scenarios are the scenario names Run accepts, in the order it runs
 // them. "informer" is not among them: it compares client libraries, not
 // servers, and has its own report (Informer).
-var Scenarios = []string{"writes", "memory", "list", "fanout", "idle", "deltas"}
+var Scenarios = []string{"writes", "memory", "list", "configmaps", "fanout", "idle", "deltas"}
 
 // Plan says which scenarios Run runs.
 type Plan struct {
@@ -53,6 +53,9 @@ func Run(ctx context.Context, t *Target, o *Options, p Plan) ([]Result, error) {
 		"writes": func() ([]Result, error) { return Writes(ctx, t, o) },
 		"memory": func() ([]Result, error) { return Memory(ctx, t, o, mem0) },
 		"list":   func() ([]Result, error) { return Lists(ctx, t, o) },
+		"configmaps": func() ([]Result, error) {
+			return ConfigMapLists(ctx, t, o)
+		},
 		"fanout": func() ([]Result, error) { return Fanout(ctx, t, o) },
 		"deltas": func() ([]Result, error) { return Deltas(ctx, t, o) },
 		"idle": func() ([]Result, error) {

@@ -194,6 +194,14 @@ type Config struct {
 	// (default 15 s, as kube-controller-manager's; negative: every server
 	// runs it). See elector.
 	GCLeaseDuration time.Duration
+	// NamespaceDeletionDelay is how long after a namespace's deletion
+	// starts the garbage collector deletes its content and removes its
+	// "kubernetes" finalizer (kube-controller-manager's namespace
+	// controller waits 5 s; objwatch serve's default). 0: at once, as
+	// testenv's servers do. Meanwhile a client may finalize the namespace
+	// itself (a test suite written for envtest, which runs no namespace
+	// controller, does).
+	NamespaceDeletionDelay time.Duration
 	// Audit configures the audit log (kube-apiserver's --audit-log-*
 	// flags); an empty Path records nothing. Storage and Log are filled
 	// in. See package audit.
@@ -341,7 +349,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) build() error {
 	cfg := s.cfg
 	var err error
-	s.gc = runner.New(runner.Config{Registry: s.registry, Storage: cfg.Storage, Log: cfg.Log, Workers: cfg.GCWorkers, LeaseDuration: cfg.GCLeaseDuration})
+	s.gc = runner.New(runner.Config{Registry: s.registry, Storage: cfg.Storage, Log: cfg.Log, Workers: cfg.GCWorkers, LeaseDuration: cfg.GCLeaseDuration, NamespaceDeletionDelay: cfg.NamespaceDeletionDelay})
 	if s.lifecycle, err = lifecycle.New(lifecycle.Config{
 		Registry: s.registry, Storage: cfg.Storage, Log: cfg.Log,
 		ServiceClusterIPRange: cfg.ServiceClusterIPRange, APIServerPort: cfg.APIServerPort,

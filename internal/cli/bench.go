@@ -117,7 +117,7 @@ history (objwatch serve --compaction-interval).`,
 	f.StringArrayVar(&targets, "target", nil, "NAME=KUBECONFIG of a server to measure (repeatable; the first is the baseline of ratios)")
 	f.StringVar(&etcdURL, "etcd", "", "etcd client URL to measure raw puts against")
 	f.StringVar(&jsonOut, "json", "", "write results as JSON to this file")
-	f.StringSliceVar(&scenarios, "scenarios", []string{"writes", "memory", "list", "fanout", "idle"}, "scenarios to run (writes, memory, list, fanout, idle; informer and deltas, not by default)")
+	f.StringSliceVar(&scenarios, "scenarios", []string{"writes", "memory", "list", "fanout", "idle"}, "scenarios to run (writes, memory, list, configmaps, fanout, idle; informer and deltas, not by default)")
 	scenarioFlags(f, &o, &idleWatchers)
 	return cmd
 }
@@ -215,7 +215,7 @@ and the change's own binary; record the table in docs/PERFORMANCE.md.`,
 	f.IntVar(&c.Rounds, "rounds", 3, "runs of each side")
 	f.StringVar(&c.Dir, "dir", "", "directory for the runs' data and logs (default: a temporary one, removed at the end)")
 	f.StringArrayVar(&c.ServeArgs, "serve-arg", nil, "argument appended to every 'BINARY serve' (repeatable), e.g. --serve-arg=--audit-log-path=/tmp/a.log")
-	f.StringSliceVar(&scenarios, "scenarios", []string{"writes", "memory", "list", "fanout"}, "scenarios to run (writes, memory, list, fanout, idle, deltas; etcd: raw puts on each run's etcd after its server stopped)")
+	f.StringSliceVar(&scenarios, "scenarios", []string{"writes", "memory", "list", "fanout"}, "scenarios to run (writes, memory, list, configmaps, fanout, idle, deltas; etcd: raw puts on each run's etcd after its server stopped)")
 	f.StringVar(&jsonOut, "json", "", "write every run's results as JSON to this file")
 	scenarioFlags(f, &c.Options, &c.Plan.IdleWatchers)
 	return cmd

@@ -84,6 +84,7 @@ func newServeCommand() *cobra.Command {
 	f.StringVar(&o.Server.ServiceClusterIPRange, "service-cluster-ip-range", "10.0.0.0/24", "IPv4 CIDR that Services' cluster IPs are allocated from (the same on every server of an etcd); its first address is the default/kubernetes service's")
 	f.DurationVar(&o.Server.StorageInitializationTimeout, "storage-initialization-timeout", time.Minute, "longest /readyz waits for the watch caches of the resources served at start to load, as kube-apiserver's (negative: do not wait)")
 	f.IntVar(&o.Server.GCWorkers, "gc-workers", 4, "objects the garbage collector processes at once")
+	f.DurationVar(&o.Server.NamespaceDeletionDelay, "namespace-deletion-delay", 5*time.Second, "how long after a namespace's deletion starts its content is deleted and it is finalized (kube-controller-manager's namespace controller: 5s; 0: at once)")
 	f.DurationVar(&o.Server.GCLeaseDuration, "gc-lease-duration", 15*time.Second, "lease that elects the one server (of those on an etcd) running the garbage collector (negative: every server runs it)")
 	f.StringVar(&o.Auth.TokenAuthFile, "token-auth-file", "", "static bearer tokens, CSV lines token,user,uid[,\"group1,group2\"] as kube-apiserver's")
 	f.BoolVar(&o.Auth.Anonymous, "anonymous-auth", false, "let requests without credentials in as system:anonymous (group system:unauthenticated); bad credentials are refused either way")

@@ -101,8 +101,13 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, req *objects.Request)
 		return writeRawList(w, res, l, neg)
 	}
 	out := make([]any, len(l.Items))
+	bare := bareItems(res)
 	for i, it := range l.Items {
-		out[i] = neg.listItem(it.Object)
+		obj := neg.listItem(it.Object)
+		if bare {
+			obj = withoutTypeMeta(obj)
+		}
+		out[i] = obj
 	}
 	WriteJSON(w, http.StatusOK, map[string]any{
 		"kind": res.ListKind, "apiVersion": res.APIVersion(), "metadata": l.Meta, "items": out,
@@ -112,7 +117,8 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, req *objects.Request)
 
 // writeRawList writes a list whose objects are already encoded (the watch
 // cache's): the list is their concatenation (without their managedFields
-// when o drops them).
+// when o drops them, and without apiVersion and kind for a built-in kind,
+// see bareItems).
 func writeRawList(w http.ResponseWriter, res *registry.Resource, l *objects.List, o output) error {
 	raw := l.Raw
 	if o.drop || o.mask != nil {
@@ -120,6 +126,16 @@ func writeRawList(w http.ResponseWriter, res *registry.Resource, l *objects.List
 		for i, b := range l.Raw {
 			var err error
 			if raw[i], err = o.rawJSON(b); err != nil {
+				return apierrors.NewInternalError(err)
+			}
+		}
+	}
+	var parts []itemParts
+	if bareItems(res) {
+		parts = make([]itemParts, len(raw))
+		for i, b := range raw {
+			var err error
+			if parts[i], err = bareItem(b); err != nil {
 				return apierrors.NewInternalError(err)
 			}
 		}
@@ -136,11 +152,12 @@ func writeRawList(w http.ResponseWriter, res *registry.Resource, l *objects.List
 	head = append(head, `","metadata":`...)
 	head = append(head, meta...)
 	head = append(head, `,"items":[`...)
-	n := len(head) + len(listTail)
+	n := len(head) + len(listTail) + max(len(raw)-1, 0)
 	for i, o := range raw {
-		n += len(o)
-		if i > 0 {
-			n++
+		if parts != nil {
+			n += parts[i].len()
+		} else {
+			n += len(o)
 		}
 	}
 	// Streamed through a small buffer with its length known up front, not
@@ -161,7 +178,11 @@ func writeRawList(w http.ResponseWriter, res *registry.Resource, l *objects.List
 		if i > 0 {
 			bw.WriteByte(',')
 		}
-		bw.Write(o)
+		if parts != nil {
+			parts[i].writeTo(bw)
+		} else {
+			bw.Write(o)
+		}
 	}
 	bw.WriteString(listTail)
 	bw.Flush()

@@ -15,9 +15,9 @@
 //     dependent with blockOwnerDeletion remains, the finalizer is removed.
 //   - A container being deleted — a terminating namespace, or a custom
 //     resource definition with its cleanup finalizer (Backend.Container) —
-//     has its content deleted and is finished (Backend.Finish) once
-//     nothing is left in it, as Kubernetes' namespace controller and
-//     custom resource finalizer do. Content held by finalizers is waited
+//     has its content deleted (after Config.DrainDelay) and is finished
+//     (Backend.Finish) once nothing is left in it, as Kubernetes'
+//     namespace controller and custom resource finalizer do. Content held by finalizers is waited
 //     for: every deletion in the container, and a backoff of up to 30 s,
 //     look again.
 //
@@ -106,6 +106,14 @@ type Config struct {
 	// processed by two at once.
 	Workers int
 	Log     *slog.Logger
+	// DrainDelay, if set, is how long after the collector sees a container
+	// start being deleted it waits before draining it: Kubernetes'
+	// namespace controller waits 5 s (namespaceDeletionGracePeriod), so
+	// that every API server refuses new objects in the namespace, and
+	// meanwhile whoever deleted it may finalize it themselves (envtest
+	// users' helpers do, as envtest runs no namespace controller). 0: at
+	// once. A container found deleting by a (re)list is drained at once.
+	DrainDelay func(key string) time.Duration
 }
 
 // Collector is a garbage collector. Its methods are safe for concurrent
@@ -129,6 +137,8 @@ type Collector struct {
 	// draining maps the key of each container being deleted to the test
 	// of its content's keys.
 	draining map[string]func(string) bool
+	// drainAfter holds the containers in their DrainDelay, until when.
+	drainAfter map[string]time.Time
 }
 
 // index holds the owner references of every stored object that has any.
@@ -190,7 +200,7 @@ func New(cfg Config) *Collector {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Collector{cfg: cfg, queue: newQueue(), idx: newIndex(), absent: newUIDSet(absentOwners), draining: map[string]func(string) bool{}}
+	return &Collector{cfg: cfg, queue: newQueue(), idx: newIndex(), absent: newUIDSet(absentOwners), draining: map[string]func(string) bool{}, drainAfter: map[string]time.Time{}}
 }
 
 // KindsChanged tells the collector that the served resources changed (a
@@ -395,6 +405,11 @@ func (c *Collector) put(kv storage.KeyValue) {
 	}
 	if contains, ok := c.cfg.Backend.Container(kv.Key, m); ok {
 		c.mu.Lock()
+		if _, known := c.draining[kv.Key]; !known && c.cfg.DrainDelay != nil {
+			if d := c.cfg.DrainDelay(kv.Key); d > 0 {
+				c.drainAfter[kv.Key] = time.Now().Add(d)
+			}
+		}
 		c.draining[kv.Key] = contains
 		c.mu.Unlock()
 		c.queue.add(kv.Key)
@@ -425,6 +440,7 @@ func (c *Collector) deleted(key string, rev int64) {
 		}
 	}
 	delete(c.draining, key)
+	delete(c.drainAfter, key)
 	c.mu.Unlock()
 	_, owners := c.track(c.idx, key, Meta{})
 	for _, d := range deps {
@@ -737,6 +753,16 @@ func (c *Collector) deleteDependents(ctx context.Context, key string, m Meta) er
 // drain deletes a container's content, and finishes the container once
 // it is empty.
 func (c *Collector) drain(ctx context.Context, key string, m Meta) error {
+	c.mu.Lock()
+	wait := time.Until(c.drainAfter[key])
+	if wait <= 0 {
+		delete(c.drainAfter, key)
+	}
+	c.mu.Unlock()
+	if wait > 0 {
+		c.queue.addAfter(key, wait) // in its DrainDelay
+		return nil
+	}
 	left, err := c.cfg.Backend.Drain(ctx, key)
 	if err != nil {
 		return fmt.Errorf("drain %s: %w", key, err)

@@ -52,6 +52,21 @@ func (q *queue) addLocked(key string) {
 	}
 }
 
+// addAfter queues key after d, unless a retry of it is already waiting.
+func (q *queue) addAfter(key string, d time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, waiting := q.timers[key]; waiting || q.closed {
+		return
+	}
+	q.timers[key] = time.AfterFunc(d, func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		delete(q.timers, key)
+		q.addLocked(key)
+	})
+}
+
 // get waits for a key; ok is false once the queue is closed.
 func (q *queue) get() (key string, ok bool) {
 	q.mu.Lock()

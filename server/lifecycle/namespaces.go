@@ -95,7 +95,9 @@ func isNamespaceResource(res *registry.Resource) bool {
 // The life of a namespace, as in Kubernetes: a new one gets the
 // "kubernetes" spec finalizer; a DELETE makes it Terminating (a
 // deletionTimestamp); the garbage collector (package gc, through
-// gc/runner) then deletes its content through the API, so that the
+// gc/runner), after server.Config.NamespaceDeletionDelay (objwatch serve:
+// 5 s, as Kubernetes' namespace controller), then deletes its content
+// through the API, so that the
 // content's own finalizers are waited for, and once it is empty removes
 // the "kubernetes" finalizer and deletes the namespace when no finalizer
 // is left. Only /finalize changes spec.finalizers. What a namespace adds

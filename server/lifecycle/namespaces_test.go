@@ -1,6 +1,7 @@
 package lifecycle_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
@@ -232,4 +234,45 @@ func TestNamespacesImmortalAndNoCollectionDelete(t *testing.T) {
 	servertest.MustCode(t, "delete kube-node-lease", g.JSON("DELETE", nsPath+"/kube-node-lease", ""), http.StatusOK)
 	servertest.MustCode(t, "deletecollection", g.JSON("DELETE", nsPath, ""), http.StatusMethodNotAllowed)
 	servertest.MustCode(t, "default still there", g.JSON("GET", nsPath+"/default", ""), http.StatusOK)
+}
+
+// With a NamespaceDeletionDelay (objwatch serve's default, as
+// kube-controller-manager's namespace controller), the collector leaves a
+// deleted namespace alone for that long: a client that finalizes it
+// itself right after its DELETE (test suites written for envtest do) does
+// not race the collector's status and finalize writes (controller-runtime's
+// client suite failed on that 409), and the content of a namespace nobody
+// finalizes is deleted once the delay is over.
+func TestNamespaceDeletionDelay(t *testing.T) {
+	const delay = 2 * time.Second
+	g := servertest.StartGC(t, testenv.WithServerConfig(func(c *server.Config) { c.NamespaceDeletionDelay = delay }))
+	for _, ns := range []string{"mine", "held"} {
+		servertest.MustCode(t, "create "+ns, g.JSON("POST", nsPath, nsBody(ns, "")), http.StatusCreated)
+		servertest.MustCode(t, "create content", g.JSON("POST", "/api/v1/namespaces/"+ns+"/configmaps", servertest.CM("c", "")), http.StatusCreated)
+	}
+	t0 := time.Now()
+	for _, ns := range []string{"mine", "held"} {
+		servertest.MustCode(t, "delete "+ns, g.JSON("DELETE", nsPath+"/"+ns, ""), http.StatusOK)
+	}
+	// controller-runtime's deleteNamespace: read, then finalize what it
+	// read (its resourceVersion pinned), after a pause.
+	time.Sleep(delay / 4)
+	read := g.JSON("GET", nsPath+"/mine", "")
+	servertest.MustCode(t, "get mine", read, http.StatusOK)
+	obj := read.Object()
+	obj["spec"] = map[string]any{"finalizers": []any{}}
+	body, _ := json.Marshal(obj)
+	servertest.MustCode(t, "finalize mine with the resourceVersion read", g.JSON("PUT", nsPath+"/mine/finalize", string(body)), http.StatusOK)
+	held := g.JSON("GET", nsPath+"/held", "")
+	if elapsed := time.Since(t0); elapsed < delay*3/4 {
+		if phaseOf(held) != "Terminating" || !slices.Equal(specFinalizers(held), []string{"kubernetes"}) {
+			t.Fatalf("held %v into its delay: phase %q, spec.finalizers %v; want Terminating, [kubernetes]", elapsed, phaseOf(held), specFinalizers(held))
+		}
+		servertest.MustCode(t, "held's content in the delay", g.JSON("GET", "/api/v1/namespaces/held/configmaps/c", ""), http.StatusOK)
+	}
+	g.Gone(nsPath + "/held")
+	if elapsed := time.Since(t0); elapsed < delay {
+		t.Fatalf("held was deleted %v after its DELETE, before its delay of %v", elapsed, delay)
+	}
+	g.Gone(nsPath + "/mine") // gone with its finalize, as in Kubernetes
 }

@@ -41,6 +41,11 @@ type Config struct {
 	// LeaseDuration is the duration of the collector's lease (negative:
 	// no election, this server always runs it).
 	LeaseDuration time.Duration
+	// NamespaceDeletionDelay is how long the collector waits after it sees
+	// a namespace start being deleted before it deletes its content and
+	// finalizes it (kube-controller-manager's namespace controller: 5 s);
+	// 0: at once. See gc.Config.DrainDelay.
+	NamespaceDeletionDelay time.Duration
 }
 
 // Containers are the objects whose deletion waits until their content is
@@ -98,13 +103,25 @@ func (r *Runner) Run(ctx context.Context) {
 }
 
 func (r *Runner) term(ctx context.Context) {
-	c := gc.New(gc.Config{Store: r.cfg.Storage, Backend: r.backend, Prefix: registry.Root, Workers: r.cfg.Workers, Log: r.cfg.Log})
+	c := gc.New(gc.Config{Store: r.cfg.Storage, Backend: r.backend, Prefix: registry.Root, Workers: r.cfg.Workers, Log: r.cfg.Log, DrainDelay: r.drainDelay})
 	r.cur.Store(c)
 	c.Run(ctx)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cur.Store(nil)
 	r.past = r.past.Add(c.Stats())
+}
+
+// drainDelay is how long the collector waits before draining the container
+// at key: NamespaceDeletionDelay for a namespace, nothing for a custom
+// resource definition (Kubernetes' finalizer of their resources does not
+// wait).
+func (r *Runner) drainDelay(key string) time.Duration {
+	res, _, _, ok := r.cfg.Registry.ForKey(key)
+	if !ok || res.Group != "" || res.Plural != "namespaces" {
+		return 0
+	}
+	return r.cfg.NamespaceDeletionDelay
 }
 
 // KindsChanged tells the running collector that the served kinds changed.
