@@ -36,8 +36,8 @@ const MaxPatchOps = 100_000
 // operation.
 func ParsePatch(data []byte) (Patch, error) {
 	var raw []struct {
-		Op    string           `json:"op"`
-		Path  *string          `json:"path"`
+		Op    string              `json:"op"`
+		Path  *string             `json:"path"`
 		Value *stdjson.RawMessage `json:"value"` // *: absent and null differ
 	}
 	if err := json.UnmarshalCaseSensitivePreserveInts(data, &raw); err != nil {
