@@ -1,0 +1,229 @@
+package informer_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/objwatch/objwatch/client"
+	"github.com/objwatch/objwatch/client/informer"
+)
+
+type UCM = *unstructured.Unstructured
+
+// callLog records a handler's calls as text, each object rendered by
+// show, so that two informers' calls can be compared.
+type callLog[T client.Object] struct {
+	show func(T) string
+	mu   sync.Mutex
+	log  []string
+}
+
+func (c *callLog[T]) add(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = append(c.log, s)
+}
+
+func (c *callLog[T]) handler() informer.Handler[T] {
+	return informer.HandlerFuncs[T]{
+		Add:    func(obj T, initial bool) { c.add(fmt.Sprintf("add %s", c.show(obj))) },
+		Update: func(old, new T) { c.add(fmt.Sprintf("update %s -> %s", c.show(old), c.show(new))) },
+		Delete: func(obj T, unknown bool) { c.add(fmt.Sprintf("delete %s unknown=%v", c.show(obj), unknown)) },
+	}
+}
+
+func (c *callLog[T]) calls() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.log)
+}
+
+func (c *callLog[T]) has(prefix string) bool {
+	return slices.ContainsFunc(c.calls(), func(s string) bool { return strings.HasPrefix(s, prefix) })
+}
+
+func showCM(cm CM) string {
+	return fmt.Sprintf("%s rv=%s gen=%d labels=%v data=%v", cm.Name, cm.ResourceVersion, cm.Generation, cm.Labels, cm.Data)
+}
+
+func showUCM(u UCM) string {
+	data, _, _ := unstructured.NestedStringMap(u.Object, "data")
+	return fmt.Sprintf("%s rv=%s gen=%d labels=%v data=%v", u.GetName(), u.GetResourceVersion(), u.GetGeneration(), u.GetLabels(), data)
+}
+
+// startMasked starts an informer of the ConfigMaps labelled app=<app> with
+// opts and a call log.
+func startMasked[T client.Object](t *testing.T, c *client.Client[T], app string, show func(T) string, opts informer.Options[T]) (*informer.SharedInformer[T], *callLog[T]) {
+	t.Helper()
+	opts.Namespace, opts.LabelSelector = "default", "app="+app
+	inf, err := informer.New(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &callLog[T]{show: show}
+	if _, err := inf.AddHandler(cl.handler(), informer.HandlerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, inf)
+	return inf, cl
+}
+
+// maskWrites writes the sequence the masked informers see: changes inside
+// and outside the mask /data/watched, then the object "end".
+func maskWrites(t *testing.T, ctx context.Context, c *client.Client[CM], app string) {
+	t.Helper()
+	cm := func(name, watched, other string) CM {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{"app": app}},
+			Data: map[string]string{"watched": watched, "other": other}}
+	}
+	update := func(name string, change func(CM)) {
+		t.Helper()
+		cur, err := c.Get(ctx, "default", name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		change(cur)
+		if _, err := c.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func(obj CM) {
+		t.Helper()
+		if _, err := c.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create(cm("a", "0", "0"))
+	update("a", func(o CM) { o.Data["other"] = "1" })
+	update("a", func(o CM) { o.Data["other"] = "2" })
+	update("a", func(o CM) { o.Data["watched"] = "1" })
+	update("a", func(o CM) { o.Labels["extra"] = "x" })
+	create(cm("b", "0", "0"))
+	update("b", func(o CM) { o.Data["other"] = "1"; o.Data["watched"] = "1" })
+	update("b", func(o CM) { delete(o.Data, "watched") })
+	update("b", func(o CM) { o.Data["other"] = "3" })
+	update("a", func(o CM) { o.Data["watched"] = strings.Repeat("w", 30) })
+	if err := c.Delete(ctx, "default", "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	create(cm("end", "", ""))
+}
+
+// TestFieldMaskSameCalls: informers with a field mask (with and without
+// projection and deltas) deliver the same handler calls whether the
+// server applies the mask or the informer emulates it
+// (DisableServerExtensions), and never an update the mask does not see.
+func TestFieldMaskSameCalls(t *testing.T) {
+	e := startEnv(t)
+	ctx := testContext(t, 60*time.Second)
+	mask := []string{"/data/watched"}
+	ucli := client.Unstructured(e.reader, configMaps)
+	type variant struct {
+		name      string
+		mask      bool
+		calls     func() []string
+		synced    func() bool
+		hasEnd    func() bool
+		projected bool
+	}
+	var vs []variant
+	for _, o := range []struct {
+		name                 string
+		projection, deltas   bool
+		unstructured, noMask bool
+	}{
+		{name: "mask"},
+		{name: "mask+projection", projection: true},
+		{name: "mask+projection+deltas", projection: true, deltas: true},
+		{name: "mask+deltas", deltas: true},
+		{name: "deltas", deltas: true, noMask: true},
+		{name: "unstructured mask+projection+deltas", projection: true, deltas: true, unstructured: true},
+	} {
+		for _, emulate := range []bool{false, true} {
+			name := fmt.Sprintf("%s emulated=%v", o.name, emulate)
+			var m []string
+			if !o.noMask {
+				m = mask
+			}
+			v := variant{name: name, mask: !o.noMask, projected: o.projection}
+			if o.unstructured {
+				inf, cl := startMasked(t, ucli, "masked", showUCM, informer.Options[UCM]{Name: name,
+					FieldMask: m, Projection: o.projection, Deltas: o.deltas, DisableServerExtensions: emulate})
+				v.calls, v.synced, v.hasEnd = cl.calls, inf.HasSynced, func() bool { return cl.has("add end ") }
+			} else {
+				inf, cl := startMasked(t, client.For[CM](e.reader, configMaps), "masked", showCM, informer.Options[CM]{Name: name,
+					FieldMask: m, Projection: o.projection, Deltas: o.deltas, DisableServerExtensions: emulate})
+				v.calls, v.synced, v.hasEnd = cl.calls, inf.HasSynced, func() bool { return cl.has("add end ") }
+			}
+			vs = append(vs, v)
+		}
+	}
+	for _, v := range vs {
+		waitFor(t, v.name+" synced", v.synced)
+	}
+	maskWrites(t, ctx, e.writer, "masked")
+	for _, v := range vs {
+		waitFor(t, v.name+" sees the end", v.hasEnd)
+	}
+	for i := 0; i < len(vs); i += 2 {
+		server, emulated := vs[i], vs[i+1]
+		if a, b := server.calls(), emulated.calls(); !slices.Equal(a, b) {
+			t.Errorf("%s and %s differ:\n%s\n---\n%s", server.name, emulated.name, strings.Join(a, "\n"), strings.Join(b, "\n"))
+		}
+	}
+	for _, v := range vs {
+		calls := v.calls()
+		updates := 0
+		for _, c := range calls {
+			if strings.HasPrefix(c, "update ") {
+				updates++
+				if v.mask && (strings.Contains(c, "other:1]") && strings.Contains(c, "other:2]")) {
+					t.Errorf("%s: an update outside the mask: %s", v.name, c)
+				}
+			}
+			if v.projected && (strings.Contains(c, "other:") || strings.Contains(c, "extra:")) {
+				t.Errorf("%s: unprojected object: %s", v.name, c)
+			}
+		}
+		// With the mask: a's two watched changes, b's two; without: all 8.
+		if want := map[bool]int{true: 4, false: 8}[v.mask]; updates != want {
+			t.Errorf("%s: %d updates, want %d:\n%s", v.name, updates, want, strings.Join(calls, "\n"))
+		}
+	}
+}
+
+// TestFieldMaskOptions: New refuses malformed masks and a projection
+// without a mask, with errors that say so.
+func TestFieldMaskOptions(t *testing.T) {
+	e := startEnv(t)
+	c := client.For[CM](e.reader, configMaps)
+	for _, o := range []struct {
+		opts informer.Options[CM]
+		err  string
+	}{
+		{informer.Options[CM]{FieldMask: []string{"data"}}, "FieldMask: field mask: pointer \"data\" does not start with /"},
+		{informer.Options[CM]{FieldMask: []string{"/a~2"}}, "FieldMask"},
+		{informer.Options[CM]{FieldMask: []string{""}}, "empty pointer"},
+		{informer.Options[CM]{FieldMask: []string{}}, "no pointers"},
+		{informer.Options[CM]{FieldMask: []string{strings.Repeat("/a", 101)[:len(strings.Repeat("/a", 101))]}}, ""},
+		{informer.Options[CM]{FieldMask: strings.Split(strings.Repeat("/a,", 101), ",")[:101]}, "more than 100"},
+		{informer.Options[CM]{Projection: true}, "Projection without a FieldMask"},
+	} {
+		_, err := informer.New(c, o.opts)
+		switch {
+		case o.err == "" && err != nil:
+			t.Errorf("%v: %v", o.opts.FieldMask, err)
+		case o.err != "" && (err == nil || !strings.Contains(err.Error(), o.err)):
+			t.Errorf("%v: error %v, want one with %q", o.opts.FieldMask, err, o.err)
+		}
+	}
+}
