@@ -122,6 +122,13 @@ func (r *reflector[T]) applyDelta(ctx context.Context, raw client.Raw[T], patch 
 	if !ok {
 		return zero, fmt.Errorf("%w: %s/%s is not cached", errBrokenStream, id.Namespace, id.Name)
 	}
+	return r.patched(cur, id, patch)
+}
+
+// patched returns cur with a delta event's patch applied; id is the
+// event's object. cur is not modified.
+func (r *reflector[T]) patched(cur T, id client.Meta, patch []byte) (T, error) {
+	var zero T
 	if string(cur.GetUID()) != id.UID {
 		return zero, fmt.Errorf("%w: %s/%s: cached uid %s, event's %s", errBrokenStream, id.Namespace, id.Name, cur.GetUID(), id.UID)
 	}
