@@ -2,6 +2,7 @@ package informer
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -79,7 +80,7 @@ func BenchmarkDeltaEvent(b *testing.B) {
 			}
 		}
 	})
-	typed := &reflector[*corev1.Node]{client: client.For[*corev1.Node](nil, nodes)}
+	typed := &reflector[*corev1.Node]{client: client.For[*corev1.Node](nil, nodes), metrics: &metrics{}}
 	b.Run("delta/typed", func(b *testing.B) {
 		for b.Loop() {
 			var m client.Meta
@@ -91,7 +92,7 @@ func BenchmarkDeltaEvent(b *testing.B) {
 			}
 		}
 	})
-	unstr := &reflector[*unstructured.Unstructured]{client: client.Unstructured(nil, nodes)}
+	unstr := &reflector[*unstructured.Unstructured]{client: client.Unstructured(nil, nodes), metrics: &metrics{}}
 	cached := &unstructured.Unstructured{Object: cachedU}
 	b.Run("delta/unstructured", func(b *testing.B) {
 		for b.Loop() {
@@ -140,4 +141,38 @@ func (h *metaHolder) UnmarshalJSON(data []byte) error {
 	}
 	*h.m = client.Meta{Namespace: o.Metadata.Namespace, Name: o.Metadata.Name, UID: o.Metadata.UID, ResourceVersion: o.Metadata.ResourceVersion}
 	return nil
+}
+
+// TestPatchedBroken: a delta event that does not fit the cached copy is
+// errBrokenStream (the reflector relists), and the cached copy is intact.
+func TestPatchedBroken(t *testing.T) {
+	node := bigNode()
+	before, _ := json.Marshal(node)
+	r := &reflector[*corev1.Node]{client: client.For[*corev1.Node](nil, nodes), metrics: &metrics{}}
+	id := client.Meta{Name: "node-1", UID: string(node.UID), ResourceVersion: "1001"}
+	for _, c := range []struct {
+		name  string
+		id    client.Meta
+		patch string
+	}{
+		{"other uid", client.Meta{Name: "node-1", UID: "x", ResourceVersion: "1001"}, deltaPatch},
+		{"not a patch", id, `{"op":"replace"}`},
+		{"missing path", id, `[{"op":"replace","path":"/status/none","value":1},{"op":"replace","path":"/metadata/resourceVersion","value":"1001"}]`},
+		{"other resourceVersion", id, `[{"op":"replace","path":"/metadata/resourceVersion","value":"999"}]`},
+		{"not an object", id, `[{"op":"replace","path":"","value":[]}]`},
+	} {
+		if _, err := r.patched(node, c.id, []byte(c.patch)); !errors.Is(err, errBrokenStream) {
+			t.Errorf("%s: %v, want errBrokenStream", c.name, err)
+		}
+	}
+	got, err := r.patched(node, id, []byte(deltaPatch))
+	if err != nil || got.ResourceVersion != "1001" || !got.Status.Conditions[0].LastHeartbeatTime.Equal(&metav1.Time{Time: time.Unix(1700000010, 0)}) {
+		t.Errorf("patched: %v, %v", err, got.Status.Conditions[0].LastHeartbeatTime)
+	}
+	if after, _ := json.Marshal(node); string(after) != string(before) {
+		t.Error("patched modified the cached object")
+	}
+	if r.metrics.deltas.Load() != 1 {
+		t.Errorf("%d deltas counted, want 1", r.metrics.deltas.Load())
+	}
 }

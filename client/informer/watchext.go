@@ -159,6 +159,7 @@ func (r *reflector[T]) patched(cur T, id client.Meta, patch []byte) (T, error) {
 		return zero, fmt.Errorf("%w: %s/%s: patched to resourceVersion %q, the event is %q",
 			errBrokenStream, id.Namespace, id.Name, obj.GetResourceVersion(), id.ResourceVersion)
 	}
+	r.metrics.deltas.Add(1)
 	if r.transform != nil {
 		return r.transform(obj)
 	}

@@ -2,6 +2,7 @@ package informer_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,7 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/objwatch/objwatch/change/fieldmask"
 	"github.com/objwatch/objwatch/client"
 	"github.com/objwatch/objwatch/client/informer"
 )
@@ -224,6 +229,93 @@ func TestFieldMaskOptions(t *testing.T) {
 			t.Errorf("%v: %v", o.opts.FieldMask, err)
 		case o.err != "" && (err == nil || !strings.Contains(err.Error(), o.err)):
 			t.Errorf("%v: error %v, want one with %q", o.opts.FieldMask, err, o.err)
+		}
+	}
+}
+
+// TestDeltasMatchWrites: an informer with Deltas caches, after each
+// update, exactly the object the update returned (the server's state at
+// that resourceVersion), typed and unstructured, with and without a
+// projection; on a server that offers deltas it got them as patches.
+func TestDeltasMatchWrites(t *testing.T) {
+	e := startEnv(t)
+	ctx := testContext(t, 60*time.Second)
+	ext, err := e.reader.WatchExtensions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	typed, _ := startMasked(t, client.For[CM](e.reader, configMaps), "deltas", showCM,
+		informer.Options[CM]{Name: "typed", Deltas: true, Metrics: reg})
+	unstr, _ := startMasked(t, client.Unstructured(e.reader, configMaps), "deltas", showUCM,
+		informer.Options[UCM]{Name: "unstructured", Deltas: true, Metrics: reg})
+	mask := []string{"/data/watched", "/metadata/labels"}
+	proj, _ := startMasked(t, client.Unstructured(e.reader, configMaps), "deltas", showUCM,
+		informer.Options[UCM]{Name: "projected", Deltas: true, FieldMask: mask, Projection: true, Metrics: reg})
+	for _, synced := range []func() bool{typed.HasSynced, unstr.HasSynced, proj.HasSynced} {
+		waitFor(t, "sync", synced)
+	}
+	m, err := fieldmask.Parse(mask...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := e.writer.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "d", Namespace: "default",
+		Labels: map[string]string{"app": "deltas"}}, Data: map[string]string{"watched": "0", "big": strings.Repeat("x", 4000)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := []func(CM){
+		func(o CM) { o.Data["watched"] = "1" },
+		func(o CM) { o.Data["new"] = "n"; o.Data["watched"] = "2" },
+		func(o CM) { delete(o.Data, "new"); o.Labels["l"] = "1"; o.Data["watched"] = "3" },
+		func(o CM) { o.Annotations = map[string]string{"a/b": "~"}; o.Data["watched"] = "4" },
+		func(o CM) { o.Data = map[string]string{"watched": "5"} },
+		func(o CM) { o.BinaryData = map[string][]byte{"bin": {1, 2, 3}}; o.Data["watched"] = "6" },
+	}
+	for i, change := range changes {
+		change(cur)
+		if cur, err = e.writer.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cur)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantJSON, _ := json.Marshal(want)
+		projJSON, _ := json.Marshal(m.Project(want))
+		rv := cur.ResourceVersion
+		waitFor(t, fmt.Sprintf("update %d at rv %s", i, rv), func() bool {
+			a, ok1 := typed.Lister().Get("default", "d")
+			b, ok2 := unstr.Lister().Get("default", "d")
+			c, ok3 := proj.Lister().Get("default", "d")
+			return ok1 && ok2 && ok3 && a.ResourceVersion == rv && b.GetResourceVersion() == rv && c.GetResourceVersion() == rv
+		})
+		a, _ := typed.Lister().Get("default", "d")
+		b, _ := unstr.Lister().Get("default", "d")
+		c, _ := proj.Lister().Get("default", "d")
+		am, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(a)
+		for name, got := range map[string]map[string]any{"typed": am, "unstructured": b.Object} {
+			if gotJSON, _ := json.Marshal(got); string(gotJSON) != string(wantJSON) {
+				t.Errorf("update %d, %s informer:\n got %s\nwant %s", i, name, gotJSON, wantJSON)
+			}
+		}
+		if gotJSON, _ := json.Marshal(c.Object); string(gotJSON) != string(projJSON) {
+			t.Errorf("update %d, projected informer:\n got %s\nwant %s", i, gotJSON, projJSON)
+		}
+	}
+	s := gatherInformers(t, reg)
+	for _, name := range []string{"typed", "unstructured", "projected"} {
+		deltas := s.values[[3]string{"objwatch_informer_delta_events_total", name, ""}]
+		failures := s.values[[3]string{"objwatch_informer_delta_failures_total", name, ""}]
+		t.Logf("%s: %v delta events, %v failures (server offers %v)", name, deltas, failures, ext)
+		if failures != 0 {
+			t.Errorf("%s: %v delta failures", name, failures)
+		}
+		if ext.Has(client.ExtWatchDeltas) && deltas == 0 {
+			t.Errorf("%s: the server offers deltas, the informer applied none", name)
+		}
+		if !ext.Has(client.ExtWatchDeltas) && deltas != 0 {
+			t.Errorf("%s: %v delta events from a server without them", name, deltas)
 		}
 	}
 }
