@@ -132,9 +132,15 @@ func TestFieldMaskSameCalls(t *testing.T) {
 	ctx := testContext(t, 60*time.Second)
 	mask := []string{"/data/watched"}
 	ucli := client.Unstructured(e.reader, configMaps)
+	ext, err := e.reader.WatchExtensions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
 	type variant struct {
 		name      string
 		mask      bool
+		deltas    bool
 		calls     func() []string
 		synced    func() bool
 		hasEnd    func() bool
@@ -159,13 +165,13 @@ func TestFieldMaskSameCalls(t *testing.T) {
 			if !o.noMask {
 				m = mask
 			}
-			v := variant{name: name, mask: !o.noMask, projected: o.projection}
+			v := variant{name: name, mask: !o.noMask, projected: o.projection, deltas: o.deltas}
 			if o.unstructured {
-				inf, cl := startMasked(t, ucli, "masked", showUCM, informer.Options[UCM]{Name: name,
+				inf, cl := startMasked(t, ucli, "masked", showUCM, informer.Options[UCM]{Name: name, Metrics: reg,
 					FieldMask: m, Projection: o.projection, Deltas: o.deltas, DisableServerExtensions: emulate})
 				v.calls, v.synced, v.hasEnd = cl.calls, inf.HasSynced, func() bool { return cl.has("add end ") }
 			} else {
-				inf, cl := startMasked(t, client.For[CM](e.reader, configMaps), "masked", showCM, informer.Options[CM]{Name: name,
+				inf, cl := startMasked(t, client.For[CM](e.reader, configMaps), "masked", showCM, informer.Options[CM]{Name: name, Metrics: reg,
 					FieldMask: m, Projection: o.projection, Deltas: o.deltas, DisableServerExtensions: emulate})
 				v.calls, v.synced, v.hasEnd = cl.calls, inf.HasSynced, func() bool { return cl.has("add end ") }
 			}
@@ -183,6 +189,24 @@ func TestFieldMaskSameCalls(t *testing.T) {
 		server, emulated := vs[i], vs[i+1]
 		if a, b := server.calls(), emulated.calls(); !slices.Equal(a, b) {
 			t.Errorf("%s and %s differ:\n%s\n---\n%s", server.name, emulated.name, strings.Join(a, "\n"), strings.Join(b, "\n"))
+		}
+		// On a server with the extensions, the mask keeps MODIFIED events
+		// off the wire and deltas come as patches; emulated, neither.
+		modified := func(v variant) float64 {
+			return metricValue(t, reg, "objwatch_informer_watch_events_total", v.name, "MODIFIED")
+		}
+		deltas := func(v variant) float64 {
+			return metricValue(t, reg, "objwatch_informer_delta_events_total", v.name, "")
+		}
+		t.Logf("%s: %v MODIFIED, %v deltas; emulated: %v MODIFIED, %v deltas", server.name, modified(server), deltas(server), modified(emulated), deltas(emulated))
+		if server.mask && ext.Has(client.ExtFieldMask) && modified(server) >= modified(emulated) {
+			t.Errorf("%s: %v MODIFIED events, emulated %v: the server did not mask", server.name, modified(server), modified(emulated))
+		}
+		if server.deltas && ext.Has(client.ExtWatchDeltas) && deltas(server) == 0 {
+			t.Errorf("%s: no delta events from a server that offers them", server.name)
+		}
+		if deltas(emulated) != 0 {
+			t.Errorf("%s: %v delta events", emulated.name, deltas(emulated))
 		}
 	}
 	for _, v := range vs {
@@ -318,4 +342,30 @@ func TestDeltasMatchWrites(t *testing.T) {
 			t.Errorf("%s: %v delta events from a server without them", name, deltas)
 		}
 	}
+}
+
+// metricValue returns the value of the counter metric of the informer, with
+// the type label typ if not "".
+func metricValue(t *testing.T, g prometheus.Gatherer, metric, inf, typ string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != metric {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["informer"] == inf && labels["type"] == typ {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no %s of informer %s", metric, inf)
+	return 0
 }
