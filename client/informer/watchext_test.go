@@ -369,3 +369,100 @@ func metricValue(t *testing.T, g prometheus.Gatherer, metric, inf, typ string) f
 	t.Fatalf("no %s of informer %s", metric, inf)
 	return 0
 }
+
+// TestMaskedDeltasAcrossCutsAndRelists: with mask, projection and deltas
+// on the wire, an informer resumes after cut watches and relists after
+// the server forgot its resourceVersion (410) without a patch failing, and
+// delivers the same calls as the emulation; its cache ends equal to the
+// projection of the objects.
+func TestMaskedDeltasAcrossCutsAndRelists(t *testing.T) {
+	e := startEnv(t, compacting(100*time.Millisecond)...)
+	ctx := testContext(t, 90*time.Second)
+	reg := prometheus.NewRegistry()
+	mask := []string{"/data/watched"}
+	var infs []*informer.SharedInformer[CM]
+	var logs []*callLog[CM]
+	for _, emulate := range []bool{false, true} {
+		inf, cl := startMasked(t, client.For[CM](e.reader, configMaps), "cuts", showCM, informer.Options[CM]{
+			Name: fmt.Sprintf("emulated=%v", emulate), Metrics: reg, FieldMask: mask, Projection: true, Deltas: true,
+			DisableServerExtensions: emulate, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+		infs, logs = append(infs, inf), append(logs, cl)
+		waitFor(t, inf.Name()+" synced", inf.HasSynced)
+	}
+	names := []string{"a", "b", "c"}
+	for _, n := range names {
+		if _, err := e.writer.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: "default",
+			Labels: map[string]string{"app": "cuts"}}, Data: map[string]string{"watched": "0", "other": strings.Repeat("o", 1000)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step := 0
+	write := func(rounds int) {
+		t.Helper()
+		for range rounds {
+			step++
+			n := names[step%len(names)]
+			cur, err := e.writer.Get(ctx, "default", n, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if step%3 == 0 {
+				cur.Data["watched"] = fmt.Sprint(step)
+			} else {
+				cur.Data["other"] = fmt.Sprint(step)
+			}
+			if _, err := e.writer.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write(10)
+	e.cut.Cut(200 * time.Millisecond) // resume
+	write(10)
+	e.cut.Cut(-1) // held back until the server forgot: relist
+	write(10)
+	time.Sleep(time.Second)
+	write(3)
+	e.cut.Release()
+	write(10)
+	if _, err := e.writer.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "end", Namespace: "default",
+		Labels: map[string]string{"app": "cuts"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range logs {
+		waitFor(t, "the end", func() bool { return cl.has("add end ") })
+	}
+	if a, b := logs[0].calls(), logs[1].calls(); !slices.Equal(a, b) {
+		t.Errorf("server and emulated calls differ:\n%s\n---\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
+	}
+	m, err := fieldmask.Parse(mask...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		cur, err := e.writer.Get(ctx, "default", n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(cur)
+		want := m.Project(full)["data"]
+		for _, inf := range infs {
+			got, ok := inf.Lister().Get("default", n)
+			if !ok || got.Data["watched"] != want.(map[string]any)["watched"] || len(got.Data) != 1 {
+				t.Errorf("%s: %s is %v, want data %v", inf.Name(), n, got, want)
+			}
+		}
+	}
+	for _, inf := range infs {
+		d := metricValue(t, reg, "objwatch_informer_delta_events_total", inf.Name(), "")
+		f := metricValue(t, reg, "objwatch_informer_delta_failures_total", inf.Name(), "")
+		r := metricValue(t, reg, "objwatch_informer_relists_total", inf.Name(), "")
+		t.Logf("%s: %v delta events, %v failures, %v relists; %d cuts", inf.Name(), d, f, r, e.cut.Cuts.Load())
+		if f != 0 {
+			t.Errorf("%s: %v delta failures", inf.Name(), f)
+		}
+		if r == 0 {
+			t.Errorf("%s: no relist", inf.Name())
+		}
+	}
+}
