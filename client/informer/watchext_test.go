@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +22,8 @@ import (
 	"github.com/objwatch/objwatch/change/fieldmask"
 	"github.com/objwatch/objwatch/client"
 	"github.com/objwatch/objwatch/client/informer"
+	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/testenv"
 )
 
 type UCM = *unstructured.Unstructured
@@ -496,5 +499,43 @@ func TestMaskedDeltasAcrossCutsAndRelists(t *testing.T) {
 		if r == 0 {
 			t.Errorf("%s: no relist", inf.Name())
 		}
+	}
+}
+
+// TestFieldMaskAgainstPlainServer: the same informer (mask, projection,
+// deltas) against objwatch and against a server without the extensions
+// (as kube-apiserver: /version does not list them) delivers the same
+// calls for the same writes; against the latter it emulates them.
+func TestFieldMaskAgainstPlainServer(t *testing.T) {
+	ctx := testContext(t, 60*time.Second)
+	rvs := regexp.MustCompile(`rv=\d+`)
+	var calls [2][]string
+	for i, plain := range []bool{false, true} {
+		e := startEnv(t, testenv.WithServerConfig(func(c *server.Config) { c.WithoutWatchExtensions = plain }))
+		ext, err := e.reader.WatchExtensions(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(ext) > 0; got == plain {
+			t.Fatalf("server without extensions %v offers %v", plain, ext)
+		}
+		reg := prometheus.NewRegistry()
+		inf, cl := startMasked(t, client.For[CM](e.reader, configMaps), "plain", showCM, informer.Options[CM]{
+			Name: "masked", Metrics: reg, FieldMask: []string{"/data/watched"}, Projection: true, Deltas: true})
+		waitFor(t, "sync", inf.HasSynced)
+		maskWrites(t, ctx, e.writer, "plain")
+		waitFor(t, "the end", func() bool { return cl.has("add end ") })
+		for _, c := range cl.calls() {
+			calls[i] = append(calls[i], rvs.ReplaceAllString(c, "rv=N"))
+		}
+		modified := metricValue(t, reg, "objwatch_informer_watch_events_total", "masked", "MODIFIED")
+		deltas := metricValue(t, reg, "objwatch_informer_delta_events_total", "masked", "")
+		t.Logf("plain=%v: %v MODIFIED received, %v delta events", plain, modified, deltas)
+		if plain && (modified != 8 || deltas != 0) || !plain && (modified != 4 || deltas == 0) {
+			t.Errorf("plain=%v: %v MODIFIED received, %v delta events", plain, modified, deltas)
+		}
+	}
+	if !slices.Equal(calls[0], calls[1]) {
+		t.Errorf("calls differ:\n%s\n---\n%s", strings.Join(calls[0], "\n"), strings.Join(calls[1], "\n"))
 	}
 }
