@@ -280,7 +280,9 @@ func TestDeltasMatchWrites(t *testing.T) {
 	mask := []string{"/data/watched", "/metadata/labels"}
 	proj, _ := startMasked(t, client.Unstructured(e.reader, configMaps), "deltas", showUCM,
 		informer.Options[UCM]{Name: "projected", Deltas: true, FieldMask: mask, Projection: true, Metrics: reg})
-	for _, synced := range []func() bool{typed.HasSynced, unstr.HasSynced, proj.HasSynced} {
+	dropped, _ := startMasked(t, client.For[CM](e.reader, configMaps), "deltas", showCM,
+		informer.Options[CM]{Name: "dropped", Deltas: true, DropManagedFields: true, Metrics: reg})
+	for _, synced := range []func() bool{typed.HasSynced, unstr.HasSynced, proj.HasSynced, dropped.HasSynced} {
 		waitFor(t, "sync", synced)
 	}
 	m, err := fieldmask.Parse(mask...)
@@ -302,7 +304,7 @@ func TestDeltasMatchWrites(t *testing.T) {
 	}
 	for i, change := range changes {
 		change(cur)
-		if cur, err = e.writer.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		if cur, err = e.writer.Update(ctx, cur, metav1.UpdateOptions{FieldManager: fmt.Sprintf("manager-%d", i%2)}); err != nil {
 			t.Fatal(err)
 		}
 		want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cur)
@@ -316,8 +318,16 @@ func TestDeltasMatchWrites(t *testing.T) {
 			a, ok1 := typed.Lister().Get("default", "d")
 			b, ok2 := unstr.Lister().Get("default", "d")
 			c, ok3 := proj.Lister().Get("default", "d")
-			return ok1 && ok2 && ok3 && a.ResourceVersion == rv && b.GetResourceVersion() == rv && c.GetResourceVersion() == rv
+			d, ok4 := dropped.Lister().Get("default", "d")
+			return ok1 && ok2 && ok3 && ok4 && a.ResourceVersion == rv && b.GetResourceVersion() == rv && c.GetResourceVersion() == rv &&
+				d.ResourceVersion == rv
 		})
+		d, _ := dropped.Lister().Get("default", "d")
+		noMF := cur.DeepCopy()
+		noMF.ManagedFields = nil
+		if dj, wj := mustJSON(t, d), mustJSON(t, noMF); dj != wj {
+			t.Errorf("update %d, informer without managedFields:\n got %s\nwant %s", i, dj, wj)
+		}
 		a, _ := typed.Lister().Get("default", "d")
 		b, _ := unstr.Lister().Get("default", "d")
 		c, _ := proj.Lister().Get("default", "d")
@@ -332,7 +342,7 @@ func TestDeltasMatchWrites(t *testing.T) {
 		}
 	}
 	s := gatherInformers(t, reg)
-	for _, name := range []string{"typed", "unstructured", "projected"} {
+	for _, name := range []string{"typed", "unstructured", "projected", "dropped"} {
 		deltas := s.values[[3]string{"objwatch_informer_delta_events_total", name, ""}]
 		failures := s.values[[3]string{"objwatch_informer_delta_failures_total", name, ""}]
 		t.Logf("%s: %v delta events, %v failures (server offers %v)", name, deltas, failures, ext)
@@ -538,4 +548,13 @@ func TestFieldMaskAgainstPlainServer(t *testing.T) {
 	if !slices.Equal(calls[0], calls[1]) {
 		t.Errorf("calls differ:\n%s\n---\n%s", strings.Join(calls[0], "\n"), strings.Join(calls[1], "\n"))
 	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
