@@ -155,6 +155,7 @@ func TestFieldMaskSameCalls(t *testing.T) {
 		name                 string
 		projection, deltas   bool
 		unstructured, noMask bool
+		compact              bool
 	}{
 		{name: "mask"},
 		{name: "mask+projection", projection: true},
@@ -162,6 +163,8 @@ func TestFieldMaskSameCalls(t *testing.T) {
 		{name: "mask+deltas", deltas: true},
 		{name: "deltas", deltas: true, noMask: true},
 		{name: "unstructured mask+projection+deltas", projection: true, deltas: true, unstructured: true},
+		{name: "compact mask+deltas", deltas: true, compact: true},
+		{name: "compact unstructured mask+projection+deltas", projection: true, deltas: true, unstructured: true, compact: true},
 	} {
 		for _, emulate := range []bool{false, true} {
 			name := fmt.Sprintf("%s emulated=%v", o.name, emulate)
@@ -172,11 +175,11 @@ func TestFieldMaskSameCalls(t *testing.T) {
 			v := variant{name: name, mask: !o.noMask, projected: o.projection, deltas: o.deltas}
 			if o.unstructured {
 				inf, cl := startMasked(t, ucli, "masked", showUCM, informer.Options[UCM]{Name: name, Metrics: reg,
-					FieldMask: m, Projection: o.projection, Deltas: o.deltas, DisableServerExtensions: emulate})
+					FieldMask: m, Projection: o.projection, Deltas: o.deltas, DisableServerExtensions: emulate, Compact: o.compact})
 				v.calls, v.synced, v.hasEnd = cl.calls, inf.HasSynced, func() bool { return cl.has("add end ") }
 			} else {
 				inf, cl := startMasked(t, client.For[CM](e.reader, configMaps), "masked", showCM, informer.Options[CM]{Name: name, Metrics: reg,
-					FieldMask: m, Projection: o.projection, Deltas: o.deltas, DisableServerExtensions: emulate})
+					FieldMask: m, Projection: o.projection, Deltas: o.deltas, DisableServerExtensions: emulate, Compact: o.compact})
 				v.calls, v.synced, v.hasEnd = cl.calls, inf.HasSynced, func() bool { return cl.has("add end ") }
 			}
 			vs = append(vs, v)
@@ -276,7 +279,8 @@ func TestDeltasMatchWrites(t *testing.T) {
 	typed, _ := startMasked(t, client.For[CM](e.reader, configMaps), "deltas", showCM,
 		informer.Options[CM]{Name: "typed", Deltas: true, Metrics: reg})
 	unstr, _ := startMasked(t, client.Unstructured(e.reader, configMaps), "deltas", showUCM,
-		informer.Options[UCM]{Name: "unstructured", Deltas: true, Metrics: reg})
+		informer.Options[UCM]{Name: "unstructured", Deltas: true, Metrics: reg, DetectMutations: true,
+			OnMutation: func(err error) { t.Errorf("a delta event changed a cached object: %v", err) }})
 	mask := []string{"/data/watched", "/metadata/labels"}
 	proj, _ := startMasked(t, client.Unstructured(e.reader, configMaps), "deltas", showUCM,
 		informer.Options[UCM]{Name: "projected", Deltas: true, FieldMask: mask, Projection: true, Metrics: reg})
@@ -340,6 +344,11 @@ func TestDeltasMatchWrites(t *testing.T) {
 		if gotJSON, _ := json.Marshal(c.Object); string(gotJSON) != string(projJSON) {
 			t.Errorf("update %d, projected informer:\n got %s\nwant %s", i, gotJSON, projJSON)
 		}
+	}
+	// Patches share the unchanged parts of the previous object: the
+	// detector's copies of it and of the objects it replaced still hold.
+	if err := unstr.CheckMutations(); err != nil {
+		t.Error(err)
 	}
 	s := gatherInformers(t, reg)
 	for _, name := range []string{"typed", "unstructured", "projected", "dropped"} {
