@@ -39,6 +39,9 @@ type REST struct {
 
 	discoveryMu sync.Mutex
 	discovery   map[schema.GroupVersion][]apiResource // cache of resource lists
+
+	extMu sync.Mutex
+	ext   *Extensions // the server's watch extensions, nil until known
 }
 
 // New returns a REST for cfg.

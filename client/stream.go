@@ -33,7 +33,9 @@ func (c *Client[T]) ListRaw(ctx context.Context, namespace string, opts metav1.L
 		ctx, cancel = context.WithTimeout(ctx, c.rest.timeout)
 		defer cancel()
 	}
-	resp, err := c.rest.do(ctx, request{method: http.MethodGet, path: p, query: listQuery(opts), accept: c.accept})
+	q := listQuery(opts)
+	c.params.add(q, false)
+	resp, err := c.rest.do(ctx, request{method: http.MethodGet, path: p, query: q, accept: c.accept})
 	if err != nil {
 		return meta, err
 	}
@@ -119,6 +121,12 @@ type Event[T Object] struct {
 	// storage, if it said (objwatch's server does, in a "commitTime"
 	// field other clients ignore; not for initial events); else zero.
 	CommitTime time.Time
+	// Patch, on a delta event (a MODIFIED of a watch with
+	// WatchParams.Deltas), is the RFC 6902 JSON Patch from the previous
+	// state of the object on this stream to the new one; Object then
+	// holds only the object's identity (apiVersion, kind, name,
+	// namespace, uid, resourceVersion). nil on every other event.
+	Patch json.RawMessage
 }
 
 // ErrStopped is returned by a Watcher's Next after Stop.
@@ -139,6 +147,7 @@ type Watcher[T Object] struct {
 		Type       EventType       `json:"type"`
 		Object     json.RawMessage `json:"object"`
 		CommitTime json.RawMessage `json:"commitTime"` // parsed on demand
+		Patch      json.RawMessage `json:"patch"`      // a delta event's (WatchParams.Deltas)
 	}
 }
 
@@ -152,7 +161,9 @@ func (c *Client[T]) Watch(ctx context.Context, namespace string, opts metav1.Lis
 	}
 	opts.Watch = true
 	ctx, cancel := context.WithCancel(ctx)
-	resp, err := c.rest.do(ctx, request{method: http.MethodGet, path: p, query: listQuery(opts), watch: true, accept: c.accept})
+	q := listQuery(opts)
+	c.params.add(q, true)
+	resp, err := c.rest.do(ctx, request{method: http.MethodGet, path: p, query: q, watch: true, accept: c.accept})
 	if err != nil {
 		cancel()
 		return nil, err
@@ -168,6 +179,7 @@ func (w *Watcher[T]) NextRaw() (EventType, Raw[T], error) {
 	w.env.Type = ""
 	w.env.Object = w.env.Object[:0]
 	w.env.CommitTime = w.env.CommitTime[:0]
+	w.env.Patch = w.env.Patch[:0]
 	if err := w.dec.Decode(&w.env); err != nil {
 		if w.stopped.Load() {
 			return "", Raw[T]{}, ErrStopped
@@ -208,7 +220,21 @@ func (w *Watcher[T]) Next() (Event[T], error) {
 		return Event[T]{}, fmt.Errorf("watch: %w", err)
 	}
 	at, _ := w.CommitTime()
-	return Event[T]{Type: typ, Object: obj, CommitTime: at}, nil
+	var patch json.RawMessage
+	if p := w.Patch(); p != nil {
+		patch = append(json.RawMessage(nil), p...)
+	}
+	return Event[T]{Type: typ, Object: obj, CommitTime: at, Patch: patch}, nil
+}
+
+// Patch returns the JSON Patch of the event NextRaw last returned, if it
+// is a delta event (see Event.Patch), else nil. It is valid until the next
+// call to NextRaw.
+func (w *Watcher[T]) Patch() []byte {
+	if len(w.env.Patch) == 0 || string(w.env.Patch) == "null" {
+		return nil
+	}
+	return w.env.Patch
 }
 
 // CommitTime returns the commit time of the event NextRaw last returned

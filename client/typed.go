@@ -29,6 +29,8 @@ type Client[T Object] struct {
 	codec codec[T]
 	// accept is the Accept header of reads ("" for application/json).
 	accept string
+	// params are the watch-extension parameters of lists and watches.
+	params WatchParams
 }
 
 // DropManagedFieldsAccept is the Accept header with which a client asks

@@ -125,6 +125,20 @@
 // caller owns and may modify. Objects passed to handlers are still shared,
 // among handlers, and must not be modified.
 //
+// # Field masks, projections and delta events
+//
+// Options.FieldMask names the fields (RFC 6901 JSON Pointers) whose
+// changes handlers care about: other updates are not delivered, and the
+// cache keeps each object as of the last change the mask saw.
+// Options.Projection trims cached objects to those fields plus their
+// identity; Options.Deltas lets updates arrive as JSON Patches, applied to
+// the cached copy without changing objects already handed out (an
+// unstructured object shares its unchanged parts with its previous
+// version, which is why cached objects must never be modified). The
+// informer asks an objwatch server for these (one GET /version per REST
+// tells what it offers) and emulates them on other servers, with the same
+// calls to handlers. The wire format is in docs/WATCH-EXTENSIONS.md.
+//
 // # Memory
 //
 // A decoded cache costs what client-go's does: for ConfigMaps of 1 KiB

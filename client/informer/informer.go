@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/objwatch/objwatch/change/fieldmask"
 	"github.com/objwatch/objwatch/client"
 )
 
@@ -108,6 +109,40 @@ type Options[T client.Object] struct {
 	DetectMutations bool
 	// OnMutation receives detected mutations (default: panic).
 	OnMutation func(error)
+
+	// FieldMask, if set, is a field mask: RFC 6901 JSON Pointers (e.g.
+	// "/spec/replicas", "/metadata/annotations/example.com~1weight"; see
+	// package change/fieldmask) naming what the informer's user cares
+	// about. Handlers then get OnUpdate only when the value at some
+	// pointer, or below it, changed; adds and deletes always. The cache
+	// holds each object as of the last change the mask saw (a write that
+	// changes only other fields changes neither the cache nor what
+	// handlers see; LastResourceVersion moves on). On a server that
+	// offers masks (objwatch; see client.REST.WatchExtensions) the server
+	// sends only those events; on others (kube-apiserver) the informer
+	// watches everything and drops the rest itself, with the same calls
+	// to handlers. New refuses a malformed mask.
+	FieldMask []string
+	// Projection (needs FieldMask) trims every object to the mask plus
+	// apiVersion, kind and metadata's name, namespace, uid,
+	// resourceVersion, generation and deletionTimestamp, before it is
+	// cached or handed out (and before Transform): the server sends
+	// projections when it can, else the informer projects what it gets.
+	Projection bool
+	// Deltas lets the server send an update as a JSON Patch from the
+	// cached copy instead of the whole object, which the informer applies
+	// to its cached copy (copy-on-write: objects already handed out or
+	// returned by the Lister do not change). A patch that does not apply
+	// makes the informer relist (objwatch_informer_delta_failures_total).
+	// Handlers get whole objects either way. Used only on a server that
+	// offers deltas and when the cache holds what the server sends: not
+	// with Transform, nor with a FieldMask or Projection the server does
+	// not offer.
+	Deltas bool
+	// DisableServerExtensions makes the informer emulate FieldMask and
+	// Projection on the client (and not ask for Deltas) even when the
+	// server offers them, e.g. to compare both ways in tests.
+	DisableServerExtensions bool
 }
 
 type state int
@@ -125,6 +160,7 @@ const (
 // Create it with New (or For, from a Factory), add handlers at any time,
 // and call Run once. All methods are safe for concurrent use.
 type SharedInformer[T client.Object] struct {
+	mask     *fieldmask.Mask // Options.FieldMask, nil without
 	name     string
 	store    *Store[T]
 	events   chan entry[T]   // what the reflectors' logs hold, in order
@@ -173,6 +209,10 @@ func newInformer[T client.Object](c *client.Client[T], opts Options[T]) (*Shared
 	if _, err := fields.ParseSelector(opts.FieldSelector); err != nil {
 		return nil, fmt.Errorf("informer: field selector: %w", err)
 	}
+	ext, err := extensions(opts)
+	if err != nil {
+		return nil, err
+	}
 	if opts.PageSize <= 0 {
 		opts.PageSize = 500
 	}
@@ -201,6 +241,7 @@ func newInformer[T client.Object](c *client.Client[T], opts Options[T]) (*Shared
 		logLen = compactLogSize
 	}
 	i := &SharedInformer[T]{
+		mask:   ext.mask,
 		name:   name,
 		store:  newStore(opts.Indexers, opts.Compact),
 		events: make(chan entry[T], logLen),
@@ -222,13 +263,31 @@ func newInformer[T client.Object](c *client.Client[T], opts Options[T]) (*Shared
 			name: name, client: c, namespace: ns, labelSelector: opts.LabelSelector, fieldSelector: opts.FieldSelector,
 			store: i.store, out: newEventLog(i.events), transform: transform, pageSize: opts.PageSize,
 			minTimeout: opts.MinWatchTimeout, backoff: backoff{base: opts.InitialBackoff, max: opts.MaxBackoff},
-			log: log, metrics: &i.metrics, streaming: !opts.DisableStreamingList,
+			log: log, metrics: &i.metrics, streaming: !opts.DisableStreamingList, ext: ext,
 		})
 	}
 	if !opts.Compact && (opts.DetectMutations || os.Getenv("OBJWATCH_DETECT_MUTATIONS") == "true") {
 		i.detector = newDetector(opts.OnMutation)
 	}
 	return i, nil
+}
+
+// extensions checks the watch-extension options.
+func extensions[T client.Object](opts Options[T]) (extConfig, error) {
+	x := extConfig{projection: opts.Projection, deltas: opts.Deltas, disabled: opts.DisableServerExtensions,
+		dropMF: opts.DropManagedFields, transform: opts.Transform != nil}
+	if opts.FieldMask == nil {
+		if opts.Projection {
+			return x, errors.New("informer: Projection without a FieldMask")
+		}
+		return x, nil
+	}
+	m, err := fieldmask.Parse(opts.FieldMask...)
+	if err != nil {
+		return x, fmt.Errorf("informer: FieldMask: %w", err)
+	}
+	x.mask = &m
+	return x, nil
 }
 
 // withoutManagedFields clears an object's managedFields, then applies
@@ -525,6 +584,17 @@ func (i *SharedInformer[T]) apply(e entry[T]) {
 		cur, had := i.store.identity(k.Namespace, k.Name)
 		if had && cur.rv == obj.GetResourceVersion() && cur.uid == obj.GetUID() {
 			return // a state the cache has: nothing changed
+		}
+		if e.maskCheck && had && cur.uid == obj.GetUID() && i.maskUnchanged(k, obj) {
+			if !e.keep {
+				return // emulated mask: the cache keeps the state handlers saw
+			}
+			old, _ := i.store.put(obj, i.detector != nil)
+			if i.detector != nil {
+				i.detector.retire(old)
+				i.detector.add(obj)
+			}
+			return
 		}
 		// Only handlers need the old object (a compact store decodes it).
 		old, _ := i.store.put(obj, len(i.handlers) > 0)

@@ -27,6 +27,12 @@ type entry[T client.Object] struct {
 	unknown bool
 	stamp   stamp
 	from    *eventLog[T] // the log it was pushed to
+	// maskCheck: an update of a cached object is stored and notified
+	// only if it changes a masked value (see watchext.go).
+	maskCheck bool
+	// keep: a masked-out update is still stored (the server's mask is on
+	// the wire: its next patch starts from this state).
+	keep bool
 	// mark, if set, is the resourceVersion the store reflects once this
 	// entry is applied: a watch event's, a bookmark's, a finished list's;
 	// never a list item's (a list's items come in no order of revision).

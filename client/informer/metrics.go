@@ -18,6 +18,7 @@ type metrics struct {
 	added, modified, deleted, bookmarks atomic.Uint64
 	lists, watches, errors              atomic.Uint64
 	relists, restarts                   atomic.Uint64
+	deltas, deltaFailures               atomic.Uint64
 
 	// Per-handler histograms, nil without Options.Metrics. Handlers
 	// observe them directly (a histogram observation is atomic too).
@@ -112,7 +113,7 @@ var ErrDuplicateName = errors.New("another informer of that name exports its met
 type descs struct {
 	objects, events, lists, watches, relists, restarts, errors *prometheus.Desc
 	backlog, delivered, coalesced                              *prometheus.Desc
-	refused                                                    *prometheus.Desc
+	refused, deltas, deltaFailures                             *prometheus.Desc
 }
 
 func newDescs(name string) descs {
@@ -129,7 +130,11 @@ func newDescs(name string) descs {
 			"Lists after the first: relists because the server had compacted the history the watch needed (410 Gone)."),
 		restarts: desc("objwatch_informer_watch_restarts_total",
 			"Watch requests after the first: resumptions after a disconnect or the server's timeout, and watches after a relist."),
-		errors:    desc("objwatch_informer_errors_total", "Failed lists and watches (each is retried after a backoff)."),
+		errors: desc("objwatch_informer_errors_total", "Failed lists and watches (each is retried after a backoff)."),
+		deltas: desc("objwatch_informer_delta_events_total",
+			"Delta events (Options.Deltas): MODIFIED events carrying a JSON Patch, applied to the cached object."),
+		deltaFailures: desc("objwatch_informer_delta_failures_total",
+			"Delta events (Options.Deltas) that did not apply to the cached object, each followed by a relist."),
 		backlog:   desc("objwatch_informer_handler_backlog", "Notifications queued for a handler and not yet delivered.", "handler"),
 		delivered: desc("objwatch_informer_handler_delivered_total", "Notifications delivered to a handler.", "handler"),
 		coalesced: desc("objwatch_informer_handler_coalesced_total",
@@ -169,7 +174,7 @@ func (i *SharedInformer[T]) exportMetrics(reg prometheus.Registerer) error {
 
 func (c collector[T]) Describe(ch chan<- *prometheus.Desc) {
 	d := &c.d
-	for _, desc := range []*prometheus.Desc{d.objects, d.events, d.lists, d.watches, d.relists, d.restarts, d.errors, d.backlog, d.delivered, d.coalesced, d.refused} {
+	for _, desc := range []*prometheus.Desc{d.objects, d.events, d.lists, d.watches, d.relists, d.restarts, d.errors, d.backlog, d.delivered, d.coalesced, d.refused, d.deltas, d.deltaFailures} {
 		ch <- desc
 	}
 	m := &c.inf.metrics
@@ -189,6 +194,8 @@ func (c collector[T]) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(d.relists, prometheus.CounterValue, float64(m.relists.Load()))
 	ch <- prometheus.MustNewConstMetric(d.restarts, prometheus.CounterValue, float64(m.restarts.Load()))
 	ch <- prometheus.MustNewConstMetric(d.errors, prometheus.CounterValue, float64(m.errors.Load()))
+	ch <- prometheus.MustNewConstMetric(d.deltas, prometheus.CounterValue, float64(m.deltas.Load()))
+	ch <- prometheus.MustNewConstMetric(d.deltaFailures, prometheus.CounterValue, float64(m.deltaFailures.Load()))
 	for _, r := range i.refls {
 		e := r.refused.Load()
 		for _, verb := range [...]string{"list", "watch"} {

@@ -37,6 +37,8 @@ var perInformer = map[string]int{
 	"objwatch_informer_handler_coalesced_total":  1,
 	"objwatch_informer_handler_duration_seconds": 1,
 	"objwatch_informer_refused":                  2, // by verb
+	"objwatch_informer_delta_events_total":       1,
+	"objwatch_informer_delta_failures_total":     1,
 }
 
 const lagMetric = "objwatch_informer_event_lag_seconds"

@@ -44,6 +44,7 @@ type reflector[T client.Object] struct {
 	log           *slog.Logger
 	metrics       *metrics
 	stamps        bool // stamp log entries for the lag metric
+	ext           extConfig
 
 	// Owned by run's goroutine.
 	streaming bool   // try streaming lists (sendInitialEvents)
@@ -66,6 +67,10 @@ func (r *reflector[T]) run(ctx context.Context) {
 		start := time.Now()
 		var err error
 		switch {
+		case !r.ext.resolved:
+			if err = r.resolve(ctx); err == nil {
+				continue
+			}
 		case r.listed:
 			err = r.watch(ctx, false)
 		case r.streaming:
@@ -88,6 +93,11 @@ func (r *reflector[T]) run(ctx context.Context) {
 			r.lastErr.Store(nil)
 		}
 		switch {
+		case errors.Is(err, errBrokenStream):
+			r.metrics.deltaFailures.Add(1)
+			r.log.Info("delta event does not apply, relisting", "err", err, "resourceVersion", r.resumeRV)
+			r.listed = false
+			continue
 		case errors.Is(err, client.ErrGone):
 			// The server compacted past resumeRV: relist (consistently),
 			// right away the first time.
@@ -182,11 +192,17 @@ func (r *reflector[T]) listItem(ctx context.Context, rl *relist, raw client.Raw[
 	if err != nil {
 		return err
 	}
-	return r.out.push(ctx, entry[T]{op: opUpsert, obj: obj, stamp: st})
+	return r.out.push(ctx, entry[T]{op: opUpsert, obj: obj, stamp: st, maskCheck: r.ext.mask != nil, keep: r.ext.wireMask})
 }
 
 func (r *reflector[T]) decode(raw client.Raw[T]) (T, error) {
-	obj, err := raw.Decode()
+	var obj T
+	var err error
+	if r.ext.emulateProj {
+		obj, err = r.project(raw)
+	} else {
+		obj, err = raw.Decode()
+	}
 	if err != nil || r.transform == nil {
 		return obj, err
 	}
@@ -316,11 +332,19 @@ func (r *reflector[T]) watch(ctx context.Context, initial bool) error {
 				}
 				continue
 			}
-			obj, err := r.decode(raw)
+			var obj T
+			var err error
+			if patch := w.Patch(); patch != nil && typ == client.Modified {
+				obj, err = r.applyDelta(ctx, raw, patch)
+			} else {
+				obj, err = r.decode(raw)
+			}
 			if err != nil {
 				return err
 			}
-			if err := r.out.push(ctx, entry[T]{op: opUpsert, obj: obj, stamp: st, mark: obj.GetResourceVersion()}); err != nil {
+			e := entry[T]{op: opUpsert, obj: obj, stamp: st, mark: obj.GetResourceVersion(),
+				maskCheck: r.ext.mask != nil && !r.ext.wireMask}
+			if err := r.out.push(ctx, e); err != nil {
 				return err
 			}
 			r.setResumeRV(obj.GetResourceVersion())

@@ -94,7 +94,9 @@ are read without managedFields where the server can leave them out;
 --fields PATHS shows only updates that changed one of the paths (patterns with
 wildcards: spec.replicas, metadata.labels.*, spec.containers[*].image); other
 updates are skipped silently, ADDED and DELETED are always shown. With --diff
-only the matching fields are listed.
+only the matching fields are listed. A server that offers field masks (objwatch)
+is asked not to send the other updates at all (a mask of each pattern's part
+before its first wildcard: /spec/replicas, /metadata/labels, /spec/containers).
 
 After a disconnect the watch resumes from the last resourceVersion seen, so no
 change is missed or shown twice.`,
@@ -160,6 +162,9 @@ func (w *watchCmd) run(ctx context.Context, stdout, stderr io.Writer, args []str
 	if !w.showManagedFields {
 		r.c = r.c.WithoutManagedFields()
 	}
+	if err := r.serverMask(ctx, rc); err != nil {
+		return err
+	}
 	if r.res.Namespaced && !w.allNamespaces {
 		r.ns = w.namespace
 		if r.ns == "" {
@@ -178,6 +183,29 @@ func (w *watchCmd) run(ctx context.Context, stdout, stderr io.Writer, args []str
 		return nil
 	}
 	return err
+}
+
+// serverMask makes the watch ask the server for a field mask covering
+// --fields, if the server offers masks and the patterns have pointers
+// (each pattern's prefix before its first wildcard): the server then does
+// not send the updates the filter would skip, and the filter still picks
+// the exact fields. Otherwise every update is read and filtered here.
+func (r *watchRun) serverMask(ctx context.Context, rc *client.REST) error {
+	if r.filter == nil {
+		return nil
+	}
+	ptrs, ok := r.filter.MaskPointers()
+	if !ok {
+		return nil
+	}
+	ext, err := rc.WatchExtensions(ctx)
+	if err != nil {
+		return fmt.Errorf("--fields: %w", err)
+	}
+	if ext.Has(client.ExtFieldMask) {
+		r.c = r.c.WithWatchParams(client.WatchParams{FieldMask: ptrs})
+	}
+	return nil
 }
 
 // loop lists, then watches, resuming after disconnects and relisting after

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -455,5 +456,75 @@ func TestWatchManagedFieldsOnly(t *testing.T) {
 				t.Errorf("with --show-managed-fields: %d MODIFIED, want 2, one adding the second manager:\n%s", n, out)
 			}
 		})
+	}
+}
+
+// urlRecorder is a transport that records the query of each watch request.
+type urlRecorder struct {
+	rt      http.RoundTripper
+	mu      sync.Mutex
+	watches []url.Values
+}
+
+func (u *urlRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	if q := req.URL.Query(); q.Get("watch") == "true" {
+		u.mu.Lock()
+		u.watches = append(u.watches, q)
+		u.mu.Unlock()
+	}
+	return u.rt.RoundTrip(req)
+}
+
+// TestWatchFieldsMask: with --fields, the watch asks the server for the
+// mask of the patterns' prefixes when the server offers masks, and not
+// otherwise, and prints the same either way (the golden file of
+// TestWatch's fields case).
+func TestWatchFieldsMask(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := context.Background()
+	ns := "watch-fields-mask"
+	cms := configMaps(t, env, ns)
+	w := testWatchCmd()
+	rec := &urlRecorder{}
+	w.wrap = func(rt http.RoundTripper) http.RoundTripper { rec.rt = rt; return rec }
+	stdout, _, stop := startWatch(t, w, "configmaps", "-n", ns, "--kubeconfig", env.Kubeconfig, "--diff", "--no-color", "--fields", "metadata.labels.*")
+	waitFor(t, stdout, "# watching")
+	e := edits{t: t, c: cms, ns: ns, ctx: ctx}
+	e.create("w1", map[string]any{"size": "3", "color": "red"})
+	e.patch("w1", `{"metadata":{"labels":{"app":"web"}},"data":{"size":"4","color":null}}`)
+	e.patch("w1", `{"metadata":{"labels":{"app":"api"}}}`)
+	e.delete("w1")
+	waitFor(t, stdout, "DELETED")
+	if err := stop(); err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	checkGolden(t, "watch-fields", strings.ReplaceAll(stdout.String(), ns, "watch-fields"))
+
+	cfg, err := client.FromKubeconfig(env.Kubeconfig, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.CloseIdleConnections()
+	ext, err := rc.WatchExtensions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ""
+	if ext.Has(client.ExtFieldMask) {
+		want = "/metadata/labels"
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.watches) == 0 {
+		t.Fatal("no watch request")
+	}
+	for _, q := range rec.watches {
+		if got := q.Get("fieldMask"); got != want {
+			t.Errorf("server offers %v: watch with fieldMask=%q, want %q", ext, got, want)
+		}
 	}
 }
