@@ -35,6 +35,10 @@ func UpdateConflictReads(s *Server) int64 { return s.objects.Counts().ConflictRe
 // managedFields s encoded.
 func DroppedFramesEncoded(s *Server) int64 { return s.objects.Counts().DroppedFrames }
 
+// ShapedFramesEncoded is how many watch-cache frames for watches with
+// extensions (projections, patches) s made.
+func ShapedFramesEncoded(s *Server) int64 { return s.objects.Counts().ShapedFrames }
+
 // CachedPages is how many lists with a limit, continue token or exact
 // resourceVersion s served from its watch cache.
 func CachedPages(s *Server) int64 { return s.objects.Counts().CachedPages }

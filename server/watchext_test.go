@@ -481,3 +481,46 @@ func TestWatchExtensionsSelectorsListsAndRBAC(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchExtensionsShareFrames: watches with the same extensions share
+// each event's frame, made once by the watch cache (encode once, as for
+// full watches): ten watches in two groups of options make two frames per
+// write, not ten.
+func TestWatchExtensionsShareFrames(t *testing.T) {
+	env := testenv.Start(t)
+	a := servertest.NewAPI(t, env)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	created := a.JSON("POST", servertest.CMs, servertest.CM("shared", ""))
+	rv := servertest.RVOf(t, created)
+	const writes, perGroup = 10, 5
+	before := server.ShapedFramesEncoded(env.Server)
+	done := make(chan int, 2*perGroup)
+	for _, q := range []string{"fieldMask=/data&projection=mask&watchDeltas=true", "watchDeltas=true"} {
+		for range perGroup {
+			go func() {
+				s := &extStream{t: t, copies: map[string][]byte{"shared": created.Body}}
+				n := 0
+				s.read(ctx, a, servertest.CMs+"?watch=1&resourceVersion="+rv+"&"+q, func(e extEvent) bool {
+					if e.diff {
+						n++
+					}
+					return e.obj["data"].(map[string]any)["k"] == fmt.Sprint(writes)
+				})
+				done <- n
+			}()
+		}
+	}
+	for i := 1; i <= writes; i++ {
+		p := fmt.Sprintf(`{"data":{"k":"%d"}}`, i)
+		servertest.MustCode(t, p, a.Do("PATCH", servertest.CMs+"/shared", "application/merge-patch+json", []byte(p)), http.StatusOK)
+	}
+	for range 2 * perGroup {
+		if n := <-done; n != writes {
+			t.Errorf("a watch got %d patches, want %d", n, writes)
+		}
+	}
+	if made := server.ShapedFramesEncoded(env.Server) - before; made != 2*writes {
+		t.Errorf("%d frames made for %d writes to two groups of %d watches, want %d", made, writes, perGroup, 2*writes)
+	}
+}

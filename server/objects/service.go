@@ -311,6 +311,10 @@ type Counts struct {
 	// DroppedFrames counts the watch frames without managedFields the
 	// caches encoded (each shared by every watch that drops them).
 	DroppedFrames int64
+	// ShapedFrames counts the frames the caches made for watches with
+	// extensions (projections and patches, each shared by every watch
+	// with the same options).
+	ShapedFrames int64
 }
 
 // Counts returns the shortcut counters.
@@ -321,6 +325,7 @@ func (s *Service) Counts() Counts {
 		GuessesRechecked: g.rechecked.Load(), GuessesFromLastWrite: g.fromLastWrite.Load(),
 		ConflictReads: s.conflictReads.Load(), HintsUsed: s.caches.hintsUsed.Load(),
 		CachedPages: s.caches.cachedPages.Load(), DroppedFrames: s.caches.dropped.encoded(),
+		ShapedFrames: s.caches.shapes.made.Load(),
 	}
 }
 

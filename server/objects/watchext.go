@@ -3,6 +3,7 @@ package objects
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -308,6 +309,7 @@ type shapeMemo struct {
 	mu              sync.Mutex
 	projCur, projPr map[projKey]*projEntry
 	frCur, frPrev   map[shapeFrameKey]*frameEntry
+	made            atomic.Int64 // frames made, for tests
 }
 
 type projKey struct {
@@ -388,6 +390,7 @@ func (m *shapeMemo) projectedFrame(it watchcache.Item, s *shaper) ([]byte, error
 	e := lookup(&m.mu, &m.frCur, &m.frPrev, shapeFrameKey{it.Object, nil, it.Type, it.At(), s.optKey})
 	e.once.Do(func() {
 		e.b, e.ok = appendEvent(make([]byte, 0, len(p.json)+96), it.Type, p.json, nil, it.At()), true
+		m.made.Add(1)
 	})
 	return e.b, nil
 }
@@ -402,6 +405,7 @@ func (m *shapeMemo) delta(it watchcache.Item, base *watchcache.Object, s *shaper
 	}
 	e := lookup(&m.mu, &m.frCur, &m.frPrev, k)
 	e.once.Do(func() {
+		m.made.Add(1)
 		if s.project {
 			from, err := m.projection(base, s.mask, s.maskKey, s.drop)
 			if err != nil {
