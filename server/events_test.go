@@ -97,7 +97,9 @@ func TestEventsBothAPIs(t *testing.T) {
 			t.Fatalf("list events.k8s.io%s = %v", q, l)
 		}
 		for _, it := range items {
-			if it.(map[string]any)["apiVersion"] != "events.k8s.io/v1" || it.(map[string]any)["note"] == nil {
+			// The events.k8s.io form (note, not message), bare as kube's
+			// typed list items are (no apiVersion and kind).
+			if it.(map[string]any)["apiVersion"] != nil || it.(map[string]any)["note"] == nil || it.(map[string]any)["message"] != nil {
 				t.Errorf("list events.k8s.io%s item = %v, want the events.k8s.io form", q, it)
 			}
 		}
