@@ -123,7 +123,7 @@ func (m Mask) Changed(old, new any) bool {
 	for _, p := range m.pointers {
 		a, aok := lookup(old, p.segments)
 		b, bok := lookup(new, p.segments)
-		if aok != bok || (aok && !equal(a, b)) {
+		if aok != bok || (aok && !Equal(a, b)) {
 			return true
 		}
 	}
@@ -165,9 +165,9 @@ func index(s string, n int) (int, bool) {
 	return i, true
 }
 
-// equal compares two JSON values; numbers compare by value whatever their
-// Go type.
-func equal(a, b any) bool {
+// Equal compares two JSON values; numbers compare by value whatever their
+// Go type (two int64 exactly).
+func Equal(a, b any) bool {
 	switch x := a.(type) {
 	case map[string]any:
 		y, ok := b.(map[string]any)
@@ -176,7 +176,7 @@ func equal(a, b any) bool {
 		}
 		for k, xv := range x {
 			yv, ok := y[k]
-			if !ok || !equal(xv, yv) {
+			if !ok || !Equal(xv, yv) {
 				return false
 			}
 		}
@@ -187,11 +187,16 @@ func equal(a, b any) bool {
 			return false
 		}
 		for i := range x {
-			if !equal(x[i], y[i]) {
+			if !Equal(x[i], y[i]) {
 				return false
 			}
 		}
 		return true
+	}
+	if x, ok := a.(int64); ok {
+		if y, ok := b.(int64); ok {
+			return x == y
+		}
 	}
 	if fa, ok := number(a); ok {
 		fb, ok := number(b)

@@ -1,10 +1,10 @@
 package endpoints
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 
+	"github.com/objwatch/objwatch/server/jsonenc"
 	"github.com/objwatch/objwatch/server/registry"
 )
 
@@ -123,7 +123,7 @@ func scanTypeMeta(raw []byte) (p itemParts, ok bool) {
 	i = jsonSpace(raw, i+1)
 	for i < end {
 		keyStart := i
-		key, after, ok := jsonKey(raw, i)
+		key, after, ok := jsonenc.ReadKey(raw, i)
 		if !ok {
 			return p, false
 		}
@@ -131,7 +131,7 @@ func scanTypeMeta(raw []byte) (p itemParts, ok bool) {
 		if i >= end || raw[i] != ':' {
 			return p, false
 		}
-		if i, ok = jsonSkip(raw, jsonSpace(raw, i+1)); !ok || i > end {
+		if i, ok = jsonenc.SkipValue(raw, jsonSpace(raw, i+1)); !ok || i > end {
 			return p, false
 		}
 		if drop := string(key) == "apiVersion" || string(key) == "kind"; drop {
@@ -171,80 +171,6 @@ func scanTypeMeta(raw []byte) (p itemParts, ok bool) {
 		p.n++
 	}
 	return p, true
-}
-
-// jsonKey reads the object key at raw[i], a string without escapes.
-func jsonKey(raw []byte, i int) (key []byte, after int, ok bool) {
-	if i >= len(raw) || raw[i] != '"' {
-		return nil, 0, false
-	}
-	j := bytes.IndexByte(raw[i+1:], '"')
-	if j < 0 || bytes.IndexByte(raw[i+1:i+1+j], '\\') >= 0 {
-		return nil, 0, false
-	}
-	return raw[i+1 : i+1+j], i + j + 2, true
-}
-
-// jsonSkip returns the index just after the JSON value at raw[i]. Strings
-// are skipped a quote at a time (bytes.IndexByte), which is most of an
-// object's bytes.
-func jsonSkip(raw []byte, i int) (int, bool) {
-	if i >= len(raw) {
-		return 0, false
-	}
-	switch raw[i] {
-	case '"':
-		return jsonSkipString(raw, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(raw); j++ {
-			switch raw[j] {
-			case '"':
-				end, ok := jsonSkipString(raw, j)
-				if !ok {
-					return 0, false
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1, true
-				}
-			}
-		}
-		return 0, false
-	default: // number, true, false, null
-		j := i
-		for j < len(raw) {
-			switch raw[j] {
-			case ',', '}', ']', ' ', '\t', '\r', '\n':
-				return j, j > i
-			}
-			j++
-		}
-		return j, j > i
-	}
-}
-
-// jsonSkipString returns the index just after the string at raw[i].
-func jsonSkipString(raw []byte, i int) (int, bool) {
-	j := i + 1
-	for {
-		q := bytes.IndexByte(raw[j:], '"')
-		if q < 0 {
-			return 0, false
-		}
-		q += j
-		bs := 0 // backslashes right before the quote
-		for k := q - 1; k > i && raw[k] == '\\'; k-- {
-			bs++
-		}
-		if bs%2 == 0 {
-			return q + 1, true
-		}
-		j = q + 1
-	}
 }
 
 func jsonSpace(raw []byte, i int) int {

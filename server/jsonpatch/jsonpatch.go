@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/objwatch/objwatch/change/fieldmask"
 	"github.com/objwatch/objwatch/server/jsonenc"
 )
 
@@ -69,72 +70,9 @@ func diffValues(ops *[]Op, path string, from, to any) {
 			return
 		}
 	}
-	if !Equal(from, to) {
+	if !fieldmask.Equal(from, to) {
 		*ops = append(*ops, Op{Op: "replace", Path: path, Value: to})
 	}
-}
-
-// Equal compares two JSON values; numbers compare by value whatever their
-// Go type.
-func Equal(a, b any) bool {
-	switch x := a.(type) {
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, xv := range x {
-			yv, ok := y[k]
-			if !ok || !Equal(xv, yv) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !Equal(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case string:
-		y, ok := b.(string)
-		return ok && x == y
-	case bool:
-		y, ok := b.(bool)
-		return ok && x == y
-	case nil:
-		return b == nil
-	case int64:
-		if y, ok := b.(int64); ok {
-			return x == y
-		}
-	}
-	fa, ok := number(a)
-	if !ok {
-		return false
-	}
-	fb, ok := number(b)
-	return ok && fa == fb
-}
-
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case float64:
-		return n, true
-	case int64:
-		return float64(n), true
-	case int:
-		return float64(n), true
-	case interface{ Float64() (float64, error) }: // json.Number
-		f, err := n.Float64()
-		return f, err == nil
-	}
-	return 0, false
 }
 
 // escape is s as a pointer segment: "~" is "~0", "/" is "~1".

@@ -8,6 +8,7 @@ import (
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
+	"github.com/objwatch/objwatch/change/fieldmask"
 	"github.com/objwatch/objwatch/server/jsonenc"
 )
 
@@ -33,7 +34,7 @@ func check(t *testing.T, from, to map[string]any) []Op {
 	json.Unmarshal(got, &g)
 	tb, _ := json.Marshal(to)
 	json.Unmarshal(tb, &w)
-	if !Equal(g, w) {
+	if !fieldmask.Equal(g, w) {
 		t.Fatalf("patch %s applied to %s gives %s, want %s", patch, fb, got, tb)
 	}
 	return ops

@@ -3,6 +3,8 @@ package objects
 import (
 	"bytes"
 	"strconv"
+
+	"github.com/objwatch/objwatch/server/jsonenc"
 )
 
 // withResourceVersion returns the JSON object stored (as toStorage encodes
@@ -22,7 +24,7 @@ func withResourceVersion(stored []byte, rev int64) []byte {
 		at = i
 	}
 	for at < 0 {
-		key, end, ok := readKey(stored, i)
+		key, end, ok := jsonenc.ReadKey(stored, i)
 		if !ok {
 			return nil
 		}
@@ -37,7 +39,7 @@ func withResourceVersion(stored []byte, rev int64) []byte {
 		if i >= len(stored) || stored[i] != ':' {
 			return nil
 		}
-		if i, ok = skipValue(stored, skipSpace(stored, i+1)); !ok {
+		if i, ok = jsonenc.SkipValue(stored, skipSpace(stored, i+1)); !ok {
 			return nil
 		}
 		i = skipSpace(stored, i)
@@ -73,7 +75,7 @@ func topLevelValue(b []byte, key string) (int, bool) {
 	}
 	i = skipSpace(b, i+1)
 	for i < len(b) && b[i] != '}' {
-		k, end, ok := readKey(b, i)
+		k, end, ok := jsonenc.ReadKey(b, i)
 		if !ok {
 			return 0, false
 		}
@@ -85,7 +87,7 @@ func topLevelValue(b []byte, key string) (int, bool) {
 		if string(k) == key {
 			return i, true
 		}
-		if i, ok = skipValue(b, i); !ok {
+		if i, ok = jsonenc.SkipValue(b, i); !ok {
 			return 0, false
 		}
 		i = skipSpace(b, i)
@@ -94,66 +96,6 @@ func topLevelValue(b []byte, key string) (int, bool) {
 		}
 	}
 	return 0, false
-}
-
-// readKey reads the object key (a string without escapes) at b[i].
-func readKey(b []byte, i int) (key []byte, end int, ok bool) {
-	if i >= len(b) || b[i] != '"' {
-		return nil, 0, false
-	}
-	j := bytes.IndexByte(b[i+1:], '"')
-	if j < 0 || bytes.IndexByte(b[i+1:i+1+j], '\\') >= 0 {
-		return nil, 0, false
-	}
-	return b[i+1 : i+1+j], i + j + 2, true
-}
-
-// skipValue returns the index just after the JSON value at b[i].
-func skipValue(b []byte, i int) (int, bool) {
-	if i >= len(b) {
-		return 0, false
-	}
-	switch b[i] {
-	case '"':
-		for j := i + 1; j < len(b); j++ {
-			switch b[j] {
-			case '\\':
-				j++
-			case '"':
-				return j + 1, true
-			}
-		}
-		return 0, false
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				end, ok := skipValue(b, j)
-				if !ok {
-					return 0, false
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1, true
-				}
-			}
-		}
-		return 0, false
-	default: // number, true, false, null
-		j := i
-		for j < len(b) {
-			switch b[j] {
-			case ',', '}', ']', ' ', '\t', '\r', '\n':
-				return j, j > i
-			}
-			j++
-		}
-		return j, j > i
-	}
 }
 
 func skipSpace(b []byte, i int) int {
