@@ -1,12 +1,9 @@
 package e2e_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,45 +49,12 @@ func TestPythonClient(t *testing.T) {
 	createNamespace(ctx, t, cs, ns)
 	createConfigMap(ctx, t, cs, ns, "c0", nil, map[string]string{"n": "0"})
 
-	script, _ := filepath.Abs(filepath.Join("testdata", "python_client.py"))
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(pctx, py, script, env.Kubeconfig, ns)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer stdin.Close()
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		io.Copy(io.Discard, stdout)
-	}()
-	// expect returns the next line, which must start with prefix.
+	py2 := startPython(ctx, t, py, "python_client.py", env.Kubeconfig, ns)
+	stdin := py2.stdin
+	// expect returns the next line's fields; the line must start with prefix.
 	expect := func(prefix string) []string {
 		t.Helper()
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				cmd.Wait()
-				t.Fatalf("the Python client ended before %s; stderr:\n%s", prefix, stderr.String())
-			}
-			if !strings.HasPrefix(l, prefix) {
-				t.Fatalf("Python client: %q, want %s ...; stderr:\n%s", l, prefix, stderr.String())
-			}
-			return strings.Fields(l)
-		case <-time.After(60 * time.Second):
-			t.Fatalf("Python client: no %s within a minute; stderr:\n%s", prefix, stderr.String())
-		}
-		return nil
+		return strings.Fields(py2.expect(prefix))
 	}
 
 	listed := expect("LISTED")

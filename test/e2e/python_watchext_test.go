@@ -1,13 +1,8 @@
 package e2e_test
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -31,43 +26,7 @@ func TestPythonWatchExtensions(t *testing.T) {
 	const ns = "pyext"
 	createNamespace(ctx, t, cs, ns)
 
-	script, _ := filepath.Abs(filepath.Join("testdata", "python_watchext.py"))
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(pctx, py, script, env.Kubeconfig, ns)
-	stdout, _ := cmd.StdoutPipe()
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		io.Copy(io.Discard, stdout)
-	}()
-	expect := func(prefix string) string {
-		t.Helper()
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				cmd.Wait()
-				t.Fatalf("the Python client ended before %s; stderr:\n%s", prefix, stderr.String())
-			}
-			if !strings.HasPrefix(l, prefix) {
-				t.Fatalf("Python client: %q, want %s ...; stderr:\n%s", l, prefix, stderr.String())
-			}
-			return l
-		case <-time.After(60 * time.Second):
-			t.Fatalf("Python client: no %s within a minute; stderr:\n%s", prefix, stderr.String())
-		}
-		return ""
-	}
+	expect := startPython(ctx, t, py, "python_watchext.py", env.Kubeconfig, ns).expect
 	if ext := expect("EXTENSIONS"); !strings.Contains(ext, "fieldMask") || !strings.Contains(ext, "watchDeltas") {
 		t.Fatalf("Python client: %s, want fieldMask and watchDeltas", ext)
 	}
