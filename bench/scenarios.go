@@ -151,19 +151,13 @@ func Lists(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 	for i := range o.ListRuns {
 		o.progress("%s: list %d/%d", t.Name, i+1, o.ListRuns)
 		t0 := time.Now()
-		b, err := t.do(ctx, "GET", o.objectsPath(), "", nil)
+		n, _, err := listPage(ctx, t, o.objectsPath())
 		if err != nil {
 			return nil, err
 		}
-		var list struct {
-			Items []map[string]any `json:"items"`
-		}
-		if err := json.Unmarshal(b, &list); err != nil {
-			return nil, err
-		}
 		full = append(full, time.Since(t0))
-		if len(list.Items) < o.Objects {
-			return nil, fmt.Errorf("%s: list returned %d objects, want %d", t.Name, len(list.Items), o.Objects)
+		if n < o.Objects {
+			return nil, fmt.Errorf("%s: list returned %d objects, want %d", t.Name, n, o.Objects)
 		}
 	}
 	for range o.ListRuns * 10 {
@@ -178,6 +172,23 @@ func Lists(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 		{t.Name, "list selector-none p50", ms(none.pct(0.5)), "ms"},
 		{t.Name, "list selector-none p99", ms(none.pct(0.99)), "ms"},
 	}, nil
+}
+
+// listPage gets a list (or a page of one) and decodes it as a client
+// would: it returns the items' count and the continue token.
+func listPage(ctx context.Context, t *Target, path string) (items int, cont string, err error) {
+	b, err := t.do(ctx, "GET", path, "", nil)
+	if err != nil {
+		return 0, "", err
+	}
+	var list struct {
+		Metadata struct{ Continue string } `json:"metadata"`
+		Items    []map[string]any          `json:"items"`
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		return 0, "", err
+	}
+	return len(list.Items), list.Metadata.Continue, nil
 }
 
 // MemorySample is a server's memory after a forced garbage collection.
@@ -593,37 +604,24 @@ func ConfigMapLists(ctx context.Context, t *Target, o *Options) ([]Result, error
 		t0 := time.Now()
 		n, cont := 0, ""
 		for {
-			b, err := t.do(ctx, "GET", path+"?limit=500&continue="+url.QueryEscape(cont), "", nil)
+			got, next, err := listPage(ctx, t, path+"?limit=500&continue="+url.QueryEscape(cont))
 			if err != nil {
 				return nil, err
 			}
-			var page struct {
-				Metadata struct{ Continue string } `json:"metadata"`
-				Items    []map[string]any          `json:"items"`
-			}
-			if err := json.Unmarshal(b, &page); err != nil {
-				return nil, err
-			}
-			n += len(page.Items)
-			if cont = page.Metadata.Continue; cont == "" {
+			n += got
+			if cont = next; cont == "" {
 				break
 			}
 		}
 		paged = append(paged, time.Since(t0))
 		t0 = time.Now()
-		b, err := t.do(ctx, "GET", path, "", nil)
+		whole, _, err := listPage(ctx, t, path)
 		if err != nil {
 			return nil, err
 		}
-		var list struct {
-			Items []map[string]any `json:"items"`
-		}
-		if err := json.Unmarshal(b, &list); err != nil {
-			return nil, err
-		}
 		full = append(full, time.Since(t0))
-		if len(list.Items) < o.Objects || n < o.Objects {
-			return nil, fmt.Errorf("%s: configmap list returned %d objects (%d in pages), want %d", t.Name, len(list.Items), n, o.Objects)
+		if whole < o.Objects || n < o.Objects {
+			return nil, fmt.Errorf("%s: configmap list returned %d objects (%d in pages), want %d", t.Name, whole, n, o.Objects)
 		}
 	}
 	return []Result{
