@@ -45,10 +45,10 @@ func (c *Caches) watch(ctx context.Context, req *Request, wr watchRequest) (*cac
 	}
 	shape := newShaper(wr.shape, &c.shapes)
 	if shape != nil && shape.mask != nil {
-		// A masked-out change is dropped before it is queued: the watch
-		// is not woken for it (the projections it compares are made once
-		// per event, by the first watcher that asks, under the cache's
-		// lock).
+		// A masked-out change is dropped by the cache (replayed or
+		// live) before it is queued: the watch is not woken for it. The
+		// projections it compares are made once per event, by the first
+		// watcher that asks, under the cache's lock.
 		opts.Hold = func(it watchcache.Item) bool { return !shape.sends(it) }
 	}
 	// Establish the start like the storage path does: a resourceVersion
@@ -131,16 +131,9 @@ func (c *cacheSource) TryNext() (Item, bool) {
 			}
 			return Item{Type: it.Type, Rev: it.Rev, InitialEnd: it.InitialEnd}, true
 		case c.decoded:
-			if c.shape != nil && !c.shape.sends(it) {
-				continue
-			}
 			return Item{Type: it.Type, JSON: it.Object.JSON}, true
 		case c.shape != nil:
-			b, send := c.shape.frame(it, func() []byte { return c.frame(it) })
-			if !send {
-				continue
-			}
-			return Item{Type: it.Type, Frame: b}, true
+			return Item{Type: it.Type, Frame: c.shape.frame(it, func() []byte { return c.frame(it) })}, true
 		default:
 			return Item{Type: it.Type, Frame: c.frame(it)}, true
 		}

@@ -105,13 +105,10 @@ func (s *shaper) sends(it watchcache.Item) bool {
 	return s.mask.Changed(a.value, b.value)
 }
 
-// frame is the frame a watch of the cache sends for it; send is false
-// when the mask holds it back. full is the frame the watch sends without
-// extensions (with or without managedFields).
-func (s *shaper) frame(it watchcache.Item, full func() []byte) (b []byte, send bool) {
-	if !s.sends(it) {
-		return nil, false
-	}
+// frame is the frame a watch of the cache sends for it, which the cache
+// let through (sends, as watchcache.WatchOptions.Hold). full is the frame
+// the watch sends without extensions (with or without managedFields).
+func (s *shaper) frame(it watchcache.Item, full func() []byte) []byte {
 	key := it.Object.Key
 	var base *watchcache.Object
 	switch {
@@ -130,17 +127,17 @@ func (s *shaper) frame(it watchcache.Item, full func() []byte) (b []byte, send b
 	}
 	if base != nil {
 		if b, ok := s.memo.delta(it, base, s); ok {
-			return b, true
+			return b
 		}
 	}
 	if !s.project {
-		return full(), true
+		return full()
 	}
 	b, err := s.memo.projectedFrame(it, s)
 	if err != nil {
-		return full(), true // not an object this server decodes: whole
+		return full() // not an object this server decodes: whole
 	}
-	return b, true
+	return b
 }
 
 // decodedItem shapes an event of a watch served from etcd (decoded

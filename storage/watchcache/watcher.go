@@ -184,8 +184,8 @@ type WatchOptions struct {
 	// before Deadline.
 	BookmarkEvery time.Duration
 	Deadline      time.Time
-	// Hold, if set, is asked of each live item before it is queued:
-	// true drops it (a watch's own filter on the change, such as a field
+	// Hold, if set, is asked of each item of the history replayed and of
+	// each live one before it is queued: true drops it (a watch's own filter on the change, such as a field
 	// mask). It runs under the cache's lock, once per watcher and event,
 	// so it must be quick, must not block and must not call the cache;
 	// what it computes once per event it should share among watchers.
@@ -255,7 +255,7 @@ func (c *Cache) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 			if e.Rev <= o.From {
 				continue
 			}
-			if it, ok := e.translate(w.match); ok {
+			if it, ok := e.translate(w.match); ok && (w.hold == nil || !w.hold(it)) {
 				w.batch = append(w.batch, it)
 			}
 		}
