@@ -37,7 +37,8 @@ import (
 type Config struct {
 	// EtcdBin and ObjwatchBin are the binaries (see Build).
 	EtcdBin, ObjwatchBin string
-	// Dir holds data dirs and logs; ReportDir the report (default Dir).
+	// Dir holds data dirs; ReportDir the report and the processes' logs
+	// (default Dir).
 	Dir, ReportDir string
 	// Duration of the traffic (faults are injected during it).
 	Duration time.Duration
@@ -234,7 +235,7 @@ func (r *run) newClient() *http.Client {
 // the checks. An error means the harness could not run (not a violation).
 func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	cfg.defaults()
-	r := &run{cfg: cfg, start: time.Now(), logDir: filepath.Join(cfg.Dir, "logs")}
+	r := &run{cfg: cfg, start: time.Now(), logDir: filepath.Join(cfg.ReportDir, "logs")}
 	for _, d := range []string{r.logDir, cfg.ReportDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err

@@ -46,8 +46,8 @@ type elector struct {
 	identity                       string
 	duration, renewDeadline, retry time.Duration
 
-	// observed is the lease record last read, and when this server read
-	// it changed.
+	// observed is the lease record last read, and when the read that
+	// found it changed returned.
 	observedRev int64
 	observedAt  time.Time
 }
@@ -154,6 +154,11 @@ func (e *elector) tryAcquireOrRenew(ctx context.Context) (ok bool, err error) {
 	key := res.Key(leaseNamespace, e.name)
 	now := time.Now()
 	kv, err := e.store.Get(ctx, key)
+	// A record read now may have been written at any time since the read
+	// began (a read that waits out an etcd election returns writes made
+	// meanwhile), so its lease counts from when the read returned; a
+	// renewal of this server counts from before it (now), the earlier.
+	read := time.Now()
 	if errors.Is(err, storage.ErrNotFound) {
 		lease := e.record(nil, now)
 		b, err := leaseBytes(lease)
@@ -177,7 +182,7 @@ func (e *elector) tryAcquireOrRenew(ctx context.Context) (ok bool, err error) {
 		return false, fmt.Errorf("lease %s: %w", e.name, err)
 	}
 	if kv.ModRevision != e.observedRev {
-		e.observedRev, e.observedAt = kv.ModRevision, now
+		e.observedRev, e.observedAt = kv.ModRevision, read
 	}
 	holder := ""
 	if cur.Spec.HolderIdentity != nil {
@@ -187,7 +192,7 @@ func (e *elector) tryAcquireOrRenew(ctx context.Context) (ok bool, err error) {
 	if d := cur.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
 		duration = time.Duration(*d) * time.Second
 	}
-	if holder != e.identity && holder != "" && now.Sub(e.observedAt) < duration {
+	if holder != e.identity && holder != "" && read.Sub(e.observedAt) < duration {
 		return false, nil // held by another, and alive
 	}
 	b, err := leaseBytes(e.record(&cur, now))

@@ -105,7 +105,9 @@ func (r *Runner) Run(ctx context.Context) {
 func (r *Runner) term(ctx context.Context) {
 	c := gc.New(gc.Config{Store: r.cfg.Storage, Backend: r.backend, Prefix: registry.Root, Workers: r.cfg.Workers, Log: r.cfg.Log, DrainDelay: r.drainDelay})
 	r.cur.Store(c)
+	r.cfg.Log.Info("garbage collector: started")
 	c.Run(ctx)
+	r.cfg.Log.Info("garbage collector: stopped")
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.cur.Store(nil)
