@@ -1,0 +1,207 @@
+package history
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// The database's keys. Every key starts with one byte naming its space:
+//
+//	'e' rev(8) key          the record of key's change at rev (record)
+//	'k' key 0x00 rev(8)     the index of key's changes: one byte, its kind
+//	't' nanos(8) rev(8)     the time index: rev was recorded at nanos
+//	'm' name                metadata (recorded, oldest, gaps, format)
+//
+// Numbers are big-endian, so that keys sort by them. etcd keys hold no
+// 0x00 (objwatch's are paths), which the key index relies on to end a key.
+const (
+	spaceRecord = 'e'
+	spaceKey    = 'k'
+	spaceTime   = 't'
+	spaceMeta   = 'm'
+)
+
+func recordKey(rev int64, key string) []byte {
+	b := make([]byte, 0, 9+len(key))
+	b = append(b, spaceRecord)
+	b = binary.BigEndian.AppendUint64(b, uint64(rev))
+	return append(b, key...)
+}
+
+// parseRecordKey splits a record key; ok is false for anything else.
+func parseRecordKey(k []byte) (rev int64, key string, ok bool) {
+	if len(k) < 9 || k[0] != spaceRecord {
+		return 0, "", false
+	}
+	return int64(binary.BigEndian.Uint64(k[1:9])), string(k[9:]), true
+}
+
+// keyIndexPrefix is the start of key's index entries.
+func keyIndexPrefix(key string) []byte {
+	b := make([]byte, 0, len(key)+10)
+	b = append(b, spaceKey)
+	b = append(b, key...)
+	return append(b, 0)
+}
+
+func keyIndexKey(key string, rev int64) []byte {
+	return binary.BigEndian.AppendUint64(keyIndexPrefix(key), uint64(rev))
+}
+
+// parseKeyIndexKey splits a key index entry's key.
+func parseKeyIndexKey(k []byte) (key string, rev int64, ok bool) {
+	if len(k) < 10 || k[0] != spaceKey || k[len(k)-9] != 0 {
+		return "", 0, false
+	}
+	return string(k[1 : len(k)-9]), int64(binary.BigEndian.Uint64(k[len(k)-8:])), true
+}
+
+func timeKey(t time.Time, rev int64) []byte {
+	b := make([]byte, 0, 17)
+	b = append(b, spaceTime)
+	b = binary.BigEndian.AppendUint64(b, uint64(t.UnixNano()))
+	return binary.BigEndian.AppendUint64(b, uint64(rev))
+}
+
+func parseTimeKey(k []byte) (t time.Time, rev int64, ok bool) {
+	if len(k) != 17 || k[0] != spaceTime {
+		return time.Time{}, 0, false
+	}
+	return time.Unix(0, int64(binary.BigEndian.Uint64(k[1:9]))), int64(binary.BigEndian.Uint64(k[9:])), true
+}
+
+func metaKey(name string) []byte { return append([]byte{spaceMeta}, name...) }
+
+// upper is the first key after every key starting with p.
+func upper(p []byte) []byte {
+	u := append([]byte(nil), p...)
+	for i := len(u) - 1; i >= 0; i-- {
+		if u[i] != 0xff {
+			u[i]++
+			return u[:i+1]
+		}
+	}
+	return nil
+}
+
+// kind is what a record holds.
+type kind byte
+
+const (
+	// kindFull: the value, whole.
+	kindFull kind = iota
+	// kindPatch: an RFC 6902 patch from the key's previous record's
+	// value (both JSON objects) to this one's.
+	kindPatch
+	// kindDelete: the key was deleted; no value.
+	kindDelete
+)
+
+// Author is who made a revision: the user and groups of the request, its
+// verb, field manager and the server that handled it. The server's own
+// writes (garbage collector, namespace cleanup) name their controller as
+// the user. A write made behind the servers' back (straight to etcd) has
+// none.
+type Author struct {
+	User    string   `json:"user,omitempty"`
+	Groups  []string `json:"groups,omitempty"`
+	Verb    string   `json:"verb,omitempty"`
+	Manager string   `json:"manager,omitempty"`
+	Server  string   `json:"server,omitempty"`
+}
+
+// record is one key's change at one revision as the database keeps it:
+//
+//	byte     format (recordFormat)
+//	byte     kind
+//	uvarint  create revision
+//	varint   time (unix nanoseconds)
+//	uvarint  length of the author's JSON, then that JSON (0: none)
+//	the rest: the value (kindFull) or the patch (kindPatch)
+type record struct {
+	kind     kind
+	created  int64
+	time     time.Time
+	author   *Author
+	payload  []byte
+	inGap    bool // a deletion found after a gap, at the relist's revision
+	authorJS []byte
+}
+
+const (
+	recordFormat = 1
+	// flagInGap is or-ed into the kind byte of a deletion found only after
+	// a gap (see Recorder).
+	flagInGap = 0x80
+)
+
+// maxRecordAuthor bounds an author's JSON.
+const maxRecordAuthor = 64 << 10
+
+func (r *record) encode() ([]byte, error) {
+	aj := r.authorJS
+	if aj == nil && r.author != nil {
+		var err error
+		if aj, err = json.Marshal(r.author); err != nil {
+			return nil, fmt.Errorf("history: author: %w", err)
+		}
+	}
+	b := make([]byte, 0, 2+3*binary.MaxVarintLen64+len(aj)+len(r.payload))
+	k := byte(r.kind)
+	if r.inGap {
+		k |= flagInGap
+	}
+	b = append(b, recordFormat, k)
+	b = binary.AppendUvarint(b, uint64(r.created))
+	b = binary.AppendVarint(b, r.time.UnixNano())
+	b = binary.AppendUvarint(b, uint64(len(aj)))
+	b = append(b, aj...)
+	return append(b, r.payload...), nil
+}
+
+var errCorruptRecord = errors.New("history: corrupt record")
+
+// decodeRecord decodes a record; the payload aliases b.
+func decodeRecord(b []byte) (record, error) {
+	var r record
+	if len(b) < 2 || b[0] != recordFormat {
+		return r, errCorruptRecord
+	}
+	r.kind, r.inGap = kind(b[1]&^flagInGap), b[1]&flagInGap != 0
+	if r.kind > kindDelete {
+		return r, errCorruptRecord
+	}
+	i := 2
+	created, n := binary.Uvarint(b[i:])
+	if n <= 0 || created > 1<<62 {
+		return r, errCorruptRecord
+	}
+	i += n
+	nanos, n := binary.Varint(b[i:])
+	if n <= 0 {
+		return r, errCorruptRecord
+	}
+	i += n
+	alen, n := binary.Uvarint(b[i:])
+	if n <= 0 || alen > maxRecordAuthor || alen > uint64(len(b)-i-n) {
+		return r, errCorruptRecord
+	}
+	i += n
+	r.created, r.time = int64(created), time.Unix(0, nanos)
+	if alen > 0 {
+		r.authorJS = b[i : i+int(alen)]
+		var a Author
+		if err := json.Unmarshal(r.authorJS, &a); err != nil {
+			return r, errCorruptRecord
+		}
+		r.author = &a
+	}
+	r.payload = b[i+int(alen):]
+	if r.kind == kindDelete && len(r.payload) != 0 {
+		return r, errCorruptRecord
+	}
+	return r, nil
+}

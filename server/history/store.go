@@ -1,0 +1,398 @@
+package history
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/objwatch/objwatch/change/fieldmask"
+	"github.com/objwatch/objwatch/server/jsonenc"
+	"github.com/objwatch/objwatch/server/jsonpatch"
+)
+
+// Options configure a Store.
+type Options struct {
+	// Retention is how long a revision is kept after it was recorded
+	// (0: forever). The state of every object at the oldest kept revision
+	// stays readable: an object unchanged for longer keeps its last change.
+	Retention time.Duration
+	// MaxSize bounds the database's size on disk in bytes (0: no bound);
+	// past it the oldest revisions are dropped first.
+	MaxSize int64
+	// FullEvery: at most this many records of a key in a row are patches
+	// before a whole copy (default 16). Reading a past value applies up to
+	// FullEvery-1 patches.
+	FullEvery int
+	Log       *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.FullEvery <= 0 {
+		o.FullEvery = 16
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Gap is a run of revisions the store could not record (etcd compacted
+// them before the store read them): reads at them are refused, and a key
+// deleted within it is recorded as deleted at To+1.
+type Gap struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
+	// Found is when the store found the gap.
+	Found time.Time `json:"found"`
+}
+
+// Store is the history database: every change of every key it is given,
+// in a Pebble database in one directory. One goroutine appends (Append,
+// AddGap, Trim are serialized by the store); reads are safe concurrently
+// with them and each sees one consistent state.
+type Store struct {
+	db   *pebble.DB
+	opts Options
+
+	recorded, oldest atomic.Int64
+	gaps             atomic.Pointer[[]Gap]
+	damaged          atomic.Bool // a read found a damaged block
+
+	mu   sync.Mutex          // the writer
+	last map[string]keyState // per key, its last record (the writer's)
+}
+
+// keyState is what the writer remembers of a key's last record.
+type keyState struct {
+	rev       int64
+	sinceFull int // records since its last whole copy
+	deleted   bool
+}
+
+// ErrCorrupt reports a database that failed its checks: Open refuses it,
+// and a read that finds damage answers it.
+var ErrCorrupt = errors.New("history: corrupt database")
+
+// Open opens (or creates) the database in dir. A database that fails
+// Pebble's checks (its manifest, its write-ahead log, a block's checksum
+// on the way to the metadata) is an error wrapping ErrCorrupt; Verify
+// checks every block.
+func Open(dir string, opts Options) (*Store, error) {
+	opts.defaults()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	s := &Store{opts: opts, last: map[string]keyState{}}
+	// Damage found while reading is an error of that read (and logged),
+	// never the end of the server.
+	events := &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
+		s.damaged.Store(true)
+		opts.Log.Error("history: damaged database", "detail", info.String())
+	}}
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLog{opts.Log}, EventListener: events})
+	if err != nil {
+		if errors.Is(err, pebble.ErrCorruption) {
+			return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, dir, err)
+		}
+		return nil, fmt.Errorf("history: open %s: %w", dir, err)
+	}
+	s.db = db
+	if err := s.loadMeta(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, dir, err)
+	}
+	return s, nil
+}
+
+// Close closes the database. Nothing may use the store after it.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Verify reads every block of the database, which checks its checksum,
+// and every record's encoding. It takes time proportional to the
+// database's size.
+func (s *Store) Verify() error {
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		if len(it.Key()) > 0 && it.Key()[0] == spaceRecord {
+			if _, err := decodeRecord(v); err != nil {
+				return fmt.Errorf("%w: record %q: %w", ErrCorrupt, it.Key(), err)
+			}
+		}
+	}
+	if err := it.Error(); err != nil {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return nil
+}
+
+const (
+	metaRecorded = "recorded"
+	metaOldest   = "oldest"
+	metaGaps     = "gaps"
+	metaFormat   = "format"
+)
+
+func (s *Store) loadMeta() error {
+	format, err := s.metaInt(metaFormat)
+	if err != nil {
+		return err
+	}
+	if format == 0 {
+		if err := s.db.Set(metaKey(metaFormat), binary.BigEndian.AppendUint64(nil, recordFormat), pebble.Sync); err != nil {
+			return err
+		}
+	} else if format != recordFormat {
+		return fmt.Errorf("database format %d, this server reads %d", format, recordFormat)
+	}
+	rec, err := s.metaInt(metaRecorded)
+	if err != nil {
+		return err
+	}
+	old, err := s.metaInt(metaOldest)
+	if err != nil {
+		return err
+	}
+	var gaps []Gap
+	if v, c, err := s.db.Get(metaKey(metaGaps)); err == nil {
+		err = json.Unmarshal(v, &gaps)
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("gaps: %w", err)
+		}
+	} else if !errors.Is(err, pebble.ErrNotFound) {
+		return err
+	}
+	s.recorded.Store(rec)
+	s.oldest.Store(old)
+	s.gaps.Store(&gaps)
+	return nil
+}
+
+func (s *Store) metaInt(name string) (int64, error) {
+	v, c, err := s.db.Get(metaKey(name))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	if len(v) != 8 {
+		return 0, fmt.Errorf("metadata %s: %d bytes", name, len(v))
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// Recorded is the last revision recorded: every change up to it is in the
+// store (or in a gap).
+func (s *Store) Recorded() int64 { return s.recorded.Load() }
+
+// Oldest is the oldest revision the store answers reads at (0: it never
+// dropped any).
+func (s *Store) Oldest() int64 { return s.oldest.Load() }
+
+// Gaps are the runs of revisions the store could not record, oldest first.
+func (s *Store) Gaps() []Gap { return *s.gaps.Load() }
+
+// Change is one key's change in a revision, as etcd's watch reports it.
+type Change struct {
+	Key    string
+	Delete bool
+	// Value is the new value of a put.
+	Value []byte
+	// Prev and PrevRevision are the key's value before the change and the
+	// revision that wrote it (etcd's prevKV; nil and 0 when unknown).
+	Prev         []byte
+	PrevRevision int64
+	// CreateRevision is the revision that created the key (of a delete:
+	// of the value it deleted, when known).
+	CreateRevision int64
+	// InGap: a deletion found after a gap, at some revision within it.
+	InGap bool
+}
+
+// Revision is the changes one etcd revision made, with when it was made
+// and by whom (nil: unknown).
+type Revision struct {
+	Rev     int64
+	Time    time.Time
+	Author  *Author
+	Changes []Change
+}
+
+// Append records revs, in revision order, in one atomic batch, and moves
+// Recorded to the last one. Appending a revision again (after a restart
+// that resumed at Recorded) rewrites the same records.
+func (s *Store) Append(revs []Revision) error {
+	if len(revs) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.db.NewBatch()
+	defer b.Close()
+	pending := map[string]keyState{}
+	state := func(key string) (keyState, bool) {
+		if st, ok := pending[key]; ok {
+			return st, true
+		}
+		st, ok := s.last[key]
+		return st, ok
+	}
+	for _, r := range revs {
+		for _, c := range r.Changes {
+			rec := record{created: c.CreateRevision, time: r.Time, author: r.Author, kind: kindDelete, inGap: c.InGap}
+			st, known := state(c.Key)
+			next := keyState{rev: r.Rev, deleted: c.Delete}
+			if !c.Delete {
+				rec.kind, rec.payload = kindFull, c.Value
+				if known && !st.deleted && st.rev == c.PrevRevision && st.rev < r.Rev && st.sinceFull+1 < s.opts.FullEvery {
+					if p, ok := patchBetween(c.Prev, c.Value); ok {
+						rec.kind, rec.payload = kindPatch, p
+						next.sinceFull = st.sinceFull + 1
+					}
+				}
+			}
+			enc, err := rec.encode()
+			if err != nil {
+				return err
+			}
+			if err := b.Set(recordKey(r.Rev, c.Key), enc, nil); err != nil {
+				return err
+			}
+			if err := b.Set(keyIndexKey(c.Key, r.Rev), []byte{byte(rec.kind)}, nil); err != nil {
+				return err
+			}
+			pending[c.Key] = next
+		}
+		if err := b.Set(timeKey(r.Time, r.Rev), nil, nil); err != nil {
+			return err
+		}
+	}
+	last := revs[len(revs)-1].Rev
+	if last > s.recorded.Load() {
+		if err := b.Set(metaKey(metaRecorded), binary.BigEndian.AppendUint64(nil, uint64(last)), nil); err != nil {
+			return err
+		}
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("history: append: %w", err)
+	}
+	for k, st := range pending {
+		s.last[k] = st
+	}
+	if last > s.recorded.Load() {
+		s.recorded.Store(last)
+	}
+	return nil
+}
+
+// patchBetween is the patch from prev to value when both are JSON objects,
+// the patch is smaller than value, and applying it to prev gives value
+// byte for byte (so that a value read back is the one written).
+func patchBetween(prev, value []byte) ([]byte, bool) {
+	from, ok := jsonenc.Decode(prev)
+	if !ok {
+		return nil, false
+	}
+	to, ok := jsonenc.Decode(value)
+	if !ok {
+		return nil, false
+	}
+	p, ok := jsonpatch.Append(nil, jsonpatch.Diff(from, to))
+	if !ok || len(p) >= len(value) {
+		return nil, false
+	}
+	got, err := applyPatch(from, p)
+	if err != nil {
+		return nil, false
+	}
+	enc, ok := jsonenc.Append(nil, got)
+	if !ok || !bytes.Equal(enc, value) {
+		return nil, false
+	}
+	return p, true
+}
+
+func applyPatch(doc any, p []byte) (any, error) {
+	pp, err := fieldmask.ParsePatch(p)
+	if err != nil {
+		return nil, err
+	}
+	return pp.Apply(doc)
+}
+
+// AddGap records that the revisions from..to could not be recorded, and
+// the changes found after it (by a relist at to+1): each key's value as
+// the relist found it, at its own mod revision, and deletions of the keys
+// the store had that the relist did not, at to+1. Recorded moves to to+1.
+func (s *Store) AddGap(g Gap, found []Revision) error {
+	s.mu.Lock()
+	gaps := append(append([]Gap(nil), s.Gaps()...), g)
+	s.mu.Unlock()
+	js, err := json.Marshal(gaps)
+	if err != nil {
+		return err
+	}
+	// Patches cannot bridge a gap: the next change of every key is whole.
+	s.mu.Lock()
+	clear(s.last)
+	s.mu.Unlock()
+	if err := s.Append(found); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.db.NewBatch()
+	defer b.Close()
+	_ = b.Set(metaKey(metaGaps), js, nil)
+	if g.To+1 > s.recorded.Load() {
+		_ = b.Set(metaKey(metaRecorded), binary.BigEndian.AppendUint64(nil, uint64(g.To+1)), nil)
+	}
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("history: gap: %w", err)
+	}
+	s.gaps.Store(&gaps)
+	if g.To+1 > s.recorded.Load() {
+		s.recorded.Store(g.To + 1)
+	}
+	return nil
+}
+
+// Damaged reports whether a read found a damaged block since Open.
+func (s *Store) Damaged() bool { return s.damaged.Load() }
+
+// Size is the database's size on disk in bytes.
+func (s *Store) Size() int64 { return int64(s.db.Metrics().DiskSpaceUsage()) }
+
+// pebbleLog sends Pebble's messages to the server's log.
+type pebbleLog struct{ log *slog.Logger }
+
+func (l pebbleLog) Infof(format string, args ...any) {
+	l.log.Debug("history: " + fmt.Sprintf(format, args...))
+}
+
+func (l pebbleLog) Errorf(format string, args ...any) {
+	l.log.Error("history: " + fmt.Sprintf(format, args...))
+}
+
+func (l pebbleLog) Fatalf(format string, args ...any) {
+	l.log.Error("history: fatal: " + fmt.Sprintf(format, args...))
+	panic(fmt.Sprintf(format, args...))
+}
