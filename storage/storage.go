@@ -253,3 +253,26 @@ type Interface interface {
 	// server; otherwise it costs one small request.
 	Compacted(ctx context.Context, rev int64) (int64, error)
 }
+
+// Note is a key written together with a change, in the same transaction
+// and revision, before it: who made the change, for the history's
+// recorder (see WithNote).
+type Note struct {
+	Key   string
+	Value []byte
+}
+
+type noteKey struct{}
+
+// WithNote returns ctx carrying n: a store's Create, Update and Delete
+// with it also put n.Value at n.Key in the same transaction, first (a
+// watch sees it before the change). A write that fails writes no note.
+func WithNote(ctx context.Context, n Note) context.Context {
+	return context.WithValue(ctx, noteKey{}, n)
+}
+
+// NoteFrom returns the note of ctx.
+func NoteFrom(ctx context.Context) (Note, bool) {
+	n, ok := ctx.Value(noteKey{}).(Note)
+	return n, ok
+}

@@ -2,12 +2,14 @@ package history
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -377,6 +379,32 @@ func (s *Store) AddGap(g Gap, found []Revision) error {
 
 // Damaged reports whether a read found a damaged block since Open.
 func (s *Store) Damaged() bool { return s.damaged.Load() }
+
+// Start begins an empty store's history at rev: found is etcd's state
+// then (each key at its own mod revision, see Recorder); reads before rev
+// are not retained.
+func (s *Store) Start(rev int64, found []Revision) error {
+	if err := s.Append(found); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.db.NewBatch()
+	defer b.Close()
+	_ = b.Set(metaKey(metaOldest), binary.BigEndian.AppendUint64(nil, uint64(rev)), nil)
+	_ = b.Set(metaKey(metaRecorded), binary.BigEndian.AppendUint64(nil, uint64(rev)), nil)
+	_ = b.Set(timeKey(time.Now(), rev), nil, nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("history: start: %w", err)
+	}
+	s.oldest.Store(rev)
+	s.recorded.Store(rev)
+	return nil
+}
+
+func sortRevisions(revs []Revision) {
+	slices.SortFunc(revs, func(a, b Revision) int { return cmp.Compare(a.Rev, b.Rev) })
+}
 
 // Size is the database's size on disk in bytes.
 func (s *Store) Size() int64 { return int64(s.db.Metrics().DiskSpaceUsage()) }

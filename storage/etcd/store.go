@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -245,7 +246,7 @@ func (s *Store) Create(ctx context.Context, key string, value []byte) (storage.K
 	}
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, stored)).
+		Then(withNote(ctx, clientv3.OpPut(key, stored))...).
 		Commit()
 	if err != nil {
 		return storage.KeyValue{}, fmt.Errorf("create %s: %w", key, err)
@@ -266,7 +267,7 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, expectedRe
 	}
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", expectedRevision)).
-		Then(clientv3.OpPut(key, stored, clientv3.WithPrevKV())).
+		Then(withNote(ctx, clientv3.OpPut(key, stored, clientv3.WithPrevKV()))...).
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
@@ -281,7 +282,7 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, expectedRe
 	}
 	rev := resp.Header.Revision
 	create := rev
-	if prev := resp.Responses[0].GetResponsePut().PrevKv; prev != nil {
+	if prev := lastResponse(resp).GetResponsePut().PrevKv; prev != nil {
 		create = prev.CreateRevision
 	}
 	return storage.KeyValue{Key: key, Value: value, CreateRevision: create, ModRevision: rev}, nil
@@ -299,7 +300,7 @@ func (s *Store) Delete(ctx context.Context, key string, expectedRevision int64) 
 	}
 	resp, err := s.cli.Txn(ctx).
 		If(cmp).
-		Then(clientv3.OpDelete(key, clientv3.WithPrevKV())).
+		Then(withNote(ctx, clientv3.OpDelete(key, clientv3.WithPrevKV()))...).
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
@@ -312,7 +313,7 @@ func (s *Store) Delete(ctx context.Context, key string, expectedRevision int64) 
 		}
 		return storage.KeyValue{}, s.conflict(ctx, "delete", kvs[0])
 	}
-	prev := resp.Responses[0].GetResponseDeleteRange().PrevKvs
+	prev := lastResponse(resp).GetResponseDeleteRange().PrevKvs
 	if len(prev) == 0 {
 		return storage.KeyValue{}, fmt.Errorf("delete %s: %w", key, storage.ErrNotFound)
 	}
@@ -323,6 +324,21 @@ func (s *Store) Delete(ctx context.Context, key string, expectedRevision int64) 
 	}
 	out.ModRevision = resp.Header.Revision
 	return out, err
+}
+
+// withNote is a write's operations: op, after the note of ctx if it has
+// one (storage.WithNote), so that watchers see the note first.
+func withNote(ctx context.Context, op clientv3.Op) []clientv3.Op {
+	if n, ok := storage.NoteFrom(ctx); ok {
+		return []clientv3.Op{clientv3.OpPut(n.Key, string(n.Value)), op}
+	}
+	return []clientv3.Op{op}
+}
+
+// lastResponse is the response of a successful write's own operation
+// (after its note's).
+func lastResponse(resp *clientv3.TxnResponse) *etcdserverpb.ResponseOp {
+	return resp.Responses[len(resp.Responses)-1]
 }
 
 // DeletePrefix removes every key under prefix in one revision.

@@ -1,0 +1,280 @@
+package history
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/objwatch/objwatch/storage"
+)
+
+// AuthorKey is the etcd key of the author note: the server's storage puts
+// who makes each change there, in the change's transaction (storage.Note).
+// It is outside the object keyspace (/registry/), so no watch of objects
+// sees it; each write overwrites it.
+const AuthorKey = "/objwatch/history/author"
+
+// Prefix is the keyspace recorded: every key objwatch writes.
+const Prefix = "/"
+
+// note is the author note's value.
+type note struct {
+	Author
+	// Time is when the server made the change (unix nanoseconds).
+	Time int64 `json:"t"`
+}
+
+// AuthorNote is the storage note saying that a made a change at t.
+func AuthorNote(a Author, t time.Time) storage.Note {
+	b, _ := json.Marshal(note{Author: a, Time: t.UnixNano()}) // strings only: cannot fail
+	return storage.Note{Key: AuthorKey, Value: b}
+}
+
+// Recorder feeds a Store from etcd: one watch over every key, from the
+// last recorded revision, each revision with its author note. Run it in
+// one goroutine; it owns the Store's writes while it runs.
+type Recorder struct {
+	Store *Store
+	// Source is the etcd store, without transformers: values are
+	// recorded in their form at rest (encrypted ones stay encrypted).
+	Source storage.Interface
+	Log    *slog.Logger
+	// Now is the clock of changes without an author note (default
+	// time.Now).
+	Now func() time.Time
+	// RetainEvery is how often Run applies the retention rules (default
+	// 1 min).
+	RetainEvery time.Duration
+
+	// The author note of the revision being read.
+	noteRev  int64
+	noteSeen note
+}
+
+// maxBatch bounds the events one Append records.
+const maxBatch = 2000
+
+// Run records until ctx ends. Without a history it first records every
+// key as etcd has it now (the history starts there); after a compaction
+// that removed revisions it had not read, it records the gap and etcd's
+// state after it.
+func (r *Recorder) Run(ctx context.Context) {
+	if r.Log == nil {
+		r.Log = slog.Default()
+	}
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	retain := time.NewTicker(cmpDuration(r.RetainEvery, time.Minute))
+	defer retain.Stop()
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := r.follow(ctx, retain.C)
+		if ctx.Err() != nil {
+			return
+		}
+		var ce *storage.CompactedError
+		if errors.As(err, &ce) {
+			err = r.bridge(ctx, ce.Compacted)
+		}
+		if err != nil {
+			r.Log.Warn("history: recording", "recorded", r.Store.Recorded(), "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+	}
+}
+
+func cmpDuration(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// follow watches from the last recorded revision (again: a revision may
+// have been recorded in part) and records until the watch fails.
+func (r *Recorder) follow(ctx context.Context, retain <-chan time.Time) error {
+	from := r.Store.Recorded()
+	if from == 0 {
+		rev, err := r.Source.Revision(ctx)
+		if err != nil {
+			return err
+		}
+		if err := r.baseline(ctx, rev); err != nil {
+			return err
+		}
+		from = rev
+	}
+	w, err := r.Source.Watch(ctx, Prefix, from)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	var batch []storage.Event
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-retain:
+			if err := r.Store.Retain(r.Now()); err != nil {
+				r.Log.Warn("history: retention", "err", err)
+			}
+			continue
+		case ev, ok := <-w.Events():
+			if !ok {
+				return errors.New("history: watch ended")
+			}
+			batch = append(batch[:0], ev)
+		}
+		// Take what else is there, then record it in one batch.
+	more:
+		for len(batch) < maxBatch {
+			select {
+			case ev, ok := <-w.Events():
+				if !ok {
+					break more
+				}
+				batch = append(batch, ev)
+			default:
+				break more
+			}
+		}
+		revs, err := r.revisions(batch)
+		if aerr := r.Store.Append(revs); aerr != nil {
+			return aerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// revisions groups events into revisions, each with its author note; an
+// error event ends them (returned).
+func (r *Recorder) revisions(events []storage.Event) ([]Revision, error) {
+	var out []Revision
+	for _, ev := range events {
+		switch ev.Type {
+		case storage.Error:
+			return out, ev.Err
+		case storage.Progress:
+			continue
+		}
+		if ev.KV.Key == AuthorKey {
+			var n note
+			if ev.Type == storage.Put && json.Unmarshal(ev.KV.Value, &n) == nil {
+				r.noteRev, r.noteSeen = ev.Revision, n
+			}
+			continue
+		}
+		if len(out) == 0 || out[len(out)-1].Rev != ev.Revision {
+			rv := Revision{Rev: ev.Revision, Time: r.Now()}
+			if r.noteRev == ev.Revision {
+				a := r.noteSeen.Author
+				rv.Author, rv.Time = &a, time.Unix(0, r.noteSeen.Time)
+			}
+			out = append(out, rv)
+		}
+		c := Change{Key: ev.KV.Key, CreateRevision: ev.KV.CreateRevision}
+		if ev.Type == storage.Delete {
+			c.Delete = true
+		} else {
+			c.Value = ev.KV.Value
+			if ev.PrevKV != nil {
+				c.Prev, c.PrevRevision = ev.PrevKV.Value, ev.PrevKV.ModRevision
+			}
+		}
+		last := &out[len(out)-1]
+		last.Changes = append(last.Changes, c)
+	}
+	return out, nil
+}
+
+// baseline records etcd's state at rev as the start of the history:
+// every key at its own mod revision; reads before rev are not retained.
+func (r *Recorder) baseline(ctx context.Context, rev int64) error {
+	found, _, err := r.state(ctx, rev)
+	if err != nil {
+		return err
+	}
+	return r.Store.Start(rev, found)
+}
+
+// bridge records a gap: etcd compacted revisions after the last recorded
+// one. It reads etcd's state at the compaction revision and records it,
+// with deletions of the keys gone since.
+func (r *Recorder) bridge(ctx context.Context, compacted int64) error {
+	recorded := r.Store.Recorded()
+	if compacted <= recorded+1 {
+		return nil // nothing was lost: resume
+	}
+	found, keys, err := r.state(ctx, compacted)
+	if err != nil {
+		return err
+	}
+	had, _, err := r.Store.List(Prefix, "", recorded, 0)
+	if err != nil && !errors.Is(err, ErrNotRetained) {
+		return err
+	}
+	gone := Revision{Rev: compacted, Time: r.Now()}
+	for _, e := range had {
+		if !keys[e.Key] {
+			gone.Changes = append(gone.Changes, Change{Key: e.Key, Delete: true, InGap: true, CreateRevision: e.CreateRevision})
+		}
+	}
+	if len(gone.Changes) > 0 {
+		found = append(found, gone)
+	}
+	g := Gap{From: recorded + 1, To: compacted - 1, Found: r.Now()}
+	r.Log.Warn("history: etcd compacted revisions not yet recorded; keeping the gap", "from", g.From, "to", g.To)
+	return r.Store.AddGap(g, found)
+}
+
+// state reads every key at rev: revisions of the keys changed after the
+// store's last recorded one, at their own mod revisions, in order.
+func (r *Recorder) state(ctx context.Context, rev int64) ([]Revision, map[string]bool, error) {
+	recorded := r.Store.Recorded()
+	byRev := map[int64]*Revision{}
+	keys := map[string]bool{}
+	start := ""
+	for {
+		l, err := r.Source.List(ctx, Prefix, storage.ListOptions{Revision: rev, StartKey: start, Limit: 1000})
+		if err != nil {
+			return nil, nil, fmt.Errorf("history: read etcd at %d: %w", rev, err)
+		}
+		for _, kv := range l.KVs {
+			if kv.Key == AuthorKey {
+				continue
+			}
+			keys[kv.Key] = true
+			if kv.ModRevision <= recorded {
+				continue
+			}
+			rv := byRev[kv.ModRevision]
+			if rv == nil {
+				rv = &Revision{Rev: kv.ModRevision, Time: r.Now()}
+				byRev[kv.ModRevision] = rv
+			}
+			rv.Changes = append(rv.Changes, Change{Key: kv.Key, Value: kv.Value, CreateRevision: kv.CreateRevision})
+		}
+		if !l.More || len(l.KVs) == 0 {
+			break
+		}
+		start = l.KVs[len(l.KVs)-1].Key + "\x00"
+	}
+	out := make([]Revision, 0, len(byRev))
+	for _, rv := range byRev {
+		out = append(out, *rv)
+	}
+	sortRevisions(out)
+	return out, keys, nil
+}
