@@ -63,18 +63,34 @@ func (s *Store) check(rev int64) error {
 
 // reader is one consistent read of the database.
 type reader struct {
-	it *pebble.Iterator
+	it   *pebble.Iterator
+	done func()
 }
 
+// newReader holds the store open until close.
 func (s *Store) newReader() (*reader, error) {
+	done, err := s.use()
+	if err != nil {
+		return nil, err
+	}
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		done()
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	return &reader{it: it, done: done}, nil
+}
+
+// heldReader is a reader for a caller that holds the store open.
+func (s *Store) heldReader() (*reader, error) {
 	it, err := s.db.NewIter(nil)
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
-	return &reader{it: it}, nil
+	return &reader{it: it, done: func() {}}, nil
 }
 
-func (r *reader) close() { r.it.Close() }
+func (r *reader) close() { r.it.Close(); r.done() }
 
 // err is the iterator's error, as ErrCorrupt when it found damage.
 func (r *reader) err() error {

@@ -68,6 +68,11 @@ type Store struct {
 	gaps             atomic.Pointer[[]Gap]
 	damaged          atomic.Bool // a read found a damaged block
 
+	// closing guards the database against Close: every use holds it
+	// shared, Close exclusively.
+	closing sync.RWMutex
+	closed  bool
+
 	mu   sync.Mutex          // the writer
 	last map[string]keyState // per key, its last record (the writer's)
 }
@@ -114,13 +119,40 @@ func Open(dir string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the database. Nothing may use the store after it.
-func (s *Store) Close() error { return s.db.Close() }
+// ErrClosed: the store was closed.
+var ErrClosed = errors.New("history: store closed")
+
+// Close closes the database, once the reads and writes under way have
+// ended; later ones fail with ErrClosed.
+func (s *Store) Close() error {
+	s.closing.Lock()
+	defer s.closing.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.db.Close()
+}
+
+// use holds the store open until done is called.
+func (s *Store) use() (done func(), err error) {
+	s.closing.RLock()
+	if s.closed {
+		s.closing.RUnlock()
+		return nil, ErrClosed
+	}
+	return s.closing.RUnlock, nil
+}
 
 // Verify reads every block of the database, which checks its checksum,
 // and every record's encoding. It takes time proportional to the
 // database's size.
 func (s *Store) Verify() error {
+	done, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer done()
 	it, err := s.db.NewIter(nil)
 	if err != nil {
 		return err
@@ -245,6 +277,11 @@ func (s *Store) Append(revs []Revision) error {
 	if len(revs) == 0 {
 		return nil
 	}
+	done, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := s.db.NewBatch()
@@ -359,6 +396,11 @@ func (s *Store) AddGap(g Gap, found []Revision) error {
 	if err := s.Append(found); err != nil {
 		return err
 	}
+	done, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := s.db.NewBatch()
@@ -387,6 +429,11 @@ func (s *Store) Start(rev int64, found []Revision) error {
 	if err := s.Append(found); err != nil {
 		return err
 	}
+	done, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := s.db.NewBatch()
@@ -407,7 +454,14 @@ func sortRevisions(revs []Revision) {
 }
 
 // Size is the database's size on disk in bytes.
-func (s *Store) Size() int64 { return int64(s.db.Metrics().DiskSpaceUsage()) }
+func (s *Store) Size() int64 {
+	done, err := s.use()
+	if err != nil {
+		return 0
+	}
+	defer done()
+	return int64(s.db.Metrics().DiskSpaceUsage())
+}
 
 // pebbleLog sends Pebble's messages to the server's log.
 type pebbleLog struct{ log *slog.Logger }

@@ -19,6 +19,11 @@ const trimStep = 20_000
 // deletion. Reads at revisions before cutoff are refused afterwards.
 // cutoff is at most Recorded. It returns how many records it dropped.
 func (s *Store) Trim(cutoff int64) (int, error) {
+	done, err := s.use()
+	if err != nil {
+		return 0, err
+	}
+	defer done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cutoff = min(cutoff, s.recorded.Load())
@@ -36,7 +41,7 @@ func (s *Store) Trim(cutoff int64) (int, error) {
 // trimTo moves Oldest to cutoff in one batch.
 func (s *Store) trimTo(cutoff int64) (int, error) {
 	old := s.oldest.Load()
-	r, err := s.newReader()
+	r, err := s.heldReader() // Trim holds the store open
 	if err != nil {
 		return 0, err
 	}
@@ -158,9 +163,23 @@ func (s *Store) Retain(now time.Time) error {
 		if _, err := s.Trim(cutoff); err != nil {
 			return err
 		}
-		if err := s.db.Compact(context.Background(), recordKey(0, ""), recordKey(cutoff, ""), false); err != nil {
-			return fmt.Errorf("history: compact: %w", err)
+		if err := s.compact(cutoff); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// compact compacts the records before cutoff, so that their space is
+// given back.
+func (s *Store) compact(cutoff int64) error {
+	done, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := s.db.Compact(context.Background(), recordKey(0, ""), recordKey(cutoff, ""), false); err != nil {
+		return fmt.Errorf("history: compact: %w", err)
 	}
 	return nil
 }
