@@ -48,6 +48,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -68,6 +69,7 @@ import (
 	"github.com/objwatch/objwatch/server/endpoints"
 	"github.com/objwatch/objwatch/server/fieldmanager"
 	"github.com/objwatch/objwatch/server/gc/runner"
+	"github.com/objwatch/objwatch/server/history"
 	"github.com/objwatch/objwatch/server/lifecycle"
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/openapi"
@@ -233,10 +235,32 @@ type Config struct {
 	// WatchCacheStartDelay, for tests, makes every watch cache wait this
 	// long before its first list, as on a large store.
 	WatchCacheStartDelay time.Duration
+	// History keeps every revision of every object past etcd's
+	// compaction, with who made it (package history). An empty Dir keeps
+	// none; the servers of one etcd should all keep one, or all write
+	// author notes (WriteAuthorNotes).
+	History HistoryConfig
 	// DebugFault names a test fault that breaks the server on purpose, so
 	// that a test can show its checks find the break (objects.Fault*,
 	// `objwatch serve --debug-fault`); empty, always, in production.
 	DebugFault string
+}
+
+// HistoryConfig configures the history store.
+type HistoryConfig struct {
+	// Dir is the store's directory (objwatch serve: DATA-DIR/history).
+	Dir string
+	// Retention is how long a revision is kept (default 7 days); MaxSize
+	// bounds the store on disk (default 4 GiB): past it the oldest
+	// revisions go first.
+	Retention time.Duration
+	MaxSize   int64
+	// ServerName names this server in the authors of its writes (default
+	// the host name).
+	ServerName string
+	// WriteAuthorNotes makes a server without a store write author notes
+	// all the same, for the servers of its etcd that keep one.
+	WriteAuthorNotes bool
 }
 
 // setDefaults fills in the defaults the server owns; the object
@@ -248,6 +272,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = 3 << 20
+	}
+	if c.History.Retention == 0 {
+		c.History.Retention = 7 * 24 * time.Hour
+	}
+	if c.History.MaxSize == 0 {
+		c.History.MaxSize = 4 << 30
+	}
+	if c.History.ServerName == "" {
+		c.History.ServerName, _ = os.Hostname()
 	}
 	if c.MaxReadInFlight == 0 {
 		c.MaxReadInFlight = 400
@@ -319,6 +352,13 @@ type Server struct {
 	storageReady *lifecycle.StorageReadiness
 	// health probes etcd; Run runs it.
 	health *health.Monitor
+	// history is the history store (nil: none, or it could not be
+	// opened: historyErr says why); rawStore the etcd store it records,
+	// values as they are at rest.
+	history    *history.Store
+	historyErr error
+	rawStore   storage.Interface
+	atRest     storage.RestReader
 }
 
 // New returns a Server. It starts nothing; call Run.
@@ -327,6 +367,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: no storage")
 	}
 	cfg.setDefaults()
+	raw := cfg.Storage
 	// Every layer reads and writes through the transforming store.
 	store, err := encryption.Store(cfg.Storage, cfg.EncryptionProviderConfig)
 	if err != nil {
@@ -336,8 +377,15 @@ func New(cfg Config) (*Server, error) {
 	// monitor, which refuses requests while etcd is lost.
 	monitor := health.New(store, health.Config{Interval: cfg.StorageProbeInterval, UnhealthyAfter: cfg.StorageUnhealthyAfter, Log: cfg.Log})
 	cfg.Storage = monitor.Store()
-	s := &Server{cfg: cfg, store: cfg.Storage, registry: registry.New(kube.Resources()...), health: monitor}
+	s := &Server{cfg: cfg, store: cfg.Storage, registry: registry.New(kube.Resources()...), health: monitor, rawStore: raw}
+	s.atRest, _ = store.(storage.RestReader)
+	if err := s.openHistory(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
 	if err := s.build(); err != nil {
+		if s.history != nil {
+			s.history.Close()
+		}
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	return s, nil
@@ -390,6 +438,7 @@ func (s *Server) build() error {
 		DisableWatchCache: cfg.DisableWatchCache, WatchCacheWindow: cfg.WatchCacheWindow,
 		WatchCacheCompactionPoll: cfg.WatchCacheCompactionPoll, WatchBufferEvents: cfg.WatchBufferEvents, Verify: cfg.Verify,
 		Hooks: chainHooks(s.admission), FieldManager: fm, DebugFault: cfg.DebugFault, CacheStartDelay: cfg.WatchCacheStartDelay,
+		AuthorNotes: cfg.History.Dir != "" || cfg.History.WriteAuthorNotes, ServerName: cfg.History.ServerName, History: s.history, AtRest: s.atRest,
 	}); err != nil {
 		return err
 	}
@@ -456,6 +505,10 @@ func (s *Server) components() []rungroup.Component {
 	// The storage probes run first and stop last: everything else may
 	// wait on etcd, and the guard refuses at once what would wait in vain.
 	cs := []rungroup.Component{{Name: "storage health", Run: s.health.Run, Detached: true}}
+	if s.history != nil {
+		// Closed once every reader stopped.
+		cs = append(cs, rungroup.Component{Name: "history", Run: s.recordHistory, Stop: func() { s.history.Close() }})
+	}
 	if s.audit != nil {
 		// Stopped last but one: records of requests still ending are
 		// written.

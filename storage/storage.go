@@ -276,3 +276,12 @@ func NoteFrom(ctx context.Context) (Note, bool) {
 	n, ok := ctx.Value(noteKey{}).(Note)
 	return n, ok
 }
+
+// RestReader is a store that can transform back a value kept in its form
+// at rest outside it (the history store records etcd's values as they are).
+type RestReader interface {
+	// FromRest is value, key's value at rest written at rev, as a read
+	// of the store would return it; a value that cannot be transformed
+	// back is a *TransformError.
+	FromRest(ctx context.Context, key string, rev int64, value []byte) ([]byte, error)
+}

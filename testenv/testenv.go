@@ -100,6 +100,13 @@ func WithEncryptionProviderConfig(path string) Option {
 	return func(o *instance.Options) { o.Server.EncryptionProviderConfig = path }
 }
 
+// WithHistoryStore makes the server keep a history store (package
+// server/history) in its data directory, as objwatch serve does: every
+// revision of every object past etcd's compaction, with its author.
+func WithHistoryStore() Option {
+	return func(o *instance.Options) { o.Server.History.Dir = filepath.Join(o.DataDir, "history") }
+}
+
 // WithLogger sends server logs to l (default: discarded).
 func WithLogger(l *slog.Logger) Option {
 	return func(o *instance.Options) { o.Log = l }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/objwatch/objwatch/internal/instance"
 	"github.com/objwatch/objwatch/server/audit"
@@ -26,6 +27,8 @@ func newServeCommand() *cobra.Command {
 		hosts                     []string
 		verbose                   bool
 		auditJournalMB            int
+		keepHistory               bool
+		historyMaxSize            string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -49,6 +52,16 @@ func newServeCommand() *cobra.Command {
 					return err
 				}
 				o.EtcdTLS = tc
+			}
+			if keepHistory && o.Server.History.Dir == "" {
+				o.Server.History.Dir = filepath.Join(o.DataDir, "history")
+			}
+			if historyMaxSize != "" {
+				q, err := resource.ParseQuantity(historyMaxSize)
+				if err != nil || q.Value() <= 0 {
+					return fmt.Errorf("--history-max-size %q: a size such as 4Gi or 500Mi", historyMaxSize)
+				}
+				o.Server.History.MaxSize = q.Value()
 			}
 			ctx := cmd.Context()
 			in, err := instance.Start(ctx, o)
@@ -99,6 +112,10 @@ func newServeCommand() *cobra.Command {
 	f.IntVar(&auditJournalMB, "audit-journal-size", audit.DefaultJournalSize>>20, "megabytes of the journal beside the audit log (PATH.journal) that makes records durable without fsyncing the log itself, which on the file system of etcd's WAL slows etcd (0: no journal, the log is fsynced for every batch)")
 	f.DurationVar(&o.Server.Audit.CheckpointInterval, "audit-checkpoint-interval", 10*time.Second, "interval between checkpoints of the audit log's hash chain in etcd")
 	f.StringVar(&o.Server.EncryptionProviderConfig, "encryption-provider-config", "", "apiserver.config.k8s.io/v1 EncryptionConfiguration choosing the resources encrypted at rest in etcd and their keys (aesgcm, aescbc, secretbox, identity), as kube-apiserver's; every server of an etcd needs the same (default: nothing encrypted)")
+	f.BoolVar(&keepHistory, "history", true, "keep every revision of every object past etcd's compaction, with its author (see --history-dir)")
+	f.StringVar(&o.Server.History.Dir, "history-dir", "", "directory of the history store (default DATA-DIR/history)")
+	f.DurationVar(&o.Server.History.Retention, "history-retention", 7*24*time.Hour, "how long the history store keeps a revision")
+	f.StringVar(&historyMaxSize, "history-max-size", "4Gi", "largest size of the history store on disk; past it the oldest revisions are dropped first")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
 	// A test fault (server.Config.DebugFault) for the robustness
 	// harness's self-test; hidden from help. Only a binary built with

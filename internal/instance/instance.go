@@ -245,7 +245,7 @@ func Start(ctx context.Context, o Options) (_ *Instance, err error) {
 	}()
 	go func() {
 		defer in.wg.Done()
-		in.Store.RunCompactor(runCtx, o.CompactionInterval, o.Log)
+		in.Store.RunCompactor(runCtx, o.CompactionInterval, o.Log, in.Server.CompactionFloor)
 	}()
 	go func() {
 		defer in.wg.Done()

@@ -80,6 +80,10 @@ func (r *Recorder) Run(ctx context.Context) {
 		if errors.As(err, &ce) {
 			err = r.bridge(ctx, ce.Compacted)
 		}
+		if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrClosed) {
+			r.Log.Error("history: recording stopped", "recorded", r.Store.Recorded(), "err", err)
+			return
+		}
 		if err != nil {
 			r.Log.Warn("history: recording", "recorded", r.Store.Recorded(), "err", err)
 			select {

@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -65,8 +66,10 @@ type Store struct {
 	opts Options
 
 	recorded, oldest atomic.Int64
-	gaps             atomic.Pointer[[]Gap]
-	damaged          atomic.Bool // a read found a damaged block
+	// advanced is closed (and replaced) whenever Recorded moves.
+	advanced atomic.Pointer[chan struct{}]
+	gaps     atomic.Pointer[[]Gap]
+	damaged  atomic.Bool // a read found a damaged block
 
 	// closing guards the database against Close: every use holds it
 	// shared, Close exclusively.
@@ -112,6 +115,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("history: open %s: %w", dir, err)
 	}
 	s.db = db
+	ch := make(chan struct{})
+	s.advanced.Store(&ch)
 	if err := s.loadMeta(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, dir, err)
@@ -141,12 +146,16 @@ func (s *Store) use() (done func(), err error) {
 		s.closing.RUnlock()
 		return nil, ErrClosed
 	}
+	if s.damaged.Load() {
+		s.closing.RUnlock()
+		return nil, fmt.Errorf("%w (found since it was opened; see the server's log)", ErrCorrupt)
+	}
 	return s.closing.RUnlock, nil
 }
 
 // Verify reads every block of the database, which checks its checksum,
 // and every record's encoding. It takes time proportional to the
-// database's size.
+// database's size. Damage found marks the store damaged (see Damaged).
 func (s *Store) Verify() error {
 	done, err := s.use()
 	if err != nil {
@@ -161,16 +170,16 @@ func (s *Store) Verify() error {
 	for it.First(); it.Valid(); it.Next() {
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return fmt.Errorf("%w: %w", ErrCorrupt, err)
+			return s.damage(err)
 		}
 		if len(it.Key()) > 0 && it.Key()[0] == spaceRecord {
 			if _, err := decodeRecord(v); err != nil {
-				return fmt.Errorf("%w: record %q: %w", ErrCorrupt, it.Key(), err)
+				return s.damage(fmt.Errorf("record %q: %w", it.Key(), err))
 			}
 		}
 	}
 	if err := it.Error(); err != nil {
-		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+		return s.damage(err)
 	}
 	return nil
 }
@@ -236,6 +245,28 @@ func (s *Store) metaInt(name string) (int64, error) {
 // Recorded is the last revision recorded: every change up to it is in the
 // store (or in a gap).
 func (s *Store) Recorded() int64 { return s.recorded.Load() }
+
+// WaitRecorded waits until Recorded is rev or more, or ctx ends.
+func (s *Store) WaitRecorded(ctx context.Context, rev int64) error {
+	for {
+		ch := *s.advanced.Load()
+		if s.Recorded() >= rev {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("history: waiting for revision %d (recorded %d): %w", rev, s.Recorded(), context.Cause(ctx))
+		case <-ch:
+		}
+	}
+}
+
+// setRecorded moves Recorded to rev and wakes its waiters.
+func (s *Store) setRecorded(rev int64) {
+	s.recorded.Store(rev)
+	ch := make(chan struct{})
+	close(*s.advanced.Swap(&ch))
+}
 
 // Oldest is the oldest revision the store answers reads at (0: it never
 // dropped any).
@@ -337,7 +368,7 @@ func (s *Store) Append(revs []Revision) error {
 		s.last[k] = st
 	}
 	if last > s.recorded.Load() {
-		s.recorded.Store(last)
+		s.setRecorded(last)
 	}
 	return nil
 }
@@ -414,12 +445,19 @@ func (s *Store) AddGap(g Gap, found []Revision) error {
 	}
 	s.gaps.Store(&gaps)
 	if g.To+1 > s.recorded.Load() {
-		s.recorded.Store(g.To + 1)
+		s.setRecorded(g.To + 1)
 	}
 	return nil
 }
 
-// Damaged reports whether a read found a damaged block since Open.
+// damage marks the store damaged: it answers nothing more.
+func (s *Store) damage(err error) error {
+	s.damaged.Store(true)
+	return fmt.Errorf("%w: %w", ErrCorrupt, err)
+}
+
+// Damaged reports whether a read or Verify found damage since Open: then
+// every use of the store fails with ErrCorrupt.
 func (s *Store) Damaged() bool { return s.damaged.Load() }
 
 // Start begins an empty store's history at rev: found is etcd's state
@@ -445,7 +483,7 @@ func (s *Store) Start(rev int64, found []Revision) error {
 		return fmt.Errorf("history: start: %w", err)
 	}
 	s.oldest.Store(rev)
-	s.recorded.Store(rev)
+	s.setRecorded(rev)
 	return nil
 }
 

@@ -20,6 +20,7 @@ import (
 // Conflicts with other managers' fields are 409 unless opts.Force.
 func (s *Service) Apply(ctx context.Context, req *Request, patch *unstructured.Unstructured, opts WriteOptions) (Result, error) {
 	req.DryRun = opts.DryRun
+	ctx = s.noted(ctx, req, opts.FieldManager)
 	if err := s.hooks.authorize(ctx, req); err != nil {
 		return Result{}, err
 	}
@@ -95,6 +96,7 @@ func checkApplied(obj *unstructured.Unstructured, req *Request) error {
 // are mutate's), and never a create.
 func (s *Service) ApplySubresource(ctx context.Context, req *Request, opts WriteOptions, mutate Mutation) (Result, error) {
 	req.DryRun = opts.DryRun
+	ctx = s.noted(ctx, req, opts.FieldManager)
 	if err := s.hooks.authorize(ctx, req); err != nil {
 		return Result{}, err
 	}

@@ -93,6 +93,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/objwatch/objwatch/server/auth"
+	"github.com/objwatch/objwatch/server/history"
 	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/storage"
 )
@@ -140,6 +141,15 @@ type Config struct {
 	// CacheStartDelay, for tests, makes every watch cache wait this long
 	// before its first list, as a cache on a large store takes to load.
 	CacheStartDelay time.Duration
+	// AuthorNotes makes every write carry an author note (see noted and
+	// package history), naming ServerName as the server that made it.
+	AuthorNotes bool
+	ServerName  string
+	// History is the history store past reads are answered from when
+	// etcd has compacted them (nil: none); AtRest transforms its values,
+	// kept as they are at rest, back (nil: they are kept as written).
+	History *history.Store
+	AtRest  storage.RestReader
 }
 
 // FieldManager keeps server-side apply's field ownership

@@ -53,6 +53,7 @@ func normalize(res *registry.Resource, obj, old *unstructured.Unstructured, opts
 // what was stored, with its resourceVersion.
 func (s *Service) Create(ctx context.Context, req *Request, obj *unstructured.Unstructured, opts WriteOptions) (Result, error) {
 	req.DryRun = opts.DryRun
+	ctx = s.noted(ctx, req, opts.FieldManager)
 	if err := s.hooks.authorize(ctx, req); err != nil {
 		return Result{}, err
 	}
@@ -198,6 +199,7 @@ type Mutation func(cur *unstructured.Unstructured) (*unstructured.Unstructured, 
 // finalizer completes its deletion.
 func (s *Service) Update(ctx context.Context, req *Request, opts WriteOptions, mutate Mutation) (Result, error) {
 	req.DryRun = opts.DryRun
+	ctx = s.noted(ctx, req, opts.FieldManager)
 	if err := s.hooks.authorize(ctx, req); err != nil {
 		return Result{}, err
 	}
@@ -494,6 +496,7 @@ func specChanged(a, b *unstructured.Unstructured, statusSub bool) bool {
 // marked object). The resource's undeletable objects get 403.
 func (s *Service) Delete(ctx context.Context, req *Request, opts *metav1.DeleteOptions) (Result, error) {
 	req.DryRun = len(opts.DryRun) > 0
+	ctx = s.noted(ctx, req, "")
 	if err := s.hooks.authorize(ctx, req); err != nil {
 		return Result{}, err
 	}
@@ -595,6 +598,7 @@ func (s *Service) deleteObject(ctx context.Context, req *Request, opts *metav1.D
 // object gone meanwhile is no error.
 func (s *Service) DeleteCollection(ctx context.Context, req *Request, listOpts *internalversion.ListOptions, opts *metav1.DeleteOptions) error {
 	req.SelectedName = selectedName(listOpts)
+	ctx = s.noted(ctx, req, "")
 	if err := s.hooks.authorize(ctx, req); err != nil {
 		return err
 	}

@@ -8,10 +8,12 @@ import (
 
 // RunCompactor compacts etcd's history every interval until ctx ends. Each
 // run compacts to the revision observed at the previous run, so at least one
-// interval of history is always kept for watches to resume from. Several
+// interval of history is always kept for watches to resume from, and never
+// past floor() when floor is set and says more than 0 (the history store's
+// last recorded revision: what it has not read yet stays in etcd). Several
 // servers may run it against one cluster: compaction is idempotent.
 // It blocks; the caller owns the goroutine it runs in.
-func (s *Store) RunCompactor(ctx context.Context, interval time.Duration, log *slog.Logger) {
+func (s *Store) RunCompactor(ctx context.Context, interval time.Duration, log *slog.Logger, floor func() int64) {
 	if interval <= 0 {
 		return
 	}
@@ -24,11 +26,17 @@ func (s *Store) RunCompactor(ctx context.Context, interval time.Duration, log *s
 			return
 		case <-t.C:
 		}
-		if last > 0 {
-			if err := s.Compact(ctx, last); err != nil && ctx.Err() == nil {
-				log.Warn("compaction failed", "revision", last, "err", err)
+		target := last
+		if floor != nil {
+			if f := floor(); f > 0 {
+				target = min(target, f)
+			}
+		}
+		if target > 0 {
+			if err := s.Compact(ctx, target); err != nil && ctx.Err() == nil {
+				log.Warn("compaction failed", "revision", target, "err", err)
 			} else if err == nil {
-				log.Debug("compacted", "revision", last)
+				log.Debug("compacted", "revision", target)
 			}
 		}
 		rev, err := s.Revision(ctx)

@@ -39,7 +39,7 @@ func TestCompactorKeepsOneInterval(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.RunCompactor(ctx, 50*time.Millisecond, discardLogger())
+		s.RunCompactor(ctx, 50*time.Millisecond, discardLogger(), nil)
 	}()
 	defer func() { cancel(); <-done }()
 	first, err := s.Create(ctx, "/c/a", []byte("1"))

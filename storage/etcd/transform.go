@@ -45,6 +45,13 @@ func (s *Store) fromStorage(ctx context.Context, k *mvccpb.KeyValue) (storage.Ke
 	return out, nil
 }
 
+// FromRest transforms value, key's value at rest written at rev, back
+// (see storage.RestReader).
+func (s *Store) FromRest(ctx context.Context, key string, rev int64, v []byte) ([]byte, error) {
+	out, err := s.fromStorage(ctx, &mvccpb.KeyValue{Key: []byte(key), Value: v, ModRevision: rev})
+	return out.Value, err
+}
+
 // toStorage is v as key stores it at rest.
 func (s *Store) toStorage(ctx context.Context, key string, v []byte) (string, error) {
 	t := s.transformer(key)

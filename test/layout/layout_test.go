@@ -89,6 +89,7 @@ func TestServerImportsPointDown(t *testing.T) {
 		"server/webhookclient":     0,
 		"server/jsonenc":           0,
 		"server/jsonpatch":         1, // patches of watch deltas, encoded by jsonenc
+		"server/history":           2, // the revision store: records patched with jsonpatch
 		"server/rungroup":          0,
 	}
 	seen := 0

@@ -1,0 +1,53 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"github.com/objwatch/objwatch/server/history"
+)
+
+// openHistory opens the history store of Config.History. A store that
+// fails its checks is reported (in the log, and to history reads) and the
+// server runs without one, serving the present; any other failure to open
+// it is an error.
+func (s *Server) openHistory() error {
+	hc := s.cfg.History
+	if hc.Dir == "" {
+		return nil
+	}
+	hs, err := history.Open(hc.Dir, history.Options{Retention: hc.Retention, MaxSize: hc.MaxSize, Log: s.cfg.Log})
+	if errors.Is(err, history.ErrCorrupt) {
+		s.historyErr = err
+		s.cfg.Log.Error("history: the store is damaged; serving without history (move it aside to start a new one)", "dir", hc.Dir, "err", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.history = hs
+	return nil
+}
+
+// recordHistory checks every block of the store, then records etcd's
+// changes into it until ctx ends. A damaged store (history.Store.Damaged)
+// records nothing more and answers reads with history.ErrCorrupt.
+func (s *Server) recordHistory(ctx context.Context) {
+	if err := s.history.Verify(); err != nil {
+		if errors.Is(err, history.ErrCorrupt) {
+			s.cfg.Log.Error("history: the store is damaged; serving without history (move it aside to start a new one)", "dir", s.cfg.History.Dir, "err", err)
+		}
+		return
+	}
+	rec := &history.Recorder{Store: s.history, Source: s.rawStore, Log: s.cfg.Log}
+	rec.Run(ctx)
+}
+
+// CompactionFloor is the newest revision etcd may be compacted to without
+// losing what the history store has not recorded yet (0: no bound).
+func (s *Server) CompactionFloor() int64 {
+	if s.history == nil {
+		return 0
+	}
+	return s.history.Recorded()
+}
