@@ -35,10 +35,17 @@ func objectHistory(t *testing.T, a *servertest.API, name string) endpoints.Objec
 // compactor runs every few hundred milliseconds in these tests).
 func waitCompacted(t *testing.T, st storage.Interface, rev int64) {
 	t.Helper()
-	servertest.Eventually(t, fmt.Sprintf("etcd compacted past %d", rev), func() bool {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
 		_, err := st.List(context.Background(), "/registry/configmaps/", storage.ListOptions{Revision: rev, Limit: 1})
-		return errors.Is(err, storage.ErrCompacted)
-	})
+		if errors.Is(err, storage.ErrCompacted) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcd did not compact past %d in 20 s: %v", rev, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // summary is an item of a history as "verb by user" (or "deleted by
@@ -172,4 +179,138 @@ func TestHistoryStoreTwoServersAndAGap(t *testing.T) {
 	if data, _ := obj["data"].(map[string]any); data["k"] != "2" {
 		t.Errorf("later after the gap: %s, want data.k 2", later.Items[0].Object)
 	}
+}
+
+// snapshot is what the live server answered at one revision.
+type snapshot struct {
+	rev   int64
+	at    time.Time
+	list  []any          // the items of a list of configmaps in default
+	gets  map[string]any // each object by a get
+	label []any          // the items of a list selected by label
+}
+
+// items decodes a list's items.
+func items(t *testing.T, r servertest.Response) []any {
+	t.Helper()
+	it, _ := r.Object()["items"].([]any)
+	return it
+}
+
+// Past reads answered from the history store after etcd compacted them
+// equal what the live server said at those revisions: gets at an exact
+// revision, lists (whole, paginated, selected by label) and asOf.
+func TestHistoryStorePastReads(t *testing.T) {
+	env := testenv.Start(t, testenv.WithHistoryStore(), testenv.WithCompaction(100*time.Millisecond))
+	a := servertest.NewAPI(t, env)
+	var snaps []snapshot
+	take := func(rv string) {
+		t.Helper()
+		rev, _ := strconv.ParseInt(rv, 10, 64)
+		s := snapshot{rev: rev, gets: map[string]any{}}
+		l := a.JSON("GET", servertest.CMs+"?resourceVersion="+rv+"&resourceVersionMatch=Exact", "")
+		servertest.MustCode(t, "live list", l, http.StatusOK)
+		s.list = items(t, l)
+		ll := a.JSON("GET", servertest.CMs+"?labelSelector=tier%3Dweb&resourceVersion="+rv+"&resourceVersionMatch=Exact", "")
+		servertest.MustCode(t, "live labelled list", ll, http.StatusOK)
+		s.label = items(t, ll)
+		for _, it := range s.list {
+			name := it.(map[string]any)["metadata"].(map[string]any)["name"].(string)
+			s.gets[name] = it
+		}
+		s.at = time.Now()
+		time.Sleep(5 * time.Millisecond) // the next write is later than at
+		snaps = append(snaps, s)
+	}
+	for i := range 6 {
+		labels := `,"labels":{"tier":"db"}`
+		if i%2 == 0 {
+			labels = `,"labels":{"tier":"web"}`
+		}
+		r := a.JSON("POST", servertest.CMs, servertest.CM(fmt.Sprintf("cm-%d", i), labels))
+		servertest.MustCode(t, "create", r, http.StatusCreated)
+		take(servertest.RVOf(t, r))
+	}
+	for i := range 4 {
+		r := a.Do("PATCH", servertest.CMs+"/cm-1", "application/merge-patch+json", []byte(fmt.Sprintf(`{"data":{"k":"v%d"},"metadata":{"labels":{"tier":"%s"}}}`, i, []string{"web", "db"}[i%2])))
+		servertest.MustCode(t, "patch", r, http.StatusOK)
+		take(servertest.RVOf(t, r))
+	}
+	servertest.MustCode(t, "delete", a.JSON("DELETE", servertest.CMs+"/cm-2", ""), http.StatusOK)
+	l := a.JSON("GET", servertest.CMs, "")
+	md, _ := l.Object()["metadata"].(map[string]any)
+	take(md["resourceVersion"].(string))
+	// A later write elsewhere, so that etcd compacts past the last one.
+	servertest.MustCode(t, "a later write", a.JSON("POST", "/api/v1/namespaces/kube-public/configmaps", servertest.CM("later", "")), http.StatusCreated)
+	waitCompacted(t, servertest.RawStore(t, env), snaps[len(snaps)-1].rev)
+
+	equal := func(what string, got, want any) {
+		t.Helper()
+		g, _ := json.Marshal(got)
+		w, _ := json.Marshal(want)
+		if string(g) != string(w) {
+			t.Fatalf("%s:\n got %s\nwant %s", what, g, w)
+		}
+	}
+	for _, s := range snaps {
+		rv := strconv.FormatInt(s.rev, 10)
+		l := a.JSON("GET", servertest.CMs+"?resourceVersion="+rv+"&resourceVersionMatch=Exact", "")
+		servertest.MustCode(t, "past list at "+rv, l, http.StatusOK)
+		equal("list at "+rv, items(t, l), s.list)
+		ll := a.JSON("GET", servertest.CMs+"?labelSelector=tier%3Dweb&resourceVersion="+rv+"&resourceVersionMatch=Exact", "")
+		servertest.MustCode(t, "past labelled list at "+rv, ll, http.StatusOK)
+		equal("labelled list at "+rv, items(t, ll), s.label)
+		// Pages of two.
+		var paged []any
+		path := servertest.CMs + "?limit=2&resourceVersion=" + rv + "&resourceVersionMatch=Exact"
+		for {
+			p := a.JSON("GET", path, "")
+			servertest.MustCode(t, "past page at "+rv, p, http.StatusOK)
+			paged = append(paged, items(t, p)...)
+			md, _ := p.Object()["metadata"].(map[string]any)
+			cont, _ := md["continue"].(string)
+			if cont == "" {
+				break
+			}
+			path = servertest.CMs + "?limit=2&continue=" + cont
+		}
+		equal("paginated list at "+rv, paged, s.list)
+		// asOf: the moment after the write.
+		al := a.JSON("GET", servertest.CMs+"?asOf="+s.at.UTC().Format(time.RFC3339Nano), "")
+		servertest.MustCode(t, "list asOf", al, http.StatusOK)
+		equal("list as of the moment after "+rv, items(t, al), s.list)
+		for i := range 6 {
+			name := fmt.Sprintf("cm-%d", i)
+			g := a.JSON("GET", servertest.CMs+"/"+name+"?resourceVersion="+rv+"&resourceVersionMatch=Exact", "")
+			want, existed := s.gets[name]
+			if !existed {
+				servertest.MustCode(t, name+" before it existed", g, http.StatusNotFound)
+				continue
+			}
+			servertest.MustCode(t, "past get of "+name+" at "+rv, g, http.StatusOK)
+			obj := g.Object()
+			delete(obj, "apiVersion") // list items of built-in kinds have none
+			delete(obj, "kind")
+			equal("get of "+name+" at "+rv, obj, want)
+		}
+	}
+
+	// Bad input.
+	for _, c := range []struct {
+		query string
+		code  int
+	}{
+		{"asOf=yesterday", http.StatusBadRequest},
+		{"asOf=" + time.Now().Add(time.Hour).UTC().Format(time.RFC3339), http.StatusBadRequest},
+		{"asOf=2001-01-01T00:00:00Z", http.StatusGone},
+		{"asOf=" + time.Now().UTC().Format(time.RFC3339) + "&resourceVersion=5", http.StatusBadRequest},
+	} {
+		r := a.JSON("GET", servertest.CMs+"?"+c.query, "")
+		servertest.MustCode(t, c.query, r, c.code)
+		if st := r.Status(); st.Message == "" {
+			t.Errorf("%s: a Status without a message: %s", c.query, r.Body)
+		}
+	}
+	g := a.JSON("GET", servertest.CMs+"/cm-1?resourceVersion=abc&resourceVersionMatch=Exact", "")
+	servertest.MustCode(t, "get at a malformed revision", g, http.StatusBadRequest)
 }

@@ -59,12 +59,22 @@ func (a *API) getObject(r *http.Request, req *objects.Request) (*unstructured.Un
 	if err != nil {
 		return nil, err
 	}
+	rev, err := a.pastGet(r, opts)
+	if err != nil {
+		return nil, err
+	}
+	if rev > 0 {
+		return a.objects.GetAt(r.Context(), req, rev)
+	}
 	return a.objects.Get(r.Context(), req, opts)
 }
 
 func (a *API) list(w http.ResponseWriter, r *http.Request, req *objects.Request) error {
 	o, err := listOptions(r, req.Verb)
 	if err != nil {
+		return err
+	}
+	if err := a.pastList(r, o); err != nil {
 		return err
 	}
 	l, err := a.objects.List(r.Context(), req, o)

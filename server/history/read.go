@@ -213,14 +213,14 @@ func (s *Store) Get(key string, rev int64) (Entry, error) {
 
 // List returns the keys under prefix that existed at rev, in key order,
 // from startKey on (inclusive; "" for the first), at most limit of them
-// (0: all); more reports whether others follow.
-func (s *Store) List(prefix, startKey string, rev int64, limit int) (_ []Entry, more bool, _ error) {
+// (0: all); remaining counts those after them.
+func (s *Store) List(prefix, startKey string, rev int64, limit int) (_ []Entry, remaining int64, _ error) {
 	if err := s.check(rev); err != nil {
-		return nil, false, err
+		return nil, 0, err
 	}
 	r, err := s.newReader()
 	if err != nil {
-		return nil, false, err
+		return nil, 0, err
 	}
 	defer r.close()
 	from := prefix
@@ -233,7 +233,7 @@ func (s *Store) List(prefix, startKey string, rev int64, limit int) (_ []Entry, 
 	for r.it.SeekGE(seek) && (end == nil || bytes.Compare(r.it.Key(), end) < 0) {
 		key, _, ok := parseKeyIndexKey(r.it.Key())
 		if !ok {
-			return nil, false, fmt.Errorf("%w: key index entry %q", ErrCorrupt, r.it.Key())
+			return nil, 0, fmt.Errorf("%w: key index entry %q", ErrCorrupt, r.it.Key())
 		}
 		// The next key's entries start after key's 0x00 separator.
 		seek = append(keyIndexPrefix(key)[:len(key)+1], 1)
@@ -245,18 +245,19 @@ func (s *Store) List(prefix, startKey string, rev int64, limit int) (_ []Entry, 
 			continue
 		}
 		if limit > 0 && len(out) == limit {
-			return out, true, nil
+			remaining++ // counted, not read
+			continue
 		}
 		e, err := r.entry(key, at)
 		if err != nil {
-			return nil, false, err
+			return nil, 0, err
 		}
 		out = append(out, e)
 	}
 	if err := r.err(); err != nil {
-		return nil, false, err
+		return nil, 0, err
 	}
-	return out, false, nil
+	return out, remaining, nil
 }
 
 // KeyHistory returns every retained change of key, oldest first, each

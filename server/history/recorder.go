@@ -133,6 +133,11 @@ func (r *Recorder) follow(ctx context.Context, retain <-chan time.Time) error {
 				r.Log.Warn("history: retention", "err", err)
 			}
 			continue
+		case <-r.Store.Wanted():
+			if err := w.RequestProgress(ctx); err != nil {
+				r.Log.Debug("history: progress request", "err", err)
+			}
+			continue
 		case ev, ok := <-w.Events():
 			if !ok {
 				return errors.New("history: watch ended")
@@ -152,9 +157,14 @@ func (r *Recorder) follow(ctx context.Context, retain <-chan time.Time) error {
 				break more
 			}
 		}
-		revs, err := r.revisions(batch)
+		revs, progress, err := r.revisions(batch)
 		if aerr := r.Store.Append(revs); aerr != nil {
 			return aerr
+		}
+		if progress > 0 {
+			if perr := r.Store.Reached(progress); perr != nil {
+				return perr
+			}
 		}
 		if err != nil {
 			return err
@@ -163,14 +173,15 @@ func (r *Recorder) follow(ctx context.Context, retain <-chan time.Time) error {
 }
 
 // revisions groups events into revisions, each with its author note; an
-// error event ends them (returned).
-func (r *Recorder) revisions(events []storage.Event) ([]Revision, error) {
-	var out []Revision
+// error event ends them (returned). progress is the revision of the last
+// progress notification (0: none): every change up to it was delivered.
+func (r *Recorder) revisions(events []storage.Event) (out []Revision, progress int64, _ error) {
 	for _, ev := range events {
 		switch ev.Type {
 		case storage.Error:
-			return out, ev.Err
+			return out, progress, ev.Err
 		case storage.Progress:
+			progress = ev.Revision
 			continue
 		}
 		if ev.KV.Key == AuthorKey {
@@ -200,7 +211,7 @@ func (r *Recorder) revisions(events []storage.Event) ([]Revision, error) {
 		last := &out[len(out)-1]
 		last.Changes = append(last.Changes, c)
 	}
-	return out, nil
+	return out, progress, nil
 }
 
 // baseline records etcd's state at rev as the start of the history:

@@ -66,8 +66,10 @@ type Store struct {
 	opts Options
 
 	recorded, oldest atomic.Int64
-	// advanced is closed (and replaced) whenever Recorded moves.
+	// advanced is closed (and replaced) whenever Recorded moves; wanted
+	// tells the recorder that a reader waits (see Wanted).
 	advanced atomic.Pointer[chan struct{}]
+	wanted   chan struct{}
 	gaps     atomic.Pointer[[]Gap]
 	damaged  atomic.Bool // a read found a damaged block
 
@@ -100,7 +102,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
-	s := &Store{opts: opts, last: map[string]keyState{}}
+	s := &Store{opts: opts, last: map[string]keyState{}, wanted: make(chan struct{}, 1)}
 	// Damage found while reading is an error of that read (and logged),
 	// never the end of the server.
 	events := &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
@@ -254,11 +256,40 @@ func (s *Store) WaitRecorded(ctx context.Context, rev int64) error {
 			return nil
 		}
 		select {
+		case s.wanted <- struct{}{}:
+		default:
+		}
+		select {
 		case <-ctx.Done():
 			return fmt.Errorf("history: waiting for revision %d (recorded %d): %w", rev, s.Recorded(), context.Cause(ctx))
 		case <-ch:
 		}
 	}
+}
+
+// Wanted receives when a reader waits for a revision not recorded yet:
+// the recorder then asks etcd how far its watch has come (a revision
+// without a change of a recorded key moves Recorded only that way).
+func (s *Store) Wanted() <-chan struct{} { return s.wanted }
+
+// Reached records that every change up to rev has been recorded (a
+// watch's progress notification).
+func (s *Store) Reached(rev int64) error {
+	done, err := s.use()
+	if err != nil {
+		return err
+	}
+	defer done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rev <= s.recorded.Load() {
+		return nil
+	}
+	if err := s.db.Set(metaKey(metaRecorded), binary.BigEndian.AppendUint64(nil, uint64(rev)), pebble.NoSync); err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	s.setRecorded(rev)
+	return nil
 }
 
 // setRecorded moves Recorded to rev and wakes its waiters.

@@ -162,7 +162,8 @@ func check(t *testing.T, s *Store, m *model, oldest int64) {
 		var got []string
 		start := ""
 		for {
-			page, more, err := s.List("/registry/configmaps/", start, rev, 3)
+			page, remaining, err := s.List("/registry/configmaps/", start, rev, 3)
+			more := remaining > 0
 			if err != nil {
 				t.Fatalf("list at %d: %v", rev, err)
 			}

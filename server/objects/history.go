@@ -122,7 +122,7 @@ func (s *Service) recordedHistory(ctx context.Context, req *Request) (History, e
 	key := res.Key(req.Namespace, req.Name)
 	entries, err := s.cfg.History.KeyHistory(key)
 	if err != nil {
-		return History{}, historyError(err)
+		return History{}, pastError(err)
 	}
 	if len(entries) == 0 {
 		return History{}, apierrors.NewNotFound(gr(res), req.Name)
@@ -176,27 +176,10 @@ func (s *Service) historyCaughtUp(ctx context.Context) error {
 // pastObject decodes a value of the history store as a read of res at
 // its revision would.
 func (s *Service) pastObject(ctx context.Context, res *registry.Resource, e history.Entry) (*unstructured.Unstructured, error) {
-	v := e.Value
-	if s.cfg.AtRest != nil {
-		var err error
-		if v, err = s.cfg.AtRest.FromRest(ctx, e.Key, e.Revision, e.Value); err != nil {
-			return nil, apistatus.Storage(err, gr(res), "")
-		}
+	kv, err := s.etcd.past.kv(ctx, e)
+	if err != nil {
+		return nil, apistatus.Storage(err, gr(res), "")
 	}
-	obj, _, err := decodeCurrent(ctx, res, storage.KeyValue{Key: e.Key, Value: v, ModRevision: e.Revision, CreateRevision: e.CreateRevision})
+	obj, _, err := decodeCurrent(ctx, res, kv)
 	return obj, err
-}
-
-// historyError is the Status of a history store error: a revision no
-// longer retained is 410 Expired, as a compacted one; one in a gap 410
-// too, saying so; a damaged store 500.
-func historyError(err error) error {
-	var ge *history.GapError
-	switch {
-	case errors.As(err, &ge):
-		return apierrors.NewResourceExpired(ge.Error())
-	case errors.Is(err, history.ErrNotRetained):
-		return apierrors.NewResourceExpired("too old resource version: " + err.Error())
-	}
-	return apierrors.NewInternalError(err) // damaged or closed store
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/objwatch/objwatch/server/apistatus"
+	"github.com/objwatch/objwatch/server/history"
 	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/storage"
 )
@@ -273,9 +274,19 @@ func (r *storeReader) list(ctx context.Context, res *registry.Resource, ns strin
 		if plan.limit > 0 && plan.limit < page {
 			page = plan.limit
 		}
-		lr, err := r.store.List(ctx, prefix, storage.ListOptions{Revision: rev, Limit: page, StartKey: start})
+		lopts := storage.ListOptions{Revision: rev, Limit: page, StartKey: start}
+		lr, err := r.store.List(ctx, prefix, lopts)
+		var ce *storage.CompactedError
+		if errors.As(err, &ce) && r.past != nil && rev > 0 {
+			// etcd compacted it: the history store answers.
+			if lr, err = r.past.list(ctx, prefix, lopts); err != nil {
+				if errors.Is(err, history.ErrNotRetained) && plan.fromCont {
+					return nil, meta, expiredContinue(continueToken{Start: plan.start})
+				}
+				return nil, meta, pastError(err)
+			}
+		}
 		if err != nil {
-			var ce *storage.CompactedError
 			if errors.As(err, &ce) && plan.fromCont {
 				return nil, meta, expiredContinue(continueToken{Start: plan.start})
 			}

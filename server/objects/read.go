@@ -52,6 +52,8 @@ type storeReader struct {
 	// bookmarkEvery is the interval between a watch's bookmarks
 	// (Config.BookmarkInterval).
 	bookmarkEvery time.Duration
+	// past answers what etcd compacted (nil: no history store).
+	past *pastReader
 }
 
 // waitFor waits until the store has reached rev, up to futureRVWait;

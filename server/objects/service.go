@@ -276,6 +276,9 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	etcd := storeReader{store: cfg.Storage, futureRVWait: cfg.FutureRVWait, bookmarkEvery: cfg.BookmarkInterval}
+	if cfg.History != nil {
+		etcd.past = &pastReader{hs: cfg.History, atRest: cfg.AtRest}
+	}
 	s := &Service{
 		cfg: cfg, store: cfg.Storage, registry: cfg.Registry,
 		etcd: etcd, hooks: hookPoints{cfg.Hooks},

@@ -209,7 +209,13 @@ func (s *Store) revErr(ctx context.Context, err error, rev int64) error {
 	if !errors.Is(err, rpctypes.ErrCompacted) {
 		return mapErr(err, rev, 0)
 	}
-	// etcd does not say which revision it compacted to; a watch does.
+	// etcd does not say which revision it compacted to; a watch does,
+	// unless this store already saw a compaction past rev (a new watch
+	// stream costs a round trip or more: reads of the history store's
+	// revisions would all pay it).
+	if seen := s.compacted.Load(); seen > rev {
+		return mapErr(err, rev, seen)
+	}
 	compacted := s.compactRevision(ctx)
 	s.sawCompacted(compacted)
 	return mapErr(err, rev, compacted)
