@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -240,6 +241,13 @@ func TestHistoryStorePastReads(t *testing.T) {
 	l := a.JSON("GET", servertest.CMs, "")
 	md, _ := l.Object()["metadata"].(map[string]any)
 	take(md["resourceVersion"].(string))
+	// What watches from the first revision said while etcd had it all.
+	rv0 := strconv.FormatInt(snaps[0].rev, 10)
+	liveAll := watchToEnd(t, a, servertest.CMs+"?watch=1&timeoutSeconds=1&resourceVersion="+rv0)
+	liveWeb := watchToEnd(t, a, servertest.CMs+"?watch=1&timeoutSeconds=1&labelSelector=tier%3Dweb&resourceVersion="+rv0)
+	if len(liveAll) != len(snaps)-1 {
+		t.Fatalf("the live watch sent %d events, want %d", len(liveAll), len(snaps)-1)
+	}
 	// A later write elsewhere, so that etcd compacts past the last one.
 	servertest.MustCode(t, "a later write", a.JSON("POST", "/api/v1/namespaces/kube-public/configmaps", servertest.CM("later", "")), http.StatusCreated)
 	waitCompacted(t, servertest.RawStore(t, env), snaps[len(snaps)-1].rev)
@@ -295,6 +303,28 @@ func TestHistoryStorePastReads(t *testing.T) {
 		}
 	}
 
+	// Watches from each compacted revision: the same events, from the
+	// history store, then etcd's.
+	for _, s := range snaps[:len(snaps)-1] {
+		rv := strconv.FormatInt(s.rev, 10)
+		for _, w := range []struct {
+			query string
+			live  []watchEvent
+		}{{"", liveAll}, {"&labelSelector=tier%3Dweb", liveWeb}} {
+			var want []watchEvent
+			for _, ev := range w.live {
+				if ev.rev > s.rev {
+					want = append(want, ev)
+				}
+			}
+			lines := servertest.WatchLines(t, a, servertest.CMs+"?watch=1&resourceVersion="+rv+w.query, len(want))
+			for i, l := range lines {
+				got := parseWatchEvent(t, l)
+				equal(fmt.Sprintf("event %d of a watch from %s%s", i, rv, w.query), got.raw, want[i].raw)
+			}
+		}
+	}
+
 	// Bad input.
 	for _, c := range []struct {
 		query string
@@ -313,4 +343,38 @@ func TestHistoryStorePastReads(t *testing.T) {
 	}
 	g := a.JSON("GET", servertest.CMs+"/cm-1?resourceVersion=abc&resourceVersionMatch=Exact", "")
 	servertest.MustCode(t, "get at a malformed revision", g, http.StatusBadRequest)
+}
+
+// watchEvent is one event of a watch: decoded, and its resourceVersion.
+type watchEvent struct {
+	raw map[string]any
+	rev int64
+}
+
+func parseWatchEvent(t *testing.T, line string) watchEvent {
+	t.Helper()
+	var ev watchEvent
+	if err := json.Unmarshal([]byte(line), &ev.raw); err != nil {
+		t.Fatalf("watch event %q: %v", line, err)
+	}
+	obj, _ := ev.raw["object"].(map[string]any)
+	md, _ := obj["metadata"].(map[string]any)
+	rv, _ := md["resourceVersion"].(string)
+	ev.rev, _ = strconv.ParseInt(rv, 10, 64)
+	return ev
+}
+
+// watchToEnd reads a watch's events until the server ends it (path has a
+// timeoutSeconds).
+func watchToEnd(t *testing.T, a *servertest.API, path string) []watchEvent {
+	t.Helper()
+	r := a.JSON("GET", path, "")
+	servertest.MustCode(t, "watch "+path, r, http.StatusOK)
+	var out []watchEvent
+	for _, l := range strings.Split(strings.TrimSpace(string(r.Body)), "\n") {
+		if l != "" {
+			out = append(out, parseWatchEvent(t, l))
+		}
+	}
+	return out
 }

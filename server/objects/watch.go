@@ -261,7 +261,7 @@ func (r *storeReader) watch(ctx context.Context, req *Request, wr watchRequest) 
 		}
 		from = rev + 1
 	}
-	watcher, err := r.store.Watch(ctx, res.Prefix(req.Namespace), from)
+	watcher, err := r.watchFrom(ctx, res.Prefix(req.Namespace), from)
 	if err != nil {
 		return nil, apistatus.Storage(err, gr, "")
 	}
