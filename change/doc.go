@@ -80,7 +80,7 @@
 // # Fingerprints and deduplication
 //
 // A Fingerprinter hashes an object's content, leaving out fields that
-// change without the content changing (DefaultExclude: resourceVersion,
+// change without the content changing (Volatile(): resourceVersion,
 // managedFields, creationTimestamp; configurable). A Dedup remembers the
 // fingerprint last delivered per key, with bounded memory (LRU and TTL),
 // and tells whether an event brings new content, counting what it drops.
