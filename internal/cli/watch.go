@@ -385,9 +385,9 @@ func plural(n int, what string) string {
 // --show-managed-fields.
 func (r *watchRun) between(old, obj *unstructured.Unstructured) *change.Diff {
 	if r.showManagedFields {
-		return change.Between(change.WithoutMetadata(old.Object, "resourceVersion"), change.WithoutMetadata(obj.Object, "resourceVersion"))
+		return change.Differ{KeepNoise: true, Exclude: []string{"metadata.resourceVersion"}}.Between(old.Object, obj.Object)
 	}
-	return change.Between(change.WithoutNoise(old.Object), change.WithoutNoise(obj.Object))
+	return change.Between(old.Object, obj.Object)
 }
 
 // modified prints an update unless it changed nothing but noise
