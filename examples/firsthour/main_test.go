@@ -1,12 +1,12 @@
 package main
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"errors"
+	"io"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,24 +21,6 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// lines is what Run writes to while the test reads it.
-type lines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lines) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lines) get() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Split(strings.TrimSuffix(b.buf.String(), "\n"), "\n")
-}
-
 // TestFirstHour runs the program against a testenv server as a user
 // would: a labelled ConfigMap is mirrored; a `kubectl patch` of data.mode
 // prints that one change, for the original and for its mirror; a
@@ -46,14 +28,26 @@ func (b *lines) get() []string {
 // mirror.
 func TestFirstHour(t *testing.T) {
 	env := testenv.Start(t)
-	var out lines
 	ctx, cancel := context.WithCancel(t.Context())
+	pr, pw := io.Pipe()
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, env.Config.ClientConfig(), "default", &out) }()
+	go func() {
+		done <- Run(ctx, env.Config.ClientConfig(), "default", pw)
+		pw.Close()
+	}()
+	printed := make(chan string, 100) // closed once Run returned
+	go func() {
+		defer close(printed)
+		for s := bufio.NewScanner(pr); s.Scan(); {
+			printed <- s.Text()
+		}
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run() = %v", err)
+		}
+		for range printed {
 		}
 	})
 
@@ -92,15 +86,32 @@ func TestFirstHour(t *testing.T) {
 		"default/settings-mirror data.mode: fast -> safe",
 		"default/settings-mirror data.size: <nil> -> 2",
 	}
-	waitFor(t, "four lines", func() bool { return len(out.get()) >= len(want) })
+	var got []string
+	readUntil := func(lines ...string) { // every one of lines is printed
+		t.Helper()
+		for slices.ContainsFunc(lines, func(l string) bool { return !slices.Contains(got, l) }) {
+			select {
+			case l := <-printed:
+				got = append(got, l)
+			case <-time.After(15 * time.Second):
+				t.Fatalf("printed %q, then nothing for 15 s; want %q", got, lines)
+			}
+		}
+	}
+	readUntil(want...)
 
 	patch(`{"metadata":{"labels":{"mirror":null}}}`) // label-only: not printed; the mirror goes
 	waitFor(t, "the mirror's deletion", func() bool {
 		_, err := cms.Get(ctx, "default", "settings-mirror", metav1.GetOptions{})
 		return errors.Is(err, client.ErrNotFound)
 	})
-	got := out.get()
+	// Handlers see changes in order: once the next data change is printed,
+	// the label-only updates before it were not.
+	patch(`{"data":{"end":"1"}}`)
+	want = append(want, "default/settings data.end: <nil> -> 1")
+	readUntil(want[len(want)-1])
 	slices.Sort(got)
+	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("printed:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
