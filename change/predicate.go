@@ -133,6 +133,10 @@ func FieldsChangedExcept(patterns ...string) Predicate {
 // labelled ConfigMaps:
 //
 //	controller.NewSource(cms, change.LabelsMatch(labels.SelectorFromSet(labels.Set{"mirror": "true"})))
+//
+// An object enters or leaves the selection by a label-only update: And
+// it with FieldsChangedExcept("metadata.labels") and those updates are
+// filtered out too.
 func LabelsMatch(sel labels.Selector) Predicate {
 	return func(old, new any) bool {
 		return sel.Matches(labels.Set(labelsOf(new))) || (!isNil(old) && sel.Matches(labels.Set(labelsOf(old))))
