@@ -13,7 +13,7 @@ import (
 // DedupOptions configure a Dedup. The zero value is ready to use.
 type DedupOptions struct {
 	// Fingerprinter computes content fingerprints; nil: one that
-	// excludes DefaultExclude.
+	// excludes Volatile().
 	Fingerprinter *Fingerprinter
 	// MaxKeys bounds how many keys are remembered (default 100,000); the
 	// least recently seen key is forgotten first. A forgotten key's next
@@ -62,7 +62,7 @@ type entry[K comparable] struct {
 func NewDedup[K comparable](opts DedupOptions) (*Dedup[K], error) {
 	d := &Dedup[K]{fp: opts.Fingerprinter, max: opts.MaxKeys, ttl: opts.TTL, clock: opts.Clock, entries: map[K]*entry[K]{}}
 	if d.fp == nil {
-		fp, err := NewFingerprinter(DefaultExclude...)
+		fp, err := NewFingerprinter(Volatile()...)
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package change
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
@@ -60,10 +61,22 @@ func (o Operation) MarshalJSON() ([]byte, error) {
 
 // DefaultMergeKeys name list items in paths: a list whose items all have a
 // unique string "name" is keyed by name (containers, env, volumes, ports),
-// else by "type" (conditions).
-var DefaultMergeKeys = []string{"name", "type"}
+// else by "type" (conditions). Its capacity is its length, so an append
+// to it makes a new slice instead of writing into the package's.
+var DefaultMergeKeys = []string{"name", "type"}[:2:2]
 
-// Differ computes diffs. Its zero value uses DefaultMergeKeys.
+// Noise returns the fields that every write changes without the object
+// changing: metadata.resourceVersion and metadata.managedFields (the
+// record of who wrote which field, with a time stamp per writer). Diffs
+// leave them out unless Differ.KeepNoise is set. It returns a new slice
+// each time, which the caller may change.
+func Noise() []string {
+	return []string{"metadata.managedFields", "metadata.resourceVersion"}
+}
+
+// Differ computes diffs. Its zero value uses DefaultMergeKeys and leaves
+// the Noise fields out: what a user changed, not what the server recorded
+// about the write. A Differ is a value, safe for concurrent use.
 type Differ struct {
 	// MergeKeys, in order of preference: a list is keyed by the first one
 	// that every item of both the old and the new list has, as a string
@@ -73,9 +86,27 @@ type Differ struct {
 	// by position, after skipping their common head and tail. Keys must be
 	// plain names (letters, digits, _ - / $ @). Empty: DefaultMergeKeys.
 	MergeKeys []string
+	// Exclude names fields (patterns, see Pattern) whose changes the diff
+	// leaves out, besides the Noise fields: "status" for a diff of what
+	// clients asked for, "metadata.labels" to tell whether anything else
+	// changed. A field is left out with everything below it; a change
+	// above it (a whole object added) is kept as it is. Changes, Paths and
+	// Patch all leave them out, so the patch turns old into new except for
+	// the excluded fields. A malformed pattern is the Diff's Err.
+	Exclude []string
+	// KeepNoise keeps the Noise fields: every change, and a Patch that
+	// turns old into new exactly. Diffs before this field existed kept
+	// them.
+	KeepNoise bool
 }
 
-// Between returns the diff from old to new with the default Differ.
+// exact is the Differ of every change: what predicates on named fields
+// and the drift reports of StateSyncer compare.
+var exact = Differ{KeepNoise: true}
+
+// Between returns the diff from old to new with the default Differ: every
+// change but those to the Noise fields. For a ConfigMap patched by
+// kubectl, Between(old, new).Changes() is the changed data keys alone.
 func Between(old, new any) *Diff { return Differ{}.Between(old, new) }
 
 // Between returns the diff from old to new. It only records its arguments:
@@ -95,7 +126,51 @@ func (d Differ) Between(old, new any) *Diff {
 	if len(keys) == 0 {
 		keys = DefaultMergeKeys
 	}
-	return &Diff{old: old, new: new, keys: keys}
+	diff := &Diff{old: old, new: new, keys: keys}
+	if !d.KeepNoise {
+		diff.exclude = noisePatterns
+	}
+	if len(d.Exclude) > 0 {
+		ps, err := cachedPatterns(d.Exclude)
+		if err != nil {
+			diff.err = fmt.Errorf("diff: exclude: %w", err)
+			diff.once.Do(func() {})
+			return diff
+		}
+		diff.exclude = append(ps, diff.exclude...)
+	}
+	return diff
+}
+
+// noisePatterns are the parsed Noise fields.
+var noisePatterns = func() []Pattern {
+	var ps []Pattern
+	for _, s := range Noise() {
+		ps = append(ps, MustPattern(s))
+	}
+	return ps
+}()
+
+// patternCache holds parsed patterns by their text, so that a Differ with
+// Exclude parses each pattern once per process, not once per diff.
+var patternCache sync.Map // string -> Pattern
+
+// cachedPatterns parses patterns through patternCache, into a new slice.
+func cachedPatterns(patterns []string) ([]Pattern, error) {
+	out := make([]Pattern, 0, len(patterns)+len(noisePatterns))
+	for _, s := range patterns {
+		if p, ok := patternCache.Load(s); ok {
+			out = append(out, p.(Pattern))
+			continue
+		}
+		p, err := ParsePattern(s)
+		if err != nil {
+			return nil, err
+		}
+		patternCache.Store(s, p)
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // Diff is the difference between two objects, computed on first use and
@@ -103,6 +178,7 @@ func (d Differ) Between(old, new any) *Diff {
 type Diff struct {
 	old, new any
 	keys     []string
+	exclude  []Pattern // fields left out, with what is below them
 
 	once    sync.Once
 	changes []Change
@@ -115,7 +191,7 @@ type Diff struct {
 
 func (d *Diff) compute() {
 	d.once.Do(func() {
-		w := walker{keys: d.keys}
+		w := walker{keys: d.keys, exclude: d.exclude}
 		w.path, w.arena = w.pathBuf[:0], w.arenaBuf[:0]
 		a, err := nodeOf(d.old)
 		if err != nil {
@@ -187,6 +263,7 @@ func (d *Diff) New() any { return d.new }
 // walker computes a diff in one pass over both objects.
 type walker struct {
 	keys    []string
+	exclude []Pattern
 	path    []Segment
 	changes []Change
 	ops     []Operation
@@ -209,6 +286,17 @@ func (w *walker) fail(err error) bool {
 func (w *walker) push(seg Segment) { w.path = append(w.path, seg) }
 
 func (w *walker) pop() { w.path = w.path[:len(w.path)-1] }
+
+// excluded reports whether an exclude pattern names the current path
+// itself (not a field below it).
+func (w *walker) excluded() bool {
+	for _, p := range w.exclude {
+		if p.names(w.path) {
+			return true
+		}
+	}
+	return false
+}
 
 // pointer returns the JSON pointer (RFC 6901) of path, where items are at
 // their Index.
@@ -242,6 +330,9 @@ func (w *walker) pathCopy() Path {
 }
 
 func (w *walker) emit(op Op, a, b node) {
+	if w.excluded() {
+		return
+	}
 	c := Change{Path: w.pathCopy(), Op: op}
 	o := Operation{Op: op, Path: w.pointer(w.path)}
 	var err error
@@ -262,7 +353,7 @@ func (w *walker) emit(op Op, a, b node) {
 
 // diff compares a and b, both present, at the current path.
 func (w *walker) diff(a, b node) {
-	if w.err != nil {
+	if w.err != nil || w.excluded() {
 		return
 	}
 	if a.k != b.k {
@@ -631,8 +722,10 @@ func (w *walker) diffKeyed(a, b node, key string, ka, kb []string) {
 			w.push(item(at, k))
 			from := w.pointer(w.path)
 			w.path[len(w.path)-1].Index = j
-			w.changes = append(w.changes, Change{Path: w.pathCopy(), Op: OpMove, Old: i, New: j})
-			w.ops = append(w.ops, Operation{Op: OpMove, From: from, Path: w.pointer(w.path)})
+			if !w.excluded() {
+				w.changes = append(w.changes, Change{Path: w.pathCopy(), Op: OpMove, Old: i, New: j})
+				w.ops = append(w.ops, Operation{Op: OpMove, From: from, Path: w.pointer(w.path)})
+			}
 			w.pop()
 			cur = slices.Insert(slices.Delete(cur, at, at+1), j, k)
 		}

@@ -29,10 +29,17 @@
 //
 // Between(old, new) returns a *Diff at the cost of one small allocation;
 // nothing is compared until a handler asks for Changes, Paths or Patch,
-// and then once, whoever asks. Patch is an RFC 6902 JSON Patch that turns
-// old into new (property-tested with evanphx/json-patch, the library
-// Kubernetes applies patches with). Changes lists each changed field with
-// its old and new values.
+// and then once, whoever asks. Changes lists each changed field with its
+// old and new values: what a user changed, leaving out the Noise fields
+// that every write changes (metadata.resourceVersion, and
+// metadata.managedFields, whose time stamps move with each write). So for
+// one `kubectl patch` of a ConfigMap's data.mode, Between(old,
+// new).Changes() is that one change, for typed objects and maps alike.
+// A Differ says otherwise: Exclude leaves out more fields ("status",
+// "metadata.labels"), KeepNoise keeps the noise. Patch is an RFC 6902
+// JSON Patch that turns old into new except for the fields left out
+// (with KeepNoise, exactly; property-tested with evanphx/json-patch, the
+// library Kubernetes applies patches with).
 //
 // Typed objects are read in place through the reflection cache that
 // apimachinery's unstructured converter uses (structured-merge-diff's
@@ -71,16 +78,20 @@
 //
 // Predicates are functions of (old, new) composed with And, Or and Not:
 // GenerationChanged, ResourceVersionChanged, LabelsChanged,
-// AnnotationsChanged, FieldsChanged(patterns...), NeedsReconcile (a
-// fresh resourceVersion whose metadata.generation is not yet
-// status.observedGeneration), and for the object lifecycle DeletionStarted
+// AnnotationsChanged, FieldsChanged(patterns...) (one of these changed),
+// OnlyFieldsChanged(patterns...) (these and nothing else),
+// FieldsChangedExcept(patterns...) (anything but these: ignore label-only
+// updates with FieldsChangedExcept("metadata.labels")), LabelsMatch(sel)
+// (which objects of a resource a controller treats as its primaries),
+// NeedsReconcile (a fresh resourceVersion whose metadata.generation is
+// not yet status.observedGeneration), and for the object lifecycle DeletionStarted
 // (the moment a finalizer's clean-up is due), FinalizersChanged and
 // OwnerReferencesChanged (adopted, orphaned, or re-owned).
 //
 // # Fingerprints and deduplication
 //
 // A Fingerprinter hashes an object's content, leaving out fields that
-// change without the content changing (DefaultExclude: resourceVersion,
+// change without the content changing (Volatile(): resourceVersion,
 // managedFields, creationTimestamp; configurable). A Dedup remembers the
 // fingerprint last delivered per key, with bounded memory (LRU and TTL),
 // and tells whether an event brings new content, counting what it drops.

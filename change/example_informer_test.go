@@ -27,7 +27,7 @@ func Example_informer() {
 	if err != nil {
 		panic(err)
 	}
-	pods := client.For[*corev1.Pod](rc, client.Resource{
+	pods := client.NewClient[*corev1.Pod](rc, client.Resource{
 		GVR: corev1.SchemeGroupVersion.WithResource("pods"), Namespaced: true, Kind: "Pod",
 	})
 	inf, err := informer.New(pods, informer.Options[*corev1.Pod]{})

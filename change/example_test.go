@@ -95,7 +95,7 @@ func Example_handler() {
 	onUpdate(v3, v4)
 	onUpdate(v4, v4) // a resync
 	// Output:
-	// rv 5000 skipped: [metadata.generation metadata.resourceVersion spec.replicas]
+	// rv 5000 skipped: [metadata.generation spec.replicas]
 	// rv 5001 rollout: nginx:1.28
 	// rv 5002 dropped: nothing new
 	// rv 5002 dropped: nothing new

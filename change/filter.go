@@ -70,7 +70,7 @@ func (f *Filter) Changes(d *Diff) []Change {
 
 // Changed reports whether a field the filter names differs between old
 // and new. It is a Predicate.
-func (f *Filter) Changed(old, new any) bool { return f.Match(Between(old, new)) }
+func (f *Filter) Changed(old, new any) bool { return f.Match(exact.Between(old, new)) }
 
 func (f *Filter) matchChange(c Change) bool {
 	for _, p := range f.patterns {

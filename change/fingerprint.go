@@ -24,17 +24,26 @@ type Fingerprint uint64
 // String returns the fingerprint as 16 hex digits.
 func (f Fingerprint) String() string { return fmt.Sprintf("%016x", uint64(f)) }
 
-// DefaultExclude are the fields that change without the object's content
-// changing: its resourceVersion, the record of who wrote which field, and
-// its creation time (which only a re-creation changes, and the uid tells
-// that). metadata.deletionTimestamp is content: an object being deleted
-// is news. Add metadata.generation, status or anything else you do not
-// care about.
+// Volatile returns the fields that change without the object's content
+// changing: the Noise fields (its resourceVersion, the record of who wrote
+// which field) and its creation time (which only a re-creation changes,
+// and the uid tells that). metadata.deletionTimestamp is content: an
+// object being deleted is news. Fingerprinters and Dedup leave them out by
+// default; add metadata.generation, status or anything else you do not
+// care about. It returns a new slice each time, which the caller may
+// change.
+func Volatile() []string { return append(Noise(), "metadata.creationTimestamp") }
+
+// DefaultExclude is Volatile() as a variable. Its capacity is its length,
+// so append(DefaultExclude, ...) makes a new slice and leaves the
+// package's alone.
+//
+// Deprecated: use Volatile, whose result is the caller's own.
 var DefaultExclude = []string{
 	"metadata.resourceVersion",
 	"metadata.managedFields",
 	"metadata.creationTimestamp",
-}
+}[:3:3]
 
 // Fingerprinter computes fingerprints of objects, leaving out excluded
 // fields. Its zero value excludes nothing. A Fingerprinter is immutable
@@ -51,7 +60,7 @@ type Fingerprinter struct {
 }
 
 // NewFingerprinter returns a fingerprinter that leaves out the fields the
-// patterns name (see Pattern; at most 64), e.g. DefaultExclude.
+// patterns name (see Pattern; at most 64), e.g. Volatile().
 func NewFingerprinter(exclude ...string) (*Fingerprinter, error) {
 	if len(exclude) > 64 {
 		return nil, errors.New("fingerprint: more than 64 excluded paths")

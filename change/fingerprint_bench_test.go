@@ -14,7 +14,7 @@ import (
 // BenchmarkFingerprint is the cost per event of deduplication: one
 // fingerprint (Sum), or a Dedup.Fresh check (fingerprint plus the LRU).
 func BenchmarkFingerprint(b *testing.B) {
-	f := mustFingerprinter(b, change.DefaultExclude...)
+	f := mustFingerprinter(b, change.Volatile()...)
 	b.Run("typed", func(b *testing.B) {
 		obj, _ := benchPair(b)
 		b.ReportAllocs()

@@ -29,7 +29,7 @@ func sum(t testing.TB, f *change.Fingerprinter, obj any) change.Fingerprint {
 }
 
 func TestFingerprint(t *testing.T) {
-	f := mustFingerprinter(t, change.DefaultExclude...)
+	f := mustFingerprinter(t, change.Volatile()...)
 	tests := []struct {
 		name string
 		a, b string
@@ -133,7 +133,7 @@ func TestFingerprintProperties(t *testing.T) {
 }
 
 func TestFingerprintTyped(t *testing.T) {
-	f := mustFingerprinter(t, change.DefaultExclude...)
+	f := mustFingerprinter(t, change.Volatile()...)
 	d := deployment()
 	typed := sum(t, f, d)
 	if got := sum(t, f, toUnstructured(t, d)); got != typed {
@@ -165,7 +165,7 @@ func TestFingerprintTyped(t *testing.T) {
 func TestFingerprintJSON(t *testing.T) {
 	fps := map[string]*change.Fingerprinter{
 		"none":     mustFingerprinter(t),
-		"default":  mustFingerprinter(t, change.DefaultExclude...),
+		"default":  mustFingerprinter(t, change.Volatile()...),
 		"wildcard": mustFingerprinter(t, "*.a", "l[*].b", "l[1]", `["x.y"]`),
 		"keyed":    mustFingerprinter(t, "l[name=n]"), // decodes
 	}

@@ -56,7 +56,7 @@ func (w dedupHandler[T]) OnDelete(obj T, finalStateUnknown bool) {
 
 // CategoryCounter counts changes by the categories they touch, in the
 // counter objwatch_change_events_total{counter=name,category}. Changes to
-// the fields of DefaultExclude are left out (every update changes the
+// the Volatile fields are left out (every update changes the
 // resourceVersion), so an update that changed nothing else counts for
 // nothing. It is safe for concurrent use.
 type CategoryCounter struct {
@@ -80,7 +80,7 @@ func NewCategoryCounter(cats *Categories, reg prometheus.Registerer, name string
 		return nil, fmt.Errorf("category metrics: %w", err)
 	}
 	cc := &CategoryCounter{cats: cats, vec: vec}
-	for _, s := range DefaultExclude {
+	for _, s := range Volatile() {
 		p, err := ParsePattern(s)
 		if err != nil {
 			return nil, fmt.Errorf("category metrics: %w", err)
@@ -91,7 +91,7 @@ func NewCategoryCounter(cats *Categories, reg prometheus.Registerer, name string
 }
 
 // Count counts d once for each category its changes touch (as
-// Categories.Of tells, leaving out changes at or below DefaultExclude) and
+// Categories.Of tells, leaving out changes at or below the Volatile fields) and
 // returns them, sorted.
 func (c *CategoryCounter) Count(d *Diff) []string {
 	var out []string
@@ -99,7 +99,7 @@ func (c *CategoryCounter) Count(d *Diff) []string {
 		out = []string{c.cats.def}
 	}
 	for _, ch := range d.Changes() {
-		if slices.ContainsFunc(c.ignore, func(p Pattern) bool { return len(p.segs) <= len(ch.Path) && p.Match(ch) }) {
+		if slices.ContainsFunc(c.ignore, func(p Pattern) bool { return p.covers(ch) }) {
 			continue
 		}
 		for _, name := range c.cats.OfChange(ch) {

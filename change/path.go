@@ -287,6 +287,23 @@ func (p Pattern) Match(c Change) bool {
 	return differs(p.segs[len(c.Path):], a, c.Op != OpAdd, b, c.Op != OpRemove)
 }
 
+// covers reports whether c is at or below a field the pattern names.
+func (p Pattern) covers(c Change) bool { return len(p.segs) <= len(c.Path) && p.Match(c) }
+
+// names reports whether the pattern names path itself: as many segments,
+// each matching (Match is also true below and above it).
+func (p Pattern) names(path []Segment) bool {
+	if len(p.segs) != len(path) {
+		return false
+	}
+	for i, s := range path {
+		if !p.segs[i].matches(s) {
+			return false
+		}
+	}
+	return true
+}
+
 // differs reports whether anything the pattern segments name inside a
 // and b (ok tells whether each is present) differs. Values that cannot be
 // read count as different.

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Predicate decides whether an update from old to new is worth handling.
@@ -88,6 +89,92 @@ func AnnotationsChanged(old, new any) bool {
 // Filter.Changed to handle that as an error.
 func FieldsChanged(patterns ...string) Predicate {
 	return MustFilter(patterns...).Changed
+}
+
+// OnlyFieldsChanged is true when something changed and every change is
+// at or below a field the patterns name (see Pattern), leaving the Noise
+// fields out: OnlyFieldsChanged("metadata.labels") is a label-only update.
+// It is false for an add (no old: the whole object is new) and for
+// objects that cannot be compared. It panics if a pattern is malformed.
+func OnlyFieldsChanged(patterns ...string) Predicate {
+	ps := mustPatterns(patterns)
+	return func(old, new any) bool {
+		d := Between(old, new)
+		if d.Err() != nil || d.Empty() {
+			return false
+		}
+		for _, c := range d.Changes() {
+			if !slices.ContainsFunc(ps, func(p Pattern) bool { return p.covers(c) }) {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// FieldsChangedExcept is true when a field other than those the patterns
+// name (and the Noise fields) changed: "anything but these". To ignore
+// updates that change only the labels:
+//
+//	change.FieldsChangedExcept("metadata.labels")
+//
+// It is true for an add (no old) and for objects that cannot be compared
+// (when in doubt, deliver). It panics if a pattern is malformed.
+func FieldsChangedExcept(patterns ...string) Predicate {
+	mustPatterns(patterns)
+	d := Differ{Exclude: slices.Clone(patterns)}
+	return func(old, new any) bool { return !d.Between(old, new).Empty() }
+}
+
+// LabelsMatch is true when the object's labels match sel: for an add,
+// new's; for an update, old's or new's, so that an object whose labels
+// stop matching is seen once more, leaving. It picks primaries out of a
+// resource whose other objects are not, such as ConfigMaps that mirror
+// labelled ConfigMaps:
+//
+//	controller.NewSource(cms, change.LabelsMatch(labels.SelectorFromSet(labels.Set{"mirror": "true"})))
+//
+// An object enters or leaves the selection by a label-only update: And
+// it with FieldsChangedExcept("metadata.labels") and those updates are
+// filtered out too.
+func LabelsMatch(sel labels.Selector) Predicate {
+	return func(old, new any) bool {
+		return sel.Matches(labels.Set(labelsOf(new))) || (!isNil(old) && sel.Matches(labels.Set(labelsOf(old))))
+	}
+}
+
+// labelsOf returns obj's metadata.labels (nil if it has none).
+func labelsOf(obj any) map[string]string {
+	if isNil(obj) {
+		return nil
+	}
+	if o, ok := obj.(metav1.Object); ok {
+		return o.GetLabels()
+	}
+	n, ok := at(obj, "metadata", "labels")
+	if !ok || n.k != kindObject {
+		return nil
+	}
+	out := map[string]string{}
+	_ = n.each(func(k string, v node) bool {
+		if v.k == kindString {
+			out[k] = v.str()
+		}
+		return true
+	})
+	return out
+}
+
+// mustPatterns parses patterns, panicking on a malformed one.
+func mustPatterns(patterns []string) []Pattern {
+	if len(patterns) == 0 {
+		panic("change: no patterns")
+	}
+	ps := make([]Pattern, len(patterns))
+	for i, s := range patterns {
+		ps[i] = MustPattern(s)
+	}
+	return ps
 }
 
 // NeedsReconcile: new is a fresh state (its resourceVersion differs from

@@ -241,11 +241,11 @@ func (s *StateSyncer[K, T, S]) CheckKey(key K) (Drift[K, S], bool) {
 	d := Drift[K, S]{Key: key, Local: l, Want: w}
 	switch {
 	case wok && !lok:
-		d.Kind, d.Diff = DriftMissing, Between(nil, w)
+		d.Kind, d.Diff = DriftMissing, exact.Between(nil, w)
 	case !wok && lok:
-		d.Kind, d.Diff = DriftExtra, Between(l, nil)
+		d.Kind, d.Diff = DriftExtra, exact.Between(l, nil)
 	case wok && lok && !equality.Semantic.DeepEqual(l, w):
-		d.Kind, d.Diff = DriftChanged, Between(l, w)
+		d.Kind, d.Diff = DriftChanged, exact.Between(l, w)
 	default:
 		return Drift[K, S]{}, false
 	}

@@ -65,7 +65,7 @@ func TestDiffTypedProperties(t *testing.T) {
 		{"Service", func() any { return &corev1.Service{} }},
 		{"Secret", func() any { return &corev1.Secret{} }},
 	}
-	fp := mustFingerprinter(t, change.DefaultExclude...)
+	fp := mustFingerprinter(t, change.Volatile()...)
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
 			for i := range n {
@@ -81,7 +81,7 @@ func TestDiffTypedProperties(t *testing.T) {
 					}
 					refill(f, new)
 				}
-				d := change.Between(old, new)
+				d := exact.Between(old, new)
 				if err := d.Err(); err != nil {
 					t.Fatalf("Err() = %v", err)
 				}
@@ -93,7 +93,7 @@ func TestDiffTypedProperties(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				ud := change.Between(uo, un)
+				ud := exact.Between(uo, un)
 				if diff := cmp.Diff(ud.Changes(), d.Changes()); diff != "" {
 					t.Fatalf("typed and unstructured changes differ (-unstructured +typed):\n%s", diff)
 				}

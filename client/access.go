@@ -32,7 +32,7 @@ func (r *REST) CanI(ctx context.Context, attrs authorizationv1.ResourceAttribute
 		TypeMeta: metav1.TypeMeta{APIVersion: authorizationv1.SchemeGroupVersion.String(), Kind: "SelfSubjectAccessReview"},
 		Spec:     authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs},
 	}
-	out, err := For[*authorizationv1.SelfSubjectAccessReview](r, selfSubjectAccessReviews).Create(ctx, review, metav1.CreateOptions{})
+	out, err := NewClient[*authorizationv1.SelfSubjectAccessReview](r, selfSubjectAccessReviews).Create(ctx, review, metav1.CreateOptions{})
 	if err != nil {
 		return false, "", fmt.Errorf("can-i %s %s: %w", attrs.Verb, attrs.Resource, err)
 	}
@@ -53,7 +53,7 @@ func (r *REST) Rules(ctx context.Context, namespace string) (authorizationv1.Sub
 		TypeMeta: metav1.TypeMeta{APIVersion: authorizationv1.SchemeGroupVersion.String(), Kind: "SelfSubjectRulesReview"},
 		Spec:     authorizationv1.SelfSubjectRulesReviewSpec{Namespace: namespace},
 	}
-	out, err := For[*authorizationv1.SelfSubjectRulesReview](r, selfSubjectRulesReviews).Create(ctx, review, metav1.CreateOptions{})
+	out, err := NewClient[*authorizationv1.SelfSubjectRulesReview](r, selfSubjectRulesReviews).Create(ctx, review, metav1.CreateOptions{})
 	if err != nil {
 		return authorizationv1.SubjectRulesReviewStatus{}, fmt.Errorf("rules in %q: %w", namespace, err)
 	}
@@ -66,7 +66,7 @@ func (r *REST) WhoAmI(ctx context.Context) (authenticationv1.UserInfo, error) {
 	review := &authenticationv1.SelfSubjectReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: authenticationv1.SchemeGroupVersion.String(), Kind: "SelfSubjectReview"},
 	}
-	out, err := For[*authenticationv1.SelfSubjectReview](r, selfSubjectReviews).Create(ctx, review, metav1.CreateOptions{})
+	out, err := NewClient[*authenticationv1.SelfSubjectReview](r, selfSubjectReviews).Create(ctx, review, metav1.CreateOptions{})
 	if err != nil {
 		return authenticationv1.UserInfo{}, fmt.Errorf("whoami: %w", err)
 	}

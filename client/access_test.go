@@ -42,7 +42,7 @@ func TestAccessReviews(t *testing.T) {
 
 	for _, ns := range []string{"a", "b"} {
 		nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-		if _, err := client.For[*corev1.Namespace](admin, namespaces).Create(ctx, nsObj, metav1.CreateOptions{}); err != nil {
+		if _, err := client.NewClient[*corev1.Namespace](admin, namespaces).Create(ctx, nsObj, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -50,7 +50,7 @@ func TestAccessReviews(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "cm-reader"},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}},
 	}
-	if _, err := client.For[*rbacv1.Role](admin, roles).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+	if _, err := client.NewClient[*rbacv1.Role](admin, roles).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	listA := authorizationv1.ResourceAttributes{Verb: "list", Resource: "configmaps", Namespace: "a"}
@@ -62,7 +62,7 @@ func TestAccessReviews(t *testing.T) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "cm-reader"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}},
 	}
-	if _, err := client.For[*rbacv1.RoleBinding](admin, roleBindings).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+	if _, err := client.NewClient[*rbacv1.RoleBinding](admin, roleBindings).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The binding reaches the authorizer through a watch.

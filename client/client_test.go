@@ -54,7 +54,7 @@ func newCM(ns, name string, data map[string]string) *corev1.ConfigMap {
 func TestTypedClient(t *testing.T) {
 	_, rc := start(t)
 	ctx := ctxFor(t)
-	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	cms := client.NewClient[*corev1.ConfigMap](rc, configMaps)
 
 	created, err := cms.Create(ctx, newCM("default", "a", map[string]string{"k": "v"}), metav1.CreateOptions{})
 	if err != nil {
@@ -106,6 +106,17 @@ func TestTypedClient(t *testing.T) {
 	if _, err := cms.Patch(ctx, "default", "a", types.JSONPatchType, []byte(`[{"op":"test","path":"/data/m","value":"x"}]`), metav1.PatchOptions{}, ""); err == nil {
 		t.Errorf("Patch(failing test op) error = nil, want an error")
 	}
+	// Subresources are variadic, as in client-go: none patches the object
+	// itself, "status" the status subresource (which ConfigMaps lack).
+	if out, err := cms.Patch(ctx, "default", "a", types.MergePatchType, []byte(`{"data":{"m":"plain"}}`), metav1.PatchOptions{}); err != nil || out.Data["m"] != "plain" {
+		t.Errorf("Patch(no subresource) = %v, %v; want m=plain", out, err)
+	}
+	if _, err := cms.Patch(ctx, "default", "a", types.MergePatchType, []byte(`{"data":{"m":"status"}}`), metav1.PatchOptions{}, "status"); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("Patch(status of a ConfigMap) error = %v, want ErrNotFound", err)
+	}
+	if got, _ := cms.Get(ctx, "default", "a", metav1.GetOptions{}); got == nil || got.Data["m"] != "plain" {
+		t.Errorf("after a refused status patch: %v, want m=plain", got)
+	}
 
 	if err := cms.Delete(ctx, "default", "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("Delete: %v", err)
@@ -118,7 +129,7 @@ func TestTypedClient(t *testing.T) {
 func TestListPaginationAndSelectors(t *testing.T) {
 	_, rc := start(t)
 	ctx := ctxFor(t)
-	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	cms := client.NewClient[*corev1.ConfigMap](rc, configMaps)
 	for i := range 25 {
 		cm := newCM("default", fmt.Sprintf("cm-%02d", i), nil)
 		cm.Labels = map[string]string{"parity": strconv.Itoa(i % 2)}
@@ -165,7 +176,7 @@ func TestListPaginationAndSelectors(t *testing.T) {
 func TestWatch(t *testing.T) {
 	_, rc := start(t)
 	ctx := ctxFor(t)
-	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	cms := client.NewClient[*corev1.ConfigMap](rc, configMaps)
 	l, err := cms.List(ctx, "default", metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +243,7 @@ func TestWatch(t *testing.T) {
 func TestWatchGone(t *testing.T) {
 	_, rc := start(t, testenv.WithHistory(100*time.Millisecond))
 	ctx := ctxFor(t)
-	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	cms := client.NewClient[*corev1.ConfigMap](rc, configMaps)
 	first, err := cms.Create(ctx, newCM("default", "old", nil), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +306,7 @@ func TestAuthentication(t *testing.T) {
 				t.Fatalf("New: %v", err)
 			}
 			defer rc.CloseIdleConnections()
-			_, err = client.For[*corev1.ConfigMap](rc, configMaps).List(ctx, "default", metav1.ListOptions{})
+			_, err = client.NewClient[*corev1.ConfigMap](rc, configMaps).List(ctx, "default", metav1.ListOptions{})
 			if !errors.Is(err, tt.want) || (tt.want == nil && err != nil) {
 				t.Errorf("List() error = %v, want %v", err, tt.want)
 			}
@@ -357,7 +368,7 @@ func TestCustomResourceAndDiscovery(t *testing.T) {
 	if err := crd.UnmarshalJSON([]byte(gizmoCRD)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.Unstructured(rc, crds).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+	if _, err := client.NewUnstructured(rc, crds).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create CRD: %v", err)
 	}
 	gvk := schema.GroupVersionKind{Group: "test.objwatch.io", Version: "v1", Kind: "Gizmo"}
@@ -374,7 +385,7 @@ func TestCustomResourceAndDiscovery(t *testing.T) {
 		t.Errorf("ResourceFor(%v) = %+v, want namespaced gizmos", gvk, res)
 	}
 
-	gizmos := client.For[*Gizmo](rc, res)
+	gizmos := client.NewClient[*Gizmo](rc, res)
 	g := &Gizmo{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g"}, Spec: GizmoSpec{Size: "s"}}
 	g.APIVersion, g.Kind = "test.objwatch.io/v1", "Gizmo"
 	g, err = gizmos.Create(ctx, g, metav1.CreateOptions{})
@@ -387,14 +398,14 @@ func TestCustomResourceAndDiscovery(t *testing.T) {
 	if err != nil || g.Status.Phase != "Ready" || g.Spec.Size != "s" {
 		t.Errorf("UpdateStatus() = %+v, %v; want status Ready, spec unchanged", g, err)
 	}
-	u, err := client.Unstructured(rc, res).Get(ctx, "default", "g", metav1.GetOptions{})
+	u, err := client.NewUnstructured(rc, res).Get(ctx, "default", "g", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("unstructured Get: %v", err)
 	}
 	if phase, _, _ := unstructured.NestedString(u.Object, "status", "phase"); phase != "Ready" {
 		t.Errorf("unstructured Get status.phase = %q, want Ready", phase)
 	}
-	ul, err := client.Unstructured(rc, res).List(ctx, "", metav1.ListOptions{})
+	ul, err := client.NewUnstructured(rc, res).List(ctx, "", metav1.ListOptions{})
 	if err != nil || len(ul.Items) != 1 || ul.Items[0].GetKind() != "Gizmo" {
 		t.Errorf("unstructured List = %v, %v; want one Gizmo", ul, err)
 	}
@@ -511,7 +522,7 @@ func TestDeadConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.CloseIdleConnections()
-	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	cms := client.NewClient[*corev1.ConfigMap](rc, configMaps)
 	w, err := cms.Watch(ctx, "default", metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

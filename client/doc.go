@@ -4,11 +4,26 @@
 //
 //	cfg, err := client.Default() // KUBECONFIG, ~/.kube/config or in-cluster
 //	rc, err := client.New(cfg)
-//	cms := client.For[*corev1.ConfigMap](rc, client.Resource{
+//	cms := client.NewClient[*corev1.ConfigMap](rc, client.Resource{
 //		GVR: corev1.SchemeGroupVersion.WithResource("configmaps"), Namespaced: true, Kind: "ConfigMap",
 //	})
 //	cm, err := cms.Get(ctx, "default", "settings", metav1.GetOptions{})
 //	if errors.Is(err, client.ErrNotFound) { ... }
+//
+// # Names
+//
+// One rule across client, client/informer, client/controller and change:
+// a function that makes something is New (the package's main type:
+// client.New a REST, informer.New a SharedInformer, controller.New a
+// Controller) or NewX (an X: client.NewClient, controller.NewSource,
+// change.NewFilter); MustX is a NewX or ParseX that panics on bad input;
+// informer.Shared returns a Factory's informer, shared by every caller
+// asking for the same one. A wait is WaitFor followed by what ends it
+// (WaitForSync, WaitForSyncOrRefusal) and ends early with ctx's error.
+// The Builder's For, Owns and Watches are controller-runtime's words. The
+// older spellings (client.For and Unstructured, informer.For,
+// controller.Watch, Map and ClientFor, WaitSynced) still compile,
+// deprecated. docs/CLIENT.md gives the reasons.
 //
 // # Pieces
 //

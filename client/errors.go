@@ -32,6 +32,16 @@ var (
 	ErrTimeout              = errors.New("timeout") // 504, and 500 ServerTimeout
 )
 
+// IgnoreNotFound returns nil for an error matching ErrNotFound (the
+// object is gone, which is often what a caller wanted), else err, as
+// controller-runtime's client.IgnoreNotFound does.
+func IgnoreNotFound(err error) error {
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
 // StatusError is a failure reported by the API server as a metav1.Status,
 // either as the body of an HTTP error response or as a watch ERROR event.
 //

@@ -12,6 +12,20 @@ import (
 	"github.com/objwatch/objwatch/client"
 )
 
+func TestIgnoreNotFound(t *testing.T) {
+	notFound := fmt.Errorf("get x: %w", &client.StatusError{ErrStatus: metav1.Status{Reason: metav1.StatusReasonNotFound, Code: 404}})
+	conflict := &client.StatusError{ErrStatus: metav1.Status{Reason: metav1.StatusReasonConflict, Code: 409}}
+	if err := client.IgnoreNotFound(notFound); err != nil {
+		t.Errorf("IgnoreNotFound(wrapped 404) = %v, want nil", err)
+	}
+	if err := client.IgnoreNotFound(conflict); err != conflict {
+		t.Errorf("IgnoreNotFound(409) = %v, want it unchanged", err)
+	}
+	if err := client.IgnoreNotFound(nil); err != nil {
+		t.Errorf("IgnoreNotFound(nil) = %v", err)
+	}
+}
+
 func TestStatusErrorIs(t *testing.T) {
 	tests := []struct {
 		reason metav1.StatusReason

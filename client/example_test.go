@@ -24,7 +24,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cms := client.For[*corev1.ConfigMap](rc, client.Resource{
+	cms := client.NewClient[*corev1.ConfigMap](rc, client.Resource{
 		GVR: corev1.SchemeGroupVersion.WithResource("configmaps"), Namespaced: true, Kind: "ConfigMap",
 	})
 	cm, err := cms.Get(ctx, "default", "settings", metav1.GetOptions{})
@@ -44,7 +44,7 @@ func Example() {
 }
 
 // A custom resource with a Go type of your own: no code generation.
-func ExampleFor_customResource() {
+func ExampleNewClient_customResource() {
 	type WidgetSpec struct {
 		Size string `json:"size"`
 	}
@@ -61,7 +61,7 @@ func ExampleFor_customResource() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	widgets := client.For[*Widget](rc, res)
+	widgets := client.NewClient[*Widget](rc, res)
 	list, err := widgets.List(ctx, "", metav1.ListOptions{LabelSelector: "tier=gold"})
 	if err != nil {
 		log.Fatal(err)
@@ -75,7 +75,7 @@ func ExampleWatcher() {
 	ctx := context.Background()
 	cfg, _ := client.Default()
 	rc, _ := client.New(cfg)
-	cms := client.For[*corev1.ConfigMap](rc, client.Resource{
+	cms := client.NewClient[*corev1.ConfigMap](rc, client.Resource{
 		GVR: corev1.SchemeGroupVersion.WithResource("configmaps"), Namespaced: true, Kind: "ConfigMap",
 	})
 	w, err := cms.Watch(ctx, "default", metav1.ListOptions{})
@@ -98,7 +98,7 @@ func ExampleRetryOnConflict() {
 	ctx := context.Background()
 	cfg, _ := client.Default()
 	rc, _ := client.New(cfg)
-	cms := client.For[*corev1.ConfigMap](rc, client.Resource{
+	cms := client.NewClient[*corev1.ConfigMap](rc, client.Resource{
 		GVR: corev1.SchemeGroupVersion.WithResource("configmaps"), Namespaced: true, Kind: "ConfigMap",
 	})
 	err := client.RetryOnConflict(ctx, func() error {

@@ -170,7 +170,7 @@ contexts:
 			t.Errorf("FromKubeconfig().Exec mismatch (-want +got):\n%s", diff)
 		}
 		rc := newExecREST(t, cfg)
-		nss, err := client.For[*corev1.Namespace](rc, client.Resource{
+		nss, err := client.NewClient[*corev1.Namespace](rc, client.Resource{
 			GVR: corev1.SchemeGroupVersion.WithResource("namespaces"), Kind: "Namespace",
 		}).List(ctx, "", metav1.ListOptions{})
 		if err != nil || len(nss.Items) == 0 {
@@ -248,7 +248,7 @@ contexts:
 		}
 
 		p = newPlugin(t, "", tokenCredential(t, "wrong", time.Time{}), tokenCredential(t, token, time.Time{}))
-		cms := client.For[*corev1.ConfigMap](newExecREST(t, execCfg(p)), configMaps)
+		cms := client.NewClient[*corev1.ConfigMap](newExecREST(t, execCfg(p)), configMaps)
 		if _, err := cms.Create(ctx, newCM("default", "exec", nil), metav1.CreateOptions{}); err != nil {
 			t.Errorf("Create() with a refused first token error = %v, want success after a refresh", err)
 		}

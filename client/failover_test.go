@@ -131,7 +131,7 @@ func TestInformerFailsOver(t *testing.T) {
 	ctx := ctxFor(t)
 	var counts requests
 	rc := restFor(t, a, []string{a.Config.Host, b.Config.Host}, func(c *client.Config) { c.WrapTransport = counts.wrap })
-	writer := client.For[*corev1.ConfigMap](restFor(t, b, []string{b.Config.Host}, nil), configMaps)
+	writer := client.NewClient[*corev1.ConfigMap](restFor(t, b, []string{b.Config.Host}, nil), configMaps)
 	sel := "app=failover"
 
 	// The reference: a watch on B from before the first write.
@@ -145,7 +145,7 @@ func TestInformerFailsOver(t *testing.T) {
 	}
 	defer ref.Stop()
 
-	inf, err := informer.New(client.For[*corev1.ConfigMap](rc, configMaps), informer.Options[*corev1.ConfigMap]{Namespace: "default", LabelSelector: sel})
+	inf, err := informer.New(client.NewClient[*corev1.ConfigMap](rc, configMaps), informer.Options[*corev1.ConfigMap]{Namespace: "default", LabelSelector: sel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +349,7 @@ func TestFailoverOn503(t *testing.T) {
 	envs := servers(t, 2)
 	pa, pb := newFaultProxy(t, envs[0].Config.Host), newFaultProxy(t, envs[1].Config.Host)
 	rc := restFor(t, envs[0], []string{pa.URL, pb.URL}, nil)
-	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	cms := client.NewClient[*corev1.ConfigMap](rc, configMaps)
 	ctx := ctxFor(t)
 
 	pa.mode.Store("503")
@@ -402,7 +402,7 @@ func TestFailoverOnRefusedConnection(t *testing.T) {
 	envs := servers(t, 3)
 	hosts := []string{envs[0].Config.Host, envs[1].Config.Host, envs[2].Config.Host}
 	rc := restFor(t, envs[0], hosts, nil)
-	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	cms := client.NewClient[*corev1.ConfigMap](rc, configMaps)
 	ctx := ctxFor(t)
 	envs[0].Stop()
 	envs[1].Stop()
@@ -439,8 +439,8 @@ func TestStalledWatchFailsOver(t *testing.T) {
 	rc := restFor(t, envs[0], []string{frozen, envs[1].Config.Host}, func(c *client.Config) {
 		c.StallTimeout = 700 * time.Millisecond
 	})
-	cms := client.For[*corev1.ConfigMap](rc, configMaps)
-	writer := client.For[*corev1.ConfigMap](restFor(t, envs[1], []string{envs[1].Config.Host}, nil), configMaps)
+	cms := client.NewClient[*corev1.ConfigMap](rc, configMaps)
+	writer := client.NewClient[*corev1.ConfigMap](restFor(t, envs[1], []string{envs[1].Config.Host}, nil), configMaps)
 	ctx := ctxFor(t)
 	l, err := cms.List(ctx, "default", metav1.ListOptions{})
 	if err != nil {
@@ -587,8 +587,8 @@ func TestFailback(t *testing.T) {
 	ctx := ctxFor(t)
 	var counts requests
 	rc := restFor(t, a, []string{a.Config.Host, b.Config.Host}, func(c *client.Config) { c.WrapTransport = counts.wrap })
-	cms := client.For[*corev1.ConfigMap](rc, configMaps)
-	writer := client.For[*corev1.ConfigMap](restFor(t, b, []string{b.Config.Host}, nil), configMaps)
+	cms := client.NewClient[*corev1.ConfigMap](rc, configMaps)
+	writer := client.NewClient[*corev1.ConfigMap](restFor(t, b, []string{b.Config.Host}, nil), configMaps)
 	l, err := cms.List(ctx, "default", metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -685,7 +685,7 @@ func TestFailbackWhileDown(t *testing.T) {
 	ctx := ctxFor(t)
 	var counts requests
 	rc := restFor(t, a, []string{a.Config.Host, b.Config.Host}, func(c *client.Config) { c.WrapTransport = counts.wrap })
-	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	cms := client.NewClient[*corev1.ConfigMap](rc, configMaps)
 	a.Stop()
 	start := time.Now()
 	if _, err := cms.List(ctx, "default", metav1.ListOptions{}); err != nil {
@@ -762,7 +762,7 @@ func failedOverFromA(t *testing.T) (*client.REST, *client.Client[*corev1.ConfigM
 	envs := servers(t, 2)
 	pa, pb := newFaultProxy(t, envs[0].Config.Host), newFaultProxy(t, envs[1].Config.Host)
 	rc := restFor(t, envs[0], []string{pa.URL, pb.URL}, nil)
-	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	cms := client.NewClient[*corev1.ConfigMap](rc, configMaps)
 	pa.mode.Store("503")
 	if _, err := cms.List(ctxFor(t), "default", metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
@@ -862,7 +862,7 @@ func TestFailbackOneProbe(t *testing.T) {
 		c.WrapTransport = counts.wrap
 		c.AttemptTimeout = 2 * time.Second
 	})
-	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	cms := client.NewClient[*corev1.ConfigMap](rc, configMaps)
 	ctx := ctxFor(t)
 	if _, err := cms.List(ctx, "default", metav1.ListOptions{}); err != nil {
 		t.Fatal(err)

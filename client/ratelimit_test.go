@@ -116,12 +116,12 @@ func TestRateLimit(t *testing.T) {
 
 	t.Run("watch takes one token", func(t *testing.T) {
 		rc := limitedREST(t, env, slowRate, 2)
-		w, err := client.For[*corev1.ConfigMap](rc, configMaps).Watch(ctx, "default", metav1.ListOptions{})
+		w, err := client.NewClient[*corev1.ConfigMap](rc, configMaps).Watch(ctx, "default", metav1.ListOptions{})
 		if err != nil {
 			t.Fatalf("Watch() error = %v", err)
 		}
 		defer w.Stop()
-		cms := client.For[*corev1.ConfigMap](limitedREST(t, env, 0, 0), configMaps)
+		cms := client.NewClient[*corev1.ConfigMap](limitedREST(t, env, 0, 0), configMaps)
 		want := map[string]bool{}
 		for i := range 3 {
 			name := fmt.Sprintf("ratelimit-%d", i)

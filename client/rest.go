@@ -20,7 +20,7 @@ import (
 // REST is a connection to an API server, or to several servers of one
 // cluster between which it fails over (Config.Hosts): base URLs, HTTP
 // transport (with its pool of reused connections) and credentials. Create
-// one per cluster with New and share it; typed clients made with For use
+// one per cluster with New and share it; typed clients made with NewClient use
 // it.
 //
 // A REST is safe for concurrent use. It starts no goroutines; call

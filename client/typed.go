@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -51,17 +52,30 @@ func (c *Client[T]) WithoutManagedFields() *Client[T] {
 	return &out
 }
 
-// For returns a typed client for res. It panics if T is not a pointer to a
-// struct.
-func For[T Object](r *REST, res Resource) *Client[T] {
+// NewClient returns a typed client for res. It panics if T is not a
+// pointer to a struct.
+func NewClient[T Object](r *REST, res Resource) *Client[T] {
 	return &Client[T]{rest: r, res: res, codec: newCodec[T](res)}
 }
 
-// Unstructured returns a client that handles res as
+// NewUnstructured returns a client that handles res as
 // *unstructured.Unstructured, for resources known only at run time (see
 // REST.Resource and REST.ResourceFor).
+func NewUnstructured(r *REST, res Resource) *Client[*unstructured.Unstructured] {
+	return NewClient[*unstructured.Unstructured](r, res)
+}
+
+// For is NewClient.
+//
+// Deprecated: use NewClient (constructors are named New; see the package
+// documentation, # Names).
+func For[T Object](r *REST, res Resource) *Client[T] { return NewClient[T](r, res) }
+
+// Unstructured is NewUnstructured.
+//
+// Deprecated: use NewUnstructured.
 func Unstructured(r *REST, res Resource) *Client[*unstructured.Unstructured] {
-	return For[*unstructured.Unstructured](r, res)
+	return NewUnstructured(r, res)
 }
 
 // Resource returns the resource the client addresses.
@@ -93,7 +107,11 @@ func (c *Client[T]) object(ctx context.Context, req request) (T, error) {
 	return c.codec.decode(b)
 }
 
-// Get reads one object.
+// Get reads one object from the server. An object that does not exist is
+// an error matching ErrNotFound (the server's 404 Status), as in client-go:
+// here absence is the server's answer to a request that named the object.
+// controller.Client.Get, which reads a cache where absence is an ordinary
+// state, returns (obj, false, nil) instead.
 func (c *Client[T]) Get(ctx context.Context, namespace, name string, opts metav1.GetOptions) (T, error) {
 	var zero T
 	p, err := c.path(namespace, name, "")
@@ -183,14 +201,17 @@ func (c *Client[T]) update(ctx context.Context, obj T, opts metav1.UpdateOptions
 }
 
 // Patch applies a patch: types.JSONPatchType (RFC 6902),
-// types.MergePatchType (RFC 7386) or types.StrategicMergePatchType (only
-// for built-in types). subresource is "" or e.g. "status".
-func (c *Client[T]) Patch(ctx context.Context, namespace, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresource string) (T, error) {
+// types.MergePatchType (RFC 7386), types.StrategicMergePatchType (only
+// for built-in types) or types.ApplyPatchType. As in client-go, the
+// object itself is patched unless subresources name one ("status"; more
+// than one are joined by "/"). A single "" is the object itself, so calls
+// written when the argument was a required string still mean the same.
+func (c *Client[T]) Patch(ctx context.Context, namespace, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error) {
 	var zero T
 	if name == "" {
 		return zero, fmt.Errorf("patch %s: name required", c.res)
 	}
-	p, err := c.path(namespace, name, subresource)
+	p, err := c.path(namespace, name, strings.Join(subresources, "/"))
 	if err != nil {
 		return zero, fmt.Errorf("patch %s: %w", c.res, err)
 	}

@@ -34,7 +34,7 @@ func TestWatchParams(t *testing.T) {
 			t.Errorf("objwatch offers %v, not %s", ext, name)
 		}
 	}
-	cms := client.For[*corev1.ConfigMap](rc, configMaps)
+	cms := client.NewClient[*corev1.ConfigMap](rc, configMaps)
 	cm, err := cms.Create(ctx, newCM("default", "p", map[string]string{"watched": "0", "other": strings.Repeat("o", 500)}), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

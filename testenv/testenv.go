@@ -5,11 +5,15 @@
 //
 //	func TestMyController(t *testing.T) {
 //		env := testenv.Start(t)
-//		// env.Kubeconfig is a kubeconfig file for client-go, kubectl or
-//		// objwatch's client; env.Config has the same as plain values.
-//		cfg, _ := clientcmd.BuildConfigFromFlags("", env.Kubeconfig)
+//		rc, err := client.New(env.Config.ClientConfig())
 //		...
 //	}
+//
+// env.Config.ClientConfig() is a client.Config for objwatch's client
+// library, env.Config.RESTConfig() a rest.Config for client-go (and
+// controller-runtime), env.Kubeconfig a kubeconfig file for kubectl and
+// anything else; all three reach the server as admin, and env.User(t,
+// name) gives a Config of another user.
 //
 // The server stops when the test ends (t.Cleanup). Servers started with
 // WithEtcd share one etcd, like several `objwatch serve` processes on one
@@ -26,19 +30,49 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
+
+	"github.com/objwatch/objwatch/client"
 	"github.com/objwatch/objwatch/internal/instance"
 	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/storage/etcd"
 )
 
-// Config is what a client needs to reach the server as admin.
+// Config is what a client needs to reach the server: as admin in
+// Env.Config, as another user from Env.User.
 type Config struct {
 	Host        string // https://127.0.0.1:port
 	CAData      []byte // PEM
-	CertData    []byte // admin client certificate, PEM
-	KeyData     []byte // admin client key, PEM
+	CertData    []byte // client certificate, PEM
+	KeyData     []byte // client key, PEM
 	BearerToken string // admin token (an alternative to the certificate)
+}
+
+// ClientConfig returns c as a configuration of objwatch's client library
+// (client.New): the client certificate if c has one, else the token. It
+// is a new value each time, which the caller may change (QPS, timeouts).
+func (c Config) ClientConfig() *client.Config {
+	cfg := &client.Config{Host: c.Host, CAData: c.CAData}
+	if len(c.CertData) > 0 {
+		cfg.CertData, cfg.KeyData = c.CertData, c.KeyData
+	} else {
+		cfg.BearerToken = c.BearerToken
+	}
+	return cfg
+}
+
+// RESTConfig returns c as a client-go configuration (for client-go's
+// clients, informers and controller-runtime), with the same credentials as
+// ClientConfig. It is a new value each time.
+func (c Config) RESTConfig() *rest.Config {
+	cfg := &rest.Config{Host: c.Host, TLSClientConfig: rest.TLSClientConfig{CAData: c.CAData}}
+	if len(c.CertData) > 0 {
+		cfg.CertData, cfg.KeyData = c.CertData, c.KeyData
+	} else {
+		cfg.BearerToken = c.BearerToken
+	}
+	return cfg
 }
 
 // Env is a running test server.

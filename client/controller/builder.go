@@ -14,8 +14,9 @@ import (
 )
 
 // Source is an informer whose events enqueue Requests, filtered by
-// predicates. Make one with Watch or Map, from an informer of New or of a
-// Factory (informer.For), and give it to a Builder.
+// predicates. Make one with NewSource or NewMapSource, from an informer of
+// informer.New or of a Factory (informer.Shared), and give it to a
+// Builder.
 type Source interface {
 	bind(b binding) (source[Request], error)
 	resource() client.Resource
@@ -37,21 +38,41 @@ type binding struct {
 	index      int             // among the sources of its role
 }
 
-// Watch is a Source of inf's objects for Builder.For and Builder.Owns.
+// NewSource is a Source of inf's objects for Builder.For and Builder.Owns.
 //
 // Predicates (all must hold) filter adds, as p(nil, obj), and updates, as
 // p(old, new); deletes always pass, since a controller must see an object
-// go whatever changed. change.FieldsChanged("spec.replicas") and
-// change.GenerationChanged are typical.
-func Watch[T client.Object](inf *informer.SharedInformer[T], predicates ...change.Predicate) Source {
+// go whatever changed (a reconciler is called for a deleted object that
+// was never its concern, and finds nothing to do).
+// change.FieldsChanged("spec.replicas"), change.GenerationChanged,
+// change.FieldsChangedExcept("metadata.labels") (ignore label-only
+// updates) and change.LabelsMatch(sel) (which objects of a resource are
+// primaries, when the controller also owns objects of that resource) are
+// typical.
+func NewSource[T client.Object](inf *informer.SharedInformer[T], predicates ...change.Predicate) Source {
 	return &watchSource[T]{inf: inf, preds: predicates}
 }
 
-// Map is a Source for Builder.Watches: each event of inf's objects
-// enqueues the Requests fn returns for the object (for an update, for the
-// old and the new state). Predicates filter as for Watch.
-func Map[T client.Object](inf *informer.SharedInformer[T], fn func(T) []Request, predicates ...change.Predicate) Source {
+// NewMapSource is a Source for Builder.Watches: each event of inf's
+// objects enqueues the Requests fn returns for the object (for an update,
+// for the old and the new state). Predicates filter as for NewSource.
+func NewMapSource[T client.Object](inf *informer.SharedInformer[T], fn func(T) []Request, predicates ...change.Predicate) Source {
 	return &watchSource[T]{inf: inf, preds: predicates, fn: fn}
+}
+
+// Watch is NewSource.
+//
+// Deprecated: use NewSource (constructors are named New; Watch is the
+// client's verb).
+func Watch[T client.Object](inf *informer.SharedInformer[T], predicates ...change.Predicate) Source {
+	return NewSource(inf, predicates...)
+}
+
+// Map is NewMapSource.
+//
+// Deprecated: use NewMapSource.
+func Map[T client.Object](inf *informer.SharedInformer[T], fn func(T) []Request, predicates ...change.Predicate) Source {
+	return NewMapSource(inf, fn, predicates...)
 }
 
 type watchSource[T client.Object] struct {
@@ -75,7 +96,7 @@ func (s *watchSource[T]) bind(b binding) (source[Request], error) {
 	switch b.role {
 	case rolePrimary, roleOwned:
 		if s.fn != nil {
-			return nil, fmt.Errorf("%s: For and Owns take a Source made by Watch, not Map", s.inf.Name())
+			return nil, fmt.Errorf("%s: For and Owns take a Source made by NewSource, not NewMapSource", s.inf.Name())
 		}
 		h.keys = func(obj T) []Request { return []Request{{Namespace: obj.GetNamespace(), Name: obj.GetName()}} }
 		if b.role == roleOwned {
@@ -83,7 +104,7 @@ func (s *watchSource[T]) bind(b binding) (source[Request], error) {
 		}
 	case roleMapped:
 		if s.fn == nil {
-			return nil, fmt.Errorf("%s: Watches takes a Source made by Map", s.inf.Name())
+			return nil, fmt.Errorf("%s: Watches takes a Source made by NewMapSource", s.inf.Name())
 		}
 		h.keys = s.fn
 	}
@@ -167,9 +188,9 @@ func (h *handlerSource[T]) start(q *workqueue.Queue[Request]) (started, error) {
 // (Watches). Errors are collected and reported once, by Complete.
 //
 //	ctrl, err := controller.NewBuilder("web").
-//		For(controller.Watch(deployments, change.FieldsChanged("spec.replicas"))).
-//		Owns(controller.Watch(configMaps)).
-//		Watches(controller.Map(secrets, secretUsers)).
+//		For(controller.NewSource(deployments, change.FieldsChanged("spec.replicas"))).
+//		Owns(controller.NewSource(configMaps)).
+//		Watches(controller.NewMapSource(secrets, secretUsers)).
 //		WithOptions(controller.Options{MaxConcurrentReconciles: 4, Metrics: reg}).
 //		Complete(reconciler)
 type Builder struct {
@@ -206,7 +227,7 @@ func (b *Builder) For(s Source) *Builder {
 func (b *Builder) Owns(s Source) *Builder { return b.add(&b.owned, s, "Owns") }
 
 // Watches adds a resource whose events reconcile what a map function
-// says (see Map).
+// says (see NewMapSource).
 func (b *Builder) Watches(s Source) *Builder { return b.add(&b.watched, s, "Watches") }
 
 func (b *Builder) add(to *[]Source, s Source, method string) *Builder {

@@ -172,10 +172,18 @@ type Client[T client.Object] struct {
 	writes *writes
 }
 
-// ClientFor returns a Client of ctrl that reads inf's cache and writes
+// NewClient returns a Client of ctrl that reads inf's cache and writes
 // through api. api and inf must be for the same resource.
-func ClientFor[T client.Object, K comparable](ctrl *Controller[K], api *client.Client[T], inf *informer.SharedInformer[T]) *Client[T] {
+func NewClient[T client.Object, K comparable](ctrl *Controller[K], api *client.Client[T], inf *informer.SharedInformer[T]) *Client[T] {
 	return &Client[T]{api: api, inf: inf, gvr: api.Resource().GVR, writes: ctrl.writes}
+}
+
+// ClientFor is NewClient.
+//
+// Deprecated: use NewClient (constructors are named New; see the package
+// documentation, # Names).
+func ClientFor[T client.Object, K comparable](ctrl *Controller[K], api *client.Client[T], inf *informer.SharedInformer[T]) *Client[T] {
+	return NewClient(ctrl, api, inf)
 }
 
 type view[T client.Object] struct{ inf *informer.SharedInformer[T] }
@@ -192,7 +200,12 @@ func (c *Client[T]) key(namespace, name string) objectKey {
 }
 
 // Get reads the object from the cache, after the controller's last write
-// of it reached the cache. The error is ctx's, if it ended first.
+// of it reached the cache. An object the cache does not have is ok ==
+// false with a nil error, as for informer.Lister.Get and a map: a
+// reconciler is asked about objects that may just have been deleted, and
+// absence is the state it acts on, not a failure. (client.Client.Get asks
+// the server, whose 404 is an error matching client.ErrNotFound.) The
+// error is ctx's, if it ended first.
 func (c *Client[T]) Get(ctx context.Context, namespace, name string) (T, bool, error) {
 	k := c.key(namespace, name)
 	if err := c.writes.wait(ctx, view[T]{c.inf}, func(o objectKey) bool { return o == k }); err != nil {
@@ -232,10 +245,10 @@ func (c *Client[T]) UpdateStatus(ctx context.Context, obj T, opts metav1.UpdateO
 	return c.record(c.api.UpdateStatus(ctx, obj, opts))
 }
 
-// Patch patches the object (subresource "" or e.g. "status") and
-// remembers its new resourceVersion.
-func (c *Client[T]) Patch(ctx context.Context, namespace, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresource string) (T, error) {
-	return c.record(c.api.Patch(ctx, namespace, name, pt, data, opts, subresource))
+// Patch patches the object, or the subresource subresources name (see
+// client.Client.Patch), and remembers its new resourceVersion.
+func (c *Client[T]) Patch(ctx context.Context, namespace, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error) {
+	return c.record(c.api.Patch(ctx, namespace, name, pt, data, opts, subresources...))
 }
 
 // Delete deletes the object; later reads wait until the cache no longer

@@ -45,7 +45,7 @@ func TestReadYourWrites(t *testing.T) {
 				counted   = map[string]bool{}
 				conflicts atomic.Int32
 			)
-			c, err := controller.NewBuilder("ryw").For(controller.Watch(inf)).
+			c, err := controller.NewBuilder("ryw").For(controller.NewSource(inf)).
 				WithOptions(controller.Options{DisableReadYourWrites: !ryw, Queue: workqueue.Options{BaseDelay: time.Millisecond}}).
 				Complete(controller.Func[controller.Request](func(ctx context.Context, r controller.Request) (controller.Result, error) {
 					mu.Lock()
@@ -75,7 +75,7 @@ func TestReadYourWrites(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cl = controller.ClientFor(c, e.cms, inf)
+			cl = controller.NewClient(c, e.cms, inf)
 			run(t, c)
 			deadline := time.Now().Add(20 * time.Second)
 			for {
@@ -127,7 +127,7 @@ func TestStaleCacheGuard(t *testing.T) {
 			)
 			const steps = 10
 			reg := prometheus.NewPedanticRegistry()
-			c, err := controller.NewBuilder("guard").For(controller.Watch(inf)).
+			c, err := controller.NewBuilder("guard").For(controller.NewSource(inf)).
 				WithOptions(controller.Options{DisableReadYourWrites: !guard, Metrics: reg, Queue: workqueue.Options{BaseDelay: time.Millisecond}}).
 				Complete(controller.Func[controller.Request](func(ctx context.Context, r controller.Request) (controller.Result, error) {
 					if r.Name != name {
@@ -159,7 +159,7 @@ func TestStaleCacheGuard(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cl = controller.ClientFor(c, e.cms, inf)
+			cl = controller.NewClient(c, e.cms, inf)
 			run(t, c)
 			select {
 			case <-finished:
@@ -191,7 +191,7 @@ func TestReadYourWritesListDelete(t *testing.T) {
 				ns = "kube-public"
 			}
 			inf := e.configMapInformer(t, ns)
-			c, err := controller.NewBuilder(fmt.Sprint("ryw-list-", ryw)).For(controller.Watch(inf)).
+			c, err := controller.NewBuilder(fmt.Sprint("ryw-list-", ryw)).For(controller.NewSource(inf)).
 				WithOptions(controller.Options{DisableReadYourWrites: !ryw}).
 				Complete(controller.Func[controller.Request](func(context.Context, controller.Request) (controller.Result, error) {
 					return controller.Result{}, nil
@@ -199,7 +199,7 @@ func TestReadYourWritesListDelete(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cl := controller.ClientFor(c, e.cms, inf)
+			cl := controller.NewClient(c, e.cms, inf)
 			ctx := testContext(t)
 			waitUntil(t, "the informer's first list", func() bool { return inf.LastResourceVersion() != "" })
 			const rounds = 10

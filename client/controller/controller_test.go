@@ -15,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/objwatch/objwatch/change"
 	"github.com/objwatch/objwatch/client"
@@ -64,7 +65,7 @@ func hasLabel(m *dto.Metric, name, value string) bool {
 // subtest in its own namespace.
 func TestController(t *testing.T) {
 	e := startEnv(t)
-	nss := client.For[*corev1.Namespace](e.rest, client.Resource{GVR: corev1.SchemeGroupVersion.WithResource("namespaces"), Kind: "Namespace"})
+	nss := client.NewClient[*corev1.Namespace](e.rest, client.Resource{GVR: corev1.SchemeGroupVersion.WithResource("namespaces"), Kind: "Namespace"})
 	namespace := func(t *testing.T) string {
 		ns := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
 		if _, err := nss.Create(testContext(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -77,7 +78,7 @@ func TestController(t *testing.T) {
 		t.Helper()
 		reg := prometheus.NewPedanticRegistry()
 		opts.Metrics = reg
-		c, err := controller.NewBuilder("test").For(controller.Watch(e.configMapInformer(t, ns), preds...)).WithOptions(opts).Complete(r)
+		c, err := controller.NewBuilder("test").For(controller.NewSource(e.configMapInformer(t, ns), preds...)).WithOptions(opts).Complete(r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,7 +286,7 @@ func TestController(t *testing.T) {
 
 	t.Run("owned and mapped", func(t *testing.T) {
 		ns := namespace(t)
-		scs := client.For[*corev1.Secret](e.rest, secrets)
+		scs := client.NewClient[*corev1.Secret](e.rest, secrets)
 		owner, err := scs.Create(testContext(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owner"}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -303,9 +304,9 @@ func TestController(t *testing.T) {
 		cmInf := e.configMapInformer(t, ns)
 		rec := newRecorder(nil)
 		c, err := controller.NewBuilder("owned").
-			For(controller.Watch(secretInf)).
-			Owns(controller.Watch(cmInf)).
-			Watches(controller.Map(cmInf, func(cm CM) []controller.Request {
+			For(controller.NewSource(secretInf)).
+			Owns(controller.NewSource(cmInf)).
+			Watches(controller.NewMapSource(cmInf, func(cm CM) []controller.Request {
 				if t := cm.Data["target"]; t != "" {
 					return []controller.Request{{Namespace: ns, Name: t}}
 				}
@@ -332,14 +333,61 @@ func TestController(t *testing.T) {
 		}
 	})
 
+	// A ConfigMap owning a ConfigMap: change.LabelsMatch on the primary's
+	// source keeps the owned ones from reconciling themselves, and
+	// FieldsChangedExcept keeps label-only updates of primaries out.
+	t.Run("primaries by label", func(t *testing.T) {
+		ns := namespace(t)
+		inf := e.configMapInformer(t, ns)
+		primary := change.LabelsMatch(labels.SelectorFromSet(labels.Set{"mirror": "true"}))
+		rec := newRecorder(func(ctx context.Context, r controller.Request, n int) (controller.Result, error) {
+			src, ok := inf.Lister().Get(r.Namespace, r.Name)
+			if !ok || n > 1 {
+				return controller.Result{}, nil
+			}
+			ref := metav1.NewControllerRef(src, corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+			_, err := e.cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.Name + "-copy",
+				OwnerReferences: []metav1.OwnerReference{*ref}}, Data: src.Data}, metav1.CreateOptions{})
+			return controller.Result{}, err
+		})
+		c, err := controller.NewBuilder("mirror").
+			For(controller.NewSource(inf, primary, change.FieldsChangedExcept("metadata.labels"))).
+			Owns(controller.NewSource(inf)).
+			Complete(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(t, c)
+		src, err := e.cms.Create(testContext(t), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "src",
+			Labels: map[string]string{"mirror": "true"}}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := controller.Request{Namespace: ns, Name: "src"}
+		rec.waitFor(t, req, 1)
+		// The copy's add reconciles its owner (Owns), not itself (For).
+		rec.waitFor(t, req, 2)
+		src.Labels["team"] = "web" // a label-only update: not reconciled
+		if _, err := e.cms.Update(testContext(t), src, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.create(t, ns, "unlabelled", nil)
+		rec.never(t, req, 2)
+		for _, name := range []string{"src-copy", "unlabelled"} {
+			if n := rec.count(controller.Request{Namespace: ns, Name: name}); n != 0 {
+				t.Errorf("%s, not a primary, was reconciled %d times", name, n)
+			}
+		}
+	})
+
 	t.Run("sync timeout names the resource", func(t *testing.T) {
 		missing := client.Resource{GVR: corev1.SchemeGroupVersion.WithResource("nothings"), Namespaced: true, Kind: "Nothing"}
-		inf, err := informer.New(client.For[CM](e.rest, missing), informer.Options[CM]{InitialBackoff: 10 * time.Millisecond})
+		inf, err := informer.New(client.NewClient[CM](e.rest, missing), informer.Options[CM]{InitialBackoff: 10 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
 		run(t, inf)
-		c, err := controller.NewBuilder("nosync").For(controller.Watch(inf)).
+		c, err := controller.NewBuilder("nosync").For(controller.NewSource(inf)).
 			WithOptions(controller.Options{SyncTimeout: 300 * time.Millisecond}).Complete(newRecorder(nil))
 		if err != nil {
 			t.Fatal(err)
@@ -367,7 +415,7 @@ func TestController(t *testing.T) {
 			}
 			return controller.Result{}, nil
 		})
-		c, err := controller.NewBuilder("shutdown").For(controller.Watch(e.configMapInformer(t, ns))).Complete(rec)
+		c, err := controller.NewBuilder("shutdown").For(controller.NewSource(e.configMapInformer(t, ns))).Complete(rec)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -388,7 +436,7 @@ func TestController(t *testing.T) {
 			cancelled.Store(true)
 			return controller.Result{}, ctx.Err()
 		})
-		c2, err := controller.NewBuilder("shutdown2").For(controller.Watch(e.configMapInformer(t, ns))).
+		c2, err := controller.NewBuilder("shutdown2").For(controller.NewSource(e.configMapInformer(t, ns))).
 			WithOptions(controller.Options{ShutdownTimeout: 50 * time.Millisecond}).Complete(controller.Func[controller.Request](func(ctx context.Context, r controller.Request) (controller.Result, error) {
 			if r.Name != "b" {
 				return controller.Result{}, nil

@@ -4,17 +4,32 @@
 // controller-runtime's reconcile and builder packages, without
 // controller-runtime or client-go.
 //
-//	deploys := informer.For[*appsv1.Deployment](factory, deployments, informer.Selection{})
-//	cms := informer.For[*corev1.ConfigMap](factory, configMaps, informer.Selection{})
+//	deploys := informer.Shared[*appsv1.Deployment](factory, deployments, informer.Selection{})
+//	cms := informer.Shared[*corev1.ConfigMap](factory, configMaps, informer.Selection{})
 //	go factory.Run(ctx) // caching is explicit: the controller runs no informer
 //
 //	ctrl, err := controller.NewBuilder("web").
-//		For(controller.Watch(deploys, change.FieldsChanged("spec.replicas"))).
-//		Owns(controller.Watch(cms)).
+//		For(controller.NewSource(deploys, change.FieldsChanged("spec.replicas"))).
+//		Owns(controller.NewSource(cms)).
 //		WithOptions(controller.Options{MaxConcurrentReconciles: 4, Metrics: reg}).
 //		Complete(controller.Func[controller.Request](reconcile))
-//	cmClient := controller.ClientFor(ctrl, client.For[*corev1.ConfigMap](rc, configMaps), cms)
+//	cmClient := controller.NewClient(ctrl, client.NewClient[*corev1.ConfigMap](rc, configMaps), cms)
 //	err = ctrl.Run(ctx)
+//
+// # Names
+//
+// One rule across client, client/informer, client/controller and change:
+// a function that makes something is New (the package's main type:
+// client.New a REST, informer.New a SharedInformer, controller.New a
+// Controller) or NewX (an X: client.NewClient, controller.NewSource,
+// change.NewFilter); MustX is a NewX or ParseX that panics on bad input;
+// informer.Shared returns a Factory's informer, shared by every caller
+// asking for the same one. A wait is WaitFor followed by what ends it
+// (WaitForSync, WaitForSyncOrRefusal) and ends early with ctx's error.
+// The Builder's For, Owns and Watches are controller-runtime's words. The
+// older spellings (client.For and Unstructured, informer.For,
+// controller.Watch, Map and ClientFor, WaitSynced) still compile,
+// deprecated. docs/CLIENT.md gives the reasons.
 //
 // # Sources
 //
@@ -22,7 +37,10 @@
 // controller owner (the ownerReference with controller: true), if its API
 // group and kind are the primary resource's (any version); Watches' map
 // functions say what an event reconciles. Predicates (change.Predicate)
-// filter adds, as p(nil, obj), and updates; deletes always pass. Adds from
+// filter adds, as p(nil, obj), and updates; deletes always pass. When the
+// controller owns objects of its primary resource (a ConfigMap mirroring
+// a ConfigMap), change.LabelsMatch on the primary's source says which
+// objects are primaries, so that the mirrors do not reconcile themselves. Adds from
 // an informer's initial list, and resyncs (updates that keep the
 // resourceVersion), are queued at workqueue.LowPriority, so real changes
 // go first.
@@ -39,7 +57,7 @@
 //
 // # Read your writes
 //
-// A Client (ClientFor) reads the informer's cache and writes through the
+// A Client (NewClient) reads the informer's cache and writes through the
 // API, remembering the resourceVersion of each successful write per
 // object. A read of that object (or a List of its namespace) waits until
 // the cache has it at that resourceVersion or newer, at most

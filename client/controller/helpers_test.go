@@ -45,7 +45,7 @@ func startEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.rest.CloseIdleConnections)
-	e.cms = client.For[CM](e.rest, configMaps)
+	e.cms = client.NewClient[CM](e.rest, configMaps)
 	return e
 }
 

@@ -88,8 +88,8 @@ func BenchmarkChangeCost(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer wrest.CloseIdleConnections()
-	writer := client.For[CM](wrest, configMaps)
-	namespaces := client.For[*corev1.Namespace](wrest, client.Resource{GVR: corev1.SchemeGroupVersion.WithResource("namespaces"), Kind: "Namespace"})
+	writer := client.NewClient[CM](wrest, configMaps)
+	namespaces := client.NewClient[*corev1.Namespace](wrest, client.Resource{GVR: corev1.SchemeGroupVersion.WithResource("namespaces"), Kind: "Namespace"})
 	if _, err := namespaces.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: costNamespace}}, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "exists") {
 		b.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func BenchmarkChangeCost(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer rest.CloseIdleConnections()
-		v.inf, err = informer.New(client.For[CM](rest, configMaps), informer.Options[CM]{Namespace: costNamespace})
+		v.inf, err = informer.New(client.NewClient[CM](rest, configMaps), informer.Options[CM]{Namespace: costNamespace})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -109,7 +109,7 @@ func churn(t *testing.T, streaming, compact bool) {
 	}
 
 	reg := prometheus.NewRegistry()
-	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{
+	inf, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{
 		Name: "churn", Metrics: reg, DisableStreamingList: !streaming, PageSize: 25, Compact: compact,
 		MinWatchTimeout: 2 * time.Second, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 300 * time.Millisecond,
 		DetectMutations: true, OnMutation: func(err error) { t.Errorf("mutation: %v", err) },

@@ -29,7 +29,7 @@ func TestDedupScenario(t *testing.T) {
 		}
 	}
 	reg := prometheus.NewPedanticRegistry()
-	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{Metrics: reg, Name: "cms", InitialBackoff: 10 * time.Millisecond})
+	inf, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{Metrics: reg, Name: "cms", InitialBackoff: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

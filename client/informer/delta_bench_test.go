@@ -80,7 +80,7 @@ func BenchmarkDeltaEvent(b *testing.B) {
 			}
 		}
 	})
-	typed := &reflector[*corev1.Node]{client: client.For[*corev1.Node](nil, nodes), metrics: &metrics{}}
+	typed := &reflector[*corev1.Node]{client: client.NewClient[*corev1.Node](nil, nodes), metrics: &metrics{}}
 	b.Run("delta/typed", func(b *testing.B) {
 		for b.Loop() {
 			var m client.Meta
@@ -92,7 +92,7 @@ func BenchmarkDeltaEvent(b *testing.B) {
 			}
 		}
 	})
-	unstr := &reflector[*unstructured.Unstructured]{client: client.Unstructured(nil, nodes), metrics: &metrics{}}
+	unstr := &reflector[*unstructured.Unstructured]{client: client.NewUnstructured(nil, nodes), metrics: &metrics{}}
 	cached := &unstructured.Unstructured{Object: cachedU}
 	b.Run("delta/unstructured", func(b *testing.B) {
 		for b.Loop() {
@@ -148,7 +148,7 @@ func (h *metaHolder) UnmarshalJSON(data []byte) error {
 func TestPatchedBroken(t *testing.T) {
 	node := bigNode()
 	before, _ := json.Marshal(node)
-	r := &reflector[*corev1.Node]{client: client.For[*corev1.Node](nil, nodes), metrics: &metrics{}}
+	r := &reflector[*corev1.Node]{client: client.NewClient[*corev1.Node](nil, nodes), metrics: &metrics{}}
 	id := client.Meta{Name: "node-1", UID: string(node.UID), ResourceVersion: "1001"}
 	for _, c := range []struct {
 		name  string

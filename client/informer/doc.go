@@ -1,13 +1,28 @@
 // Package informer keeps a local, indexed, always-current copy of a
 // resource's objects and tells handlers about every change, in order.
 //
-//	inf, err := informer.New(client.For[*corev1.ConfigMap](rc, configMaps), informer.Options[*corev1.ConfigMap]{})
+//	inf, err := informer.New(client.NewClient[*corev1.ConfigMap](rc, configMaps), informer.Options[*corev1.ConfigMap]{})
 //	reg, err := inf.AddHandler(informer.HandlerFuncs[*corev1.ConfigMap]{
 //		Update: func(old, new *corev1.ConfigMap) { ... },
 //	}, informer.HandlerOptions{Name: "reloader"})
 //	go inf.Run(ctx)
 //	informer.WaitForSync(ctx, reg.HasSynced)
 //	cm, ok := inf.Lister().Get("default", "settings")
+//
+// # Names
+//
+// One rule across client, client/informer, client/controller and change:
+// a function that makes something is New (the package's main type:
+// client.New a REST, informer.New a SharedInformer, controller.New a
+// Controller) or NewX (an X: client.NewClient, controller.NewSource,
+// change.NewFilter); MustX is a NewX or ParseX that panics on bad input;
+// informer.Shared returns a Factory's informer, shared by every caller
+// asking for the same one. A wait is WaitFor followed by what ends it
+// (WaitForSync, WaitForSyncOrRefusal) and ends early with ctx's error.
+// The Builder's For, Owns and Watches are controller-runtime's words. The
+// older spellings (client.For and Unstructured, informer.For,
+// controller.Watch, Map and ClientFor, WaitSynced) still compile,
+// deprecated. docs/CLIENT.md gives the reasons.
 //
 // # How it works
 //
@@ -98,8 +113,8 @@
 // cluster scope) and verb, and matching client.ErrForbidden (or
 // ErrUnauthorized) with errors.Is; the gauge
 // objwatch_informer_refused{namespace,verb} is 1; the informer logs it at
-// warning level, once per change of refusal. SharedInformer.WaitSynced
-// and Factory.WaitSynced return the refusal right away, where WaitForSync
+// warning level, once per change of refusal. SharedInformer.WaitForSyncOrRefusal
+// and Factory.WaitForSyncOrRefusal return the refusal right away, where WaitForSync
 // would wait for ctx to end. The informer still retries, with its
 // backoff, since access may be granted later (a binding created after the
 // program started), and clears the state as soon as the server accepts a

@@ -79,7 +79,7 @@ func TestDropManagedFields(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(rest.CloseIdleConnections)
-		inf, err := informer.New(client.For[CM](rest, configMaps), informer.Options[CM]{
+		inf, err := informer.New(client.NewClient[CM](rest, configMaps), informer.Options[CM]{
 			LabelSelector: "app=mf", DropManagedFields: drop, Name: fmt.Sprintf("drop=%v,ignore=%v", drop, ignore),
 		})
 		if err != nil {

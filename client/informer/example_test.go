@@ -18,7 +18,7 @@ func ExampleSharedInformer() {
 	defer cancel()
 	cfg, _ := client.Default()
 	rc, _ := client.New(cfg)
-	pods := client.For[*corev1.Pod](rc, client.Resource{
+	pods := client.NewClient[*corev1.Pod](rc, client.Resource{
 		GVR: corev1.SchemeGroupVersion.WithResource("pods"), Namespaced: true, Kind: "Pod",
 	})
 	inf, err := informer.New(pods, informer.Options[*corev1.Pod]{
@@ -66,8 +66,8 @@ func ExampleFactory() {
 	cms := client.Resource{GVR: corev1.SchemeGroupVersion.WithResource("configmaps"), Namespaced: true, Kind: "ConfigMap"}
 	// Two parts of a program asking for the same resource and selection
 	// share one informer: one watch, one cache.
-	a := informer.For[*corev1.ConfigMap](f, cms, informer.Selection{Namespace: "default"})
-	b := informer.For[*corev1.ConfigMap](f, cms, informer.Selection{Namespace: "default"})
+	a := informer.Shared[*corev1.ConfigMap](f, cms, informer.Selection{Namespace: "default"})
+	b := informer.Shared[*corev1.ConfigMap](f, cms, informer.Selection{Namespace: "default"})
 	fmt.Println(a == b)
 	go f.Run(ctx)
 	if err := f.WaitForSync(ctx); err != nil {

@@ -24,7 +24,7 @@ type Selection struct {
 // FactoryOptions are the settings a Factory gives its informers.
 type FactoryOptions struct {
 	// Name, if set, prefixes the names of the factory's informers:
-	// "<Name>/<resource and selection>" (see For). Factories that share a
+	// "<Name>/<resource and selection>" (see Shared). Factories that share a
 	// Metrics registerer and a selection need different names.
 	Name string
 	// Metrics receives every informer's metrics, labelled with its name.
@@ -34,7 +34,7 @@ type FactoryOptions struct {
 	DisableStreamingList bool
 	DetectMutations      bool
 	// Namespaces, if set, scopes the factory to these namespaces, as a
-	// tenant without cluster-wide access needs: For with a Selection of
+	// tenant without cluster-wide access needs: Shared with a Selection of
 	// no namespace, for a namespaced resource, returns an informer over
 	// these namespaces (see Options.Namespaces) instead of one over all.
 	// A Selection naming a namespace, and a cluster-scoped resource, are
@@ -48,7 +48,7 @@ type FactoryOptions struct {
 	Compact bool
 }
 
-// Factory shares informers: For returns the same informer for the same Go
+// Factory shares informers: Shared returns the same informer for the same Go
 // type, resource and selection, so that every part of a program that
 // watches ConfigMaps in one namespace shares one watch and one cache.
 //
@@ -85,19 +85,20 @@ func NewFactory(r *client.REST, opts FactoryOptions) *Factory {
 	return &Factory{rest: r, opts: opts, informers: map[factoryKey]runner{}, names: map[string]bool{}, added: make(chan struct{}, 1)}
 }
 
-// For returns the factory's informer of T objects of res matching sel,
-// creating it on first use. Add indexes with AddIndexers.
+// Shared returns the factory's informer of T objects of res matching sel,
+// creating it on first use: every caller asking for the same type,
+// resource and selection shares it. Add indexes with AddIndexers.
 //
 // The informer is named after res and sel (see Options.Name), prefixed
 // with FactoryOptions.Name if set; when the factory already has an
 // informer of that name, for another Go type, the type is added:
 // "configmaps (*unstructured.Unstructured)". Should its metrics fail to
 // register (FactoryOptions.Metrics already has an informer of that name,
-// from another factory or from New), For does not fail: it returns the
+// from another factory or from New), Shared does not fail: it returns the
 // informer, working but without metrics, and reports the error through
 // Err and the informer's log. It panics, as for a programming error, if T
 // is not a pointer to a struct or a selector does not parse.
-func For[T client.Object](f *Factory, res client.Resource, sel Selection) *SharedInformer[T] {
+func Shared[T client.Object](f *Factory, res client.Resource, sel Selection) *SharedInformer[T] {
 	typ := reflect.TypeFor[T]()
 	k := factoryKey{typ: typ, gvr: res.GVR, sel: sel}
 	f.mu.Lock()
@@ -109,7 +110,7 @@ func For[T client.Object](f *Factory, res client.Resource, sel Selection) *Share
 	if ns == "" && res.Namespaced && len(f.opts.Namespaces) > 0 {
 		var err error
 		if namespaces, err = scopes("", f.opts.Namespaces); err != nil {
-			panic(fmt.Sprintf("informer.For: %v", err))
+			panic(fmt.Sprintf("informer.Shared: %v", err))
 		}
 		ns = strings.Join(namespaces, ",")
 	}
@@ -120,7 +121,7 @@ func For[T client.Object](f *Factory, res client.Resource, sel Selection) *Share
 	if f.names[name] {
 		name += " (" + typ.String() + ")"
 	}
-	inf, err := newInformer(client.For[T](f.rest, res), Options[T]{
+	inf, err := newInformer(client.NewClient[T](f.rest, res), Options[T]{
 		Name:      name,
 		Namespace: sel.Namespace, Namespaces: namespaces, LabelSelector: sel.LabelSelector, FieldSelector: sel.FieldSelector,
 		Log:                  f.opts.Log,
@@ -128,7 +129,7 @@ func For[T client.Object](f *Factory, res client.Resource, sel Selection) *Share
 		Compact: f.opts.Compact,
 	})
 	if err != nil {
-		panic(fmt.Sprintf("informer.For: %v", err))
+		panic(fmt.Sprintf("informer.Shared: %v", err))
 	}
 	if f.opts.Metrics != nil {
 		if err := inf.exportMetrics(f.opts.Metrics); err != nil {
@@ -146,7 +147,7 @@ func For[T client.Object](f *Factory, res client.Resource, sel Selection) *Share
 	return inf
 }
 
-// Err returns the errors For reported so far (informers whose metrics
+// Err returns the errors Shared reported so far (informers whose metrics
 // could not be registered), joined, or nil.
 func (f *Factory) Err() error {
 	f.mu.Lock()
@@ -185,7 +186,8 @@ func (f *Factory) Run(ctx context.Context) error {
 }
 
 // WaitForSync waits until every informer made so far has synced, or ctx
-// ends, also while the server refuses one access (see WaitSynced).
+// ends, also while the server refuses one access (see
+// WaitForSyncOrRefusal).
 func (f *Factory) WaitForSync(ctx context.Context) error {
 	f.mu.Lock()
 	var fns []func() bool
@@ -196,11 +198,11 @@ func (f *Factory) WaitForSync(ctx context.Context) error {
 	return WaitForSync(ctx, fns...)
 }
 
-// WaitSynced waits until every informer made so far has synced, or one is
+// WaitForSyncOrRefusal waits until every informer made so far has synced, or one is
 // refused access, or ctx ends. A refusal is returned at once, as a
 // *RefusedError naming the informer, resource, namespace and verb (those
-// of every informer refused, joined); see SharedInformer.WaitSynced.
-func (f *Factory) WaitSynced(ctx context.Context) error {
+// of every informer refused, joined); see SharedInformer.WaitForSyncOrRefusal.
+func (f *Factory) WaitForSyncOrRefusal(ctx context.Context) error {
 	f.mu.Lock()
 	infs := make([]runner, 0, len(f.order))
 	for _, k := range f.order {
@@ -208,4 +210,18 @@ func (f *Factory) WaitSynced(ctx context.Context) error {
 	}
 	f.mu.Unlock()
 	return waitSynced(ctx, infs)
+}
+
+// WaitSynced is WaitForSyncOrRefusal.
+//
+// Deprecated: use WaitForSyncOrRefusal (waits are named WaitFor and what
+// ends them; see the package documentation, # Names).
+func (f *Factory) WaitSynced(ctx context.Context) error { return f.WaitForSyncOrRefusal(ctx) }
+
+// For is Shared.
+//
+// Deprecated: use Shared (For is the Builder's word in package
+// controller; see the package documentation, # Names).
+func For[T client.Object](f *Factory, res client.Resource, sel Selection) *SharedInformer[T] {
+	return Shared[T](f, res, sel)
 }

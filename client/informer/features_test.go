@@ -51,7 +51,7 @@ func testClientGoObjects(t *testing.T, compact bool) {
 		}
 		want[cm.Name] = cm
 	}
-	typed, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{LabelSelector: "app=cg", Compact: compact})
+	typed, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{LabelSelector: "app=cg", Compact: compact})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func testClientGoObjects(t *testing.T, compact bool) {
 	if _, err := typed.AddHandler(informer.HandlerFuncs[CM]{Update: func(_, new CM) { updates.Store(new.Name, new) }}, informer.HandlerOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dyn, err := informer.New(client.Unstructured(e.reader, configMaps), informer.Options[*unstructured.Unstructured]{Namespace: "default", Compact: compact})
+	dyn, err := informer.New(client.NewUnstructured(e.reader, configMaps), informer.Options[*unstructured.Unstructured]{Namespace: "default", Compact: compact})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func testSelectorLeaveAndEnter(t *testing.T, compact bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{LabelSelector: "app=in", Compact: compact})
+	inf, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{LabelSelector: "app=in", Compact: compact})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func testTransformAndIndexes(t *testing.T, compact bool) {
 		}
 	}
 	byShard := func(o CM) []string { return []string{o.Labels["shard"]} }
-	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{
+	inf, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{
 		Transform: func(o CM) (CM, error) { o.Data = nil; o.ManagedFields = nil; return o, nil },
 		Indexers:  informer.Indexers[CM]{"shard": byShard},
 		Compact:   compact,
@@ -206,7 +206,7 @@ func testResync(t *testing.T, compact bool) {
 			t.Fatal(err)
 		}
 	}
-	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{Compact: compact})
+	inf, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{Compact: compact})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestMutationDetector(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reported atomic.Int64
-	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{
+	inf, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{
 		DetectMutations: true, OnMutation: func(error) { reported.Add(1) },
 	})
 	if err != nil {
@@ -272,8 +272,8 @@ func TestFactory(t *testing.T) {
 		}
 	}
 	f := informer.NewFactory(e.reader, informer.FactoryOptions{})
-	all := informer.For[CM](f, configMaps, informer.Selection{})
-	if again := informer.For[CM](f, configMaps, informer.Selection{}); again != all {
+	all := informer.Shared[CM](f, configMaps, informer.Selection{})
+	if again := informer.Shared[CM](f, configMaps, informer.Selection{}); again != all {
 		t.Errorf("For() twice returned two informers, want one shared")
 	}
 	runCtx, cancel := context.WithCancel(ctx)
@@ -285,8 +285,8 @@ func TestFactory(t *testing.T) {
 			t.Errorf("Factory.Run() = %v", err)
 		}
 	}()
-	ns := informer.For[CM](f, configMaps, informer.Selection{Namespace: "kube-system"}) // made while running
-	dyn := informer.For[*unstructured.Unstructured](f, configMaps, informer.Selection{})
+	ns := informer.Shared[CM](f, configMaps, informer.Selection{Namespace: "kube-system"}) // made while running
+	dyn := informer.Shared[*unstructured.Unstructured](f, configMaps, informer.Selection{})
 	if err := f.WaitForSync(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func TestCompactReadersOwnObjects(t *testing.T) {
 		want[cm.Name] = cm
 	}
 	f := informer.NewFactory(e.reader, informer.FactoryOptions{Compact: true, DetectMutations: true})
-	inf := informer.For[CM](f, configMaps, informer.Selection{Namespace: "default"})
+	inf := informer.Shared[CM](f, configMaps, informer.Selection{Namespace: "default"})
 	if err := inf.AddIndexers(informer.Indexers[CM]{"app": func(o CM) []string { return []string{o.Labels["app"]} }}); err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +360,7 @@ func TestCompactReadersOwnObjects(t *testing.T) {
 	if err := inf.CheckMutations(); err != nil {
 		t.Errorf("CheckMutations() = %v, want nil (the detector is off in compact mode)", err)
 	}
-	if again := informer.For[CM](f, configMaps, informer.Selection{Namespace: "default"}); again != inf {
+	if again := informer.Shared[CM](f, configMaps, informer.Selection{Namespace: "default"}); again != inf {
 		t.Errorf("For() twice returned two informers, want one shared")
 	}
 }

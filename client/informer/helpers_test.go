@@ -54,7 +54,7 @@ func startEnv(t *testing.T, opts ...testenv.Option) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(wr.CloseIdleConnections)
-	e.writer, e.admin = client.For[CM](wr, configMaps), wr
+	e.writer, e.admin = client.NewClient[CM](wr, configMaps), wr
 	rcfg := *cfg
 	rcfg.WrapTransport = e.cut.Wrap
 	if e.reader, err = client.New(&rcfg); err != nil {

@@ -157,7 +157,7 @@ const (
 // and tells handlers about every change. See the package documentation for
 // the guarantees.
 //
-// Create it with New (or For, from a Factory), add handlers at any time,
+// Create it with New (or Shared, from a Factory), add handlers at any time,
 // and call Run once. All methods are safe for concurrent use.
 type SharedInformer[T client.Object] struct {
 	mask     *fieldmask.Mask // Options.FieldMask, nil without
@@ -698,20 +698,26 @@ func (i *SharedInformer[T]) CheckMutations() error {
 }
 
 // WaitForSync waits until the informer has synced or ctx ends, also while
-// the server refuses it access (see WaitSynced).
+// the server refuses it access (see WaitForSyncOrRefusal).
 func (i *SharedInformer[T]) WaitForSync(ctx context.Context) error {
 	return WaitForSync(ctx, i.HasSynced)
 }
 
-// WaitSynced is WaitForSync, except that it returns as soon as the server
+// WaitForSyncOrRefusal is WaitForSync, except that it returns as soon as the server
 // refuses the informer access (a *RefusedError; with Options.Namespaces,
 // those of every namespace refused, joined) instead of waiting for the
 // informer to be granted access, which may never happen. The informer
 // itself keeps retrying. Right after a role or binding is created the
 // server may still refuse for a moment; use WaitForSync to wait it out.
-func (i *SharedInformer[T]) WaitSynced(ctx context.Context) error {
+func (i *SharedInformer[T]) WaitForSyncOrRefusal(ctx context.Context) error {
 	return waitSynced(ctx, []runner{i})
 }
+
+// WaitSynced is WaitForSyncOrRefusal.
+//
+// Deprecated: use WaitForSyncOrRefusal (waits are named WaitFor and what
+// ends them; see the package documentation, # Names).
+func (i *SharedInformer[T]) WaitSynced(ctx context.Context) error { return i.WaitForSyncOrRefusal(ctx) }
 
 // waitSynced waits until every informer has synced, one of them is
 // refused access, or ctx ends.

@@ -32,7 +32,7 @@ func testInformerSeesEveryChange(t *testing.T, compact bool) {
 				}
 			}
 			reg := prometheus.NewRegistry()
-			inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{
+			inf, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{
 				DisableStreamingList: !streaming, PageSize: 7, MinWatchTimeout: 2 * time.Second, Metrics: reg, Compact: compact,
 			})
 			if err != nil {
@@ -102,7 +102,7 @@ func TestStreamingListFallback(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{InitialBackoff: 10 * time.Millisecond})
+	inf, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{InitialBackoff: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func testRelistAppliesOnlyDifferences(t *testing.T, compact bool) {
 				live[cm.Name] = cm
 			}
 			reg := prometheus.NewRegistry()
-			inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{
+			inf, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{
 				DisableStreamingList: !streaming, Metrics: reg, Name: "cms", InitialBackoff: 10 * time.Millisecond, Compact: compact,
 			})
 			if err != nil {
@@ -255,7 +255,7 @@ func value(m *dto.Metric) float64 {
 
 func TestRunTwice(t *testing.T) {
 	e := startEnv(t)
-	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{})
+	inf, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,14 +264,14 @@ func TestRunTwice(t *testing.T) {
 	if err := inf.Run(context.Background()); err == nil {
 		t.Errorf("second Run() = nil, want an error")
 	}
-	if _, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{LabelSelector: "a in ((("}); err == nil {
+	if _, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{LabelSelector: "a in ((("}); err == nil {
 		t.Errorf("New(bad selector) error = nil, want an error")
 	}
 	reg := prometheus.NewRegistry()
-	if _, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{Metrics: reg, Name: "x"}); err != nil {
+	if _, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{Metrics: reg, Name: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{Metrics: reg, Name: "x"}); err == nil {
+	if _, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{Metrics: reg, Name: "x"}); err == nil {
 		t.Errorf("New(duplicate metrics name) error = nil, want an error")
 	}
 	_ = errors.New

@@ -64,7 +64,7 @@ func TestTenantKube(t *testing.T) {
 	a, b := prefix+"-a", prefix+"-b"
 	tn := startTenancy(t, admin, "alice", a, b)
 	tn.grant(t, a)
-	cms := client.For[CM](admin, configMaps)
+	cms := client.NewClient[CM](admin, configMaps)
 	createCM(t, cms, a, "one")
 	createCM(t, cms, b, "one")
 	waitAllowed(t, alice, a)
@@ -77,7 +77,7 @@ func TestTenantKube(t *testing.T) {
 		t.Errorf("Rules(a) = %+v, %v; want watch configmaps", st, err)
 	}
 
-	inf, err := informer.New(client.For[CM](alice, configMaps), informer.Options[CM]{
+	inf, err := informer.New(client.NewClient[CM](alice, configMaps), informer.Options[CM]{
 		Namespaces:     []string{a, b},
 		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
 	})
@@ -85,7 +85,7 @@ func TestTenantKube(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, inf)
-	err = inf.WaitSynced(ctx)
+	err = inf.WaitForSyncOrRefusal(ctx)
 	var refused *informer.RefusedError
 	if !errors.As(err, &refused) || !errors.Is(err, client.ErrForbidden) || refused.Namespace != b {
 		t.Fatalf("WaitSynced() = %v, want b refused", err)
@@ -105,12 +105,12 @@ func TestTenantKube(t *testing.T) {
 		t.Errorf("LastError() once granted = %v", err)
 	}
 
-	all, err := informer.New(client.For[CM](alice, configMaps), informer.Options[CM]{DisableStreamingList: true})
+	all, err := informer.New(client.NewClient[CM](alice, configMaps), informer.Options[CM]{DisableStreamingList: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	run(t, all)
-	err = all.WaitSynced(ctx)
+	err = all.WaitForSyncOrRefusal(ctx)
 	want := `informer configmaps: list configmaps at the cluster scope refused: configmaps is forbidden: User "alice" cannot list resource "configmaps" in API group "" at the cluster scope`
 	if !errors.As(err, &refused) || err.Error() != want {
 		t.Errorf("WaitSynced() of a cluster-wide informer = %v, want %s", err, want)

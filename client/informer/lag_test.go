@@ -112,7 +112,7 @@ func TestEventLagFromCommit(t *testing.T) {
 	w.Stop()
 
 	reg := prometheus.NewPedanticRegistry()
-	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{Metrics: reg, Name: "cms"})
+	inf, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{Metrics: reg, Name: "cms"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestEventLagFromReceipt(t *testing.T) {
 	}
 	t.Cleanup(rc.CloseIdleConnections)
 	reg := prometheus.NewPedanticRegistry()
-	inf, err := informer.New(client.For[CM](rc, configMaps), informer.Options[CM]{Metrics: reg, Name: "cms", InitialBackoff: time.Millisecond})
+	inf, err := informer.New(client.NewClient[CM](rc, configMaps), informer.Options[CM]{Metrics: reg, Name: "cms", InitialBackoff: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

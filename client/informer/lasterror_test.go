@@ -16,7 +16,7 @@ import (
 func TestLastError(t *testing.T) {
 	e := startEnv(t)
 	missing := client.Resource{GVR: corev1.SchemeGroupVersion.WithResource("nothings"), Namespaced: true, Kind: "Nothing"}
-	inf, err := informer.New(client.For[CM](e.reader, missing), informer.Options[CM]{InitialBackoff: 10 * time.Millisecond})
+	inf, err := informer.New(client.NewClient[CM](e.reader, missing), informer.Options[CM]{InitialBackoff: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func TestOrphanDeletionThroughInformer(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
 	note := func(s string) { mu.Lock(); seen = append(seen, s); mu.Unlock() }
-	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{Namespace: "default"})
+	inf, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{Namespace: "default"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func TestSlowHandlerIsolation(t *testing.T) {
 	w := newWriter(e.writer, hist, "default", 20, 3)
 	createN(t, ctx, w, 20)
 	reg := prometheus.NewRegistry()
-	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{Metrics: reg, Name: "cms"})
+	inf, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{Metrics: reg, Name: "cms"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func testLateHandlerAndStop(t *testing.T, compact bool) {
 	hist := newHistory()
 	w := newWriter(e.writer, hist, "default", 30, 4)
 	createN(t, ctx, w, 30)
-	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{Compact: compact})
+	inf, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{Compact: compact})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestRemoveHandlerFromItself(t *testing.T) {
 	ctx := testContext(t, 30*time.Second)
 	w := newWriter(e.writer, newHistory(), "default", 5, 5)
 	createN(t, ctx, w, 5)
-	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{})
+	inf, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{})
 	if err != nil {
 		t.Fatal(err)
 	}

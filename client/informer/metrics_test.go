@@ -134,7 +134,7 @@ func createLabelled(t *testing.T, e *env, label string, n int) {
 // the handler has synced. The returned function stops it.
 func startLabelled(t *testing.T, e *env, reg prometheus.Registerer, name string) (*informer.SharedInformer[CM], func()) {
 	t.Helper()
-	inf, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{
+	inf, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{
 		Name: name, Metrics: reg, Namespace: "default", LabelSelector: "metrics=" + name,
 	})
 	if err != nil {
@@ -179,7 +179,7 @@ func TestMetricsSharedRegistry(t *testing.T) {
 				}
 			}
 
-			_, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{Name: names[1], Metrics: reg})
+			_, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{Name: names[1], Metrics: reg})
 			if !errors.Is(err, informer.ErrDuplicateName) {
 				t.Fatalf("New(name in use) error = %v, want ErrDuplicateName", err)
 			}
@@ -224,9 +224,9 @@ func TestFactoryMetrics(t *testing.T) {
 	sels := []informer.Selection{{}, {Namespace: "default"}, {Namespace: "kube-system"}, {Namespace: "default", LabelSelector: "metrics=factory"}}
 	var infs []*informer.SharedInformer[CM]
 	for _, sel := range sels {
-		infs = append(infs, informer.For[CM](f, configMaps, sel))
+		infs = append(infs, informer.Shared[CM](f, configMaps, sel))
 	}
-	dyn := informer.For[*unstructured.Unstructured](f, configMaps, informer.Selection{Namespace: "default", LabelSelector: "metrics=factory"})
+	dyn := informer.Shared[*unstructured.Unstructured](f, configMaps, informer.Selection{Namespace: "default", LabelSelector: "metrics=factory"})
 	var handlers []func() bool
 	for _, inf := range infs {
 		h, err := inf.AddHandler(informer.HandlerFuncs[CM]{}, informer.HandlerOptions{Name: "h"})
@@ -266,15 +266,15 @@ func TestFactoryMetrics(t *testing.T) {
 	// A second factory on the same registry: the same selection's name is
 	// taken.
 	f2 := informer.NewFactory(e.reader, informer.FactoryOptions{Metrics: reg})
-	other := informer.For[CM](f2, configMaps, informer.Selection{Namespace: "default", LabelSelector: "metrics=factory"})
-	distinct := informer.For[CM](f2, configMaps, informer.Selection{Namespace: "default", LabelSelector: "metrics=other"})
+	other := informer.Shared[CM](f2, configMaps, informer.Selection{Namespace: "default", LabelSelector: "metrics=factory"})
+	distinct := informer.Shared[CM](f2, configMaps, informer.Selection{Namespace: "default", LabelSelector: "metrics=other"})
 	err = f2.Err()
 	if !errors.Is(err, informer.ErrDuplicateName) || !strings.Contains(err.Error(), names[3]) {
 		t.Errorf("second factory: Err() = %v, want ErrDuplicateName for %q", err, names[3])
 	}
 	// With a name of its own, a third one shares the registry.
 	f3 := informer.NewFactory(e.reader, informer.FactoryOptions{Name: "f3", Metrics: reg})
-	named := informer.For[CM](f3, configMaps, informer.Selection{Namespace: "default", LabelSelector: "metrics=factory"})
+	named := informer.Shared[CM](f3, configMaps, informer.Selection{Namespace: "default", LabelSelector: "metrics=factory"})
 	if err := f3.Err(); err != nil {
 		t.Errorf("named factory: Err() = %v, want nil", err)
 	}
@@ -341,7 +341,7 @@ func TestDefaultRegisterer(t *testing.T) {
 			t.Errorf("objwatch_informer_objects{informer=%q} = %v, want %d", name, got, i+1)
 		}
 	}
-	if _, err := informer.New(client.For[CM](e.reader, configMaps), informer.Options[CM]{Name: names[0], Metrics: prometheus.DefaultRegisterer}); !errors.Is(err, informer.ErrDuplicateName) {
+	if _, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{Name: names[0], Metrics: prometheus.DefaultRegisterer}); !errors.Is(err, informer.ErrDuplicateName) {
 		t.Errorf("New(name in use) error = %v, want ErrDuplicateName", err)
 	}
 	stops[names[1]]()

@@ -40,7 +40,7 @@ func startTenancy(t *testing.T, admin *client.REST, user string, namespaces ...s
 	ctx := testContext(t, 30*time.Second)
 	for _, ns := range namespaces {
 		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
-		if _, err := client.For[*corev1.Namespace](admin, namespacesRes).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		if _, err := client.NewClient[*corev1.Namespace](admin, namespacesRes).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -55,7 +55,7 @@ func (tn *tenancy) grant(t *testing.T, ns string) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm-reader"},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}}},
 	}
-	if _, err := client.For[*rbacv1.Role](tn.admin, rolesRes).Create(ctx, role, metav1.CreateOptions{}); err != nil && !errors.Is(err, client.ErrAlreadyExists) {
+	if _, err := client.NewClient[*rbacv1.Role](tn.admin, rolesRes).Create(ctx, role, metav1.CreateOptions{}); err != nil && !errors.Is(err, client.ErrAlreadyExists) {
 		t.Fatal(err)
 	}
 	binding := &rbacv1.RoleBinding{
@@ -63,7 +63,7 @@ func (tn *tenancy) grant(t *testing.T, ns string) {
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "cm-reader"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: tn.user}},
 	}
-	if _, err := client.For[*rbacv1.RoleBinding](tn.admin, bindingsRes).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+	if _, err := client.NewClient[*rbacv1.RoleBinding](tn.admin, bindingsRes).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -71,7 +71,7 @@ func (tn *tenancy) grant(t *testing.T, ns string) {
 // revoke deletes the user's binding in ns.
 func (tn *tenancy) revoke(t *testing.T, ns string) {
 	t.Helper()
-	if err := client.For[*rbacv1.RoleBinding](tn.admin, bindingsRes).Delete(testContext(t, 30*time.Second), ns, tn.user+"-reads", metav1.DeleteOptions{}); err != nil {
+	if err := client.NewClient[*rbacv1.RoleBinding](tn.admin, bindingsRes).Delete(testContext(t, 30*time.Second), ns, tn.user+"-reads", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -182,7 +182,7 @@ func testTenantNamespaces(t *testing.T, compact bool) {
 	waitAllowed(t, alice, "a", "c")
 
 	reg := prometheus.NewPedanticRegistry()
-	inf, err := informer.New(client.For[CM](alice, configMaps), informer.Options[CM]{
+	inf, err := informer.New(client.NewClient[CM](alice, configMaps), informer.Options[CM]{
 		Namespaces: []string{"c", "a", "c"}, Compact: compact, Metrics: reg,
 		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
 	})
@@ -217,7 +217,7 @@ func testTenantNamespaces(t *testing.T, compact bool) {
 	}
 	run(t, inf)
 	ctx := testContext(t, 30*time.Second)
-	if err := inf.WaitSynced(ctx); err != nil {
+	if err := inf.WaitForSyncOrRefusal(ctx); err != nil {
 		t.Fatalf("WaitSynced() = %v", err)
 	}
 	if err := informer.WaitForSync(ctx, reg2.HasSynced); err != nil {
@@ -326,7 +326,7 @@ func TestTenantRefused(t *testing.T) {
 	waitAllowed(t, alice, "a")
 
 	reg := prometheus.NewPedanticRegistry()
-	inf, err := informer.New(client.For[CM](alice, configMaps), informer.Options[CM]{
+	inf, err := informer.New(client.NewClient[CM](alice, configMaps), informer.Options[CM]{
 		Namespaces: []string{"a", "b"}, Metrics: reg,
 		InitialBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
 	})
@@ -335,7 +335,7 @@ func TestTenantRefused(t *testing.T) {
 	}
 	run(t, inf)
 	start := time.Now()
-	err = inf.WaitSynced(testContext(t, 30*time.Second))
+	err = inf.WaitForSyncOrRefusal(testContext(t, 30*time.Second))
 	var refused *informer.RefusedError
 	if !errors.As(err, &refused) || !errors.Is(err, client.ErrForbidden) {
 		t.Fatalf("WaitSynced() = %v, want a *RefusedError matching ErrForbidden", err)
@@ -369,7 +369,7 @@ func TestTenantRefused(t *testing.T) {
 	if err := inf.WaitForSync(testContext(t, 20*time.Second)); err != nil {
 		t.Fatalf("no sync after access to b was granted: %v (last error %v)", err, inf.LastError())
 	}
-	if err := inf.WaitSynced(testContext(t, time.Second)); err != nil {
+	if err := inf.WaitForSyncOrRefusal(testContext(t, time.Second)); err != nil {
 		t.Errorf("WaitSynced() once granted = %v", err)
 	}
 	if err := inf.LastError(); err != nil {
@@ -409,9 +409,9 @@ func TestTenantClusterWide(t *testing.T) {
 		t.Run(tc.verb, func(t *testing.T) {
 			reg := prometheus.NewPedanticRegistry()
 			f := informer.NewFactory(alice, informer.FactoryOptions{Metrics: reg, DisableStreamingList: !tc.streaming})
-			inf := informer.For[CM](f, configMaps, informer.Selection{})
+			inf := informer.Shared[CM](f, configMaps, informer.Selection{})
 			run(t, f)
-			err := f.WaitSynced(testContext(t, 30*time.Second))
+			err := f.WaitForSyncOrRefusal(testContext(t, 30*time.Second))
 			var refused *informer.RefusedError
 			if !errors.As(err, &refused) || refused.Namespace != "" || refused.Verb != tc.verb || refused.Informer != inf.Name() {
 				t.Fatalf("WaitSynced() = %v, want %s refused at the cluster scope", err, tc.verb)
@@ -437,14 +437,14 @@ func TestFactoryNamespaces(t *testing.T) {
 		createCM(t, e.writer, ns, "one")
 	}
 	f := informer.NewFactory(e.admin, informer.FactoryOptions{Namespaces: []string{"c", "a"}})
-	scoped := informer.For[CM](f, configMaps, informer.Selection{})
-	one := informer.For[CM](f, configMaps, informer.Selection{Namespace: "b"})
-	nss := informer.For[*corev1.Namespace](f, namespacesRes, informer.Selection{})
-	if informer.For[CM](f, configMaps, informer.Selection{}) != scoped {
+	scoped := informer.Shared[CM](f, configMaps, informer.Selection{})
+	one := informer.Shared[CM](f, configMaps, informer.Selection{Namespace: "b"})
+	nss := informer.Shared[*corev1.Namespace](f, namespacesRes, informer.Selection{})
+	if informer.Shared[CM](f, configMaps, informer.Selection{}) != scoped {
 		t.Error("For() made a second informer for the same selection")
 	}
 	run(t, f)
-	if err := f.WaitSynced(testContext(t, 30*time.Second)); err != nil {
+	if err := f.WaitForSyncOrRefusal(testContext(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range [][2]string{{scoped.Name(), "configmaps/a,c"}, {one.Name(), "configmaps/b"}, {nss.Name(), "namespaces"}} {

@@ -135,7 +135,7 @@ func TestFieldMaskSameCalls(t *testing.T) {
 	e := startEnv(t)
 	ctx := testContext(t, 60*time.Second)
 	mask := []string{"/data/watched"}
-	ucli := client.Unstructured(e.reader, configMaps)
+	ucli := client.NewUnstructured(e.reader, configMaps)
 	ext, err := e.reader.WatchExtensions(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +178,7 @@ func TestFieldMaskSameCalls(t *testing.T) {
 					FieldMask: m, Projection: o.projection, Deltas: o.deltas, DisableServerExtensions: emulate, Compact: o.compact})
 				v.calls, v.synced, v.hasEnd = cl.calls, inf.HasSynced, func() bool { return cl.has("add end ") }
 			} else {
-				inf, cl := startMasked(t, client.For[CM](e.reader, configMaps), "masked", showCM, informer.Options[CM]{Name: name, Metrics: reg,
+				inf, cl := startMasked(t, client.NewClient[CM](e.reader, configMaps), "masked", showCM, informer.Options[CM]{Name: name, Metrics: reg,
 					FieldMask: m, Projection: o.projection, Deltas: o.deltas, DisableServerExtensions: emulate, Compact: o.compact})
 				v.calls, v.synced, v.hasEnd = cl.calls, inf.HasSynced, func() bool { return cl.has("add end ") }
 			}
@@ -241,7 +241,7 @@ func TestFieldMaskSameCalls(t *testing.T) {
 // without a mask, with errors that say so.
 func TestFieldMaskOptions(t *testing.T) {
 	e := startEnv(t)
-	c := client.For[CM](e.reader, configMaps)
+	c := client.NewClient[CM](e.reader, configMaps)
 	for _, o := range []struct {
 		opts informer.Options[CM]
 		err  string
@@ -276,15 +276,15 @@ func TestDeltasMatchWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	typed, _ := startMasked(t, client.For[CM](e.reader, configMaps), "deltas", showCM,
+	typed, _ := startMasked(t, client.NewClient[CM](e.reader, configMaps), "deltas", showCM,
 		informer.Options[CM]{Name: "typed", Deltas: true, Metrics: reg})
-	unstr, _ := startMasked(t, client.Unstructured(e.reader, configMaps), "deltas", showUCM,
+	unstr, _ := startMasked(t, client.NewUnstructured(e.reader, configMaps), "deltas", showUCM,
 		informer.Options[UCM]{Name: "unstructured", Deltas: true, Metrics: reg, DetectMutations: true,
 			OnMutation: func(err error) { t.Errorf("a delta event changed a cached object: %v", err) }})
 	mask := []string{"/data/watched", "/metadata/labels"}
-	proj, _ := startMasked(t, client.Unstructured(e.reader, configMaps), "deltas", showUCM,
+	proj, _ := startMasked(t, client.NewUnstructured(e.reader, configMaps), "deltas", showUCM,
 		informer.Options[UCM]{Name: "projected", Deltas: true, FieldMask: mask, Projection: true, Metrics: reg})
-	dropped, _ := startMasked(t, client.For[CM](e.reader, configMaps), "deltas", showCM,
+	dropped, _ := startMasked(t, client.NewClient[CM](e.reader, configMaps), "deltas", showCM,
 		informer.Options[CM]{Name: "dropped", Deltas: true, DropManagedFields: true, Metrics: reg})
 	for _, synced := range []func() bool{typed.HasSynced, unstr.HasSynced, proj.HasSynced, dropped.HasSynced} {
 		waitFor(t, "sync", synced)
@@ -406,7 +406,7 @@ func TestMaskedDeltasAcrossCutsAndRelists(t *testing.T) {
 	var infs []*informer.SharedInformer[CM]
 	var logs []*callLog[CM]
 	for _, emulate := range []bool{false, true} {
-		inf, cl := startMasked(t, client.For[CM](e.reader, configMaps), "cuts", showCM, informer.Options[CM]{
+		inf, cl := startMasked(t, client.NewClient[CM](e.reader, configMaps), "cuts", showCM, informer.Options[CM]{
 			Name: fmt.Sprintf("emulated=%v", emulate), Metrics: reg, FieldMask: mask, Projection: true, Deltas: true,
 			DisableServerExtensions: emulate, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
 		infs, logs = append(infs, inf), append(logs, cl)
@@ -539,7 +539,7 @@ func TestFieldMaskAgainstPlainServer(t *testing.T) {
 			t.Fatalf("server without extensions %v offers %v", plain, ext)
 		}
 		reg := prometheus.NewRegistry()
-		inf, cl := startMasked(t, client.For[CM](e.reader, configMaps), "plain", showCM, informer.Options[CM]{
+		inf, cl := startMasked(t, client.NewClient[CM](e.reader, configMaps), "plain", showCM, informer.Options[CM]{
 			Name: "masked", Metrics: reg, FieldMask: []string{"/data/watched"}, Projection: true, Deltas: true})
 		waitFor(t, "sync", inf.HasSynced)
 		maskWrites(t, ctx, e.writer, "plain")

@@ -58,7 +58,7 @@ func New(rc *client.REST, cfg Config) (*Elector, error) {
 	}
 	return &Elector{
 		cfg:     cfg,
-		leases:  client.For[*coordinationv1.Lease](rc, Leases),
+		leases:  client.NewClient[*coordinationv1.Lease](rc, Leases),
 		metrics: m,
 		kick:    make(chan struct{}, 1),
 	}, nil

@@ -104,7 +104,7 @@ func TestTakeover(t *testing.T) {
 
 func getLease(t *testing.T, env *testenv.Env) *coordinationv1.Lease {
 	t.Helper()
-	leases := client.For[*coordinationv1.Lease](newREST(t, env.Kubeconfig, nil), leaderelection.Leases)
+	leases := client.NewClient[*coordinationv1.Lease](newREST(t, env.Kubeconfig, nil), leaderelection.Leases)
 	l, err := leases.Get(context.Background(), "default", "test-lease", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("Get lease: %v", err)
@@ -146,7 +146,7 @@ func TestStolen(t *testing.T) {
 	a := start(t, newREST(t, env.Kubeconfig, nil), config(t, "a", &l))
 	l.waitLeader(t, "", 10*time.Second)
 
-	leases := client.For[*coordinationv1.Lease](newREST(t, env.Kubeconfig, nil), leaderelection.Leases)
+	leases := client.NewClient[*coordinationv1.Lease](newREST(t, env.Kubeconfig, nil), leaderelection.Leases)
 	ctx := context.Background()
 	err := client.RetryOnConflict(ctx, func() error {
 		lease, err := leases.Get(ctx, "default", "test-lease", metav1.GetOptions{})
@@ -184,7 +184,7 @@ func (s skewed) After(d time.Duration) <-chan time.Time { return time.After(d) }
 // and the candidate's clock say.
 func TestRemoteTimeIgnored(t *testing.T) {
 	env := testenv.Start(t)
-	leases := client.For[*coordinationv1.Lease](newREST(t, env.Kubeconfig, nil), leaderelection.Leases)
+	leases := client.NewClient[*coordinationv1.Lease](newREST(t, env.Kubeconfig, nil), leaderelection.Leases)
 	for _, tt := range []struct {
 		name        string
 		renew, skew time.Duration

@@ -92,9 +92,9 @@ func run(ctx context.Context, rest *client.REST, o options) error {
 		o.log = slog.New(slog.DiscardHandler)
 	}
 	factory := informer.NewFactory(rest, informer.FactoryOptions{Log: o.log})
-	sets := informer.For[*ConfigSet](factory, configSets, informer.Selection{Namespace: o.namespace})
+	sets := informer.Shared[*ConfigSet](factory, configSets, informer.Selection{Namespace: o.namespace})
 	// Caching is explicit: only the ConfigMaps of some ConfigSet.
-	cms := informer.For[*corev1.ConfigMap](factory, configMaps, informer.Selection{Namespace: o.namespace, LabelSelector: setLabel})
+	cms := informer.Shared[*corev1.ConfigMap](factory, configMaps, informer.Selection{Namespace: o.namespace, LabelSelector: setLabel})
 
 	co := o.controller
 	if o.workers > 0 {
@@ -105,15 +105,15 @@ func run(ctx context.Context, rest *client.REST, o options) error {
 	}
 	r := &reconciler{}
 	ctrl, err := controller.NewBuilder("configset").
-		For(controller.Watch(sets)).
-		Owns(controller.Watch(cms)).
+		For(controller.NewSource(sets)).
+		Owns(controller.NewSource(cms)).
 		WithOptions(co).
 		Complete(r)
 	if err != nil {
 		return err
 	}
-	r.sets = controller.ClientFor(ctrl, client.For[*ConfigSet](rest, configSets), sets)
-	r.cms = controller.ClientFor(ctrl, client.For[*corev1.ConfigMap](rest, configMaps), cms)
+	r.sets = controller.NewClient(ctrl, client.NewClient[*ConfigSet](rest, configSets), sets)
+	r.cms = controller.NewClient(ctrl, client.NewClient[*corev1.ConfigMap](rest, configMaps), cms)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -131,7 +131,7 @@ func run(ctx context.Context, rest *client.REST, o options) error {
 // installCRD creates the ConfigSet CRD if it is missing and waits until
 // the server serves it (condition Established).
 func installCRD(ctx context.Context, rest *client.REST) error {
-	api := client.For[*apiextensionsv1.CustomResourceDefinition](rest, crds)
+	api := client.NewClient[*apiextensionsv1.CustomResourceDefinition](rest, crds)
 	want := crd()
 	if _, err := api.Create(ctx, want, metav1.CreateOptions{}); err != nil && !errors.Is(err, client.ErrAlreadyExists) {
 		return fmt.Errorf("install crd: %w", err)

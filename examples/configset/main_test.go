@@ -44,7 +44,7 @@ func newAPI(t *testing.T, kubeconfig string, wrap func(http.RoundTripper) http.R
 		t.Fatal(err)
 	}
 	t.Cleanup(rest.CloseIdleConnections)
-	return &api{rest: rest, sets: client.For[*ConfigSet](rest, configSets), cms: client.For[*corev1.ConfigMap](rest, configMaps)}
+	return &api{rest: rest, sets: client.NewClient[*ConfigSet](rest, configSets), cms: client.NewClient[*corev1.ConfigMap](rest, configMaps)}
 }
 
 // operator runs the operator on rest until the test ends (or the returned

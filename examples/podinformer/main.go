@@ -54,7 +54,7 @@ func main() {
 // NewInformer returns an informer on the Pods of namespace ("" for all)
 // with the NodeIndex; the caller runs it.
 func NewInformer(rc *client.REST, namespace string) (*informer.SharedInformer[*corev1.Pod], error) {
-	return informer.New(client.For[*corev1.Pod](rc, pods), informer.Options[*corev1.Pod]{
+	return informer.New(client.NewClient[*corev1.Pod](rc, pods), informer.Options[*corev1.Pod]{
 		Namespace: namespace,
 		Indexers:  informer.Indexers[*corev1.Pod]{NodeIndex: nodeOf},
 		// Only spec.nodeName, labels and names are read here.

@@ -67,7 +67,7 @@ func TestNodeIndex(t *testing.T) {
 		}
 	})
 
-	podsC := client.For[*corev1.Pod](rc, pods)
+	podsC := client.NewClient[*corev1.Pod](rc, pods)
 	create := func(name, node string) {
 		t.Helper()
 		p := &corev1.Pod{

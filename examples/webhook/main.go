@@ -190,9 +190,9 @@ func registerConfigurations(ctx context.Context, baseURL string, ca []byte) erro
 		return err
 	}
 	m, v := Configurations(baseURL, ca)
-	if _, err := client.For[*admissionregistrationv1.MutatingWebhookConfiguration](rest, mutatingConfigs).Create(ctx, m, metav1.CreateOptions{}); err != nil {
+	if _, err := client.NewClient[*admissionregistrationv1.MutatingWebhookConfiguration](rest, mutatingConfigs).Create(ctx, m, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	_, err = client.For[*admissionregistrationv1.ValidatingWebhookConfiguration](rest, validatingConfigs).Create(ctx, v, metav1.CreateOptions{})
+	_, err = client.NewClient[*admissionregistrationv1.ValidatingWebhookConfiguration](rest, validatingConfigs).Create(ctx, v, metav1.CreateOptions{})
 	return err
 }

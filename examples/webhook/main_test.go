@@ -51,7 +51,7 @@ func TestWebhookServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(rest.CloseIdleConnections)
-	cms := client.For[*corev1.ConfigMap](rest, configMaps)
+	cms := client.NewClient[*corev1.ConfigMap](rest, configMaps)
 
 	got, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "default"}, Data: map[string]string{"url": "https://example.com"}}, metav1.CreateOptions{})
 	if err != nil {

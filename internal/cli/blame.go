@@ -58,14 +58,14 @@ Lines no manager owns are not annotated.`,
 }
 
 func (b *blameCmd) run(ctx context.Context, out io.Writer, resource, name string) error {
-	rc, res, path, _, err := b.object(ctx, resource, name)
+	rc, res, path, ns, err := b.object(ctx, resource, name)
 	if err != nil {
 		return err
 	}
 	defer rc.CloseIdleConnections()
 	raw, err := rc.Raw(ctx, path)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", res, name, err)
+		return fmt.Errorf("%s %s%s: %w", res, name, b.notFoundHint(err, ns), err)
 	}
 	var obj map[string]any
 	if err := utiljson.Unmarshal(raw, &obj); err != nil {
@@ -97,6 +97,19 @@ func (b *blameCmd) run(ctx context.Context, out io.Writer, resource, name string
 		fmt.Fprintf(out, "%-*s   %s\n", width, l.note, l.text)
 	}
 	return nil
+}
+
+// notFoundHint names the namespace blame looked in when the object was
+// not found there, and how it was chosen, so that a missing -n is plain.
+func (b *blameCmd) notFoundHint(err error, ns string) string {
+	switch {
+	case ns == "" || !errors.Is(err, client.ErrNotFound):
+		return ""
+	case b.namespace != "":
+		return fmt.Sprintf(" (in namespace %q)", ns)
+	default:
+		return fmt.Sprintf(" (in namespace %q, the context's or the default; choose one with -n)", ns)
+	}
 }
 
 // authoredChange: the write of user changed the values at and under path

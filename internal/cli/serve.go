@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -29,6 +30,7 @@ func newServeCommand() *cobra.Command {
 		auditJournalMB            int
 		keepHistory               bool
 		historyMaxSize            string
+		exitWithParent            bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -63,14 +65,23 @@ func newServeCommand() *cobra.Command {
 				}
 				o.Server.History.MaxSize = q.Value()
 			}
-			ctx := cmd.Context()
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			if exitWithParent {
+				ppid := os.Getppid()
+				wait := followParent(ctx, ppid, os.Getppid, parentPollInterval, func() {
+					o.Log.Info("parent process exited; shutting down", "parent", ppid)
+					cancel()
+				})
+				defer func() { cancel(); wait() }()
+			}
 			in, err := instance.Start(ctx, o)
 			if err != nil {
 				return err
 			}
 			defer in.Close()
 			kc, _ := filepath.Abs(in.Kubeconfig)
-			fmt.Fprintf(cmd.OutOrStdout(), "objwatch is serving on %s; use it with: export KUBECONFIG=%s; kubectl get namespaces\n", in.URL, kc)
+			fmt.Fprintf(cmd.OutOrStdout(), "objwatch (pid %d) is serving on %s; use it with: export KUBECONFIG=%s; kubectl get namespaces\n", os.Getpid(), in.URL, kc)
 			select {
 			case <-ctx.Done():
 				o.Log.Info("shutting down")
@@ -117,6 +128,7 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&o.Server.History.Retention, "history-retention", 7*24*time.Hour, "how long the history store keeps a revision")
 	f.StringVar(&historyMaxSize, "history-max-size", "4Gi", "largest size of the history store on disk; past it the oldest revisions are dropped first")
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
+	f.BoolVar(&exitWithParent, "exit-with-parent", startedByGoRun(), "shut down, as on SIGTERM, when the parent process exits (default: on when started by go run, whose go tool does not pass a kill's SIGTERM on to the server)")
 	// A test fault (server.Config.DebugFault) for the robustness
 	// harness's self-test; hidden from help. Only a binary built with
 	// -tags objwatch_debugfault has the faults: any other refuses to

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -219,7 +220,7 @@ func (r *watchRun) loop(ctx context.Context) error {
 		r.cache[keyOf(obj)] = obj
 	}
 	r.rv = rv
-	r.note("watching %s%s: %s", r.what(), r.where(), plural(len(items), "object"))
+	r.note("watching %s%s: %s%s", r.what(), r.where(), plural(len(items), "object"), r.missingNamespace(ctx, len(items)))
 	backoff := r.minBackoff
 	for {
 		start := time.Now()
@@ -385,9 +386,9 @@ func plural(n int, what string) string {
 // --show-managed-fields.
 func (r *watchRun) between(old, obj *unstructured.Unstructured) *change.Diff {
 	if r.showManagedFields {
-		return change.Between(change.WithoutMetadata(old.Object, "resourceVersion"), change.WithoutMetadata(obj.Object, "resourceVersion"))
+		return change.Differ{KeepNoise: true, Exclude: []string{"metadata.resourceVersion"}}.Between(old.Object, obj.Object)
 	}
-	return change.Between(change.WithoutNoise(old.Object), change.WithoutNoise(obj.Object))
+	return change.Between(old.Object, obj.Object)
 }
 
 // modified prints an update unless it changed nothing but noise
@@ -525,6 +526,21 @@ func formatValue(v any) string {
 		s = string([]rune(s)[:maxValue-1]) + "…"
 	}
 	return s
+}
+
+// missingNamespace returns a note's tail saying that the namespace watched
+// does not exist, when a list of it found nothing: a misspelt -n otherwise
+// looks like an empty namespace. The watch goes on (the namespace may be
+// created); a namespace that cannot be read (forbidden) says nothing.
+func (r *watchRun) missingNamespace(ctx context.Context, listed int) string {
+	if listed > 0 || r.ns == "" {
+		return ""
+	}
+	_, err := r.c.REST().Raw(ctx, "/api/v1/namespaces/"+url.PathEscape(r.ns))
+	if !errors.Is(err, client.ErrNotFound) {
+		return ""
+	}
+	return fmt.Sprintf(" (namespace %q does not exist; waiting for objects in it)", r.ns)
 }
 
 // note prints a line starting with #.

@@ -354,6 +354,41 @@ func TestWatchUnknownResource(t *testing.T) {
 	}
 }
 
+// TestMissingNamespaceHints: a watch of a namespace that does not exist
+// says so in its start note (and one of an existing, empty namespace does
+// not); blame of a missing object names the namespace it looked in, and
+// how it was chosen.
+func TestMissingNamespaceHints(t *testing.T) {
+	env := testenv.Start(t)
+	configMaps(t, env, "empty")
+	for ns, want := range map[string]string{
+		"nosuchns": `# watching configmaps in nosuchns: 0 objects (namespace "nosuchns" does not exist; waiting for objects in it)` + "\n",
+		"empty":    "# watching configmaps in empty: 0 objects\n",
+	} {
+		stdout, _, stop := startWatch(t, testWatchCmd(), "configmaps", "-n", ns, "--kubeconfig", env.Kubeconfig)
+		waitFor(t, stdout, "# watching")
+		if err := stop(); err != nil {
+			t.Fatalf("watch -n %s: %v", ns, err)
+		}
+		if got := stdout.String(); got != want {
+			t.Errorf("watch -n %s printed %q, want %q", ns, got, want)
+		}
+	}
+
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{nil, `configmaps x (in namespace "default", the context's or the default; choose one with -n): configmaps "x" not found`},
+		{[]string{"-n", "empty"}, `configmaps x (in namespace "empty"): configmaps "x" not found`},
+	} {
+		_, err := runCommand(t, newBlameCommand(), append([]string{"cm", "x", "--kubeconfig", env.Kubeconfig}, tt.args...)...)
+		if err == nil || err.Error() != tt.want || !errors.Is(err, client.ErrNotFound) {
+			t.Errorf("blame cm x %v = %v, want %q (ErrNotFound)", tt.args, err, tt.want)
+		}
+	}
+}
+
 func TestRelistNote(t *testing.T) {
 	tests := []struct {
 		rv               string
