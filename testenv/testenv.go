@@ -214,6 +214,10 @@ func (e *Env) UserKubeconfig(t testing.TB, name string, groups ...string) string
 	return path
 }
 
+// DataDir is the server's data directory: credentials, embedded etcd's
+// data, and with WithHistoryStore the history store (DataDir/history).
+func (e *Env) DataDir() string { return e.dataDir }
+
 // Stop stops the server before the test ends (Cleanup then does nothing).
 func (e *Env) Stop() { e.instance.Close() }
 
