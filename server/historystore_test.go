@@ -378,3 +378,88 @@ func watchToEnd(t *testing.T, a *servertest.API, path string) []watchEvent {
 	}
 	return out
 }
+
+// changeList reads the changes endpoint.
+func changeList(t *testing.T, a *servertest.API, query string) endpoints.ChangeList {
+	t.Helper()
+	r := a.JSON("GET", endpoints.ChangesPath+"?"+query, "")
+	servertest.MustCode(t, "changes "+query, r, http.StatusOK)
+	var l endpoints.ChangeList
+	if err := json.Unmarshal(r.Body, &l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func changeSummary(l endpoints.ChangeList) []string {
+	var out []string
+	for _, it := range l.Items {
+		who := "?"
+		if it.Author != nil {
+			who = it.Author.User
+		}
+		out = append(out, fmt.Sprintf("%s %s %s/%s by %s %s", it.Type, it.Resource, it.Namespace, it.Name, who, it.ChangedPaths))
+	}
+	return out
+}
+
+// What changed in a window, across resources, with authors and diffs;
+// only what the asker may list; selected by namespace, resource, labels;
+// cut at a limit and continued.
+func TestHistoryStoreChanges(t *testing.T) {
+	env := testenv.Start(t, testenv.WithHistoryStore())
+	admin := servertest.NewAPI(t, env)
+	alice := servertest.Writers(t, env, admin, "alice")[0]
+	since := time.Now().UTC().Format(time.RFC3339Nano)
+	time.Sleep(5 * time.Millisecond)
+	servertest.MustCode(t, "create", alice.JSON("POST", servertest.CMs, servertest.CM("a", `,"labels":{"app":"x"}`)), http.StatusCreated)
+	servertest.MustCode(t, "patch", alice.Do("PATCH", servertest.CMs+"/a", "application/merge-patch+json", []byte(`{"data":{"k":"2"}}`)), http.StatusOK)
+	servertest.MustCode(t, "secret", admin.JSON("POST", "/api/v1/namespaces/default/secrets", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"}}`), http.StatusCreated)
+	servertest.MustCode(t, "other namespace", admin.JSON("POST", "/api/v1/namespaces/kube-public/configmaps", servertest.CM("b", "")), http.StatusCreated)
+	servertest.MustCode(t, "delete", admin.JSON("DELETE", servertest.CMs+"/a", ""), http.StatusOK)
+
+	all := changeList(t, admin, "since="+since+"&namespace=default")
+	want := []string{
+		`ADDED configmaps default/a by alice ["apiVersion","data","kind","metadata"]`,
+		`MODIFIED configmaps default/a by alice ["data.k"]`,
+		`ADDED secrets default/s by admin ["apiVersion","kind","metadata","type"]`,
+		`DELETED configmaps default/a by admin `,
+	}
+	if got := changeSummary(all); !slices.Equal(got, want) {
+		t.Fatalf("changes in default:\n got %q\nwant %q", got, want)
+	}
+	// Alice may not list secrets: left out.
+	mine := changeList(t, alice, "since="+since+"&namespace=default")
+	if got := changeSummary(mine); len(got) != 3 || slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, "secrets") }) {
+		t.Errorf("alice's changes: %q, want the three of the configmap", got)
+	}
+	if got := changeSummary(changeList(t, admin, "since="+since+"&resource=configmaps")); len(got) != 4 {
+		t.Errorf("configmaps in every namespace: %q, want 4", got)
+	}
+	if got := changeSummary(changeList(t, admin, "since="+since+"&labelSelector=app%3Dx")); len(got) != 3 {
+		t.Errorf("labelled changes: %q, want the configmap's 3", got)
+	}
+	// Cut at two and continued.
+	first := changeList(t, admin, "since="+since+"&namespace=default&limit=2")
+	if len(first.Items) != 2 || first.Continue == "" {
+		t.Fatalf("a page of 2: %d items, continue %q", len(first.Items), first.Continue)
+	}
+	rest := changeList(t, admin, "fromResourceVersion="+first.Continue+"&namespace=default")
+	if got := append(changeSummary(first), changeSummary(rest)...); !slices.Equal(got, want) {
+		t.Errorf("two pages: %q, want %q", got, want)
+	}
+	for _, c := range []struct {
+		query string
+		code  int
+	}{
+		{"namespace=default", http.StatusBadRequest},
+		{"since=yesterday", http.StatusBadRequest},
+		{"since=" + time.Now().Add(time.Hour).UTC().Format(time.RFC3339), http.StatusBadRequest},
+		{"since=2001-01-01T00:00:00Z", http.StatusGone},
+		{"since=" + since + "&resource=nosuchthings", http.StatusBadRequest},
+		{"since=" + since + "&limit=0", http.StatusBadRequest},
+		{"fromResourceVersion=5&toResourceVersion=3", http.StatusBadRequest},
+	} {
+		servertest.MustCode(t, c.query, admin.JSON("GET", endpoints.ChangesPath+"?"+c.query, ""), c.code)
+	}
+}

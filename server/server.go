@@ -593,6 +593,7 @@ func (s *Server) routes() {
 	mux.HandleFunc("/api/", s.api.Resources)
 	mux.HandleFunc("/apis", s.api.DiscoveryAPIs)
 	mux.HandleFunc("/apis/", s.api.Resources)
+	mux.HandleFunc(endpoints.ChangesPath, s.api.Changes)
 	mux.HandleFunc("/openapi/", s.openapi.ServeV3)
 	mux.HandleFunc(openapi.V2Path, s.openapi.ServeV2)
 	if !s.cfg.DisableProfiling {
