@@ -366,6 +366,11 @@ func (r *REST) Raw(ctx context.Context, path string) ([]byte, error) {
 	return r.call(ctx, request{method: http.MethodGet, path: path})
 }
 
+// RawQuery is Raw with query parameters.
+func (r *REST) RawQuery(ctx context.Context, path string, query url.Values) ([]byte, error) {
+	return r.call(ctx, request{method: http.MethodGet, path: path, query: query})
+}
+
 // resourcePath builds /api/v1/... or /apis/<g>/<v>/... (unescaped; the URL
 // escapes it).
 func resourcePath(res Resource, namespace, name, subresource string) string {

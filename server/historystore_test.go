@@ -448,6 +448,10 @@ func TestHistoryStoreChanges(t *testing.T) {
 	if got := append(changeSummary(first), changeSummary(rest)...); !slices.Equal(got, want) {
 		t.Errorf("two pages: %q, want %q", got, want)
 	}
+	// Since before the history: from its start, and said.
+	if early := changeList(t, admin, "since=2001-01-01T00:00:00Z&namespace=default"); !early.HistoryStartsLater || len(early.Items) < len(want) {
+		t.Errorf("changes since 2001: starts later %v, %d items", early.HistoryStartsLater, len(early.Items))
+	}
 	for _, c := range []struct {
 		query string
 		code  int
@@ -455,7 +459,7 @@ func TestHistoryStoreChanges(t *testing.T) {
 		{"namespace=default", http.StatusBadRequest},
 		{"since=yesterday", http.StatusBadRequest},
 		{"since=" + time.Now().Add(time.Hour).UTC().Format(time.RFC3339), http.StatusBadRequest},
-		{"since=2001-01-01T00:00:00Z", http.StatusGone},
+		{"fromResourceVersion=1", http.StatusGone},
 		{"since=" + since + "&resource=nosuchthings", http.StatusBadRequest},
 		{"since=" + since + "&limit=0", http.StatusBadRequest},
 		{"fromResourceVersion=5&toResourceVersion=3", http.StatusBadRequest},

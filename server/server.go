@@ -700,6 +700,11 @@ func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 		// (a flat string, as every field of Kubernetes' version.Info).
 		v["watchExtensions"] = endpoints.WatchExtensions
 	}
+	if s.history != nil && !s.history.Damaged() {
+		// objwatch's extension: past reads (asOf, exact revisions past
+		// etcd's compaction, changes) are answered from a history store.
+		v["history"] = "asOf,changes"
+	}
 	endpoints.WriteJSON(w, http.StatusOK, v)
 }
 

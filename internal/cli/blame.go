@@ -120,12 +120,21 @@ type authoredChange struct {
 }
 
 // historyAuthors lists, oldest first, the paths each stored revision
-// changed with the user who wrote it. A complete history's first revision
-// changed everything; an incomplete one's first is not a change.
+// of the current object changed with the user who wrote it. A complete
+// history's first revision changed everything; an incomplete one's first
+// is not a change.
 func historyAuthors(h *objectHistory) []authoredChange {
+	// The current object is the one created after the last deletion of
+	// the name (a history store keeps the earlier ones too).
+	items, complete := h.Items, h.Complete
+	for i, it := range h.Items {
+		if it.Deleted {
+			items, complete = h.Items[i+1:], true
+		}
+	}
 	var out []authoredChange
 	var prev map[string]any
-	for i, it := range h.Items {
+	for i, it := range items {
 		user := ""
 		if a := it.Author; a != nil {
 			user = a.User
@@ -134,7 +143,7 @@ func historyAuthors(h *objectHistory) []authoredChange {
 			}
 		}
 		switch {
-		case i == 0 && h.Complete:
+		case i == 0 && complete:
 			out = append(out, authoredChange{path: change.Path{}, user: user})
 		case i > 0:
 			for _, c := range change.Between(change.WithoutNoise(prev), change.WithoutNoise(it.Object)).Changes() {

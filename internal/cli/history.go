@@ -26,19 +26,24 @@ func newHistoryCommand() *cobra.Command {
 	h := &historyCmd{}
 	cmd := &cobra.Command{
 		Use:   "history RESOURCE NAME",
-		Short: "Show every stored revision of an object still in etcd's history, with diffs and authors",
+		Short: "Show every revision of an object the server retains, with diffs and authors",
 		Long: `history asks an objwatch server for the stored revisions of one object (the
 history subresource, GET .../NAME/history, which needs permission to get the
 object) and prints them oldest first, each with the fields changed since the one
-before and, when the server has an audit log, who made the change and how:
+before and who made the change and how:
 
-  rv=1203 2026-01-02T15:04:05Z alice create
-  rv=1250 2026-01-02T15:09:12Z bob update
+  rv=1203 2026-01-02T15:04:05Z alice create (kubectl-create, on server-1)
+  rv=1250 2026-01-02T15:09:12Z bob update (kubectl-edit, on server-2)
     ~ data.mode: slow → fast
+  rv=1300 2026-01-02T16:00:00Z alice delete (on server-1) deleted
 
-Revisions etcd has compacted away are reported, not skipped silently:
+A server with a history store (objwatch serve's default) answers every revision
+it retains (--history-retention, 7 days by default), past etcd's compaction, a
+deleted object's and the earlier objects of the same name included. Without one
+it answers what etcd still has, with authors only from its audit log. Revisions
+it could not record or no longer has are reported, not skipped silently:
 
-  # revisions before 1190 were compacted; the oldest one kept is shown whole
+  # revisions 1190-1201 could not be recorded (etcd compacted them while the history store was not reading)
 
 -o json prints the server's answer (kind ObjectHistory) as it is.`,
 		Args: cobra.ExactArgs(2),
@@ -55,18 +60,55 @@ Revisions etcd has compacted away are reported, not skipped silently:
 
 // objectHistory is the server's answer (server/endpoints.ObjectHistory).
 type objectHistory struct {
-	Complete          bool  `json:"complete"`
-	CompactedRevision int64 `json:"compactedRevision"`
-	Items             []struct {
-		ResourceVersion string         `json:"resourceVersion"`
-		Object          map[string]any `json:"object"`
-		Author          *struct {
-			User             string    `json:"user"`
-			ImpersonatedUser string    `json:"impersonatedUser"`
-			Verb             string    `json:"verb"`
-			Time             time.Time `json:"time"`
-		} `json:"author"`
-	} `json:"items"`
+	Source            string `json:"source"`
+	Complete          bool   `json:"complete"`
+	CompactedRevision int64  `json:"compactedRevision"`
+	OldestRevision    int64  `json:"oldestRevision"`
+	Gaps              []struct {
+		From int64 `json:"from"`
+		To   int64 `json:"to"`
+	} `json:"gaps"`
+	Items []historyItem `json:"items"`
+}
+
+type historyItem struct {
+	ResourceVersion string         `json:"resourceVersion"`
+	Time            *time.Time     `json:"time"`
+	Deleted         bool           `json:"deleted"`
+	InGap           bool           `json:"inGap"`
+	Object          map[string]any `json:"object"`
+	Author          *historyAuthor `json:"author"`
+}
+
+// historyAuthor is who made a change (server/endpoints.HistoryAuthor).
+type historyAuthor struct {
+	User             string    `json:"user"`
+	Groups           []string  `json:"groups"`
+	ImpersonatedUser string    `json:"impersonatedUser"`
+	Verb             string    `json:"verb"`
+	FieldManager     string    `json:"fieldManager"`
+	Server           string    `json:"server"`
+	Time             time.Time `json:"time"`
+}
+
+// who is the author as one phrase: "alice update (kubectl, on server-1)".
+func (a *historyAuthor) who() string {
+	s := a.User
+	if a.ImpersonatedUser != "" {
+		s += " as " + a.ImpersonatedUser
+	}
+	s += " " + a.Verb
+	var via []string
+	if a.FieldManager != "" {
+		via = append(via, a.FieldManager)
+	}
+	if a.Server != "" {
+		via = append(via, "on "+a.Server)
+	}
+	if len(via) > 0 {
+		s += " (" + strings.Join(via, ", ") + ")"
+	}
+	return s
 }
 
 func (h *historyCmd) run(ctx context.Context, out io.Writer, resource, name string) error {
@@ -99,30 +141,30 @@ func (h *historyCmd) run(ctx context.Context, out io.Writer, resource, name stri
 		obj = ns + "/" + name
 	}
 	fmt.Fprintf(out, "# %s %s: %s\n", res.GVR.Resource, obj, plural(len(hist.Items), "revision"))
-	if !hist.Complete {
-		switch {
-		case hist.CompactedRevision > 0:
-			fmt.Fprintf(out, "# revisions before %d were compacted; the oldest one kept is shown whole\n", hist.CompactedRevision)
-		case hist.CompactedRevision < 0:
-			fmt.Fprintln(out, "# older revisions were compacted; the oldest one kept is shown whole")
-		default:
-			fmt.Fprintln(out, "# older revisions are not shown; the oldest one shown is whole")
-		}
-	}
+	printHistoryNotes(out, &hist)
 	var prev map[string]any
 	for i, it := range hist.Items {
 		header := "rv=" + it.ResourceVersion
-		if a := it.Author; a != nil {
-			who := a.User
-			if a.ImpersonatedUser != "" {
-				who += " as " + a.ImpersonatedUser
-			}
-			header += fmt.Sprintf(" %s %s %s", a.Time.UTC().Format(time.RFC3339), who, a.Verb)
-		} else if i == 0 && hist.Complete {
+		if it.Time != nil {
+			header += " " + it.Time.UTC().Format(time.RFC3339)
+		}
+		switch {
+		case it.Author != nil:
+			header += " " + it.Author.who()
+		case i == 0 && hist.Complete:
 			header += " created"
+		}
+		if it.Deleted {
+			header += " deleted"
+			if it.InGap {
+				header += " (at some revision within the gap)"
+			}
 		}
 		fmt.Fprintln(out, p.paint(ansiBold, header))
 		switch {
+		case it.Deleted, i > 0 && hist.Items[i-1].Deleted:
+			// A deletion, or a new object of the same name: the header
+			// says it all, as for the first creation.
 		case i == 0 && !hist.Complete:
 			for _, c := range change.Between(map[string]any{}, change.WithoutNoise(it.Object)).Changes() {
 				fmt.Fprintln(out, p.changeLine(c))
@@ -135,6 +177,35 @@ func (h *historyCmd) run(ctx context.Context, out io.Writer, resource, name stri
 		prev = it.Object
 	}
 	return nil
+}
+
+// printHistoryNotes says where a history comes from and what it lacks.
+func printHistoryNotes(out io.Writer, hist *objectHistory) {
+	authors := false
+	for _, it := range hist.Items {
+		authors = authors || it.Author != nil
+	}
+	if hist.Source != "history" {
+		fmt.Fprintln(out, "# from etcd's own history (this server keeps no history store: objwatch serve --history); compaction removes it")
+		if !authors {
+			fmt.Fprintln(out, "# authors unknown: without a history store they come only from the server's audit log (objwatch serve --audit-log-path)")
+		}
+	}
+	for _, g := range hist.Gaps {
+		fmt.Fprintf(out, "# revisions %d-%d could not be recorded (etcd compacted them while the history store was not reading)\n", g.From, g.To)
+	}
+	if !hist.Complete {
+		switch {
+		case hist.CompactedRevision > 0:
+			fmt.Fprintf(out, "# revisions before %d were compacted; the oldest one kept is shown whole\n", hist.CompactedRevision)
+		case hist.CompactedRevision < 0:
+			fmt.Fprintln(out, "# older revisions were compacted; the oldest one kept is shown whole")
+		case hist.Source == "history":
+			fmt.Fprintf(out, "# the history store retains revisions from %d on; the oldest one shown is whole\n", hist.OldestRevision)
+		default:
+			fmt.Fprintln(out, "# older revisions are not shown; the oldest one shown is whole")
+		}
+	}
 }
 
 // object connects to the server of the flags and resolves resource: it

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -25,6 +26,9 @@ import (
 //	    [&resource=PLURAL[.GROUP]][&labelSelector=SEL][&limit=N]
 //
 // (or fromResourceVersion / toResourceVersion instead of since / until).
+// A since before the retained history starts the window at its oldest
+// revision (HistoryStartsLater says so); a fromResourceVersion before it
+// is 410.
 // Each item is one create, update or deletion, with its author and diff.
 // Only resources the user may list (in their namespace) are included. It
 // is objwatch's own endpoint, not in discovery.
@@ -40,9 +44,12 @@ type ChangeList struct {
 	// FromResourceVersion and ToResourceVersion bound the window: the
 	// changes after the first, up to the second. When Continue is set the
 	// window was cut at the limit: ask again from it.
-	FromResourceVersion string       `json:"fromResourceVersion"`
-	ToResourceVersion   string       `json:"toResourceVersion"`
-	Continue            string       `json:"continue,omitempty"`
+	FromResourceVersion string `json:"fromResourceVersion"`
+	ToResourceVersion   string `json:"toResourceVersion"`
+	Continue            string `json:"continue,omitempty"`
+	// HistoryStartsLater: since was before the oldest revision the history
+	// store retains; the window starts there instead.
+	HistoryStartsLater bool         `json:"historyStartsLater,omitempty"`
 	Items               []ChangeItem `json:"items"`
 }
 
@@ -85,7 +92,12 @@ func (a *API) changes(w http.ResponseWriter, r *http.Request) error {
 		opts.User = &u
 	}
 	var err error
-	if opts.From, err = a.changesBound(r, "since", "fromResourceVersion", true); err != nil {
+	startsLater := false
+	if opts.From, err = a.changesBound(r, "since", "fromResourceVersion", true); apierrors.IsResourceExpired(err) && q.Get("since") != "" {
+		// Before the retained history: from its start.
+		opts.From, startsLater, err = a.objects.HistoryOldest(), true, nil
+	}
+	if err != nil {
 		return err
 	}
 	if opts.To, err = a.changesBound(r, "until", "toResourceVersion", false); err != nil {
@@ -110,7 +122,7 @@ func (a *API) changes(w http.ResponseWriter, r *http.Request) error {
 			return apistatus.BadRequest("limit: invalid value %q: a number from 1 to %d", s, maxChanges)
 		}
 	}
-	out := ChangeList{Kind: "ChangeList", APIVersion: "objwatch.io/v1", FromResourceVersion: strconv.FormatInt(opts.From, 10), Items: []ChangeItem{}}
+	out := ChangeList{Kind: "ChangeList", APIVersion: "objwatch.io/v1", FromResourceVersion: strconv.FormatInt(opts.From, 10), HistoryStartsLater: startsLater, Items: []ChangeItem{}}
 	last := int64(0)
 	err = a.objects.Changes(r.Context(), opts, func(c objects.ChangeItem) error {
 		if len(out.Items) == limit && c.Revision != last {

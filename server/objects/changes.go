@@ -143,3 +143,12 @@ func (s *Service) HistoryRecorded() int64 {
 	}
 	return s.etcd.past.hs.Recorded()
 }
+
+// HistoryOldest is the history store's oldest retained revision (0: no
+// store).
+func (s *Service) HistoryOldest() int64 {
+	if s.etcd.past == nil {
+		return 0
+	}
+	return s.etcd.past.hs.Oldest()
+}
