@@ -221,7 +221,7 @@ type changeList struct {
 	ToResourceVersion   string `json:"toResourceVersion"`
 	Continue            string `json:"continue"`
 	HistoryStartsLater  bool   `json:"historyStartsLater"`
-	Items             []struct {
+	Items               []struct {
 		Type            string          `json:"type"`
 		Group           string          `json:"group"`
 		Resource        string          `json:"resource"`

@@ -50,7 +50,7 @@ type ChangeList struct {
 	// HistoryStartsLater: since was before the oldest revision the history
 	// store retains; the window starts there instead.
 	HistoryStartsLater bool         `json:"historyStartsLater,omitempty"`
-	Items               []ChangeItem `json:"items"`
+	Items              []ChangeItem `json:"items"`
 }
 
 // ChangeItem is one change of one object.
