@@ -22,6 +22,9 @@ import (
 type ABSide struct {
 	Name   string
 	Binary string
+	// Args are appended to this side's `BINARY serve` (after ServeArgs):
+	// one binary with and without a feature.
+	Args []string
 }
 
 // ABConfig configures AB.
@@ -113,6 +116,7 @@ func abRun(ctx context.Context, c ABConfig, side ABSide, dir string) (_ []Result
 	serverDir := filepath.Join(dir, "server")
 	args := append([]string{"serve", "--data-dir", serverDir, "--listen", "127.0.0.1:" + strconv.Itoa(port),
 		"--etcd-servers", etcdURL}, c.ServeArgs...)
+	args = append(args, side.Args...)
 	srv, err := startProcess(ctx, side.Binary, args, filepath.Join(dir, "server.log"))
 	if err != nil {
 		return nil, err

@@ -161,11 +161,12 @@ and the change's own binary; record the table in docs/PERFORMANCE.md.`,
 				return fmt.Errorf("--side: want exactly two, got %d", len(sides))
 			}
 			for i, spec := range sides {
-				name, bin, ok := strings.Cut(spec, "=")
-				if !ok || name == "" || bin == "" {
-					return fmt.Errorf("--side %q: want NAME=BINARY", spec)
+				name, rest, _ := strings.Cut(spec, "=")
+				fields := strings.Fields(rest)
+				if name == "" || len(fields) == 0 {
+					return fmt.Errorf("--side %q: want NAME=BINARY [SERVE-ARGS...]", spec)
 				}
-				c.Sides[i] = bench.ABSide{Name: name, Binary: bin}
+				c.Sides[i] = bench.ABSide{Name: name, Binary: fields[0], Args: fields[1:]}
 			}
 			if c.Sides[0].Name == c.Sides[1].Name {
 				return fmt.Errorf("--side: the two sides need different names")
@@ -210,7 +211,7 @@ and the change's own binary; record the table in docs/PERFORMANCE.md.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVar(&sides, "side", nil, "NAME=BINARY of an objwatch binary (twice; ratios are the second over the first)")
+	f.StringArrayVar(&sides, "side", nil, "NAME=BINARY [SERVE-ARGS...] of an objwatch binary and the serve flags of its side (twice; ratios are the second over the first)")
 	f.StringVar(&c.EtcdBinary, "etcd-binary", "", "etcd binary each run starts on a fresh data directory")
 	f.IntVar(&c.Rounds, "rounds", 3, "runs of each side")
 	f.StringVar(&c.Dir, "dir", "", "directory for the runs' data and logs (default: a temporary one, removed at the end)")
