@@ -44,10 +44,11 @@ func (s *Server) recordHistory(ctx context.Context) {
 }
 
 // CompactionFloor is the newest revision etcd may be compacted to without
-// losing what the history store has not recorded yet (0: no bound).
+// losing what the history store has not durably recorded yet (0: no
+// bound).
 func (s *Server) CompactionFloor() int64 {
 	if s.history == nil {
 		return 0
 	}
-	return s.history.Recorded()
+	return max(1, s.history.Durable()) // 0 would mean no bound
 }

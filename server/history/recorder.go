@@ -54,6 +54,9 @@ type Recorder struct {
 	noteSeen note
 }
 
+// syncEvery is how often the recorder makes what it recorded durable.
+const syncEvery = time.Second
+
 // maxBatch bounds the events one Append records.
 const maxBatch = 2000
 
@@ -70,9 +73,16 @@ func (r *Recorder) Run(ctx context.Context) {
 	}
 	retain := time.NewTicker(cmpDuration(r.RetainEvery, time.Minute))
 	defer retain.Stop()
+	syncT := time.NewTicker(syncEvery)
+	defer syncT.Stop()
+	defer func() {
+		if err := r.Store.Sync(); err != nil && !errors.Is(err, ErrClosed) {
+			r.Log.Warn("history: sync", "err", err)
+		}
+	}()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := r.follow(ctx, retain.C)
+		err := r.follow(ctx, retain.C, syncT.C)
 		if ctx.Err() != nil {
 			return
 		}
@@ -106,7 +116,7 @@ func cmpDuration(d, def time.Duration) time.Duration {
 
 // follow watches from the last recorded revision (again: a revision may
 // have been recorded in part) and records until the watch fails.
-func (r *Recorder) follow(ctx context.Context, retain <-chan time.Time) error {
+func (r *Recorder) follow(ctx context.Context, retain, sync <-chan time.Time) error {
 	from := r.Store.Recorded()
 	if from == 0 {
 		rev, err := r.Source.Revision(ctx)
@@ -131,6 +141,11 @@ func (r *Recorder) follow(ctx context.Context, retain <-chan time.Time) error {
 		case <-retain:
 			if err := r.Store.Retain(r.Now()); err != nil {
 				r.Log.Warn("history: retention", "err", err)
+			}
+			continue
+		case <-sync:
+			if err := r.Store.Sync(); err != nil {
+				return err
 			}
 			continue
 		case <-r.Store.Wanted():
