@@ -459,7 +459,7 @@ func TestHistoryStoreChanges(t *testing.T) {
 		{"namespace=default", http.StatusBadRequest},
 		{"since=yesterday", http.StatusBadRequest},
 		{"since=" + time.Now().Add(time.Hour).UTC().Format(time.RFC3339), http.StatusBadRequest},
-		{"fromResourceVersion=1", http.StatusGone},
+		{"fromResourceVersion=-1", http.StatusBadRequest},
 		{"since=" + since + "&resource=nosuchthings", http.StatusBadRequest},
 		{"since=" + since + "&limit=0", http.StatusBadRequest},
 		{"fromResourceVersion=5&toResourceVersion=3", http.StatusBadRequest},

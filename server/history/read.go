@@ -101,55 +101,65 @@ func (r *reader) err() error {
 	return err
 }
 
-// latest finds key's last change at or before rev: its revision and kind.
+// latest positions the reader at key's last change at or before rev
+// and returns its revision and kind.
 func (r *reader) latest(key string, rev int64) (int64, kind, bool) {
-	p := keyIndexPrefix(key)
-	if !r.it.SeekLT(keyIndexKey(key, rev+1)) || !bytes.HasPrefix(r.it.Key(), p) {
+	p := keyPrefix(key)
+	if !r.it.SeekLT(recordKey(key, rev+1)) || !bytes.HasPrefix(r.it.Key(), p) {
 		return 0, 0, false
 	}
-	_, at, ok := parseKeyIndexKey(r.it.Key())
+	_, at, ok := parseRecordKey(r.it.Key())
 	v := r.it.Value()
-	if !ok || len(v) != 1 {
+	if !ok || len(v) < 2 {
 		return 0, 0, false
 	}
-	return at, kind(v[0]), true
+	return at, kind(v[1] &^ flagInGap), true
 }
 
-// record reads key's record at rev; its payload is a copy.
-func (r *reader) record(key string, rev int64) (record, error) {
-	k := recordKey(rev, key)
-	if !r.it.SeekGE(k) || !bytes.Equal(r.it.Key(), k) {
-		if err := r.err(); err != nil {
-			return record{}, err
-		}
-		return record{}, fmt.Errorf("%w: %s at %d: indexed but not recorded", ErrCorrupt, key, rev)
-	}
+// current decodes the record the reader is positioned at; its payload
+// is a copy.
+func (r *reader) current() (record, error) {
 	v, err := r.it.ValueAndErr()
 	if err != nil {
 		return record{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	rec, err := decodeRecord(bytes.Clone(v))
 	if err != nil {
-		return record{}, fmt.Errorf("%w: %s at %d: %w", ErrCorrupt, key, rev, err)
+		return record{}, fmt.Errorf("%w: record %q: %w", ErrCorrupt, r.it.Key(), err)
 	}
 	return rec, nil
 }
 
-// value rebuilds key's value written at rev (a put): the last whole copy
-// at or before it, and the patches after that.
+// record reads key's record at rev and leaves the reader there.
+func (r *reader) record(key string, rev int64) (record, error) {
+	k := recordKey(key, rev)
+	if !r.it.SeekGE(k) || !bytes.Equal(r.it.Key(), k) {
+		if err := r.err(); err != nil {
+			return record{}, err
+		}
+		return record{}, fmt.Errorf("%w: %s at %d: indexed but not recorded", ErrCorrupt, key, rev)
+	}
+	return r.current()
+}
+
+// value rebuilds the value of rec, key's put at rev, with the reader
+// positioned at it: the last whole copy at or before it (the records
+// before it are adjacent) and the patches after that.
 func (r *reader) value(key string, rev int64, rec record) ([]byte, error) {
 	var patches [][]byte
+	p := keyPrefix(key)
 	for rec.kind == kindPatch {
 		patches = append(patches, rec.payload)
-		prev, k, ok := r.latest(key, rev-1)
-		if !ok || k == kindDelete {
+		if !r.it.Prev() || !bytes.HasPrefix(r.it.Key(), p) {
+			if err := r.err(); err != nil {
+				return nil, err
+			}
 			return nil, fmt.Errorf("%w: %s at %d: a patch without the value before it", ErrCorrupt, key, rev)
 		}
 		var err error
-		if rec, err = r.record(key, prev); err != nil {
+		if rec, err = r.current(); err != nil {
 			return nil, err
 		}
-		rev = prev
 	}
 	if rec.kind != kindFull {
 		return nil, fmt.Errorf("%w: %s at %d: a patch of a deletion", ErrCorrupt, key, rev)
@@ -168,11 +178,20 @@ func (r *reader) value(key string, rev int64, rec record) ([]byte, error) {
 			return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, key, err)
 		}
 	}
-	out, ok := jsonenc.Append(nil, cur)
+	return encodeValue(key, cur)
+}
+
+func encodeValue(key string, v any) ([]byte, error) {
+	out, ok := jsonenc.Append(nil, v)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s: a value that cannot be encoded", ErrCorrupt, key)
 	}
 	return out, nil
+}
+
+// entryOf is rec, key's change at rev, as an Entry without its value.
+func entryOf(key string, rev int64, rec record) Entry {
+	return Entry{Key: key, Revision: rev, CreateRevision: rec.created, Time: rec.time, Author: rec.author, Deleted: rec.kind == kindDelete, InGap: rec.inGap}
 }
 
 // entry is key's change at rev, with its value.
@@ -181,7 +200,7 @@ func (r *reader) entry(key string, rev int64) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	e := Entry{Key: key, Revision: rev, CreateRevision: rec.created, Time: rec.time, Author: rec.author, Deleted: rec.kind == kindDelete, InGap: rec.inGap}
+	e := entryOf(key, rev, rec)
 	if !e.Deleted {
 		if e.Value, err = r.value(key, rev, rec); err != nil {
 			return Entry{}, err
@@ -227,16 +246,16 @@ func (s *Store) List(prefix, startKey string, rev int64, limit int) (_ []Entry, 
 	if startKey > from {
 		from = startKey
 	}
-	end := upper(append([]byte{spaceKey}, prefix...))
+	end := upper(append([]byte{spaceRecord}, prefix...))
 	var out []Entry
-	seek := append([]byte{spaceKey}, from...)
+	seek := append([]byte{spaceRecord}, from...)
 	for r.it.SeekGE(seek) && (end == nil || bytes.Compare(r.it.Key(), end) < 0) {
-		key, _, ok := parseKeyIndexKey(r.it.Key())
+		key, _, ok := parseRecordKey(r.it.Key())
 		if !ok {
-			return nil, 0, fmt.Errorf("%w: key index entry %q", ErrCorrupt, r.it.Key())
+			return nil, 0, fmt.Errorf("%w: record key %q", ErrCorrupt, r.it.Key())
 		}
-		// The next key's entries start after key's 0x00 separator.
-		seek = append(keyIndexPrefix(key)[:len(key)+1], 1)
+		// The next key's records start after key's 0x00 separator.
+		seek = append(keyPrefix(key)[:len(key)+1], 1)
 		if key < from {
 			continue // startKey sorts inside key's entries (it ends in 0x00)
 		}
@@ -248,8 +267,12 @@ func (s *Store) List(prefix, startKey string, rev int64, limit int) (_ []Entry, 
 			remaining++ // counted, not read
 			continue
 		}
-		e, err := r.entry(key, at)
+		rec, err := r.current() // latest left the reader at it
 		if err != nil {
+			return nil, 0, err
+		}
+		e := entryOf(key, at, rec)
+		if e.Value, err = r.value(key, at, rec); err != nil {
 			return nil, 0, err
 		}
 		out = append(out, e)
@@ -269,28 +292,58 @@ func (s *Store) KeyHistory(key string) ([]Entry, error) {
 		return nil, err
 	}
 	defer r.close()
-	var revs []int64
-	p := keyIndexPrefix(key)
+	var out []Entry
+	var cur any // the last value, decoded, for the next patch
+	p := keyPrefix(key)
 	for ok := r.it.SeekGE(p); ok && bytes.HasPrefix(r.it.Key(), p); ok = r.it.Next() {
-		_, rev, ok := parseKeyIndexKey(r.it.Key())
+		_, rev, ok := parseRecordKey(r.it.Key())
 		if !ok {
-			return nil, fmt.Errorf("%w: key index entry %q", ErrCorrupt, r.it.Key())
+			return nil, fmt.Errorf("%w: record key %q", ErrCorrupt, r.it.Key())
 		}
-		revs = append(revs, rev)
-	}
-	if err := r.err(); err != nil {
-		return nil, err
-	}
-	out := make([]Entry, 0, len(revs))
-	for _, rev := range revs {
-		e, err := r.entry(key, rev)
+		rec, err := r.current()
 		if err != nil {
+			return nil, err
+		}
+		e := entryOf(key, rev, rec)
+		if e.Value, cur, err = next(key, rec, cur); err != nil {
 			return nil, err
 		}
 		out = append(out, e)
 	}
-	return out, nil
+	return out, r.err()
 }
+
+// next is the value rec leaves (nil for a deletion), given cur, the
+// decoded value before it, and that value decoded for the next record (a
+// whole value is decoded only when a patch follows).
+func next(key string, rec record, cur any) ([]byte, any, error) {
+	switch rec.kind {
+	case kindDelete:
+		return nil, nil, nil
+	case kindFull:
+		return rec.payload, lazyValue(rec.payload), nil
+	}
+	base := cur
+	if lv, ok := base.(lazyValue); ok {
+		doc, ok := jsonenc.Decode(lv)
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: %s: a patched value that is no JSON object", ErrCorrupt, key)
+		}
+		base = doc
+	}
+	if base == nil {
+		return nil, nil, fmt.Errorf("%w: %s: a patch without the value before it", ErrCorrupt, key)
+	}
+	v, err := applyPatch(base, rec.payload)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, key, err)
+	}
+	b, err := encodeValue(key, v)
+	return b, v, err
+}
+
+// lazyValue is a whole value not decoded yet.
+type lazyValue []byte
 
 // Changes calls fn with every change of a key under prefix at revisions
 // after from up to to (0: Recorded), in revision order, until fn returns
@@ -305,24 +358,41 @@ func (s *Store) Changes(prefix string, from, to int64, fn func(Entry) error) err
 		return err
 	}
 	defer r.close()
-	// A second iterator walks the records while r rebuilds values.
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: recordKey(from+1, ""), UpperBound: recordKey(to+1, "")})
+	// A second iterator walks the revision index while r reads records.
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: revKey(from+1, ""), UpperBound: revKey(to+1, "")})
 	if err != nil {
 		return err
 	}
 	defer it.Close()
+	last := map[string]any{} // each key's value after its last change seen, decoded
 	for it.First(); it.Valid(); it.Next() {
-		rev, key, ok := parseRecordKey(it.Key())
+		rev, key, ok := parseRevKey(it.Key())
 		if !ok {
-			return fmt.Errorf("%w: record key %q", ErrCorrupt, it.Key())
+			return fmt.Errorf("%w: revision index key %q", ErrCorrupt, it.Key())
 		}
 		if !strings.HasPrefix(key, prefix) {
 			continue
 		}
-		e, err := r.entry(key, rev)
+		rec, err := r.record(key, rev)
 		if err != nil {
 			return err
 		}
+		e := entryOf(key, rev, rec)
+		cur, seen := last[key]
+		switch {
+		case e.Deleted:
+			cur = nil
+		case seen || rec.kind == kindFull:
+			if e.Value, cur, err = next(key, rec, cur); err != nil {
+				return err
+			}
+		default: // the key's first change in the window: rebuilt
+			if e.Value, err = r.value(key, rev, rec); err != nil {
+				return err
+			}
+			cur = lazyValue(e.Value)
+		}
+		last[key] = cur
 		if err := fn(e); err != nil {
 			return err
 		}

@@ -10,53 +10,58 @@ import (
 
 // The database's keys. Every key starts with one byte naming its space:
 //
-//	'e' rev(8) key          the record of key's change at rev (record)
-//	'k' key 0x00 rev(8)     the index of key's changes: one byte, its kind
+//	'k' key 0x00 rev(8)     the record of key's change at rev (record):
+//	                        a key's changes are adjacent, oldest first
+//	'r' rev(8) key          the revision index: one byte, the change's kind
 //	't' nanos(8) rev(8)     the time index: rev was recorded at nanos
 //	'm' name                metadata (recorded, oldest, gaps, format)
 //
 // Numbers are big-endian, so that keys sort by them. etcd keys hold no
-// 0x00 (objwatch's are paths), which the key index relies on to end a key.
+// 0x00 (objwatch's are paths), which the record keys rely on to end a key.
+// Records are keyed by key first so that rebuilding a value (its last
+// whole copy and the patches after it) and listing a prefix at a revision
+// read adjacent records; the revision index serves what walks the
+// history in revision order (changes, retention).
 const (
-	spaceRecord = 'e'
-	spaceKey    = 'k'
+	spaceRecord = 'k'
+	spaceRev    = 'r'
 	spaceTime   = 't'
 	spaceMeta   = 'm'
 )
 
-func recordKey(rev int64, key string) []byte {
-	b := make([]byte, 0, 9+len(key))
-	b = append(b, spaceRecord)
-	b = binary.BigEndian.AppendUint64(b, uint64(rev))
-	return append(b, key...)
-}
-
-// parseRecordKey splits a record key; ok is false for anything else.
-func parseRecordKey(k []byte) (rev int64, key string, ok bool) {
-	if len(k) < 9 || k[0] != spaceRecord {
-		return 0, "", false
-	}
-	return int64(binary.BigEndian.Uint64(k[1:9])), string(k[9:]), true
-}
-
-// keyIndexPrefix is the start of key's index entries.
-func keyIndexPrefix(key string) []byte {
+// keyPrefix is the start of key's records.
+func keyPrefix(key string) []byte {
 	b := make([]byte, 0, len(key)+10)
-	b = append(b, spaceKey)
+	b = append(b, spaceRecord)
 	b = append(b, key...)
 	return append(b, 0)
 }
 
-func keyIndexKey(key string, rev int64) []byte {
-	return binary.BigEndian.AppendUint64(keyIndexPrefix(key), uint64(rev))
+func recordKey(key string, rev int64) []byte {
+	return binary.BigEndian.AppendUint64(keyPrefix(key), uint64(rev))
 }
 
-// parseKeyIndexKey splits a key index entry's key.
-func parseKeyIndexKey(k []byte) (key string, rev int64, ok bool) {
-	if len(k) < 10 || k[0] != spaceKey || k[len(k)-9] != 0 {
+// parseRecordKey splits a record's key; ok is false for anything else.
+func parseRecordKey(k []byte) (key string, rev int64, ok bool) {
+	if len(k) < 10 || k[0] != spaceRecord || k[len(k)-9] != 0 {
 		return "", 0, false
 	}
 	return string(k[1 : len(k)-9]), int64(binary.BigEndian.Uint64(k[len(k)-8:])), true
+}
+
+func revKey(rev int64, key string) []byte {
+	b := make([]byte, 0, 9+len(key))
+	b = append(b, spaceRev)
+	b = binary.BigEndian.AppendUint64(b, uint64(rev))
+	return append(b, key...)
+}
+
+// parseRevKey splits a revision index entry's key.
+func parseRevKey(k []byte) (rev int64, key string, ok bool) {
+	if len(k) < 9 || k[0] != spaceRev {
+		return 0, "", false
+	}
+	return int64(binary.BigEndian.Uint64(k[1:9])), string(k[9:]), true
 }
 
 func timeKey(t time.Time, rev int64) []byte {

@@ -23,6 +23,10 @@ import (
 	"github.com/objwatch/objwatch/server/jsonpatch"
 )
 
+// cacheSize is the database's block cache: decompressed blocks of
+// records, which rebuilding values and listing prefixes read again.
+const cacheSize = 64 << 20
+
 // Options configure a Store.
 type Options struct {
 	// Retention is how long a revision is kept after it was recorded
@@ -80,8 +84,9 @@ type Store struct {
 	closing sync.RWMutex
 	closed  bool
 
-	mu   sync.Mutex          // the writer
-	last map[string]keyState // per key, its last record (the writer's)
+	mu       sync.Mutex          // the writer
+	last     map[string]keyState // per key, its last record (the writer's)
+	lastTime time.Time           // the time of the last revision appended
 }
 
 // keyState is what the writer remembers of a key's last record.
@@ -111,7 +116,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.damaged.Store(true)
 		opts.Log.Error("history: damaged database", "detail", info.String())
 	}}
-	po := &pebble.Options{Logger: pebbleLog{opts.Log}, EventListener: events}
+	cache := pebble.NewCache(cacheSize)
+	defer cache.Unref() // the database holds its own reference
+	po := &pebble.Options{Logger: pebbleLog{opts.Log}, EventListener: events, Cache: cache}
 	for i := range po.Levels {
 		// Records of one key repeat each other (authors, keys, patches
 		// of the same fields): zstd finds more of it than Snappy, in
@@ -235,6 +242,12 @@ func (s *Store) loadMeta() error {
 	}
 	s.recorded.Store(rec)
 	s.durable.Store(rec) // what Open read back is on disk
+	if it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{spaceTime}, UpperBound: []byte{spaceTime + 1}}); err == nil {
+		if it.Last() {
+			s.lastTime, _, _ = parseTimeKey(it.Key())
+		}
+		it.Close()
+	}
 	s.oldest.Store(old)
 	s.gaps.Store(&gaps)
 	return nil
@@ -390,6 +403,15 @@ func (s *Store) Append(revs []Revision) error {
 		return st, ok
 	}
 	for _, r := range revs {
+		// Times never go back along revisions, so that the time index
+		// answers "the last revision at or before t" with one seek: a
+		// revision whose author noted an earlier time than the revision
+		// before it was recorded (a request that began before an
+		// earlier revision was made) takes that revision's time.
+		if r.Time.Before(s.lastTime) {
+			r.Time = s.lastTime
+		}
+		s.lastTime = r.Time
 		for _, c := range r.Changes {
 			rec := record{created: c.CreateRevision, time: r.Time, author: r.Author, kind: kindDelete, inGap: c.InGap}
 			st, known := state(c.Key)
@@ -407,10 +429,10 @@ func (s *Store) Append(revs []Revision) error {
 			if err != nil {
 				return err
 			}
-			if err := b.Set(recordKey(r.Rev, c.Key), enc, nil); err != nil {
+			if err := b.Set(recordKey(c.Key, r.Rev), enc, nil); err != nil {
 				return err
 			}
-			if err := b.Set(keyIndexKey(c.Key, r.Rev), []byte{byte(rec.kind)}, nil); err != nil {
+			if err := b.Set(revKey(r.Rev, c.Key), []byte{byte(rec.kind)}, nil); err != nil {
 				return err
 			}
 			pending[c.Key] = next
@@ -545,11 +567,16 @@ func (s *Store) Start(rev int64, found []Revision) error {
 	defer b.Close()
 	_ = b.Set(metaKey(metaOldest), binary.BigEndian.AppendUint64(nil, uint64(rev)), nil)
 	_ = b.Set(metaKey(metaRecorded), binary.BigEndian.AppendUint64(nil, uint64(rev)), nil)
-	_ = b.Set(timeKey(time.Now(), rev), nil, nil)
+	now := time.Now()
+	if now.Before(s.lastTime) {
+		now = s.lastTime
+	}
+	_ = b.Set(timeKey(now, rev), nil, nil)
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("history: start: %w", err)
 	}
 	s.oldest.Store(rev)
+	s.lastTime = now
 	s.setRecorded(rev)
 	return nil
 }

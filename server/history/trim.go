@@ -47,12 +47,12 @@ func (s *Store) trimTo(cutoff int64) (int, error) {
 	}
 	defer r.close()
 	keys := map[string]bool{}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: recordKey(old, ""), UpperBound: recordKey(cutoff, "")})
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: revKey(old, ""), UpperBound: revKey(cutoff, "")})
 	if err != nil {
 		return 0, err
 	}
 	for it.First(); it.Valid(); it.Next() {
-		if _, key, ok := parseRecordKey(it.Key()); ok {
+		if _, key, ok := parseRevKey(it.Key()); ok {
 			keys[key] = true
 		}
 	}
@@ -70,9 +70,9 @@ func (s *Store) trimTo(cutoff int64) (int, error) {
 			continue
 		}
 		var older []int64
-		p := keyIndexPrefix(key)
+		p := keyPrefix(key)
 		for ok := r.it.SeekGE(p); ok && bytes.HasPrefix(r.it.Key(), p); ok = r.it.Next() {
-			_, rev, ok := parseKeyIndexKey(r.it.Key())
+			_, rev, ok := parseRecordKey(r.it.Key())
 			if !ok || rev >= at {
 				break
 			}
@@ -91,15 +91,15 @@ func (s *Store) trimTo(cutoff int64) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			_ = b.Set(recordKey(at, key), enc, nil)
-			_ = b.Set(keyIndexKey(key, at), []byte{byte(kindFull)}, nil)
+			_ = b.Set(recordKey(key, at), enc, nil)
+			_ = b.Set(revKey(at, key), []byte{byte(kindFull)}, nil)
 			if st := s.last[key]; st.rev == at {
 				s.last[key] = keyState{rev: at}
 			}
 		}
 		for _, rev := range older {
-			_ = b.Delete(recordKey(rev, key), nil)
-			_ = b.Delete(keyIndexKey(key, rev), nil)
+			_ = b.Delete(recordKey(key, rev), nil)
+			_ = b.Delete(revKey(rev, key), nil)
 			dropped++
 		}
 	}
@@ -178,7 +178,8 @@ func (s *Store) compact(cutoff int64) error {
 		return err
 	}
 	defer done()
-	if err := s.db.Compact(context.Background(), recordKey(0, ""), recordKey(cutoff, ""), false); err != nil {
+	// Dropped records are spread over the keys: the whole keyspace.
+	if err := s.db.Compact(context.Background(), []byte{0}, []byte{0xff}, false); err != nil {
 		return fmt.Errorf("history: compact: %w", err)
 	}
 	return nil
