@@ -513,6 +513,23 @@ func (s *Store) AddGap(g Gap, found []Revision) error {
 	s.mu.Lock()
 	clear(s.last)
 	s.mu.Unlock()
+	return s.appendAndMark(found, "gap", func(b *pebble.Batch) func() {
+		_ = b.Set(metaKey(metaGaps), js, nil)
+		if g.To+1 > s.recorded.Load() {
+			_ = b.Set(metaKey(metaRecorded), binary.BigEndian.AppendUint64(nil, uint64(g.To+1)), nil)
+		}
+		return func() {
+			s.gaps.Store(&gaps)
+			if g.To+1 > s.recorded.Load() {
+				s.setRecorded(g.To + 1)
+			}
+		}
+	})
+}
+
+// appendAndMark appends found, then commits (synced) what mark sets in
+// a batch of its own and, once it is committed, runs what mark returns.
+func (s *Store) appendAndMark(found []Revision, what string, mark func(b *pebble.Batch) func()) error {
 	if err := s.Append(found); err != nil {
 		return err
 	}
@@ -525,17 +542,11 @@ func (s *Store) AddGap(g Gap, found []Revision) error {
 	defer s.mu.Unlock()
 	b := s.db.NewBatch()
 	defer b.Close()
-	_ = b.Set(metaKey(metaGaps), js, nil)
-	if g.To+1 > s.recorded.Load() {
-		_ = b.Set(metaKey(metaRecorded), binary.BigEndian.AppendUint64(nil, uint64(g.To+1)), nil)
-	}
+	after := mark(b)
 	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("history: gap: %w", err)
+		return fmt.Errorf("history: %s: %w", what, err)
 	}
-	s.gaps.Store(&gaps)
-	if g.To+1 > s.recorded.Load() {
-		s.setRecorded(g.To + 1)
-	}
+	after()
 	return nil
 }
 
@@ -553,32 +564,20 @@ func (s *Store) Damaged() bool { return s.damaged.Load() }
 // then (each key at its own mod revision, see Recorder); reads before rev
 // are not retained.
 func (s *Store) Start(rev int64, found []Revision) error {
-	if err := s.Append(found); err != nil {
-		return err
-	}
-	done, err := s.use()
-	if err != nil {
-		return err
-	}
-	defer done()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	b := s.db.NewBatch()
-	defer b.Close()
-	_ = b.Set(metaKey(metaOldest), binary.BigEndian.AppendUint64(nil, uint64(rev)), nil)
-	_ = b.Set(metaKey(metaRecorded), binary.BigEndian.AppendUint64(nil, uint64(rev)), nil)
-	now := time.Now()
-	if now.Before(s.lastTime) {
-		now = s.lastTime
-	}
-	_ = b.Set(timeKey(now, rev), nil, nil)
-	if err := b.Commit(pebble.Sync); err != nil {
-		return fmt.Errorf("history: start: %w", err)
-	}
-	s.oldest.Store(rev)
-	s.lastTime = now
-	s.setRecorded(rev)
-	return nil
+	return s.appendAndMark(found, "start", func(b *pebble.Batch) func() {
+		_ = b.Set(metaKey(metaOldest), binary.BigEndian.AppendUint64(nil, uint64(rev)), nil)
+		_ = b.Set(metaKey(metaRecorded), binary.BigEndian.AppendUint64(nil, uint64(rev)), nil)
+		now := time.Now()
+		if now.Before(s.lastTime) {
+			now = s.lastTime
+		}
+		_ = b.Set(timeKey(now, rev), nil, nil)
+		return func() {
+			s.oldest.Store(rev)
+			s.lastTime = now
+			s.setRecorded(rev)
+		}
+	})
 }
 
 func sortRevisions(revs []Revision) {
