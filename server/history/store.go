@@ -8,15 +8,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/objwatch/objwatch/change/fieldmask"
 	"github.com/objwatch/objwatch/server/jsonenc"
@@ -100,10 +103,11 @@ type keyState struct {
 // and a read that finds damage answers it.
 var ErrCorrupt = errors.New("history: corrupt database")
 
-// Open opens (or creates) the database in dir. A database that fails
-// Pebble's checks (its manifest, its write-ahead log, a block's checksum
-// on the way to the metadata) is an error wrapping ErrCorrupt; Verify
-// checks every block.
+// Open opens (or creates) the database in dir. A database Pebble refuses
+// (a malformed manifest, a corrupt write-ahead log, a block's checksum on
+// the way to the metadata) is an error wrapping ErrCorrupt; a directory it
+// may not use (permissions, another process's lock) any other error.
+// Verify checks every block.
 func Open(dir string, opts Options) (*Store, error) {
 	opts.defaults()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -118,7 +122,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	}}
 	cache := pebble.NewCache(cacheSize)
 	defer cache.Unref() // the database holds its own reference
-	po := &pebble.Options{Logger: pebbleLog{opts.Log}, EventListener: events, Cache: cache}
+	// vfs.Default, not Pebble's disk-health-checking wrapper, whose
+	// goroutine a failed Open leaves running.
+	po := &pebble.Options{Logger: pebbleLog{opts.Log}, EventListener: events, Cache: cache, FS: vfs.Default}
 	for i := range po.Levels {
 		// Records of one key repeat each other (authors, keys, patches
 		// of the same fields): zstd finds more of it than Snappy, in
@@ -128,10 +134,13 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
-		if errors.Is(err, pebble.ErrCorruption) {
-			return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, dir, err)
+		// A directory this process may not use (permissions, another
+		// process's lock) is an error of the setup; anything else
+		// Pebble refuses (a malformed manifest, a corrupt log) is damage.
+		if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EWOULDBLOCK) || errors.Is(err, syscall.EAGAIN) {
+			return nil, fmt.Errorf("history: open %s: %w", dir, err)
 		}
-		return nil, fmt.Errorf("history: open %s: %w", dir, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, dir, err)
 	}
 	s.db = db
 	ch := make(chan struct{})
