@@ -21,6 +21,7 @@ import (
 type pastReader struct {
 	hs     *history.Store
 	atRest storage.RestReader // nil: values are kept as written
+	wait   time.Duration      // for the store to record a revision (FutureRVWait)
 }
 
 // kv is e as the store would have returned it, its value transformed
@@ -37,8 +38,20 @@ func (p *pastReader) kv(ctx context.Context, e history.Entry) (storage.KeyValue,
 	return kv, nil
 }
 
+// recorded waits until the store has recorded rev (at most wait): a store
+// that was down records what etcd compacted meanwhile (a gap) only once
+// it has caught up.
+func (p *pastReader) recorded(ctx context.Context, rev int64) error {
+	wctx, cancel := context.WithTimeout(ctx, p.wait)
+	defer cancel()
+	return p.hs.WaitRecorded(wctx, rev)
+}
+
 // list is storage's List at o.Revision, from the history store.
 func (p *pastReader) list(ctx context.Context, prefix string, o storage.ListOptions) (storage.ListResult, error) {
+	if err := p.recorded(ctx, o.Revision); err != nil {
+		return storage.ListResult{}, err
+	}
 	entries, remaining, err := p.hs.List(prefix, o.StartKey, o.Revision, int(o.Limit))
 	if err != nil {
 		return storage.ListResult{}, err
@@ -88,7 +101,10 @@ func (s *Service) GetAt(ctx context.Context, req *Request, rev int64) (*unstruct
 	var ce *storage.CompactedError
 	if errors.As(err, &ce) && s.etcd.past != nil {
 		var e history.Entry
-		if e, err = s.etcd.past.hs.Get(key, rev); err == nil {
+		if err = s.etcd.past.recorded(ctx, rev); err == nil {
+			e, err = s.etcd.past.hs.Get(key, rev)
+		}
+		if err == nil {
 			var kv storage.KeyValue
 			if kv, err = s.etcd.past.kv(ctx, e); err == nil {
 				lr = storage.ListResult{KVs: []storage.KeyValue{kv}, Revision: rev}

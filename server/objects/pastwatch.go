@@ -144,6 +144,14 @@ func (w *pastWatcher) forward(ctx context.Context, src storage.Watcher) {
 // replay sends the history store's changes of the revisions from..to.
 func (w *pastWatcher) replay(ctx context.Context, from, to int64) error {
 	hs := w.past.hs
+	// First until the store has come that far: a store that was down
+	// records what etcd compacted meanwhile as a gap only then.
+	wctx, cancel := context.WithTimeout(ctx, w.wait)
+	err := hs.WaitRecorded(wctx, to)
+	cancel()
+	if err != nil {
+		return err
+	}
 	if from-1 < hs.Oldest() {
 		return fmt.Errorf("%w: %d (oldest %d)", history.ErrNotRetained, from-1, hs.Oldest())
 	}
@@ -151,12 +159,6 @@ func (w *pastWatcher) replay(ctx context.Context, from, to int64) error {
 		if g.From <= to && g.To >= from-1 {
 			return &history.GapError{Gap: g}
 		}
-	}
-	wctx, cancel := context.WithTimeout(ctx, w.wait)
-	err := hs.WaitRecorded(wctx, to)
-	cancel()
-	if err != nil {
-		return err
 	}
 	// The value of each key before its first change in the window.
 	prev := map[string]*storage.KeyValue{}

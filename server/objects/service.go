@@ -277,7 +277,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	etcd := storeReader{store: cfg.Storage, futureRVWait: cfg.FutureRVWait, bookmarkEvery: cfg.BookmarkInterval}
 	if cfg.History != nil {
-		etcd.past = &pastReader{hs: cfg.History, atRest: cfg.AtRest}
+		etcd.past = &pastReader{hs: cfg.History, atRest: cfg.AtRest, wait: cfg.FutureRVWait}
 	}
 	s := &Service{
 		cfg: cfg, store: cfg.Storage, registry: cfg.Registry,
