@@ -133,7 +133,7 @@ func (a *API) changes(w http.ResponseWriter, r *http.Request) error {
 		it := ChangeItem{Type: strings.ToUpper(c.Type), Group: c.Resource.Group, Version: c.Resource.Version, Resource: c.Resource.Plural, Kind: c.Resource.Kind,
 			Namespace: c.Namespace, Name: c.Name, ResourceVersion: strconv.FormatInt(c.Revision, 10), Time: metav1.NewTime(c.Time), InGap: c.InGap}
 		if au := c.Author; au != nil {
-			it.Author = &HistoryAuthor{User: au.User, Groups: au.Groups, Verb: au.Verb, FieldManager: au.Manager, Server: au.Server, Time: c.Time}
+			it.Author = recordedAuthor(au, c.Time)
 		}
 		if c.Type != objects.Deleted {
 			if patch, paths, err := audit.Diff(c.Old, c.Object); err == nil {

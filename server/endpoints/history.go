@@ -70,6 +70,12 @@ type HistoryAuthor struct {
 	Time             time.Time `json:"time"`
 }
 
+// recordedAuthor is the wire form of an author the history store
+// recorded, who wrote at t.
+func recordedAuthor(au *history.Author, t time.Time) *HistoryAuthor {
+	return &HistoryAuthor{User: au.User, Groups: au.Groups, Verb: au.Verb, FieldManager: au.Manager, Server: au.Server, Time: t}
+}
+
 func (a *API) history(w http.ResponseWriter, r *http.Request, req *objects.Request) error {
 	get := *req
 	get.Verb, get.Subresource = "get", ""
@@ -105,7 +111,7 @@ func (a *API) history(w http.ResponseWriter, r *http.Request, req *objects.Reque
 			t := metav1.NewTime(c.Time)
 			it.Time, it.Deleted, it.InGap = &t, c.Deleted, c.InGap
 			if c.Author != nil {
-				it.Author = &HistoryAuthor{User: c.Author.User, Groups: c.Author.Groups, Verb: c.Author.Verb, FieldManager: c.Author.Manager, Server: c.Author.Server, Time: c.Time}
+				it.Author = recordedAuthor(c.Author, c.Time)
 			}
 			switch {
 			case c.Deleted:

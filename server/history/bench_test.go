@@ -92,7 +92,7 @@ func BenchmarkStoreBytesPerRevision(b *testing.B) {
 				if err := s.db.Flush(); err != nil {
 					b.Fatal(err)
 				}
-				if err := s.compact(s.Recorded() + 1); err != nil {
+				if err := s.compact(); err != nil {
 					b.Fatal(err)
 				}
 				revs := float64(keys * updates)

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,7 +72,7 @@ func (r *Recorder) Run(ctx context.Context) {
 	if r.Now == nil {
 		r.Now = time.Now
 	}
-	retain := time.NewTicker(cmpDuration(r.RetainEvery, time.Minute))
+	retain := time.NewTicker(cmp.Or(r.RetainEvery, time.Minute))
 	defer retain.Stop()
 	syncT := time.NewTicker(syncEvery)
 	defer syncT.Stop()
@@ -105,13 +106,6 @@ func (r *Recorder) Run(ctx context.Context) {
 		}
 		backoff = 100 * time.Millisecond
 	}
-}
-
-func cmpDuration(d, def time.Duration) time.Duration {
-	if d > 0 {
-		return d
-	}
-	return def
 }
 
 // follow watches from the last recorded revision (again: a revision may

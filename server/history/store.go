@@ -412,6 +412,13 @@ func (s *Store) Append(revs []Revision) error {
 		return st, ok
 	}
 	for _, r := range revs {
+		var authorJS []byte // once per revision, shared by its changes
+		if r.Author != nil {
+			var err error
+			if authorJS, err = json.Marshal(r.Author); err != nil {
+				return fmt.Errorf("history: author: %w", err)
+			}
+		}
 		// Times never go back along revisions, so that the time index
 		// answers "the last revision at or before t" with one seek: a
 		// revision whose author noted an earlier time than the revision
@@ -422,7 +429,7 @@ func (s *Store) Append(revs []Revision) error {
 		}
 		s.lastTime = r.Time
 		for _, c := range r.Changes {
-			rec := record{created: c.CreateRevision, time: r.Time, author: r.Author, kind: kindDelete, inGap: c.InGap}
+			rec := record{created: c.CreateRevision, time: r.Time, authorJS: authorJS, kind: kindDelete, inGap: c.InGap}
 			st, known := state(c.Key)
 			next := keyState{rev: r.Rev, deleted: c.Delete}
 			if !c.Delete {

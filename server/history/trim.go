@@ -163,16 +163,16 @@ func (s *Store) Retain(now time.Time) error {
 		if _, err := s.Trim(cutoff); err != nil {
 			return err
 		}
-		if err := s.compact(cutoff); err != nil {
+		if err := s.compact(); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// compact compacts the records before cutoff, so that their space is
-// given back.
-func (s *Store) compact(cutoff int64) error {
+// compact compacts the whole database, so that the space of dropped
+// records (spread over every key's records) is given back.
+func (s *Store) compact() error {
 	done, err := s.use()
 	if err != nil {
 		return err
