@@ -3,6 +3,7 @@ package endpoints
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -58,7 +59,7 @@ func FuzzParseResourcePath(f *testing.F) {
 			t.Fatalf("parseResourcePath(%s %s) is not a resource request; kube-apiserver: %+v", method, target, want)
 		}
 		ns, name := want.Namespace, want.Name
-		if want.Resource == "namespaces" && want.APIGroup == "" {
+		if addressesNamespaceObject(u.Path) {
 			ns = ""
 		}
 		if len(want.Parts) < 2 {
@@ -71,4 +72,27 @@ func FuzzParseResourcePath(f *testing.F) {
 				method, target, got, want.APIGroup, want.APIVersion, want.Resource, ns, name, want.Subresource, verb)
 		}
 	})
+}
+
+// addressesNamespaceObject reports whether a resource path names a
+// namespace object itself (…/namespaces/NAME, …/namespaces/NAME/status or
+// /finalize), in any group: kube-apiserver then repeats the name as the
+// request's namespace, objwatch names none.
+func addressesNamespaceObject(path string) bool {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return false
+	}
+	if len(parts) > 0 && parts[0] == "watch" {
+		parts = parts[1:]
+	}
+	if len(parts) < 2 || parts[0] != "namespaces" {
+		return false
+	}
+	return len(parts) == 2 || len(parts) == 3 && (parts[2] == "status" || parts[2] == "finalize")
 }
