@@ -6,10 +6,11 @@
 // The Store is a Pebble database (an LSM tree: appends of time-ordered
 // records are sequential writes, every block is checksummed and
 // compressed, and dropping the oldest revisions is a range of deletions).
-// Each change of a key is a record at its revision: the value whole, or an
-// RFC 6902 patch from the key's previous value when both are JSON objects
-// and the patch is smaller (at most FullEvery-1 patches in a row; a patch
-// is kept only when applying it gives the value back byte for byte).
+// Each change of a key is a record at its revision: the value whole, or a
+// Fossil delta (github.com/centrifugal/fdelta) from the key's previous
+// value when the delta is smaller, at most FullEvery-1 deltas in a row. A
+// delta works on bytes, so neither recording nor reading parses JSON, and
+// it carries a checksum of the value it makes.
 // Values are kept in their form at rest: a value etcd holds encrypted is
 // recorded as it is in etcd, whole, and never decrypted on its way in.
 //

@@ -9,7 +9,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/objwatch/objwatch/server/jsonenc"
 	"github.com/objwatch/objwatch/storage"
 )
 
@@ -144,17 +143,17 @@ func (r *reader) record(key string, rev int64) (record, error) {
 
 // value rebuilds the value of rec, key's put at rev, with the reader
 // positioned at it: the last whole copy at or before it (the records
-// before it are adjacent) and the patches after that.
+// before it are adjacent) and the deltas after that.
 func (r *reader) value(key string, rev int64, rec record) ([]byte, error) {
-	var patches [][]byte
+	var deltas [][]byte
 	p := keyPrefix(key)
-	for rec.kind == kindPatch {
-		patches = append(patches, rec.payload)
+	for rec.kind == kindDelta {
+		deltas = append(deltas, rec.payload)
 		if !r.it.Prev() || !bytes.HasPrefix(r.it.Key(), p) {
 			if err := r.err(); err != nil {
 				return nil, err
 			}
-			return nil, fmt.Errorf("%w: %s at %d: a patch without the value before it", ErrCorrupt, key, rev)
+			return nil, fmt.Errorf("%w: %s at %d: a delta without the value before it", ErrCorrupt, key, rev)
 		}
 		var err error
 		if rec, err = r.current(); err != nil {
@@ -162,31 +161,22 @@ func (r *reader) value(key string, rev int64, rec record) ([]byte, error) {
 		}
 	}
 	if rec.kind != kindFull {
-		return nil, fmt.Errorf("%w: %s at %d: a patch of a deletion", ErrCorrupt, key, rev)
+		return nil, fmt.Errorf("%w: %s at %d: a delta from a deletion", ErrCorrupt, key, rev)
 	}
-	if len(patches) == 0 {
-		return rec.payload, nil
-	}
-	doc, ok := jsonenc.Decode(rec.payload)
-	if !ok {
-		return nil, fmt.Errorf("%w: %s at %d: a patched value that is no JSON object", ErrCorrupt, key, rev)
-	}
-	var cur any = doc
-	for i := len(patches) - 1; i >= 0; i-- {
-		var err error
-		if cur, err = applyPatch(cur, patches[i]); err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, key, err)
+	v := rec.payload
+	// Two buffers take turns: each delta reads one and writes the other.
+	var spare []byte
+	for i := len(deltas) - 1; i >= 0; i-- {
+		out, err := applyDelta(spare[:0], v, deltas[i])
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s at %d: %w", ErrCorrupt, key, rev, err)
 		}
+		if i < len(deltas)-1 {
+			spare = v
+		}
+		v = out
 	}
-	return encodeValue(key, cur)
-}
-
-func encodeValue(key string, v any) ([]byte, error) {
-	out, ok := jsonenc.Append(nil, v)
-	if !ok {
-		return nil, fmt.Errorf("%w: %s: a value that cannot be encoded", ErrCorrupt, key)
-	}
-	return out, nil
+	return v, nil
 }
 
 // entryOf is rec, key's change at rev, as an Entry without its value.
@@ -293,7 +283,7 @@ func (s *Store) KeyHistory(key string) ([]Entry, error) {
 	}
 	defer r.close()
 	var out []Entry
-	var cur any // the last value, decoded, for the next patch
+	var cur []byte // the last value, for the next delta
 	p := keyPrefix(key)
 	for ok := r.it.SeekGE(p); ok && bytes.HasPrefix(r.it.Key(), p); ok = r.it.Next() {
 		_, rev, ok := parseRecordKey(r.it.Key())
@@ -305,45 +295,33 @@ func (s *Store) KeyHistory(key string) ([]Entry, error) {
 			return nil, err
 		}
 		e := entryOf(key, rev, rec)
-		if e.Value, cur, err = next(key, rec, cur); err != nil {
+		if e.Value, err = next(key, rec, cur); err != nil {
 			return nil, err
 		}
+		cur = e.Value
 		out = append(out, e)
 	}
 	return out, r.err()
 }
 
-// next is the value rec leaves (nil for a deletion), given cur, the
-// decoded value before it, and that value decoded for the next record (a
-// whole value is decoded only when a patch follows).
-func next(key string, rec record, cur any) ([]byte, any, error) {
+// next is the value rec leaves (nil for a deletion), given cur, the value
+// before it.
+func next(key string, rec record, cur []byte) ([]byte, error) {
 	switch rec.kind {
 	case kindDelete:
-		return nil, nil, nil
+		return nil, nil
 	case kindFull:
-		return rec.payload, lazyValue(rec.payload), nil
+		return rec.payload, nil
 	}
-	base := cur
-	if lv, ok := base.(lazyValue); ok {
-		doc, ok := jsonenc.Decode(lv)
-		if !ok {
-			return nil, nil, fmt.Errorf("%w: %s: a patched value that is no JSON object", ErrCorrupt, key)
-		}
-		base = doc
+	if cur == nil {
+		return nil, fmt.Errorf("%w: %s: a delta without the value before it", ErrCorrupt, key)
 	}
-	if base == nil {
-		return nil, nil, fmt.Errorf("%w: %s: a patch without the value before it", ErrCorrupt, key)
-	}
-	v, err := applyPatch(base, rec.payload)
+	v, err := applyDelta(nil, cur, rec.payload)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, key, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, key, err)
 	}
-	b, err := encodeValue(key, v)
-	return b, v, err
+	return v, nil
 }
-
-// lazyValue is a whole value not decoded yet.
-type lazyValue []byte
 
 // Changes calls fn with every change of a key under prefix at revisions
 // after from up to to (0: Recorded), in revision order, until fn returns
@@ -364,7 +342,7 @@ func (s *Store) Changes(prefix string, from, to int64, fn func(Entry) error) err
 		return err
 	}
 	defer it.Close()
-	last := map[string]any{} // each key's value after its last change seen, decoded
+	last := map[string][]byte{} // each key's value after its last change seen
 	for it.First(); it.Valid(); it.Next() {
 		rev, key, ok := parseRevKey(it.Key())
 		if !ok {
@@ -383,14 +361,15 @@ func (s *Store) Changes(prefix string, from, to int64, fn func(Entry) error) err
 		case e.Deleted:
 			cur = nil
 		case seen || rec.kind == kindFull:
-			if e.Value, cur, err = next(key, rec, cur); err != nil {
+			if e.Value, err = next(key, rec, cur); err != nil {
 				return err
 			}
+			cur = e.Value
 		default: // the key's first change in the window: rebuilt
 			if e.Value, err = r.value(key, rev, rec); err != nil {
 				return err
 			}
-			cur = lazyValue(e.Value)
+			cur = e.Value
 		}
 		last[key] = cur
 		if err := fn(e); err != nil {

@@ -19,7 +19,7 @@ import (
 // Numbers are big-endian, so that keys sort by them. etcd keys hold no
 // 0x00 (objwatch's are paths), which the record keys rely on to end a key.
 // Records are keyed by key first so that rebuilding a value (its last
-// whole copy and the patches after it) and listing a prefix at a revision
+// whole copy and the deltas after it) and listing a prefix at a revision
 // read adjacent records; the revision index serves what walks the
 // history in revision order (changes, retention).
 const (
@@ -98,9 +98,10 @@ type kind byte
 const (
 	// kindFull: the value, whole.
 	kindFull kind = iota
-	// kindPatch: an RFC 6902 patch from the key's previous record's
-	// value (both JSON objects) to this one's.
-	kindPatch
+	// kindDelta: a Fossil delta (the format of the Fossil SCM, with a
+	// checksum of the value it makes) from the key's previous record's
+	// value to this one's: bytes to bytes, no JSON parsed either way.
+	kindDelta
 	// kindDelete: the key was deleted; no value.
 	kindDelete
 )
@@ -125,7 +126,7 @@ type Author struct {
 //	uvarint  create revision
 //	varint   time (unix nanoseconds)
 //	uvarint  length of the author's JSON, then that JSON (0: none)
-//	the rest: the value (kindFull) or the patch (kindPatch)
+//	the rest: the value (kindFull) or the delta (kindDelta)
 type record struct {
 	kind     kind
 	created  int64

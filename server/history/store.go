@@ -1,7 +1,6 @@
 package history
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -21,9 +20,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/objwatch/objwatch/change/fieldmask"
-	"github.com/objwatch/objwatch/server/jsonenc"
-	"github.com/objwatch/objwatch/server/jsonpatch"
+	"github.com/centrifugal/fdelta"
 )
 
 // cacheSize is the database's block cache: decompressed blocks of
@@ -39,9 +36,9 @@ type Options struct {
 	// MaxSize bounds the database's size on disk in bytes (0: no bound);
 	// past it the oldest revisions are dropped first.
 	MaxSize int64
-	// FullEvery: at most this many records of a key in a row are patches
+	// FullEvery: at most this many records of a key in a row are deltas
 	// before a whole copy (default 16). Reading a past value applies up to
-	// FullEvery-1 patches.
+	// FullEvery-1 deltas.
 	FullEvery int
 	Log       *slog.Logger
 }
@@ -126,7 +123,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	// goroutine a failed Open leaves running.
 	po := &pebble.Options{Logger: pebbleLog{opts.Log}, EventListener: events, Cache: cache, FS: vfs.Default}
 	for i := range po.Levels {
-		// Records of one key repeat each other (authors, keys, patches
+		// Records of one key repeat each other (authors, keys, deltas
 		// of the same fields): zstd finds more of it than Snappy, in
 		// blocks larger than the default 4 KiB.
 		po.Levels[i].Compression = func() *sstable.CompressionProfile { return sstable.ZstdCompression }
@@ -435,8 +432,8 @@ func (s *Store) Append(revs []Revision) error {
 			if !c.Delete {
 				rec.kind, rec.payload = kindFull, c.Value
 				if known && !st.deleted && st.rev == c.PrevRevision && st.rev < r.Rev && st.sinceFull+1 < s.opts.FullEvery {
-					if p, ok := patchBetween(c.Prev, c.Value); ok {
-						rec.kind, rec.payload = kindPatch, p
+					if d, ok := deltaBetween(c.Prev, c.Value); ok {
+						rec.kind, rec.payload = kindDelta, d
 						next.sinceFull = st.sinceFull + 1
 					}
 				}
@@ -479,38 +476,28 @@ func (s *Store) Append(revs []Revision) error {
 	return nil
 }
 
-// patchBetween is the patch from prev to value when both are JSON objects,
-// the patch is smaller than value, and applying it to prev gives value
-// byte for byte (so that a value read back is the one written).
-func patchBetween(prev, value []byte) ([]byte, bool) {
-	from, ok := jsonenc.Decode(prev)
-	if !ok {
+// deltaBetween is the delta from prev to value when it is smaller than
+// value. A delta is made of bytes and carries a checksum of the value it
+// makes, so a value read back is the one written, byte for byte.
+func deltaBetween(prev, value []byte) ([]byte, bool) {
+	if len(prev) == 0 {
 		return nil, false
 	}
-	to, ok := jsonenc.Decode(value)
-	if !ok {
-		return nil, false
-	}
-	p, ok := jsonpatch.Append(nil, jsonpatch.Diff(from, to))
-	if !ok || len(p) >= len(value) {
-		return nil, false
-	}
-	// Applied to the previous value, the patch gives to (jsonpatch's
-	// FuzzDiff checks that against another implementation); what is left
-	// to check is that to encodes back to value byte for byte.
-	enc, ok := jsonenc.Append(make([]byte, 0, len(value)), to)
-	if !ok || !bytes.Equal(enc, value) {
-		return nil, false
-	}
-	return p, true
+	d := fdelta.Create(prev, value)
+	return d, len(d) < len(value)
 }
 
-func applyPatch(doc any, p []byte) (any, error) {
-	pp, err := fieldmask.ParsePatch(p)
-	if err != nil {
-		return nil, err
+// maxValue bounds the value a delta may make (etcd's own limit on a
+// request is 1.5 MiB by default): a damaged delta asking for more is
+// refused before anything is allocated.
+const maxValue = 64 << 20
+
+// applyDelta makes the value d describes from prev.
+func applyDelta(dst, prev, d []byte) ([]byte, error) {
+	if n, err := fdelta.OutputSize(d); err != nil || n > maxValue {
+		return nil, fmt.Errorf("a delta for %d bytes: %w", n, cmp.Or(err, errCorruptRecord))
 	}
-	return pp.Apply(doc)
+	return fdelta.AppendApply(dst, prev, d)
 }
 
 // AddGap records that the revisions from..to could not be recorded, and
@@ -525,7 +512,7 @@ func (s *Store) AddGap(g Gap, found []Revision) error {
 	if err != nil {
 		return err
 	}
-	// Patches cannot bridge a gap: the next change of every key is whole.
+	// Deltas cannot bridge a gap: the next change of every key is whole.
 	s.mu.Lock()
 	clear(s.last)
 	s.mu.Unlock()

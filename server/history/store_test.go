@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/centrifugal/fdelta"
 	"github.com/objwatch/objwatch/server/jsonenc"
 	"github.com/objwatch/objwatch/storage"
 )
@@ -402,7 +403,7 @@ func TestStoreCorruption(t *testing.T) {
 func FuzzDecodeRecord(f *testing.F) {
 	for _, r := range []record{
 		{kind: kindFull, created: 5, time: time.Unix(0, 12345), payload: []byte(`{"a":1}`)},
-		{kind: kindPatch, created: 1 << 40, author: &Author{User: "u", Groups: []string{"g"}}, payload: []byte(`[{"op":"remove","path":"/a"}]`)},
+		{kind: kindDelta, created: 1 << 40, author: &Author{User: "u", Groups: []string{"g"}}, payload: fdelta.Create([]byte(`{"a":1,"b":2}`), []byte(`{"b":2}`))},
 		{kind: kindDelete, inGap: true},
 	} {
 		b, err := r.encode()

@@ -80,8 +80,8 @@ func (s *Store) trimTo(cutoff int64) (int, error) {
 		}
 		if k == kindDelete {
 			older = append(older, at)
-		} else if k == kindPatch {
-			// The state at cutoff stays, whole: the patches it came from go.
+		} else if k == kindDelta {
+			// The state at cutoff stays, whole: the deltas it came from go.
 			e, err := r.entry(key, at)
 			if err != nil {
 				return 0, err
