@@ -97,7 +97,7 @@ func TestHistoryStoreSurvivesKill(t *testing.T) {
 	prefix := "/registry/core/configmaps/" + ns + "/"
 	var truthMu sync.Mutex
 	truth := map[string]bool{} // "rv name type"
-	var seen int64              // the revision the watch has reached
+	var seen int64             // the revision the watch has reached
 	wch := etcd.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(from+1))
 	truthDone := make(chan struct{})
 	go func() {
