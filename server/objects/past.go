@@ -44,7 +44,11 @@ func (p *pastReader) kv(ctx context.Context, e history.Entry) (storage.KeyValue,
 func (p *pastReader) recorded(ctx context.Context, rev int64) error {
 	wctx, cancel := context.WithTimeout(ctx, p.wait)
 	defer cancel()
-	return p.hs.WaitRecorded(wctx, rev)
+	err := p.hs.WaitRecorded(wctx, rev)
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		return apierrors.NewTimeoutError(fmt.Sprintf("the history store has not recorded revision %d yet (it is at %d)", rev, p.hs.Recorded()), 1)
+	}
+	return err
 }
 
 // list is storage's List at o.Revision, from the history store.
@@ -69,11 +73,14 @@ func (p *pastReader) list(ctx context.Context, prefix string, o storage.ListOpti
 
 // pastError is the Status of a history store error: a revision it no
 // longer retains is 410 Expired, as one etcd compacted; one in a gap 410
-// too, saying so; a damaged or closed store 500.
+// too, saying so; a damaged or closed store 500; a Status as it is.
 func pastError(err error) error {
 	var ge *history.GapError
 	var te *storage.TransformError
+	var st apierrors.APIStatus
 	switch {
+	case errors.As(err, &st):
+		return err // already a Status (a store that has not caught up: 504)
 	case errors.As(err, &ge):
 		return apierrors.NewResourceExpired(ge.Error())
 	case errors.Is(err, history.ErrNotRetained):
