@@ -71,10 +71,14 @@ func TooLarge() error {
 	}}
 }
 
-// Storage maps storage sentinels to API errors for resource gr and name.
+// Storage maps storage sentinels to API errors for resource gr and name;
+// an error that is already a Status is returned as it is.
 func Storage(err error, gr schema.GroupResource, name string) error {
 	var ce *storage.CompactedError
+	var st apierrors.APIStatus
 	switch {
+	case errors.As(err, &st):
+		return err // already a Status
 	case errors.As(err, &ce):
 		return TooOld(ce.Requested, ce.Compacted)
 	case errors.Is(err, storage.ErrNotFound):

@@ -109,7 +109,7 @@ func (w *pastWatcher) run(ctx context.Context, from int64) {
 		w.swap(nil)
 		if err := w.replay(ctx, from, ce.Compacted-1); err != nil {
 			if ctx.Err() == nil {
-				w.send(ctx, storage.Event{Type: storage.Error, Err: fmt.Errorf("%w (history: %w)", ev.Err, err)})
+				w.send(ctx, storage.Event{Type: storage.Error, Err: pastError(err)})
 			}
 			return
 		}
