@@ -16,6 +16,7 @@ import (
 
 	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/server/endpoints"
+	"github.com/objwatch/objwatch/server/history"
 	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/storage"
 	"github.com/objwatch/objwatch/testenv"
@@ -581,5 +582,25 @@ func TestHistoryStoreDamaged(t *testing.T) {
 	v := b.JSON("GET", "/version", "")
 	if _, ok := v.Object()["history"]; ok {
 		t.Errorf("/version lists history with a damaged store: %s", v.Body)
+	}
+}
+
+// A server told to write no author notes records its writes without
+// authors; the etcd transaction of a write then holds no note key.
+func TestHistoryStoreWithoutAuthorNotes(t *testing.T) {
+	env := testenv.Start(t, testenv.WithHistoryStore(), testenv.WithServerConfig(func(c *server.Config) { c.History.NoAuthorNotes = true }))
+	a := servertest.NewAPI(t, env)
+	servertest.MustCode(t, "create", a.JSON("POST", servertest.CMs, servertest.CM("plain", "")), http.StatusCreated)
+	var h endpoints.ObjectHistory
+	servertest.Eventually(t, "the create in the history", func() bool {
+		h = objectHistory(t, a, "plain")
+		return len(h.Items) == 1
+	})
+	if h.Items[0].Author != nil {
+		t.Errorf("author %+v, want none", h.Items[0].Author)
+	}
+	kv, err := servertest.RawStore(t, env).Get(context.Background(), history.AuthorKey)
+	if !errors.Is(err, storage.ErrNotFound) {
+		t.Errorf("the author key: %+v, %v; want none written", kv, err)
 	}
 }

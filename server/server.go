@@ -261,6 +261,9 @@ type HistoryConfig struct {
 	// WriteAuthorNotes makes a server without a store write author notes
 	// all the same, for the servers of its etcd that keep one.
 	WriteAuthorNotes bool
+	// NoAuthorNotes makes a server with a store write none: its writes
+	// are recorded without authors, and cost etcd one key less each.
+	NoAuthorNotes bool
 }
 
 // setDefaults fills in the defaults the server owns; the object
@@ -438,7 +441,7 @@ func (s *Server) build() error {
 		DisableWatchCache: cfg.DisableWatchCache, WatchCacheWindow: cfg.WatchCacheWindow,
 		WatchCacheCompactionPoll: cfg.WatchCacheCompactionPoll, WatchBufferEvents: cfg.WatchBufferEvents, Verify: cfg.Verify,
 		Hooks: chainHooks(s.admission), FieldManager: fm, DebugFault: cfg.DebugFault, CacheStartDelay: cfg.WatchCacheStartDelay,
-		AuthorNotes: cfg.History.Dir != "" || cfg.History.WriteAuthorNotes, ServerName: cfg.History.ServerName, History: s.history, AtRest: s.atRest,
+		AuthorNotes: (cfg.History.Dir != "" || cfg.History.WriteAuthorNotes) && !cfg.History.NoAuthorNotes, ServerName: cfg.History.ServerName, History: s.history, AtRest: s.atRest,
 	}); err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ func newServeCommand() *cobra.Command {
 		verbose                   bool
 		auditJournalMB            int
 		keepHistory               bool
+		authorNotes               bool
 		historyMaxSize            string
 		exitWithParent            bool
 	)
@@ -57,6 +58,9 @@ func newServeCommand() *cobra.Command {
 			}
 			if keepHistory && o.Server.History.Dir == "" {
 				o.Server.History.Dir = filepath.Join(o.DataDir, "history")
+			}
+			if cmd.Flags().Changed("history-author-notes") {
+				o.Server.History.WriteAuthorNotes, o.Server.History.NoAuthorNotes = authorNotes, !authorNotes
 			}
 			if historyMaxSize != "" {
 				q, err := resource.ParseQuantity(historyMaxSize)
@@ -127,6 +131,8 @@ func newServeCommand() *cobra.Command {
 	f.StringVar(&o.Server.History.Dir, "history-dir", "", "directory of the history store (default DATA-DIR/history)")
 	f.DurationVar(&o.Server.History.Retention, "history-retention", 7*24*time.Hour, "how long the history store keeps a revision")
 	f.StringVar(&historyMaxSize, "history-max-size", "4Gi", "largest size of the history store on disk; past it the oldest revisions are dropped first")
+	f.BoolVar(&authorNotes, "history-author-notes", true, "write who made each change into etcd beside it, for the history stores of every server of the etcd: on for a server without a store whose peers keep one, off to save etcd a key per write and record no authors")
+	f.Lookup("history-author-notes").DefValue = "as --history"
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
 	f.BoolVar(&exitWithParent, "exit-with-parent", startedByGoRun(), "shut down, as on SIGTERM, when the parent process exits (default: on when started by go run, whose go tool does not pass a kill's SIGTERM on to the server)")
 	// A test fault (server.Config.DebugFault) for the robustness
