@@ -277,6 +277,23 @@ func NoteFrom(ctx context.Context) (Note, bool) {
 	return n, ok
 }
 
+type noPrevKey struct{}
+
+// WithoutPrev returns ctx for a Watch whose events need not carry the
+// value before each change (Event.PrevKV nil, and a Delete's KV holds
+// only the key and revision): etcd then reads no old value for each event
+// it sends. For a consumer that keeps the last values itself (the history
+// store).
+func WithoutPrev(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noPrevKey{}, true)
+}
+
+// WantsPrev reports whether a Watch with ctx sends the values before
+// changes (see WithoutPrev).
+func WantsPrev(ctx context.Context) bool {
+	return ctx.Value(noPrevKey{}) == nil
+}
+
 // RestReader is a store that can transform back a value kept in its form
 // at rest outside it (the history store records etcd's values as they are).
 type RestReader interface {

@@ -122,7 +122,9 @@ func (r *Recorder) follow(ctx context.Context, retain, sync <-chan time.Time) er
 		}
 		from = rev
 	}
-	w, err := r.Source.Watch(ctx, Prefix, from)
+	// Without etcd's previous values: the store keeps each key's last
+	// value itself, and etcd reads no old value per event.
+	w, err := r.Source.Watch(storage.WithoutPrev(ctx), Prefix, from)
 	if err != nil {
 		return err
 	}

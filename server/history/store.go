@@ -40,7 +40,11 @@ type Options struct {
 	// before a whole copy (default 16). Reading a past value applies up to
 	// FullEvery-1 deltas.
 	FullEvery int
-	Log       *slog.Logger
+	// ValueCache bounds, in bytes, the keys' last values the writer keeps
+	// as the bases of their next deltas (default 32 MiB; negative: none,
+	// every base is rebuilt from the database).
+	ValueCache int
+	Log        *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -49,6 +53,9 @@ func (o *Options) defaults() {
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.ValueCache == 0 {
+		o.ValueCache = 32 << 20
 	}
 }
 
@@ -86,15 +93,57 @@ type Store struct {
 
 	mu       sync.Mutex          // the writer
 	last     map[string]keyState // per key, its last record (the writer's)
+	values   valueCache          // some keys' last values, for the next delta
 	lastTime time.Time           // the time of the last revision appended
 }
 
 // keyState is what the writer remembers of a key's last record.
 type keyState struct {
 	rev       int64
+	created   int64
 	sinceFull int // records since its last whole copy
 	deleted   bool
 }
+
+// valueCache holds the last values of keys, up to a number of bytes;
+// past it, entries are dropped at random (Go's map order), which keeps
+// the often written keys' values often enough. Its owner serializes use.
+type valueCache struct {
+	m         map[string][]byte
+	size, max int
+}
+
+func (c *valueCache) get(key string) ([]byte, bool) {
+	v, ok := c.m[key]
+	return v, ok
+}
+
+func (c *valueCache) put(key string, v []byte) {
+	if c.m == nil {
+		c.m = map[string][]byte{}
+	}
+	c.drop(key)
+	if len(v) > c.max/64 {
+		return // a large value would push out many small ones (and none fits a negative max)
+	}
+	c.m[key] = v
+	c.size += len(key) + len(v)
+	for k := range c.m {
+		if c.size <= c.max {
+			break
+		}
+		c.drop(k)
+	}
+}
+
+func (c *valueCache) drop(key string) {
+	if old, ok := c.m[key]; ok {
+		c.size -= len(key) + len(old)
+		delete(c.m, key)
+	}
+}
+
+func (c *valueCache) reset() { clear(c.m); c.size = 0 }
 
 // ErrCorrupt reports a database that failed its checks: Open refuses it,
 // and a read that finds damage answers it.
@@ -110,7 +159,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
-	s := &Store{opts: opts, last: map[string]keyState{}, wanted: make(chan struct{}, 1)}
+	s := &Store{opts: opts, last: map[string]keyState{}, values: valueCache{max: opts.ValueCache}, wanted: make(chan struct{}, 1)}
 	// Damage found while reading is an error of that read (and logged),
 	// never the end of the server.
 	events := &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
@@ -408,6 +457,30 @@ func (s *Store) Append(revs []Revision) error {
 		st, ok := s.last[key]
 		return st, ok
 	}
+	values := map[string][]byte{} // the values this batch leaves (nil: deleted)
+	var rd *reader                // opened for a value not in memory
+	defer func() {
+		if rd != nil {
+			rd.close()
+		}
+	}()
+	// prevValue is key's value at its last record, st.
+	prevValue := func(key string, st keyState) ([]byte, error) {
+		if v, ok := values[key]; ok {
+			return v, nil
+		}
+		if v, ok := s.values.get(key); ok {
+			return v, nil
+		}
+		if rd == nil {
+			var err error
+			if rd, err = s.heldReader(); err != nil {
+				return nil, err
+			}
+		}
+		e, err := rd.entry(key, st.rev)
+		return e.Value, err
+	}
 	for _, r := range revs {
 		var authorJS []byte // once per revision, shared by its changes
 		if r.Author != nil {
@@ -428,15 +501,31 @@ func (s *Store) Append(revs []Revision) error {
 		for _, c := range r.Changes {
 			rec := record{created: c.CreateRevision, time: r.Time, authorJS: authorJS, kind: kindDelete, inGap: c.InGap}
 			st, known := state(c.Key)
-			next := keyState{rev: r.Rev, deleted: c.Delete}
+			if rec.created == 0 && known && !st.deleted {
+				rec.created = st.created // a deletion seen without the value it deleted
+			}
+			next := keyState{rev: r.Rev, created: rec.created, deleted: c.Delete}
 			if !c.Delete {
 				rec.kind, rec.payload = kindFull, c.Value
-				if known && !st.deleted && st.rev == c.PrevRevision && st.rev < r.Rev && st.sinceFull+1 < s.opts.FullEvery {
-					if d, ok := deltaBetween(c.Prev, c.Value); ok {
+				if known && !st.deleted && st.rev < r.Rev && st.sinceFull+1 < s.opts.FullEvery {
+					// The delta's base is the key's last record's value, as
+					// a read rebuilds it: etcd's previous value when the
+					// watch sent it for that record, else the store's.
+					prev := c.Prev
+					if prev == nil || c.PrevRevision != st.rev {
+						var err error
+						if prev, err = prevValue(c.Key, st); err != nil {
+							return err
+						}
+					}
+					if d, ok := deltaBetween(prev, c.Value); ok {
 						rec.kind, rec.payload = kindDelta, d
 						next.sinceFull = st.sinceFull + 1
 					}
 				}
+				values[c.Key] = c.Value
+			} else {
+				values[c.Key] = nil
 			}
 			enc, err := rec.encode()
 			if err != nil {
@@ -469,6 +558,13 @@ func (s *Store) Append(revs []Revision) error {
 	}
 	for k, st := range pending {
 		s.last[k] = st
+	}
+	for k, v := range values {
+		if v == nil {
+			s.values.drop(k)
+		} else {
+			s.values.put(k, v)
+		}
 	}
 	if last > s.recorded.Load() {
 		s.setRecorded(last)
@@ -515,6 +611,7 @@ func (s *Store) AddGap(g Gap, found []Revision) error {
 	// Deltas cannot bridge a gap: the next change of every key is whole.
 	s.mu.Lock()
 	clear(s.last)
+	s.values.reset()
 	s.mu.Unlock()
 	return s.appendAndMark(found, "gap", func(b *pebble.Batch) func() {
 		_ = b.Set(metaKey(metaGaps), js, nil)

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/centrifugal/fdelta"
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/objwatch/objwatch/server/jsonenc"
 	"github.com/objwatch/objwatch/storage"
 )
@@ -64,6 +65,9 @@ func workload(t *testing.T, s *Store, m *model, rng *rand.Rand, start int64, n i
 		key := fmt.Sprintf("/registry/%s/ns/k%02d", []string{"configmaps", "secrets"}[rng.IntN(2)], rng.IntN(12))
 		prev, exists := cur[key]
 		c := Change{Key: key, Prev: prev, PrevRevision: modRev[key]}
+		if rng.IntN(2) == 0 {
+			c.Prev, c.PrevRevision = nil, 0 // as the recorder's watch sends them
+		}
 		switch {
 		case exists && rng.IntN(10) == 0:
 			c.Delete = true
@@ -429,4 +433,49 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("round trip: %+v, then %+v", r, r2)
 		}
 	})
+}
+
+// Without etcd's previous values and without a cache of the last ones,
+// the writer rebuilds each delta's base from the database: the records
+// are deltas all the same, and every revision reads back.
+func TestStoreDeltasWithoutPreviousValues(t *testing.T) {
+	s, err := Open(t.TempDir(), Options{ValueCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rng := rand.New(rand.NewPCG(3, 4))
+	cur := map[string][]byte{}
+	written := map[int64][]byte{}
+	keys := map[int64]string{}
+	for rev := int64(10); rev < 310; rev++ {
+		key := fmt.Sprintf("/registry/configmaps/ns/k%d", rng.IntN(5))
+		v := edit(rng, cur[key])
+		cur[key], written[rev], keys[rev] = v, v, key
+		r := Revision{Rev: rev, Time: time.Unix(rev, 0), Changes: []Change{{Key: key, Value: v}}} // no Prev
+		if err := s.Append([]Revision{r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for rev, v := range written {
+		e, err := s.Get(keys[rev], rev)
+		if err != nil || !bytes.Equal(e.Value, v) {
+			t.Fatalf("%s at %d: %s %v, want %s", keys[rev], rev, e.Value, err, v)
+		}
+	}
+	counts := map[kind]int{}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{spaceRev}, UpperBound: []byte{spaceRev + 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		counts[kind(it.Value()[0])]++
+	}
+	it.Close()
+	if counts[kindDelta] < 3*counts[kindFull] {
+		t.Errorf("records by kind %v: want mostly deltas", counts)
+	}
+	if len(s.values.m) != 0 {
+		t.Errorf("%d values cached with no room for any", len(s.values.m))
+	}
 }

@@ -94,7 +94,7 @@ func (s *Store) trimTo(cutoff int64) (int, error) {
 			_ = b.Set(recordKey(key, at), enc, nil)
 			_ = b.Set(revKey(at, key), []byte{byte(kindFull)}, nil)
 			if st := s.last[key]; st.rev == at {
-				s.last[key] = keyState{rev: at}
+				s.last[key] = keyState{rev: at, created: st.created} // its value unchanged
 			}
 		}
 		for _, rev := range older {

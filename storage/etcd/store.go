@@ -426,7 +426,10 @@ func (s *Store) Watch(ctx context.Context, prefix string, fromRevision int64) (s
 		cancel:  cancel,
 		stopped: make(chan struct{}),
 	}
-	ops := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithPrevKV()}
+	ops := []clientv3.OpOption{clientv3.WithPrefix()}
+	if storage.WantsPrev(ctx) {
+		ops = append(ops, clientv3.WithPrevKV())
+	}
 	if fromRevision > 0 {
 		ops = append(ops, clientv3.WithRev(fromRevision))
 	}
