@@ -604,3 +604,22 @@ func TestHistoryStoreWithoutAuthorNotes(t *testing.T) {
 		t.Errorf("the author key: %+v, %v; want none written", kv, err)
 	}
 }
+
+// The changes endpoint is a read under the same limits as a resource's:
+// while a user's one read slot is held (a list waiting for a revision
+// etcd has not reached), its changes request is refused with 429.
+func TestHistoryStoreChangesInFlightLimit(t *testing.T) {
+	env := testenv.Start(t, testenv.WithHistoryStore(), testenv.WithServerConfig(func(c *server.Config) {
+		c.MaxReadInFlight, c.UserInFlightShare, c.FutureRVWait = 2, 0.5, 3*time.Second
+	}))
+	admin := servertest.NewAPI(t, env)
+	reader := servertest.Writers(t, env, admin, "reader")[0]
+	held := make(chan servertest.Response, 1)
+	go func() { held <- reader.JSON("GET", servertest.CMs+"?resourceVersion=999999999", "") }()
+	const inflight = `apiserver_current_inflight_requests{request_kind="readOnly"} `
+	servertest.Eventually(t, "the waiting list holds a read slot", func() bool { return servertest.MetricValue(admin, inflight) >= 1 })
+	r := reader.JSON("GET", endpoints.ChangesPath+"?since=2026-01-01T00:00:00Z", "")
+	servertest.MustCode(t, "changes while the user's read slot is held", r, http.StatusTooManyRequests)
+	servertest.MustCode(t, "the waiting list", <-held, http.StatusGatewayTimeout)
+	servertest.MustCode(t, "changes once the slot is free", reader.JSON("GET", endpoints.ChangesPath+"?since=2026-01-01T00:00:00Z", ""), http.StatusOK)
+}

@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -75,8 +76,22 @@ type ChangeItem struct {
 // errEnough stops a walk of the changes at the limit.
 var errEnough = errors.New("enough")
 
-// Changes serves ChangesPath.
+// Changes serves ChangesPath, as a read under the same limits as a
+// resource's: a read slot, the request timeout and a fair-queuing seat.
 func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
+	release, ok := a.limitInFlight(w, r, "list")
+	if !ok {
+		return
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
+	defer cancel()
+	r = r.WithContext(ctx)
+	done, ok := a.execute(w, r)
+	if !ok {
+		return
+	}
+	defer done()
 	if err := a.changes(w, r); err != nil {
 		WriteStatus(w, err)
 	}
