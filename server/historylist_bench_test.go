@@ -14,8 +14,8 @@ import (
 )
 
 // BenchmarkListAsOf compares, on one server, a consistent list of a
-// namespace of 10k ConfigMaps (~1 KiB, each updated 3 times) with a list of
-// it as of a moment after the first of those updates: the past list is
+// namespace of 10k ConfigMaps (~1 KiB, each updated 10 times) with a list
+// of it as of a moment after the fifth of those updates: the past list is
 // answered from the history store, every value rebuilt from a whole copy
 // and its deltas. Not a test: run with
 //
@@ -61,11 +61,11 @@ func BenchmarkListAsOf(b *testing.B) {
 		do("POST", cms, "application/json", fmt.Appendf(nil, `{"metadata":{"name":"cm-%05d"},"data":{"fill":%q,"v":"0"}}`, i, fill))
 	})
 	var asOf time.Time
-	for round := 1; round <= 3; round++ {
+	for round := 1; round <= 10; round++ {
 		parallel(func(i int) {
 			do("PATCH", fmt.Sprintf("%s/cm-%05d", cms, i), "application/merge-patch+json", fmt.Appendf(nil, `{"data":{"v":"%d"}}`, round))
 		})
-		if round == 1 {
+		if round == 5 {
 			time.Sleep(10 * time.Millisecond)
 			asOf = time.Now()
 			time.Sleep(10 * time.Millisecond)
