@@ -95,13 +95,15 @@ func (e *CallError) Error() string { return fmt.Sprintf("Post %q: %v", e.URL, e.
 func (e *CallError) Unwrap() error { return e.Err }
 
 // Post sends in as JSON to ep and decodes the answer into out, within
-// timeout (0: 10 s, kube-apiserver's default for webhooks).
+// timeout (0: 10 s, kube-apiserver's default for webhooks). As Send (and
+// kube-apiserver's conversion webhook client), it tells the webhook the
+// time left in a timeout query parameter, which errors name with the URL.
 func (c *Client) Post(ctx context.Context, ep Endpoint, timeout time.Duration, in, out any) error {
 	body, err := json.Marshal(in)
 	if err != nil {
 		return fmt.Errorf("encoding the review: %w", err)
 	}
-	resp, err := c.send(ctx, ep, timeout, body, false)
+	resp, err := c.send(ctx, ep, timeout, body)
 	if err != nil {
 		return err
 	}
@@ -131,10 +133,10 @@ type Response struct {
 // answer came: the connection, TLS, the deadline, an answer over 3 MiB;
 // or a plain error when ep names no reachable target.
 func (c *Client) Send(ctx context.Context, ep Endpoint, timeout time.Duration, body []byte) (*Response, error) {
-	return c.send(ctx, ep, timeout, body, true)
+	return c.send(ctx, ep, timeout, body)
 }
 
-func (c *Client) send(ctx context.Context, ep Endpoint, timeout time.Duration, body []byte, timeoutParam bool) (*Response, error) {
+func (c *Client) send(ctx context.Context, ep Endpoint, timeout time.Duration, body []byte) (*Response, error) {
 	u, serverName, err := c.target(ctx, ep)
 	if err != nil {
 		return nil, err
@@ -144,7 +146,7 @@ func (c *Client) send(ctx context.Context, ep Endpoint, timeout time.Duration, b
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if deadline, ok := ctx.Deadline(); ok && timeoutParam {
+	if deadline, ok := ctx.Deadline(); ok {
 		if left := time.Until(deadline); left > 0 {
 			// Whole seconds, rounded up, as client-go's Request.Timeout.
 			if t := left.Truncate(time.Second); t != left {
