@@ -37,10 +37,7 @@ func (l *Lifecycle) admit(ctx context.Context, req *objects.Request, obj, _ *uns
 			return nil, err
 		}
 	}
-	if req.DryRun {
-		return nil, nil
-	}
-	return l.ServiceIPs.allocate(ctx, res, obj)
+	return l.ServiceIPs.allocate(ctx, res, obj, req.DryRun)
 }
 
 func (l *Lifecycle) written(ctx context.Context, w objects.Write) {

@@ -95,7 +95,9 @@ func (s *ServiceIPs) inServiceRange(a netip.Addr) bool {
 // allocate gives a new object what its resource allocates before it is
 // stored: a ClusterIP service its cluster IP (the one it asks for, or a
 // free one). undo releases that when the object is not stored after all.
-func (s *ServiceIPs) allocate(ctx context.Context, res *registry.Resource, obj *unstructured.Unstructured) (undo func(), err error) {
+// A dry run allocates nothing but shows what it would have (the IP asked
+// for, checked; else one free now), as kube-apiserver's dry-run allocator.
+func (s *ServiceIPs) allocate(ctx context.Context, res *registry.Resource, obj *unstructured.Unstructured, dryRun bool) (undo func(), err error) {
 	undo = func() {}
 	if !registry.IsServiceResource(res) {
 		return undo, nil
@@ -108,12 +110,15 @@ func (s *ServiceIPs) allocate(ctx context.Context, res *registry.Resource, obj *
 		return undo, nil
 	}
 	rec := serviceIPRecord{Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}
-	ip, err := s.allocateServiceIP(ctx, rec, svc.Spec.ClusterIP)
+	ip, err := s.allocateServiceIP(ctx, rec, svc.Spec.ClusterIP, dryRun)
 	if err != nil {
 		return undo, err
 	}
 	unstructured.SetNestedField(obj.Object, ip.String(), "spec", "clusterIP")
 	unstructured.SetNestedStringSlice(obj.Object, []string{ip.String()}, "spec", "clusterIPs")
+	if dryRun {
+		return undo, nil
+	}
 	return func() { s.releaseServiceIP(context.WithoutCancel(ctx), rec, ip.String()) }, nil
 }
 
@@ -136,15 +141,19 @@ func allocationError(name, ip, msg string) error {
 }
 
 // allocateServiceIP takes want (when set) or a free IP of the range for
-// the service rec names.
-func (s *ServiceIPs) allocateServiceIP(ctx context.Context, rec serviceIPRecord, want string) (netip.Addr, error) {
+// the service rec names; a dry run only finds it.
+func (s *ServiceIPs) allocateServiceIP(ctx context.Context, rec serviceIPRecord, want string, dryRun bool) (netip.Addr, error) {
 	first, n := serviceRangeHosts(s.serviceRange)
+	claim := s.claimServiceIP
+	if dryRun {
+		claim = s.serviceIPFree
+	}
 	if want != "" {
 		a, err := netip.ParseAddr(want)
 		if err != nil || !s.inServiceRange(a) {
 			return netip.Addr{}, allocationError(rec.Name, want, "the provided network does not match the current range")
 		}
-		ok, err := s.claimServiceIP(ctx, rec, a)
+		ok, err := claim(ctx, rec, a)
 		switch {
 		case err != nil:
 			return netip.Addr{}, err
@@ -173,12 +182,15 @@ func (s *ServiceIPs) allocateServiceIP(ctx context.Context, rec serviceIPRecord,
 	// service's): free ones first, then those whose keys may have leaked.
 	start := rand.IntN(n)
 	for _, leaked := range []bool{false, true} {
+		if leaked && dryRun {
+			break // a dry run does not take over a leaked key
+		}
 		for i := range n {
 			a := addrAt(first, (start+i)%n)
 			if a == first || taken[a.String()] != leaked || leaked && !stale[a.String()] {
 				continue
 			}
-			ok, err := s.claimServiceIP(ctx, rec, a)
+			ok, err := claim(ctx, rec, a)
 			if err != nil {
 				return netip.Addr{}, err
 			}
@@ -188,6 +200,18 @@ func (s *ServiceIPs) allocateServiceIP(ctx context.Context, rec serviceIPRecord,
 		}
 	}
 	return netip.Addr{}, apierrors.NewInternalError(fmt.Errorf("failed to allocate a serviceIP: range is full"))
+}
+
+// serviceIPFree reports whether a has no key: what a dry run would claim.
+func (s *ServiceIPs) serviceIPFree(ctx context.Context, _ serviceIPRecord, a netip.Addr) (bool, error) {
+	_, err := s.store.Get(ctx, serviceIPsPrefix+a.String())
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		return true, nil
+	case err != nil:
+		return false, apistatus.Storage(err, schema.GroupResource{Resource: "services"}, "")
+	}
+	return false, nil
 }
 
 // claimServiceIP takes a for rec: its key is created, or taken over when

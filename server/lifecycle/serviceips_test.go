@@ -159,7 +159,6 @@ func TestServiceIPsTwoServers(t *testing.T) {
 		if seen[ip] {
 			t.Errorf("s%02d got %s, already given out: %v", i, ip, ips)
 		}
-		seen[ip] = true
 	}
 	if r := apis[0].JSON("POST", svcs, svc("full", svcPorts)); r.Code != http.StatusInternalServerError || !strings.Contains(r.Status().Message, "range is full") {
 		t.Errorf("create in a full range = %d %s, want 500 range is full", r.Code, r.Body)
@@ -170,5 +169,41 @@ func TestServiceIPsTwoServers(t *testing.T) {
 	}
 	if r := apis[0].JSON("POST", svcs, svc("late", svcPorts)); r.Code != http.StatusCreated || clusterIP(t, r) != ips[0] {
 		t.Errorf("create after a delete = %d %s, want %s", r.Code, r.Body, ips[0])
+	}
+}
+
+// A dry-run create of a ClusterIP Service shows the cluster IP it would
+// get and allocates nothing, as kube-apiserver v1.37.2 (its dry-run
+// allocator): `kubectl create service clusterip web --tcp=80 --dry-run=server
+// -o yaml` prints `clusterIP: 10.0.0.N` and `clusterIPs: [10.0.0.N]`, and
+// that IP stays free. An IP asked for that another Service holds is
+// refused in a dry run too.
+func TestServiceDryRunShowsClusterIP(t *testing.T) {
+	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.ServiceClusterIPRange = "10.0.0.0/29" }))
+	a := servertest.NewAPI(t, env)
+	rng := netip.MustParsePrefix("10.0.0.0/29")
+	for i := range 20 { // more dry runs than the range has addresses: none allocates one
+		r := a.JSON("POST", svcs+"?dryRun=All", svc("web", svcPorts))
+		ip := clusterIP(t, r)
+		if r.Code != http.StatusCreated || ip == "" || !rng.Contains(netip.MustParseAddr(ip)) || ip == "10.0.0.1" ||
+			fmt.Sprint(servertest.Field(r.Object(), "spec.clusterIPs")) != "["+ip+"]" {
+			t.Fatalf("dry run %d = %d %s, want a cluster IP of the range", i, r.Code, r.Body)
+		}
+	}
+	servertest.MustCode(t, "the dry-run service", a.JSON("GET", svcs+"/web", ""), http.StatusNotFound)
+	// Every usable address (6 less the kubernetes service's) can still be
+	// allocated for real.
+	var held string
+	for i := range 5 {
+		r := a.JSON("POST", svcs, svc(fmt.Sprint("real-", i), svcPorts))
+		servertest.MustCode(t, "a real create after the dry runs", r, http.StatusCreated)
+		held = clusterIP(t, r)
+	}
+	r := a.JSON("POST", svcs+"?dryRun=All", svc("taken", svcPorts+`,"clusterIP":"`+held+`"`))
+	if st := r.Status(); r.Code != http.StatusUnprocessableEntity || !strings.Contains(st.Message, "failed to allocate IP "+held+": provided IP is already allocated") {
+		t.Errorf("dry run asking for a held IP = %d %s", r.Code, r.Body)
+	}
+	if r := a.JSON("POST", svcs+"?dryRun=All", svc("full", svcPorts)); r.Code != http.StatusInternalServerError {
+		t.Errorf("dry run with the range full = %d %s, want 500 range is full", r.Code, r.Body)
 	}
 }
