@@ -531,6 +531,7 @@ func (s *Server) components() []rungroup.Component {
 		// writes included.
 		rungroup.Component{Name: "admission webhooks", Run: s.admissionWebhooks.Run},
 		rungroup.Component{Name: "bootstrap", Ready: s.lifecycle.Bootstrap},
+		rungroup.Component{Name: "kubernetes service", Run: s.lifecycle.ServiceIPs.KeepKubernetesService},
 		rungroup.Component{Name: "bootstrap RBAC policy", Ready: s.access.Bootstrap},
 		// Like Kubernetes, fill every resource's watch cache at start
 		// rather than on the first request.

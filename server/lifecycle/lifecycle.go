@@ -93,7 +93,7 @@ func New(cfg Config) (*Lifecycle, error) {
 		env:        e,
 		Namespaces: &Namespaces{env: e},
 		CRDs:       &CRDs{env: e, kindsChanged: kindsChanged},
-		ServiceIPs: &ServiceIPs{env: e, serviceRange: serviceRange, apiServerPort: cfg.APIServerPort},
+		ServiceIPs: &ServiceIPs{env: e, serviceRange: serviceRange, apiServerPort: cfg.APIServerPort, recreate: make(chan struct{}, 1)},
 	}, nil
 }
 

@@ -85,6 +85,34 @@ type ServiceIPs struct {
 	*env
 	serviceRange  netip.Prefix
 	apiServerPort int
+	// recreate wakes KeepKubernetesService: default/kubernetes was
+	// deleted through this server.
+	recreate chan struct{}
+}
+
+// kubernetesServiceInterval is how often KeepKubernetesService checks
+// that default/kubernetes exists (kube-apiserver's bootstrap controller
+// reconciles it every 10 s).
+const kubernetesServiceInterval = 10 * time.Second
+
+// KeepKubernetesService recreates default/kubernetes when it has been
+// deleted, at once when the deletion went through this server, else
+// within kubernetesServiceInterval, until ctx ends. Run it in one
+// goroutine.
+func (s *ServiceIPs) KeepKubernetesService(ctx context.Context) {
+	t := time.NewTicker(kubernetesServiceInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.recreate:
+		}
+		if err := s.bootstrapKubernetesService(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("service: recreate default/kubernetes", "err", err)
+		}
+	}
 }
 
 func (s *ServiceIPs) inServiceRange(a netip.Addr) bool {
@@ -132,6 +160,12 @@ func (s *ServiceIPs) released(ctx context.Context, res *registry.Resource, obj *
 		return
 	}
 	s.releaseServiceIP(context.WithoutCancel(ctx), serviceIPRecord{Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: obj.GetUID()}, ip)
+	if obj.GetNamespace() == metav1.NamespaceDefault && obj.GetName() == "kubernetes" {
+		select {
+		case s.recreate <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func allocationError(name, ip, msg string) error {
@@ -327,7 +361,21 @@ func (s *ServiceIPs) bootstrapKubernetesService(ctx context.Context) error {
 	obj := &unstructured.Unstructured{Object: m}
 	rec := serviceIPRecord{Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID, Allocated: time.Now().UTC()}
 	b, _ := json.Marshal(rec)
-	if _, err := s.store.Create(ctx, serviceIPsPrefix+first.String(), b); err != nil && !errors.Is(err, storage.ErrExists) {
+	// The first address is the kubernetes service's alone: a key another
+	// server left for an earlier one of it (its release may come after
+	// this create) is written over.
+	key := serviceIPsPrefix + first.String()
+	_, err = s.store.Create(ctx, key, b)
+	if errors.Is(err, storage.ErrExists) {
+		var kv storage.KeyValue
+		if kv, err = s.store.Get(ctx, key); err == nil {
+			_, err = s.store.Update(ctx, key, b, kv.ModRevision)
+		}
+		if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound) {
+			err = nil // another server's bootstrap at the same time
+		}
+	}
+	if err != nil {
 		return err
 	}
 	sb, err := objects.ToStorage(obj)

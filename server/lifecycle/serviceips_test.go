@@ -207,3 +207,28 @@ func TestServiceDryRunShowsClusterIP(t *testing.T) {
 		t.Errorf("dry run with the range full = %d %s, want 500 range is full", r.Code, r.Body)
 	}
 }
+
+// default/kubernetes deleted is recreated within seconds with the range's
+// first address, as kube-apiserver v1.37.2's bootstrap controller does
+// (every 10 s): `kubectl delete service kubernetes` then `kubectl get
+// service kubernetes` shows it again, with a new uid and 10.0.0.1.
+func TestKubernetesServiceRecreated(t *testing.T) {
+	env := testenv.Start(t)
+	a := servertest.NewAPI(t, env)
+	before := a.JSON("GET", svcs+"/kubernetes", "")
+	servertest.MustCode(t, "default/kubernetes", before, http.StatusOK)
+	servertest.MustCode(t, "delete default/kubernetes", a.JSON("DELETE", svcs+"/kubernetes", ""), http.StatusOK)
+	var r servertest.Response
+	servertest.Eventually(t, "default/kubernetes recreated", func() bool {
+		r = a.JSON("GET", svcs+"/kubernetes", "")
+		return r.Code == http.StatusOK
+	})
+	if clusterIP(t, r) != "10.0.0.1" || servertest.Field(r.Object(), "metadata.uid") == servertest.Field(before.Object(), "metadata.uid") {
+		t.Errorf("recreated default/kubernetes = %s, want 10.0.0.1 and a new uid", r.Body)
+	}
+	// Its address is held again: asking for it is refused.
+	r = a.JSON("POST", svcs, svc("thief", svcPorts+`,"clusterIP":"10.0.0.1"`))
+	if r.Code != http.StatusUnprocessableEntity {
+		t.Errorf("a service asking for 10.0.0.1 = %d %s, want 422", r.Code, r.Body)
+	}
+}
