@@ -1,12 +1,14 @@
 package lifecycle_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/server/servertest"
@@ -230,5 +232,36 @@ func TestKubernetesServiceRecreated(t *testing.T) {
 	r = a.JSON("POST", svcs, svc("thief", svcPorts+`,"clusterIP":"10.0.0.1"`))
 	if r.Code != http.StatusUnprocessableEntity {
 		t.Errorf("a service asking for 10.0.0.1 = %d %s, want 422", r.Code, r.Body)
+	}
+}
+
+// A cluster IP's key left behind by a server that stopped between
+// allocating it and storing its service (no service holds the IP) is taken
+// over once it is older than 10 minutes, as Kubernetes' repair loop frees
+// a leaked IP; a younger one is still refused.
+func TestLeakedServiceIPTakenOver(t *testing.T) {
+	env := testenv.Start(t)
+	a := servertest.NewAPI(t, env)
+	raw := servertest.RawStore(t, env)
+	leak := func(ip string, age time.Duration) {
+		t.Helper()
+		rec := fmt.Sprintf(`{"namespace":"default","name":"gone","uid":"0000-leaked","allocated":%q}`, time.Now().Add(-age).UTC().Format(time.RFC3339Nano))
+		if _, err := raw.Create(context.Background(), "/registry/ranges/serviceips/"+ip, []byte(rec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leak("10.0.0.50", 11*time.Minute)
+	leak("10.0.0.51", 9*time.Minute)
+	r := a.JSON("POST", svcs, svc("old-leak", svcPorts+`,"clusterIP":"10.0.0.50"`))
+	if r.Code != http.StatusCreated || clusterIP(t, r) != "10.0.0.50" {
+		t.Errorf("asking for an IP leaked 11 minutes ago = %d %s, want it", r.Code, r.Body)
+	}
+	kv, err := raw.Get(context.Background(), "/registry/ranges/serviceips/10.0.0.50")
+	if err != nil || !strings.Contains(string(kv.Value), `"name":"old-leak"`) {
+		t.Errorf("the taken-over key = %s %v, want it to name old-leak", kv.Value, err)
+	}
+	r = a.JSON("POST", svcs, svc("young-leak", svcPorts+`,"clusterIP":"10.0.0.51"`))
+	if st := r.Status(); r.Code != http.StatusUnprocessableEntity || !strings.Contains(st.Message, "provided IP is already allocated") {
+		t.Errorf("asking for an IP leaked 9 minutes ago = %d %s, want 422 already allocated", r.Code, r.Body)
 	}
 }
