@@ -344,14 +344,12 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 			a.watch(w, r, req)
 			return
 		}
-		release, ok := a.limitInFlight(w, r, info.verb)
+		r, release, ok := a.admitted(w, r, info.verb)
 		if !ok {
 			return
 		}
 		defer release()
-		ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
-		defer cancel()
-		r = r.WithContext(ctx)
+		ctx := r.Context()
 		if r.Body != nil && r.Body != http.NoBody {
 			// A body that trickles in must not hold its slot past the
 			// request's deadline: its reads fail then (see readBody).

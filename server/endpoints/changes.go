@@ -1,7 +1,6 @@
 package endpoints
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -79,14 +78,11 @@ var errEnough = errors.New("enough")
 // Changes serves ChangesPath, as a read under the same limits as a
 // resource's: a read slot, the request timeout and a fair-queuing seat.
 func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
-	release, ok := a.limitInFlight(w, r, "list")
+	r, release, ok := a.admitted(w, r, "list")
 	if !ok {
 		return
 	}
 	defer release()
-	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
-	defer cancel()
-	r = r.WithContext(ctx)
 	done, ok := a.execute(w, r)
 	if !ok {
 		return

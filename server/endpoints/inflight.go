@@ -1,6 +1,7 @@
 package endpoints
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"slices"
@@ -110,4 +111,16 @@ func (a *API) limitInFlight(w http.ResponseWriter, r *http.Request, verb string)
 		WriteStatus(w, tooManyRequests())
 	}
 	return release, ok
+}
+
+// admitted takes the request's in-flight slot (limitInFlight) and bounds
+// it by the request timeout: the request to serve and what releases both.
+// ok is false when it was refused (answered 429).
+func (a *API) admitted(w http.ResponseWriter, r *http.Request, verb string) (_ *http.Request, release func(), ok bool) {
+	free, ok := a.limitInFlight(w, r, verb)
+	if !ok {
+		return r, nil, false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
+	return r.WithContext(ctx), func() { cancel(); free() }, true
 }
