@@ -30,6 +30,7 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/objwatch/objwatch/client"
@@ -82,7 +83,10 @@ type Env struct {
 	// EtcdEndpoint is the etcd this server uses.
 	EtcdEndpoint string
 	// Server gives tests access to the registry and readiness.
-	Server   *server.Server
+	Server *server.Server
+	// CRDs are the CustomResourceDefinitions WithCRDs, WithCRDObjects and
+	// InstallCRDs installed, as the server returned them once Established.
+	CRDs     []*apiextensionsv1.CustomResourceDefinition
 	instance *instance.Instance
 	dataDir  string
 }
@@ -165,6 +169,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	for _, f := range opts {
 		f(&o)
 	}
+	crds := takeCRDPlan(&o)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	in, err := instance.Start(ctx, o)
@@ -173,7 +178,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	}
 	t.Cleanup(in.Close)
 	c := in.Credentials
-	return &Env{
+	env := &Env{
 		Config: Config{
 			Host: in.URL, CAData: c.CACertPEM, CertData: c.AdminCertPEM, KeyData: c.AdminKeyPEM, BearerToken: c.AdminToken,
 		},
@@ -183,6 +188,10 @@ func Start(t testing.TB, opts ...Option) *Env {
 		instance:     in,
 		dataDir:      o.DataDir,
 	}
+	if crds != nil {
+		crds.install(t, env)
+	}
+	return env
 }
 
 // User returns what a client needs to reach the server as user name in
