@@ -33,7 +33,7 @@ var ErrFutureRevision = errors.New("revision not yet written")
 // JSON form, like Between, except for types JSON would lose fields of: a
 // struct with unexported fields, such as type user struct{ name string;
 // age int }, is diffed field by field, unexported fields included, by
-// their Go names (see observable_plain.go's plain view), so
+// their Go names (mutexes, atomics, functions and channels left out), so
 // Diff.Paths() of a birthday is ["age"]. The Diff's Old and New are then
 // the plain views (maps), the Event's Old and New the values themselves.
 //

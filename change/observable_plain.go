@@ -15,10 +15,13 @@ import (
 // of two values of `type user struct{ name string; age int }` through
 // JSON is always empty. An Observable of a type that JSON would lose
 // fields of (a struct with unexported fields, without a MarshalJSON or
-// MarshalText of its own, anywhere in the type) diffs a plain view of
+// MarshalText of its own, anywhere in the type; mutexes, atomics,
+// functions and channels do not count) diffs a plain view of
 // its values instead: every field, exported or not, by its Go name (an
 // exported field by its JSON name if it has a json tag; "-" still skips
-// it), maps with their keys printed by fmt, pointers followed. The parts
+// it; an embedded struct as a field named by its type), maps with their
+// keys printed by fmt, pointers followed (values must not point in a
+// cycle). The parts
 // of the value JSON represents fully (time.Time, types with MarshalJSON,
 // structs of exported fields) are viewed as their JSON, as everywhere in
 // this package. Unexported fields are read, never written, through
@@ -67,7 +70,7 @@ func hidden(t reflect.Type, seen map[reflect.Type]bool) bool {
 	case reflect.Struct:
 		for i := range t.NumField() {
 			f := t.Field(i)
-			if f.Name == "_" {
+			if f.Name == "_" || notData(f.Type) {
 				continue
 			}
 			if !f.IsExported() && !f.Anonymous {
@@ -79,6 +82,22 @@ func hidden(t reflect.Type, seen map[reflect.Type]bool) bool {
 		}
 	}
 	return false
+}
+
+// notData reports whether a field of type t is machinery rather than
+// state: functions, channels, unsafe pointers, and the types of packages
+// sync and sync/atomic (a struct's mutex). The plain view leaves such
+// unexported fields out, and they do not make a type need it.
+func notData(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Func, reflect.Chan, reflect.UnsafePointer:
+		return true
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	p := t.PkgPath()
+	return p == "sync" || p == "sync/atomic"
 }
 
 // marshals reports whether t or *t encodes itself to JSON.
@@ -192,6 +211,9 @@ func plainName(f reflect.StructField) (string, bool) {
 		return "", false
 	}
 	if !f.IsExported() {
+		if notData(f.Type) {
+			return "", false
+		}
 		return f.Name, true
 	}
 	tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")

@@ -207,3 +207,36 @@ func TestObservableDifferExclude(t *testing.T) {
 		t.Errorf("age excluded: Changes() = %v, %d calls; want none and 1 (the first Set's name)", d.Changes(), calls)
 	}
 }
+
+// guarded has exported data and machinery JSON leaves out anyway: it is
+// diffed through JSON as before, its mutex and callback ignored.
+type guarded struct {
+	Count  int `json:"count"`
+	mu     *sync.Mutex
+	notify func()
+}
+
+// counter keeps its data unexported beside a mutex: the plain view has
+// the data, not the mutex.
+type counter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func TestObservablePlainViewSkipsMachinery(t *testing.T) {
+	var g change.Observable[guarded]
+	g.Set(guarded{Count: 1, mu: &sync.Mutex{}, notify: func() {}})
+	g.Set(guarded{Count: 2, mu: &sync.Mutex{}})
+	ev := mustFirst(t, &g, 1)
+	if _, ok := ev.Diff.New().(guarded); !ok || !slices.Equal(ev.Diff.Paths(), []string{"count"}) {
+		t.Errorf("guarded: Diff.New() %T, Paths() %q; want the value itself and [count]", ev.Diff.New(), ev.Diff.Paths())
+	}
+	var c change.Observable[*counter]
+	c.Set(&counter{n: 1})
+	locked := &counter{n: 2}
+	locked.mu.Lock()
+	c.Set(locked)
+	if got := mustFirst(t, &c, 1).Diff.Paths(); !slices.Equal(got, []string{"n"}) {
+		t.Errorf("counter: Paths() = %q, want [n] (the mutex left out)", got)
+	}
+}
