@@ -38,6 +38,7 @@ type crdPlan struct {
 	optional    bool
 	objects     []*apiextensionsv1.CustomResourceDefinition
 	conversions []conversionPlan
+	crds        []*apiextensionsv1.CustomResourceDefinition // read, wired, to install
 }
 
 // crdPlans maps *instance.Options to *crdPlan for the Starts under way.
@@ -48,14 +49,28 @@ func planOf(o *instance.Options) *crdPlan {
 	return p.(*crdPlan)
 }
 
-// takeCRDPlan removes and returns what the options asked for o (nil: no
-// CRDs).
-func takeCRDPlan(o *instance.Options) *crdPlan {
-	p, ok := crdPlans.LoadAndDelete(o)
+// takeCRDPlan removes what the options asked for o and prepares it
+// before the server starts: the CRDs read and their conversion webhooks
+// started and wired, so that a bad file fails the test at once. nil: no
+// CRDs.
+func takeCRDPlan(t testing.TB, o *instance.Options) *crdPlan {
+	t.Helper()
+	v, ok := crdPlans.LoadAndDelete(o)
 	if !ok {
 		return nil
 	}
-	return p.(*crdPlan)
+	p := v.(*crdPlan)
+	crds, err := ReadCRDs(p.optional, p.paths...)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	p.crds = append(crds, p.objects...)
+	for _, c := range p.conversions {
+		if err := c.wire(t, p.crds); err != nil {
+			t.Fatalf("testenv: %v", err)
+		}
+	}
+	return p
 }
 
 // WithCRDs installs the CustomResourceDefinitions in paths before Start
@@ -92,20 +107,11 @@ func WithCRDObjects(crds ...*apiextensionsv1.CustomResourceDefinition) Option {
 	}
 }
 
-// install carries out the plan on a started server.
+// install creates the prepared CRDs on a started server and waits for
+// them.
 func (p *crdPlan) install(t testing.TB, e *Env) {
 	t.Helper()
-	crds, err := ReadCRDs(p.optional, p.paths...)
-	if err != nil {
-		t.Fatalf("testenv: %v", err)
-	}
-	crds = append(crds, p.objects...)
-	for _, c := range p.conversions {
-		if err := c.wire(t, crds); err != nil {
-			t.Fatalf("testenv: %v", err)
-		}
-	}
-	if err := e.installCRDs(crds); err != nil {
+	if err := e.installCRDs(p.crds); err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
 }

@@ -3,10 +3,12 @@ package testenv_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -152,5 +154,51 @@ func writeFile(t *testing.T, path, data string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// fatalTB records Fatalf and ends the goroutine, as testing.T does, so a
+// test can check the failure Start reports.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// startFails runs Start with opts and returns the message it failed
+// with ("" if it did not fail).
+func startFails(t *testing.T, opts ...testenv.Option) string {
+	t.Helper()
+	f := &fatalTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		testenv.Start(f, opts...)
+	}()
+	<-done
+	return f.msg
+}
+
+// TestStartCRDErrors: bad CRD options fail Start with what is wrong.
+func TestStartCRDErrors(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []testenv.Option
+		want string
+	}{
+		{"missing path", []testenv.Option{testenv.WithCRDs("testdata/missing")}, "testdata/missing"},
+		{"not a CRD", []testenv.Option{testenv.WithCRDs("testdata/badcrds")}, "mixed.yaml: document 2"},
+		{"conversion of no CRD", []testenv.Option{testenv.WithCRDs("testdata/crds"), testenv.WithConversion("dials.shop.example.com", convertDial)},
+			`WithConversion: no CustomResourceDefinition "dials.shop.example.com"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if msg := startFails(t, c.opts...); !strings.Contains(msg, c.want) {
+				t.Errorf("Start failed with %q, want %q in it", msg, c.want)
+			}
+		})
 	}
 }

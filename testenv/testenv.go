@@ -169,7 +169,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	for _, f := range opts {
 		f(&o)
 	}
-	crds := takeCRDPlan(&o)
+	crds := takeCRDPlan(t, &o)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	in, err := instance.Start(ctx, o)
