@@ -185,11 +185,15 @@ func failover(t *testing.T, e *env, lease string, warm bool, n int) (lead, first
 // queue fills while another replica leads, nothing is reconciled before
 // it leads, and its first reconcile follows leadership at once; cold, the
 // informers start on leading. With 10k ConfigMaps (skipped with -short)
-// it logs both failover times.
+// it logs both failover times; under the race detector, with 2,000 to
+// stay within 20 s.
 func TestWarmStandby(t *testing.T) {
-	n := 300
-	if !testing.Short() {
-		n = 10_000
+	n := 10_000
+	switch {
+	case testing.Short():
+		n = 300
+	case raceEnabled:
+		n = 2_000
 	}
 	e := startEnv(t)
 	start := time.Now()
