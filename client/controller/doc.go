@@ -98,8 +98,8 @@
 // controllers as one candidate of a leader election, with
 // ElectedOptions.EnableWarmup (controller-runtime's EnableWarmup) for a
 // warm standby. With 10k ConfigMaps the first reconcile on a new leader
-// came about 25 ms after the old leader released the lease warm, 450 ms
-// cold (TestWarmStandby logs both).
+// came 7 to 24 ms after the old leader released the lease warm, 280 to
+// 450 ms cold (TestWarmStandby logs both).
 //
 // A Factory's DefaultResync (informer.FactoryOptions) is the resync
 // period of the controller's handlers.
