@@ -142,10 +142,13 @@ func (q *Request) Param(key, value string) *Request {
 
 // Body sets the request body: []byte, string and json.RawMessage as they
 // are, an io.Reader read to its end, anything else encoded as JSON
-// (typed objects, maps). The Content-Type is application/json unless set
-// by Patch or ContentType.
+// (typed objects, maps); nil for none. The Content-Type is
+// application/json unless set by Patch or ContentType.
 func (q *Request) Body(body any) *Request {
 	switch b := body.(type) {
+	case nil:
+		q.body = nil
+		return q
 	case []byte:
 		q.body = b
 	case json.RawMessage:
@@ -236,17 +239,11 @@ func (q *Request) path() (string, error) {
 // Result's error, a *StatusError (errors.Is matches ErrNotFound,
 // ErrConflict, ...), with its status code and body kept.
 func (q *Request) Do(ctx context.Context) Result {
-	p, err := q.path()
+	req, err := q.build()
 	if err != nil {
 		return Result{err: err}
 	}
-	if q.verb == http.MethodPatch && q.contentType == "" {
-		return Result{err: errors.New("request: PATCH without a patch type (use REST.Patch or ContentType)")}
-	}
-	req := request{method: q.verb, path: p, query: q.query, body: q.body, contentType: q.contentType, accept: q.accept}
-	if req.body != nil && req.contentType == "" {
-		req.contentType = "application/json"
-	}
+	p := req.path
 	timeout := q.timeout
 	if timeout == 0 {
 		timeout = q.rest.timeout
@@ -270,6 +267,59 @@ func (q *Request) Do(ctx context.Context) Result {
 		res.err = fmt.Errorf("%s %s: read answer: %w", q.verb, p, err)
 	}
 	return res
+}
+
+// build checks the request and returns it as REST.do sends it.
+func (q *Request) build() (request, error) {
+	p, err := q.path()
+	if err != nil {
+		return request{}, err
+	}
+	if q.verb == http.MethodPatch && q.contentType == "" {
+		return request{}, errors.New("request: PATCH without a patch type (use REST.Patch or ContentType)")
+	}
+	req := request{method: q.verb, path: p, query: q.query, body: q.body, contentType: q.contentType, accept: q.accept}
+	if req.body != nil && req.contentType == "" {
+		req.contentType = "application/json"
+	}
+	return req, nil
+}
+
+// Stream sends the request and returns the body of a 2xx answer as it
+// comes (a pod's log, a watch): the caller reads it and closes it. It is
+// long-running: Config.Timeout does not apply, Timeout does (until Close).
+// A non-2xx answer is a *StatusError.
+func (q *Request) Stream(ctx context.Context) (io.ReadCloser, error) {
+	req, err := q.build()
+	if err != nil {
+		return nil, err
+	}
+	req.watch = true
+	cancel := context.CancelFunc(func() {})
+	if q.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, q.timeout)
+	}
+	resp, err := q.rest.do(ctx, req)
+	if err != nil {
+		cancel()
+		if _, ok := errors.AsType[*StatusError](err); ok {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s %s: %w", q.verb, req.path, err)
+	}
+	return &streamBody{ReadCloser: resp.Body, cancel: cancel}, nil
+}
+
+// streamBody ends the stream's timeout when closed.
+type streamBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *streamBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 // Result is the answer to a Request.

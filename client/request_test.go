@@ -151,3 +151,33 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// TestRequestStream: a watch read as a stream through the builder, and a
+// 404 as a *StatusError.
+func TestRequestStream(t *testing.T) {
+	_, rc := start(t)
+	ctx := ctxFor(t)
+	if err := rc.Post().Resource(configMaps).Namespace("default").Body(newCM("default", "s", nil)).Do(ctx).Error(); err != nil {
+		t.Fatal(err)
+	}
+	body, err := rc.Get().Resource(configMaps).Namespace("default").Param("watch", "true").Param("fieldSelector", "metadata.name=s").Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev struct {
+		Type   string
+		Object corev1.ConfigMap
+	}
+	err = json.NewDecoder(body).Decode(&ev)
+	body.Close()
+	if err != nil || ev.Type != "ADDED" || ev.Object.Name != "s" {
+		t.Fatalf("first watch event = %+v, %v; want ADDED s", ev, err)
+	}
+	_, err = rc.Get().Resource(configMaps).Namespace("default").Name("missing").Stream(ctx)
+	if !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("stream of a missing object: %v, want ErrNotFound", err)
+	}
+	if res := rc.Post().Resource(configMaps).Namespace("default").Body(nil).Do(ctx); !errors.Is(res.Error(), client.ErrBadRequest) && res.StatusCode() < 400 {
+		t.Errorf("POST without a body = %d %v, want it refused", res.StatusCode(), res.Error())
+	}
+}
