@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -159,4 +160,21 @@ func do(t *testing.T, hc *http.Client, method, url, body string, want int) map[s
 	var out map[string]any
 	json.Unmarshal(b, &out)
 	return out
+}
+
+// ExampleConversionHandler answers a ConversionReview as the server sends
+// it to a CRD's conversion webhook (WithConversion serves the same handler
+// over HTTPS).
+func ExampleConversionHandler() {
+	h := testenv.ConversionHandler(convertDial)
+	review := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"ConversionReview","request":{"uid":"1",
+		"desiredAPIVersion":"shop.example.com/v2",
+		"objects":[{"apiVersion":"shop.example.com/v1","kind":"Dial","metadata":{"name":"d"},"spec":{"size":"3"}}]}}`
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("POST", "/convert", strings.NewReader(review)))
+	var out apiextensionsv1.ConversionReview
+	json.Unmarshal(rec.Body.Bytes(), &out)
+	fmt.Println(out.Response.Result.Status, string(out.Response.ConvertedObjects[0].Raw))
+	// Output:
+	// Success {"apiVersion":"shop.example.com/v2","kind":"Dial","metadata":{"name":"d"},"spec":{"replicas":3}}
 }

@@ -202,3 +202,20 @@ func TestStartCRDErrors(t *testing.T) {
 		})
 	}
 }
+
+// ExampleReadCRDs reads the CRDs of a directory as WithCRDs does: every
+// document of its YAML and JSON files, other files ignored.
+func ExampleReadCRDs() {
+	crds, err := testenv.ReadCRDs(false, "testdata/crds")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, c := range crds {
+		fmt.Println(c.Name, len(c.Spec.Versions))
+	}
+	// Output:
+	// widgets.shop.example.com 1
+	// gadgets.shop.example.com 2
+	// sprockets.shop.example.com 1
+}
