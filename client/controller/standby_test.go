@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/objwatch/objwatch/client/controller"
 	"github.com/objwatch/objwatch/client/informer"
@@ -91,6 +92,8 @@ type standby struct {
 	reconciles atomic.Int64
 	first      chan time.Time // the first reconcile's time
 	led        chan time.Time // when it started leading
+	done       chan struct{}  // closed when RunElected returned
+	result     error          // RunElected's, once done
 	stop       func() error
 }
 
@@ -120,22 +123,19 @@ func (e *env) standby(t *testing.T, lease string, warm bool) *standby {
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	s.done = make(chan struct{})
 	go func() {
-		done <- controller.RunElected(ctx, e.rest, s.factory, controller.ElectedOptions{Election: cfg, EnableWarmup: warm}, s.ctrl)
+		defer close(s.done)
+		s.result = controller.RunElected(ctx, e.rest, s.factory, controller.ElectedOptions{Election: cfg, EnableWarmup: warm}, s.ctrl)
 	}()
-	var once sync.Once
-	var result error
 	s.stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case result = <-done:
-			case <-time.After(30 * time.Second):
-				result = errors.New("RunElected did not return 30 s after its context ended")
-			}
-		})
-		return result
+		cancel()
+		select {
+		case <-s.done:
+			return s.result
+		case <-time.After(30 * time.Second):
+			return errors.New("RunElected did not return 30 s after its context ended")
+		}
 	}
 	t.Cleanup(func() { s.stop() })
 	return s
@@ -262,5 +262,56 @@ func TestFactoryDefaultResync(t *testing.T) {
 	plain := informer.Shared[CM](informer.NewFactory(e.rest, informer.FactoryOptions{}), configMaps, informer.Selection{})
 	if plain.DefaultResync() != 0 {
 		t.Errorf("factory without DefaultResync: %v", plain.DefaultResync())
+	}
+}
+
+// TestWarmStandbyNeverLeads: a warm standby that never wins syncs, fills
+// its queue, reconciles nothing, and stops cleanly with its context
+// (goleak checks the goroutines at the end of the package's tests).
+func TestWarmStandbyNeverLeads(t *testing.T) {
+	e := startEnv(t)
+	e.fill(t, 20)
+	e.leader(t, "held")
+	s := e.standby(t, "held", true)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := s.ctrl.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // ten retry periods
+	if got := s.ctrl.Queue().Len(); got != 20 {
+		t.Errorf("queue holds %d keys, want 20", got)
+	}
+	if err := s.stop(); err != nil {
+		t.Errorf("RunElected = %v, want nil when its context ends", err)
+	}
+	if got := s.reconciles.Load(); got != 0 {
+		t.Errorf("reconciled %d keys without leading", got)
+	}
+}
+
+// TestRunElectedLosesLease: when another holder takes the lease,
+// RunElected stops its controllers and returns an error wrapping ErrLost.
+func TestRunElectedLosesLease(t *testing.T) {
+	e := startEnv(t)
+	e.fill(t, 5)
+	s := e.standby(t, "stolen", true)
+	select {
+	case <-s.first:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no reconcile 30 s after start with no other candidate")
+	}
+	res := e.rest.Patch(types.MergePatchType).Resource(leaderelection.Leases).Namespace("default").Name("stolen").
+		Body(`{"spec":{"holderIdentity":"thief"}}`).Do(t.Context())
+	if res.Error() != nil {
+		t.Fatal(res.Error())
+	}
+	select {
+	case <-s.done:
+		if !errors.Is(s.result, leaderelection.ErrLost) {
+			t.Errorf("RunElected = %v, want ErrLost", s.result)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RunElected still running 10 s after the lease was taken")
 	}
 }
