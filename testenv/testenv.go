@@ -15,6 +15,11 @@
 // anything else; all three reach the server as admin, and env.User(t,
 // name) gives a Config of another user.
 //
+// WithCRDs installs CustomResourceDefinitions from files and directories
+// before Start returns, Established and served (envtest's
+// CRDDirectoryPaths); WithConversion serves a Go function as a CRD's
+// conversion webhook, and Webhook admission functions.
+//
 // The server stops when the test ends (t.Cleanup). Servers started with
 // WithEtcd share one etcd, like several `objwatch serve` processes on one
 // cluster.
