@@ -18,7 +18,7 @@
 // WithCRDs installs CustomResourceDefinitions from files and directories
 // before Start returns, Established and served (envtest's
 // CRDDirectoryPaths); WithConversion serves a Go function as a CRD's
-// conversion webhook, and Webhook admission functions.
+// conversion webhook, as Env.Webhook serves admission functions.
 //
 // The server stops when the test ends (t.Cleanup). Servers started with
 // WithEtcd share one etcd, like several `objwatch serve` processes on one
