@@ -30,13 +30,25 @@ var ErrFutureRevision = errors.New("revision not yet written")
 // The values passed to Set are handed to every watcher as they are: never
 // modify a value after Set, and never modify a value read with Get or from
 // an event (build a new one, e.g. with Update). Diffs compare the values'
-// JSON form (exported fields), like Between.
+// JSON form, like Between, except for types JSON would lose fields of: a
+// struct with unexported fields, such as type user struct{ name string;
+// age int }, is diffed field by field, unexported fields included, by
+// their Go names (mutexes, atomics, functions and channels left out), so
+// Diff.Paths() of a birthday is ["age"]. The Diff's Old and New are then
+// the plain views (maps), the Event's Old and New the values themselves.
+//
+// # Subscriptions
+//
+// OnChange calls a function for each change at or below a path; Watch
+// follows every change from a revision.
 //
 // # Concurrency
 //
 // An Observable is safe for concurrent use and starts no goroutines. Set
 // never waits for watchers: a watcher that falls more than History
 // changes behind gets ErrCompacted, like a slow watch on the server.
+// OnChange's functions run one at a time, in revision order, on the
+// goroutine of a Set (see OnChange).
 type Observable[T any] struct {
 	// History is how many changes are kept for watchers to replay and
 	// catch up from (default 1000). Set it before first use.
@@ -50,6 +62,10 @@ type Observable[T any] struct {
 	ring  []Event[T]    // the last kept changes; revision r at ring[(r-1)%len(ring)]
 	kept  int           // number of changes in ring
 	wake  chan struct{} // closed at the next Set; nil until someone waits
+
+	subs       []*subscription[T] // OnChange's, copied on write
+	pending    []delivery[T]      // changes whose subscribers are still to be called
+	delivering bool               // a goroutine is calling subscribers
 }
 
 // Event is one change of an Observable.
@@ -74,14 +90,24 @@ func (o *Observable[T]) Get() (T, int64) {
 // Diff is then empty).
 func (o *Observable[T]) Set(v T) int64 {
 	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.set_locked(v)
+	rev := o.set_locked(v)
+	o.mu.Unlock()
+	o.deliver()
+	return rev
 }
 
 // Update sets the value to f(current) atomically and returns the new
 // revision. f runs with the Observable locked: it must be quick, must not
 // call the Observable's methods, and must not modify its argument.
 func (o *Observable[T]) Update(f func(current T) T) int64 {
+	rev := o.update(f)
+	o.deliver()
+	return rev
+}
+
+// update is Update but for the subscribers; the deferred unlock keeps a
+// panicking f from leaving the Observable locked.
+func (o *Observable[T]) update(f func(current T) T) int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.set_locked(f(o.value))
@@ -98,7 +124,11 @@ func (o *Observable[T]) set_locked(v T) int64 {
 	old := o.value
 	o.value = v
 	o.rev++
-	o.ring[(o.rev-1)%int64(len(o.ring))] = Event[T]{Revision: o.rev, Old: old, New: v, Diff: o.Differ.Between(old, v)}
+	ev := Event[T]{Revision: o.rev, Old: old, New: v, Diff: o.diff(old, v)}
+	o.ring[(o.rev-1)%int64(len(o.ring))] = ev
+	if len(o.subs) > 0 {
+		o.pending = append(o.pending, delivery[T]{ev: ev, subs: o.subs})
+	}
 	o.kept = min(o.kept+1, len(o.ring))
 	if o.wake != nil {
 		close(o.wake)

@@ -15,6 +15,11 @@
 // anything else; all three reach the server as admin, and env.User(t,
 // name) gives a Config of another user.
 //
+// WithCRDs installs CustomResourceDefinitions from files and directories
+// before Start returns, Established and served (envtest's
+// CRDDirectoryPaths); WithConversion serves a Go function as a CRD's
+// conversion webhook, as Env.Webhook serves admission functions.
+//
 // The server stops when the test ends (t.Cleanup). Servers started with
 // WithEtcd share one etcd, like several `objwatch serve` processes on one
 // cluster.
@@ -30,6 +35,7 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/objwatch/objwatch/client"
@@ -82,7 +88,10 @@ type Env struct {
 	// EtcdEndpoint is the etcd this server uses.
 	EtcdEndpoint string
 	// Server gives tests access to the registry and readiness.
-	Server   *server.Server
+	Server *server.Server
+	// CRDs are the CustomResourceDefinitions WithCRDs, WithCRDObjects and
+	// InstallCRDs installed, as the server returned them once Established.
+	CRDs     []*apiextensionsv1.CustomResourceDefinition
 	instance *instance.Instance
 	dataDir  string
 }
@@ -165,6 +174,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	for _, f := range opts {
 		f(&o)
 	}
+	crds := takeCRDPlan(t, &o)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	in, err := instance.Start(ctx, o)
@@ -173,7 +183,7 @@ func Start(t testing.TB, opts ...Option) *Env {
 	}
 	t.Cleanup(in.Close)
 	c := in.Credentials
-	return &Env{
+	env := &Env{
 		Config: Config{
 			Host: in.URL, CAData: c.CACertPEM, CertData: c.AdminCertPEM, KeyData: c.AdminKeyPEM, BearerToken: c.AdminToken,
 		},
@@ -183,6 +193,10 @@ func Start(t testing.TB, opts ...Option) *Env {
 		instance:     in,
 		dataDir:      o.DataDir,
 	}
+	if crds != nil {
+		crds.install(t, env)
+	}
+	return env
 }
 
 // User returns what a client needs to reach the server as user name in

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -46,6 +47,12 @@ type FactoryOptions struct {
 	// whether objects read from a Lister are shared or owned; use two
 	// factories to have both kinds.
 	Compact bool
+	// DefaultResync is the resync period (see HandlerOptions.Resync) of
+	// handlers added to the factory's informers by those that take the
+	// informer's default: package controller's sources, and any handler
+	// added with HandlerOptions{Resync: inf.DefaultResync()}. 0: none.
+	// A handler's own positive Resync is not overridden.
+	DefaultResync time.Duration
 }
 
 // Factory shares informers: Shared returns the same informer for the same Go
@@ -137,6 +144,9 @@ func Shared[T client.Object](f *Factory, res client.Resource, sel Selection) *Sh
 			f.errs = append(f.errs, err)
 		}
 	}
+	if f.opts.DefaultResync > 0 {
+		defaultResyncs.Store(inf, f.opts.DefaultResync)
+	}
 	f.informers[k] = inf
 	f.names[name] = true
 	f.order = append(f.order, k)
@@ -145,6 +155,20 @@ func Shared[T client.Object](f *Factory, res client.Resource, sel Selection) *Sh
 	default:
 	}
 	return inf
+}
+
+// defaultResyncs maps the informers of factories with a DefaultResync
+// to it. Entries live as long as the process; informers of a factory live
+// about as long.
+var defaultResyncs sync.Map // *SharedInformer[T] -> time.Duration
+
+// DefaultResync returns the resync period of the factory that made i
+// (FactoryOptions.DefaultResync), or 0: the Resync of a handler that
+// takes its informer's default.
+func (i *SharedInformer[T]) DefaultResync() time.Duration {
+	d, _ := defaultResyncs.Load(i)
+	d2, _ := d.(time.Duration)
+	return d2
 }
 
 // Err returns the errors Shared reported so far (informers whose metrics
