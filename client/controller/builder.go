@@ -170,7 +170,7 @@ func (h *handlerSource[T]) start(q *workqueue.Queue[Request]) (started, error) {
 			q.AddWithOpts(o, append(h.keys(new), h.keys(old)...)...)
 		},
 		Delete: func(obj T, _ bool) { q.Add(h.keys(obj)...) },
-	}, informer.HandlerOptions{Name: h.name, Resync: h.inf.DefaultResync()})
+	}, informer.HandlerOptions{Name: h.name})
 	if err != nil {
 		return started{}, fmt.Errorf("%s: %w", h.inf.Name(), err)
 	}

@@ -48,10 +48,8 @@ type FactoryOptions struct {
 	// factories to have both kinds.
 	Compact bool
 	// DefaultResync is the resync period (see HandlerOptions.Resync) of
-	// handlers added to the factory's informers by those that take the
-	// informer's default: package controller's sources, and any handler
-	// added with HandlerOptions{Resync: inf.DefaultResync()}. 0: none.
-	// A handler's own positive Resync is not overridden.
+	// every handler added to the factory's informers without one of its
+	// own (Resync 0), package controller's sources included. 0: none.
 	DefaultResync time.Duration
 }
 
@@ -144,9 +142,7 @@ func Shared[T client.Object](f *Factory, res client.Resource, sel Selection) *Sh
 			f.errs = append(f.errs, err)
 		}
 	}
-	if f.opts.DefaultResync > 0 {
-		defaultResyncs.Store(inf, f.opts.DefaultResync)
-	}
+	inf.defaultResync = f.opts.DefaultResync // before anyone else has inf
 	f.informers[k] = inf
 	f.names[name] = true
 	f.order = append(f.order, k)
@@ -157,19 +153,10 @@ func Shared[T client.Object](f *Factory, res client.Resource, sel Selection) *Sh
 	return inf
 }
 
-// defaultResyncs maps the informers of factories with a DefaultResync
-// to it. Entries live as long as the process; informers of a factory live
-// about as long.
-var defaultResyncs sync.Map // *SharedInformer[T] -> time.Duration
-
 // DefaultResync returns the resync period of the factory that made i
-// (FactoryOptions.DefaultResync), or 0: the Resync of a handler that
-// takes its informer's default.
-func (i *SharedInformer[T]) DefaultResync() time.Duration {
-	d, _ := defaultResyncs.Load(i)
-	d2, _ := d.(time.Duration)
-	return d2
-}
+// (FactoryOptions.DefaultResync), or 0: what a handler added with
+// HandlerOptions.Resync 0 resyncs with.
+func (i *SharedInformer[T]) DefaultResync() time.Duration { return i.defaultResync }
 
 // Err returns the errors Shared reported so far (informers whose metrics
 // could not be registered), joined, or nil.

@@ -67,6 +67,8 @@ type HandlerOptions struct {
 	// Resync, if positive, redelivers every cached object as
 	// OnUpdate(obj, obj) this often (objects with a notification queued
 	// are skipped), for handlers that reconcile against outside state.
+	// 0 takes the informer's default (a Factory's DefaultResync; none
+	// outside a factory); negative: never.
 	Resync time.Duration
 }
 

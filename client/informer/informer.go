@@ -1,6 +1,7 @@
 package informer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -160,14 +161,17 @@ const (
 // Create it with New (or Shared, from a Factory), add handlers at any time,
 // and call Run once. All methods are safe for concurrent use.
 type SharedInformer[T client.Object] struct {
-	mask     *fieldmask.Mask // Options.FieldMask, nil without
-	name     string
-	store    *Store[T]
-	events   chan entry[T]   // what the reflectors' logs hold, in order
-	refls    []*reflector[T] // one, or one per namespace of Options.Namespaces
-	metrics  metrics
-	detector *detector
-	logger   *slog.Logger
+	mask *fieldmask.Mask // Options.FieldMask, nil without
+	name string
+	// defaultResync is the Resync of handlers added without one (set
+	// by Factory.Shared before the informer is shared).
+	defaultResync time.Duration
+	store         *Store[T]
+	events        chan entry[T]   // what the reflectors' logs hold, in order
+	refls         []*reflector[T] // one, or one per namespace of Options.Namespaces
+	metrics       metrics
+	detector      *detector
+	logger        *slog.Logger
 
 	// mu guards the fields below and is held while the processor applies
 	// a log entry and queues its notifications, so that a handler being
@@ -479,8 +483,9 @@ func (i *SharedInformer[T]) AddHandler(h Handler[T], opts HandlerOptions) (*Regi
 		i.handlerSeq++
 		name = "handler-" + strconv.Itoa(i.handlerSeq)
 	}
+	resync := cmp.Or(opts.Resync, i.defaultResync)
 	r := &Registration[T]{
-		name: name, h: h, q: newQueue[T](opts.Bound), resync: opts.Resync, inf: i,
+		name: name, h: h, q: newQueue[T](opts.Bound), resync: max(resync, 0), inf: i,
 		removed: make(chan struct{}), done: make(chan struct{}),
 	}
 	r.q.decode = i.store.decode
