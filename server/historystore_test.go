@@ -623,3 +623,25 @@ func TestHistoryStoreChangesInFlightLimit(t *testing.T) {
 	servertest.MustCode(t, "the waiting list", <-held, http.StatusGatewayTimeout)
 	servertest.MustCode(t, "changes once the slot is free", reader.JSON("GET", endpoints.ChangesPath+"?since=2026-01-01T00:00:00Z", ""), http.StatusOK)
 }
+
+// The store's metrics: how far it has recorded and synced, its oldest
+// revision and size, and the lag of its records behind the writes.
+func TestHistoryStoreMetrics(t *testing.T) {
+	env := testenv.Start(t, testenv.WithHistoryStore())
+	a := servertest.NewAPI(t, env)
+	r := a.JSON("POST", servertest.CMs, servertest.CM("measured", ""))
+	servertest.MustCode(t, "create", r, http.StatusCreated)
+	rv, _ := strconv.Atoi(servertest.RVOf(t, r))
+	servertest.Eventually(t, "the create recorded and synced", func() bool {
+		return servertest.MetricValue(a, "objwatch_history_recorded_revision ") >= rv && servertest.MetricValue(a, "objwatch_history_durable_revision ") >= rv
+	})
+	if n := servertest.MetricValue(a, "objwatch_history_record_lag_seconds_count "); n < 1 {
+		t.Errorf("record lag observations: %d, want the create's", n)
+	}
+	if servertest.MetricValue(a, "objwatch_history_size_bytes ") <= 0 || servertest.MetricValue(a, "objwatch_history_oldest_revision ") <= 0 {
+		t.Error("the store's size and oldest revision are not reported")
+	}
+	if servertest.MetricValue(a, "objwatch_history_damaged ") != 0 {
+		t.Error("a sound store reported damaged")
+	}
+}

@@ -461,6 +461,9 @@ func (s *Server) build() error {
 		if s.audit != nil {
 			cs = append(cs, s.audit.Collectors()...)
 		}
+		if s.history != nil {
+			cs = append(cs, s.history.Collectors()...)
+		}
 		for _, c := range cs {
 			if err := cfg.Metrics.Register(c); err != nil {
 				return err

@@ -172,6 +172,12 @@ func (r *Recorder) follow(ctx context.Context, retain, sync <-chan time.Time) er
 		if aerr := r.Store.Append(revs); aerr != nil {
 			return aerr
 		}
+		now := time.Now()
+		for _, rv := range revs {
+			if rv.Author != nil {
+				r.Store.lag.Observe(now.Sub(rv.Time).Seconds())
+			}
+		}
 		if progress > 0 {
 			if perr := r.Store.Reached(progress); perr != nil {
 				return perr

@@ -21,6 +21,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/centrifugal/fdelta"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // cacheSize is the database's block cache: decompressed blocks of
@@ -91,6 +92,10 @@ type Store struct {
 	closing sync.RWMutex
 	closed  bool
 
+	// lag observes how long after its write each revision with an
+	// author note was recorded.
+	lag prometheus.Histogram
+
 	mu       sync.Mutex          // the writer
 	last     map[string]keyState // per key, its last record (the writer's)
 	values   valueCache          // some keys' last values, for the next delta
@@ -159,7 +164,12 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
-	s := &Store{opts: opts, last: map[string]keyState{}, values: valueCache{max: opts.ValueCache}, wanted: make(chan struct{}, 1)}
+	s := &Store{opts: opts, last: map[string]keyState{}, values: valueCache{max: opts.ValueCache}, wanted: make(chan struct{}, 1),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "objwatch_history_record_lag_seconds",
+			Help:    "Time from a change's write (its author note) to its record in the history store.",
+			Buckets: prometheus.ExponentialBuckets(1e-3, 2, 16),
+		})}
 	// Damage found while reading is an error of that read (and logged),
 	// never the end of the server.
 	events := &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
@@ -708,4 +718,26 @@ func (l pebbleLog) Errorf(format string, args ...any) {
 func (l pebbleLog) Fatalf(format string, args ...any) {
 	l.log.Error("history: fatal: " + fmt.Sprintf(format, args...))
 	panic(fmt.Sprintf(format, args...))
+}
+
+// Collectors are the store's metrics: how far it has recorded and synced,
+// the oldest revision it keeps, its size on disk, whether it is damaged,
+// and the lag of its records behind the writes.
+func (s *Store) Collectors() []prometheus.Collector {
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	return []prometheus.Collector{
+		gauge("objwatch_history_recorded_revision", "The last etcd revision the history store has recorded.", func() float64 { return float64(s.Recorded()) }),
+		gauge("objwatch_history_durable_revision", "The last revision the history store has synced to disk (etcd is never compacted past it).", func() float64 { return float64(s.Durable()) }),
+		gauge("objwatch_history_oldest_revision", "The oldest revision the history store answers reads at.", func() float64 { return float64(s.Oldest()) }),
+		gauge("objwatch_history_size_bytes", "The history store's size on disk.", func() float64 { return float64(s.Size()) }),
+		gauge("objwatch_history_damaged", "1 when the history store found damage and answers no more reads.", func() float64 {
+			if s.Damaged() {
+				return 1
+			}
+			return 0
+		}),
+		s.lag,
+	}
 }
