@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Format and Version identify the file format written in every header.
@@ -316,4 +318,23 @@ func SplitResource(s string) (apiVersion, plural string, err error) {
 		return "", "", fmt.Errorf("resource %q is not apiVersion/plural (v1/configmaps, apps/v1/deployments)", s)
 	}
 	return s[:i], s[i+1:], nil
+}
+
+// ResourceName returns how a recording names gvr: apiVersion/plural
+// ("v1/configmaps", "apps/v1/deployments").
+func ResourceName(gvr schema.GroupVersionResource) string {
+	return gvr.GroupVersion().String() + "/" + gvr.Resource
+}
+
+// ParseResource is the inverse of ResourceName.
+func ParseResource(s string) (schema.GroupVersionResource, error) {
+	apiVersion, plural, err := SplitResource(s)
+	if err != nil {
+		return schema.GroupVersionResource{}, err
+	}
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return schema.GroupVersionResource{}, fmt.Errorf("resource %q: %w", s, err)
+	}
+	return gv.WithResource(plural), nil
 }
