@@ -222,7 +222,7 @@ func FuzzReadRecording(f *testing.F) {
 	})
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,162 @@
+package recording_test
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/objwatch/objwatch/client/recording"
+)
+
+// calls logs a Player's handler calls.
+type calls struct {
+	log []string
+	at  func() time.Duration
+}
+
+func (c *calls) OnAdd(o *corev1.ConfigMap, initial bool) {
+	c.log = append(c.log, fmt.Sprintf("%v add %s@%s initial=%v", c.at(), o.Name, o.ResourceVersion, initial))
+}
+func (c *calls) OnUpdate(old, o *corev1.ConfigMap) {
+	c.log = append(c.log, fmt.Sprintf("%v update %s@%s>%s", c.at(), o.Name, old.ResourceVersion, o.ResourceVersion))
+}
+func (c *calls) OnDelete(o *corev1.ConfigMap, unknown bool) {
+	c.log = append(c.log, fmt.Sprintf("%v delete %s@%s unknown=%v", c.at(), o.Name, o.ResourceVersion, unknown))
+}
+
+// script writes a recording: each step is "kind name rv" at 1 s steps.
+func script(t testing.TB, steps ...string) *recording.Recording {
+	var buf bytes.Buffer
+	w, err := recording.NewWriter(&buf, recording.Header{Resources: []string{cms}}, recording.Options{Now: fakeClock(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range steps {
+		f := strings.Fields(s)
+		kind := recording.Kind(f[0])
+		switch {
+		case len(f) == 1:
+			must(t, w.Marker(kind, cms, ""))
+		case f[0] == "unknown":
+			must(t, w.DeletedUnknown(cms, cm(f[1], f[2], nil)))
+		default:
+			o := cm(f[1], f[2], nil)
+			if len(f) > 3 {
+				o.UID = "other"
+			}
+			must(t, w.Object(kind, cms, o))
+		}
+	}
+	must(t, w.Close())
+	rec, err := recording.ReadAll(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func play(t *testing.T, rec *recording.Recording, setup func(p *recording.Player[*corev1.ConfigMap])) []string {
+	t.Helper()
+	p, err := recording.NewPlayer[*corev1.ConfigMap](rec, cms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &calls{at: p.Now}
+	p.AddHandler(c)
+	if setup != nil {
+		setup(p)
+	}
+	start := time.Now()
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("playing took %v: the clock is not virtual", d)
+	}
+	if !p.Done() {
+		t.Error("not done after Run")
+	}
+	return c.log
+}
+
+func check(t *testing.T, got []string, want ...string) {
+	t.Helper()
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("calls:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+var incident = []string{
+	"initial a 1", "initial b 1", "initial c 1", "synced",
+	"MODIFIED a 2", // 3s
+	"MODIFIED a 3", // 4s
+	"DELETED b 4",  // 5s
+	"ADDED d 5",    // 6s
+	"MODIFIED a 3", // 7s: a state the cache has
+	"DELETED c 6",  // 8s
+	"ADDED c 7 x",  // 9s: re-created, new UID
+	"BOOKMARK a 8", // 10s
+}
+
+func TestPlayerCalls(t *testing.T) {
+	check(t, play(t, script(t, incident...), nil),
+		"1s add a@1 initial=true", "2s add b@1 initial=true", "3s add c@1 initial=true",
+		"5s update a@1>2", "6s update a@2>3", "7s delete b@4 unknown=false", "8s add d@5 initial=false",
+		"10s delete c@6 unknown=false", "11s add c@7 initial=false")
+}
+
+func TestPlayerRecordedRelist(t *testing.T) {
+	rec := script(t, "initial a 1", "initial b 1", "initial c 1", "synced",
+		"gone", "relist", "listed a 1", "listed b 5", "listed c 6 x", "listed d 6", "synced", "MODIFIED d 7")
+	check(t, play(t, rec, nil),
+		"1s add a@1 initial=true", "2s add b@1 initial=true", "3s add c@1 initial=true",
+		"11s update b@1>5", "11s delete c@1 unknown=true", "11s add c@6 initial=false", "11s add d@6 initial=false",
+		"12s update d@6>7")
+}
+
+func TestPlayerDisconnect(t *testing.T) {
+	rec := script(t, incident...)
+	// A plain disconnect from 5.5s to 9.5s: the watch resumes and gets
+	// every event it missed, at 9.5s.
+	check(t, play(t, rec, func(p *recording.Player[*corev1.ConfigMap]) { must(t, p.Disconnect(5500*time.Millisecond, 4*time.Second, false)) }),
+		"1s add a@1 initial=true", "2s add b@1 initial=true", "3s add c@1 initial=true",
+		"5s update a@1>2",
+		"9.5s update a@2>3", "9.5s delete b@4 unknown=false", "9.5s add d@5 initial=false",
+		"10s delete c@6 unknown=false", "11s add c@7 initial=false")
+	// The same with a 410 and back at 10.5s: the relist skips a's
+	// intermediate state, and infers b's and c's deletions (final state
+	// unknown: the last one the handler saw).
+	check(t, play(t, rec, func(p *recording.Player[*corev1.ConfigMap]) { must(t, p.Disconnect(5500*time.Millisecond, 5*time.Second, true)) }),
+		"1s add a@1 initial=true", "2s add b@1 initial=true", "3s add c@1 initial=true",
+		"5s update a@1>2",
+		"10.5s update a@2>3", "10.5s add d@5 initial=false", "10.5s delete b@1 unknown=true", "10.5s delete c@1 unknown=true",
+		"11s add c@7 initial=false")
+	if _, err := recording.NewPlayer[*corev1.ConfigMap](rec, "v1/secrets"); err == nil {
+		t.Error("a player of a resource the recording lacks")
+	}
+}
+
+func TestPlayerOutageOverlap(t *testing.T) {
+	p, err := recording.NewPlayer[*corev1.ConfigMap](script(t, incident...), cms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, p.Disconnect(2*time.Second, 2*time.Second, false))
+	if err := p.Disconnect(3*time.Second, time.Second, true); err == nil {
+		t.Error("overlapping outages accepted")
+	}
+	must(t, p.RunUntil(7*time.Second))
+	if p.Now() != 7*time.Second {
+		t.Errorf("Now = %v after RunUntil(7s)", p.Now())
+	}
+	if _, ok := p.Get("default", "b"); ok {
+		t.Error("b still cached at 7s")
+	}
+	if err := p.Disconnect(time.Second, time.Second, false); err == nil {
+		t.Error("an outage in the past accepted")
+	}
+}
