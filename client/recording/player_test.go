@@ -122,7 +122,9 @@ func TestPlayerDisconnect(t *testing.T) {
 	rec := script(t, incident...)
 	// A plain disconnect from 5.5s to 9.5s: the watch resumes and gets
 	// every event it missed, at 9.5s.
-	check(t, play(t, rec, func(p *recording.Player[*corev1.ConfigMap]) { must(t, p.Disconnect(5500*time.Millisecond, 4*time.Second, false)) }),
+	check(t, play(t, rec, func(p *recording.Player[*corev1.ConfigMap]) {
+		must(t, p.Disconnect(5500*time.Millisecond, 4*time.Second, false))
+	}),
 		"1s add a@1 initial=true", "2s add b@1 initial=true", "3s add c@1 initial=true",
 		"5s update a@1>2",
 		"9.5s update a@2>3", "9.5s delete b@4 unknown=false", "9.5s add d@5 initial=false",
@@ -130,7 +132,9 @@ func TestPlayerDisconnect(t *testing.T) {
 	// The same with a 410 and back at 10.5s: the relist skips a's
 	// intermediate state, and infers b's and c's deletions (final state
 	// unknown: the last one the handler saw).
-	check(t, play(t, rec, func(p *recording.Player[*corev1.ConfigMap]) { must(t, p.Disconnect(5500*time.Millisecond, 5*time.Second, true)) }),
+	check(t, play(t, rec, func(p *recording.Player[*corev1.ConfigMap]) {
+		must(t, p.Disconnect(5500*time.Millisecond, 5*time.Second, true))
+	}),
 		"1s add a@1 initial=true", "2s add b@1 initial=true", "3s add c@1 initial=true",
 		"5s update a@1>2",
 		"10.5s update a@2>3", "10.5s add d@5 initial=false", "10.5s delete b@1 unknown=true", "10.5s delete c@1 unknown=true",
