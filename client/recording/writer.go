@@ -164,6 +164,13 @@ func (w *Writer) prepare(obj any) (json.RawMessage, bool, error) {
 	return out, err == nil, err
 }
 
+// Items returns how many items were written.
+func (w *Writer) Items() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.items
+}
+
 // Skipped returns how many Secrets were left out.
 func (w *Writer) Skipped() int {
 	w.mu.Lock()
