@@ -22,6 +22,9 @@ type CaptureOptions struct {
 	// Synced, if set, is called after each complete list is written
 	// (the initial one, then each relist).
 	Synced func()
+	// Failed, if set, is told about each failed list or watch before it
+	// is retried (a 410 is not a failure: it is recorded).
+	Failed func(err error)
 }
 
 // Capture records the objects c reads into w until ctx ends, then returns
@@ -74,6 +77,8 @@ func (cp *capture) run(ctx context.Context) error {
 			continue
 		case errors.Is(err, io.EOF):
 			continue // the server ended the watch: resume
+		case err != nil && ctx.Err() == nil && cp.opts.Failed != nil:
+			cp.opts.Failed(err)
 		}
 		select {
 		case <-ctx.Done():

@@ -150,6 +150,11 @@ func (r *recordCmd) capture(ctx context.Context, rc *client.REST, w *recording.W
 		if res.Namespaced {
 			opts.Namespace = ns
 		}
+		opts.Failed = func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(stderr, "# %s: %v; retrying\n", res, err)
+		}
 		var once sync.Once
 		opts.Synced = func() {
 			once.Do(func() {
