@@ -40,7 +40,8 @@ type ReplayStats struct {
 // it changed, as an informer would see it. Objects are written without
 // their server-assigned fields (uid, resourceVersion, creationTimestamp,
 // generation, managedFields) and without ownerReferences and finalizers,
-// which name UIDs and controllers of the recorded cluster; a status is
+// which name UIDs and controllers of the recorded cluster (an update keeps
+// those the object has on the replay server); a status is
 // written through the status subresource when the resource has one.
 // Namespaces that objects need are created. Spacing follows Speed.
 func Replay(ctx context.Context, rc *client.REST, rec *Recording, opts ReplayOptions) (ReplayStats, error) {
@@ -231,6 +232,9 @@ func (rp *replayer) update(ctx context.Context, c *client.Client[*unstructured.U
 			return nil, err
 		}
 		obj.SetResourceVersion(cur.GetResourceVersion())
+		// Finalizers and owners are the replay server's own state.
+		obj.SetFinalizers(cur.GetFinalizers())
+		obj.SetOwnerReferences(cur.GetOwnerReferences())
 		out, err := c.Update(ctx, obj, metav1.UpdateOptions{})
 		if !errors.Is(err, client.ErrConflict) {
 			return out, err
