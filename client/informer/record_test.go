@@ -2,8 +2,10 @@ package informer_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,4 +199,156 @@ func lines(ss []string) string {
 		b.WriteString("  " + s + "\n")
 	}
 	return b.String()
+}
+
+// TestCaptureMatchesInformer records the wire (recording.Capture: lists,
+// watch events, the 410 and the relist) beside a live informer reading the
+// same server through the same cut connection, and plays the recording:
+// the player must make the calls the informer made, in the same order.
+func TestCaptureMatchesInformer(t *testing.T) {
+	e := startEnv(t, compacting(100*time.Millisecond)...)
+	ctx := testContext(t, 60*time.Second)
+	write := func(name, v string, del bool) {
+		t.Helper()
+		var err error
+		switch cm, gerr := e.writer.Get(ctx, "default", name, metav1.GetOptions{}); {
+		case del:
+			err = e.writer.Delete(ctx, "default", name, metav1.DeleteOptions{})
+		case gerr != nil:
+			_, err = e.writer.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Data: map[string]string{"v": v}}, metav1.CreateOptions{})
+		default:
+			cm.Data = map[string]string{"v": v}
+			_, err = e.writer.Update(ctx, cm, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		write(fmt.Sprint("cm", i), "0", false)
+	}
+	inf, err := informer.New(client.NewClient[CM](e.reader, configMaps), informer.Options[CM]{Name: "cms", InitialBackoff: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := newPlayLog()
+	liveReg, err := inf.AddHandler(live, informer.HandlerOptions{Name: "live"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	last := make(chan struct{}) // new's deletion was recorded
+	bookmarks := make(chan struct{}, 1)
+	// watching waits until the capture's watch is up (a bookmark came):
+	// with history kept for 100 ms, a watch started later than that after
+	// its list would get 410 Gone, and the capture and the informer would
+	// then see different histories.
+	watching := func() {
+		t.Helper()
+		select {
+		case <-bookmarks: // an old one
+		default:
+		}
+		select {
+		case <-bookmarks:
+		case <-ctx.Done():
+			t.Fatal("no bookmark")
+		}
+	}
+	w, err := recording.NewWriter(&buf, recording.Header{Resources: []string{"v1/configmaps"}}, recording.Options{
+		Written: func(it recording.Item) {
+			if it.Kind == recording.Bookmark {
+				select {
+				case bookmarks <- struct{}{}:
+				default:
+				}
+			}
+			if it.Kind == recording.Deleted && bytes.Contains(it.Object, []byte(`"name":"new"`)) {
+				close(last)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lists atomic.Int32
+	relisted := make(chan struct{}) // the initial list and a relist were recorded
+	synced := func() {
+		if lists.Add(1) == 2 {
+			close(relisted)
+		}
+	}
+	cctx, stopCapture := context.WithCancel(ctx)
+	captured := make(chan error, 1)
+	go func() {
+		captured <- recording.Capture(cctx, client.NewUnstructured(e.reader, configMaps), w, recording.CaptureOptions{
+			Namespace: "default", Retry: 10 * time.Millisecond, Synced: synced, Failed: func(err error) { t.Logf("capture: %v", err) }})
+	}()
+	stop := run(t, inf)
+	if err := inf.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	watching()
+	write("cm1", "1", false)
+	write("cm2", "", true)
+	write("new", "0", false)
+	waitConsistent(t, e.writer, "default", map[string]func() map[informer.Key]string{"live": live.rvs})
+
+	e.cut.Cut(1500 * time.Millisecond)
+	write("cm3", "1", false)
+	write("cm3", "2", false)
+	write("cm4", "", true)
+	write("cm0", "", true)
+	write("cm0", "re", false)
+	select {
+	case <-relisted:
+	case <-ctx.Done():
+		t.Fatal("the capture did not relist")
+	}
+	waitConsistent(t, e.writer, "default", map[string]func() map[informer.Key]string{"live": live.rvs})
+	watching()
+	write("cm1", "2", false)
+	write("new", "", true)
+	waitConsistent(t, e.writer, "default", map[string]func() map[informer.Key]string{"live": live.rvs})
+	select {
+	case <-last:
+	case <-ctx.Done():
+		t.Fatal("the capture never recorded the last write")
+	}
+	for liveReg.Backlog() > 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	stopCapture()
+	if err := <-captured; err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := recording.ReadAll(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gone bool
+	var kinds []string
+	for _, it := range r.Items {
+		gone = gone || it.Kind == recording.Gone
+		kinds = append(kinds, fmt.Sprintf("%v:%s", it.At.Round(time.Millisecond), it.Kind))
+	}
+	t.Logf("recorded %v", kinds)
+	if !gone {
+		t.Error("the capture recorded no 410")
+	}
+	p, err := recording.NewPlayer[CM](r, "v1/configmaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed := newPlayLog()
+	p.AddHandler(replayed)
+	if err := p.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if want, got := live.snapshot(), replayed.snapshot(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the player's calls differ from the live informer's:\nlive:\n%s\nplayed:\n%s", lines(want), lines(got))
+	}
 }

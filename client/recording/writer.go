@@ -21,6 +21,9 @@ type Options struct {
 	Redact []string
 	// Now is the clock that stamps items (default time.Now).
 	Now func() time.Time
+	// Written, if set, is called with each item once it is written (in
+	// order, one call at a time); it must not call the Writer.
+	Written func(Item)
 }
 
 // Writer writes a recording. Items are stamped with their arrival time
@@ -35,6 +38,7 @@ type Writer struct {
 	now     func() time.Time
 	secrets bool
 	redact  []path
+	written func(Item)
 	last    time.Duration
 	items   int
 	skipped int
@@ -66,7 +70,7 @@ func NewWriter(w io.Writer, h Header, opts Options) (*Writer, error) {
 		h.Start = now()
 	}
 	zw := gzip.NewWriter(w)
-	wr := &Writer{zw: zw, enc: json.NewEncoder(zw), start: h.Start, now: now, secrets: opts.IncludeSecrets, redact: paths}
+	wr := &Writer{zw: zw, enc: json.NewEncoder(zw), start: h.Start, now: now, secrets: opts.IncludeSecrets, redact: paths, written: opts.Written}
 	wr.enc.SetEscapeHTML(false)
 	if err := wr.enc.Encode(h); err != nil {
 		return nil, fmt.Errorf("recording: header: %w", err)
@@ -136,6 +140,9 @@ func (w *Writer) write(it Item, stamp bool) error {
 	}
 	w.last = it.At
 	w.items++
+	if w.written != nil {
+		w.written(it)
+	}
 	return nil
 }
 
