@@ -384,3 +384,44 @@ func sortedKeys[T any](m map[key]T) []key {
 	})
 	return ks
 }
+
+// Next returns the recorded time and line of what Step would play next
+// (line 0 for a reconnect), and false when everything was played.
+func (p *Player[T]) Next() (at time.Duration, line int, ok bool) {
+	at, ok = p.nextTime()
+	if !ok {
+		return 0, 0, false
+	}
+	if p.next < len(p.items) && p.items[p.next].At == at && (p.down == nil || p.down.at+p.down.dur > at) {
+		line = p.items[p.next].Line
+	}
+	return at, line, true
+}
+
+// Stepper is what Interleave drives: a *Player of any type.
+type Stepper interface {
+	Next() (at time.Duration, line int, ok bool)
+	Step() (bool, error)
+}
+
+// Interleave plays several Players (one per resource of a recording) in
+// the recording's order: always the one whose next item comes first (by
+// time, then by line), so handlers of different resources see the calls
+// in the order the events arrived, as an informer per resource would.
+func Interleave(players ...Stepper) error {
+	for {
+		best, bestAt, bestLine := -1, time.Duration(0), 0
+		for i, p := range players {
+			at, line, ok := p.Next()
+			if ok && (best < 0 || at < bestAt || at == bestAt && line < bestLine) {
+				best, bestAt, bestLine = i, at, line
+			}
+		}
+		if best < 0 {
+			return nil
+		}
+		if _, err := players[best].Step(); err != nil {
+			return err
+		}
+	}
+}

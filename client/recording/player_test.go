@@ -164,3 +164,57 @@ func TestPlayerOutageOverlap(t *testing.T) {
 		t.Error("an outage in the past accepted")
 	}
 }
+
+func TestInterleave(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := recording.NewWriter(&buf, recording.Header{Resources: []string{cms, "v1/secrets"}}, recording.Options{Now: fakeClock(time.Second), IncludeSecrets: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := func(name, rv string) *corev1.Secret {
+		s := &corev1.Secret{}
+		s.APIVersion, s.Kind, s.Namespace, s.Name, s.ResourceVersion, s.UID = "v1", "Secret", "default", name, rv, "u"
+		return s
+	}
+	must(t, w.Object(recording.Added, cms, cm("a", "1", nil)))
+	must(t, w.Object(recording.Added, "v1/secrets", secret("s", "2")))
+	must(t, w.Object(recording.Modified, cms, cm("a", "3", nil)))
+	must(t, w.Object(recording.Deleted, "v1/secrets", secret("s", "4")))
+	must(t, w.Close())
+	rec, err := recording.ReadAll(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log []string
+	pc, err := recording.NewPlayer[*corev1.ConfigMap](rec, cms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := recording.NewPlayer[*corev1.Secret](rec, "v1/secrets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.AddHandler(&calls{at: func() time.Duration { return pc.Now() }})
+	pc.AddHandler(logHandler[*corev1.ConfigMap]{&log, "cm"})
+	ps.AddHandler(logHandler[*corev1.Secret]{&log, "secret"})
+	must(t, recording.Interleave(pc, ps))
+	check(t, log, "cm add a@1", "secret add s@2", "cm update a@3", "secret delete s@4")
+}
+
+type logHandler[T interface {
+	GetName() string
+	GetResourceVersion() string
+}] struct {
+	log  *[]string
+	name string
+}
+
+func (h logHandler[T]) OnAdd(o T, _ bool) {
+	*h.log = append(*h.log, fmt.Sprintf("%s add %s@%s", h.name, o.GetName(), o.GetResourceVersion()))
+}
+func (h logHandler[T]) OnUpdate(_, o T) {
+	*h.log = append(*h.log, fmt.Sprintf("%s update %s@%s", h.name, o.GetName(), o.GetResourceVersion()))
+}
+func (h logHandler[T]) OnDelete(o T, _ bool) {
+	*h.log = append(*h.log, fmt.Sprintf("%s delete %s@%s", h.name, o.GetName(), o.GetResourceVersion()))
+}
