@@ -228,7 +228,10 @@ func (p *Player[T]) reconnect() error {
 		return nil
 	}
 	if p.tlist != nil {
-		return nil // the recording itself is mid-relist: its synced will deliver
+		// The recording itself is mid-relist, part of it unseen: its
+		// synced brings handlers to the whole listed state.
+		p.listing = nil
+		return nil
 	}
 	p.sync(p.truth, sortedKeys(p.truth))
 	return nil

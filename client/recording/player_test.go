@@ -218,3 +218,32 @@ func (h logHandler[T]) OnUpdate(_, o T) {
 func (h logHandler[T]) OnDelete(o T, _ bool) {
 	*h.log = append(*h.log, fmt.Sprintf("%s delete %s@%s", h.name, o.GetName(), o.GetResourceVersion()))
 }
+
+// TestPlayerOutageAcrossRecordedRelist: a recorded relist that starts
+// during an injected outage is delivered at its end (gone false) or
+// replaced by the player's own relist (gone true); either way handlers
+// end with the recorded state.
+func TestPlayerOutageAcrossRecordedRelist(t *testing.T) {
+	rec := script(t, "initial a 1", "initial b 1", "synced", // 1-3s
+		"gone", "relist", "listed a 2", "synced", // 4-7s
+		"ADDED c 8") // 8s
+	for _, gone := range []bool{false, true} {
+		for _, window := range [][2]time.Duration{{5500 * time.Millisecond, time.Second}, {3500 * time.Millisecond, 4 * time.Second}, {6500 * time.Millisecond, 3 * time.Second}} {
+			p, err := recording.NewPlayer[*corev1.ConfigMap](rec, cms)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &calls{at: p.Now}
+			p.AddHandler(c)
+			must(t, p.Disconnect(window[0], window[1], gone))
+			must(t, p.Run())
+			var names []string
+			for _, o := range p.List() {
+				names = append(names, o.Name+"@"+o.ResourceVersion)
+			}
+			if got := strings.Join(names, " "); got != "a@2 c@8" {
+				t.Errorf("gone=%v outage %v: cache %s, want a@2 c@8; calls:\n  %s", gone, window, got, strings.Join(c.log, "\n  "))
+			}
+		}
+	}
+}
