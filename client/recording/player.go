@@ -9,6 +9,9 @@ import (
 	"sort"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	sigsjson "sigs.k8s.io/json"
+
 	"github.com/objwatch/objwatch/client"
 )
 
@@ -365,7 +368,15 @@ func (p *Player[T]) each(fn func(Handler[T])) {
 
 func (p *Player[T]) decode(it Item) (T, error) {
 	obj := reflect.New(p.elem).Interface().(T)
-	if err := json.Unmarshal(it.Object, obj); err != nil {
+	var err error
+	if u, ok := any(obj).(*unstructured.Unstructured); ok {
+		// Not UnmarshalJSON, which wants a kind: typed informers'
+		// objects may lack theirs.
+		err = sigsjson.UnmarshalCaseSensitivePreserveInts(it.Object, &u.Object)
+	} else {
+		err = json.Unmarshal(it.Object, obj)
+	}
+	if err != nil {
 		return obj, fmt.Errorf("recording: line %d: decoding the %s object: %w", it.Line, it.Kind, err)
 	}
 	if obj.GetName() == "" {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/objwatch/objwatch/client/recording"
 )
@@ -246,4 +247,43 @@ func TestPlayerOutageAcrossRecordedRelist(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPlayerUnstructured plays objects without apiVersion and kind (as a
+// typed informer may record them) into unstructured handlers.
+func TestPlayerUnstructured(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := recording.NewWriter(&buf, recording.Header{Resources: []string{cms}}, recording.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, w.Object(recording.Added, cms, map[string]any{"metadata": map[string]any{"name": "a", "namespace": "default", "resourceVersion": "1"}, "data": map[string]any{"n": 1}}))
+	must(t, w.Close())
+	rec, err := recording.ReadAll(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := recording.NewPlayer[*unstructured.Unstructured](rec, cms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, p.Run())
+	if o, ok := p.Get("default", "a"); !ok || o.Object["data"].(map[string]any)["n"] != int64(1) {
+		t.Errorf("Get(a) = %v, %v", o, ok)
+	}
+}
+
+// TestSecretsByResource: objects of v1/secrets are left out even when they
+// do not say their kind.
+func TestSecretsByResource(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := recording.NewWriter(&buf, recording.Header{Resources: []string{"v1/secrets"}}, recording.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, w.Object(recording.Added, "v1/secrets", &corev1.Secret{Data: map[string][]byte{"pw": []byte("x")}}))
+	if w.Items() != 0 || w.Skipped() != 1 {
+		t.Errorf("items %d, skipped %d; want the Secret left out", w.Items(), w.Skipped())
+	}
+	must(t, w.Close())
 }

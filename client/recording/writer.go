@@ -96,7 +96,7 @@ func (w *Writer) object(it Item, obj any) error {
 	if !it.Kind.hasObject() {
 		return fmt.Errorf("recording: %s carries no object", it.Kind)
 	}
-	data, ok, err := w.prepare(obj)
+	data, ok, err := w.prepare(it.Resource, obj)
 	if err != nil || !ok {
 		return err
 	}
@@ -146,8 +146,9 @@ func (w *Writer) write(it Item, stamp bool) error {
 	return nil
 }
 
-// prepare encodes obj, leaves Secrets out and redacts.
-func (w *Writer) prepare(obj any) (json.RawMessage, bool, error) {
+// prepare encodes obj, leaves Secrets out (by resource, or by kind for
+// objects that say theirs) and redacts.
+func (w *Writer) prepare(resource string, obj any) (json.RawMessage, bool, error) {
 	data, err := json.Marshal(obj)
 	if err != nil {
 		return nil, false, fmt.Errorf("recording: encoding the object: %w", err)
@@ -157,7 +158,7 @@ func (w *Writer) prepare(obj any) (json.RawMessage, bool, error) {
 	}
 	if !w.secrets {
 		var tm struct{ APIVersion, Kind string }
-		if err := json.Unmarshal(data, &tm); err == nil && tm.APIVersion == "v1" && tm.Kind == "Secret" {
+		if err := json.Unmarshal(data, &tm); resource == "v1/secrets" || err == nil && tm.APIVersion == "v1" && tm.Kind == "Secret" {
 			w.mu.Lock()
 			w.skipped++
 			w.mu.Unlock()
