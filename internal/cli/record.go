@@ -44,7 +44,8 @@ event after that, with its arrival time, into FILE: a gzip-compressed, versioned
 JSON lines (docs/RECORDING.md). After a disconnect the watch resumes; when the server
 has forgotten where it was (410 Gone) the file says so and holds the relisted state.
 
-It records until --duration has passed or it is interrupted (Ctrl-C), then closes the
+Objects are recorded without metadata.managedFields (server-side apply's bookkeeping,
+often a third of an object). It records until --duration has passed or it is interrupted (Ctrl-C), then closes the
 file; a file that was not closed is refused by replay as truncated.
 
 Secrets are left out unless --include-secrets. --redact PATH (a JSON Pointer such as
@@ -169,7 +170,8 @@ func (r *recordCmd) capture(ctx context.Context, rc *client.REST, w *recording.W
 			})
 		}
 		wg.Go(func() {
-			if err := recording.Capture(ctx, client.Unstructured(rc, *res), w, opts); err != nil {
+			c := client.Unstructured(rc, *res).WithoutManagedFields()
+			if err := recording.Capture(ctx, c, w, opts); err != nil {
 				mu.Lock()
 				if first == nil {
 					first = err
