@@ -4,6 +4,16 @@
 // relists after it), and plays them back, into a server (Replay) or into
 // informer-style handlers driven by a virtual clock (Player).
 //
+//   - Writer and Reader (ReadAll) write and check the file format below.
+//   - Capture records a resource from a server: list, watch, resume,
+//     410 Gone and relist (objwatch record). informer.Record, in
+//     client/informer, records what a running informer tells its handlers.
+//   - Replay writes a recording into a server (objwatch replay): creates,
+//     updates by name and deletes, with the recorded spacing scaled.
+//   - Player plays one resource into handlers with the calls an informer
+//     makes, on a virtual clock, with injectable outages and 410s;
+//     Interleave plays several Players in the recording's order.
+//
 // # Format (version 1)
 //
 // A recording is a gzip-compressed file of JSON lines (one JSON object per
