@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/objwatch/objwatch/client"
@@ -97,7 +98,12 @@ func NewFactory(r *client.REST, opts FactoryOptions) *Factory {
 // The informer is named after res and sel (see Options.Name), prefixed
 // with FactoryOptions.Name if set; when the factory already has an
 // informer of that name, for another Go type, the type is added:
-// "configmaps (*unstructured.Unstructured)". Should its metrics fail to
+// "configmaps (*v2.Widget)". An informer of *unstructured.Unstructured
+// objects always has its type added, "configmaps
+// (*unstructured.Unstructured)", so that a typed and an unstructured
+// informer of one selection get the same names in whichever order they
+// are created; only two typed informers of one selection depend on the
+// order (the later one names its type). Should its metrics fail to
 // register (FactoryOptions.Metrics already has an informer of that name,
 // from another factory or from New), Shared does not fail: it returns the
 // informer, working but without metrics, and reports the error through
@@ -123,7 +129,10 @@ func Shared[T client.Object](f *Factory, res client.Resource, sel Selection) *Sh
 	if f.opts.Name != "" {
 		name = f.opts.Name + "/" + name
 	}
-	if f.names[name] {
+	// An informer of unstructured objects always names its type, so that
+	// a typed and an unstructured informer of one selection are named the
+	// same whichever a program creates first.
+	if typ == unstructuredType || f.names[name] {
 		name += " (" + typ.String() + ")"
 	}
 	inf, err := newInformer(client.NewClient[T](f.rest, res), Options[T]{
@@ -236,3 +245,5 @@ func (f *Factory) WaitSynced(ctx context.Context) error { return f.WaitForSyncOr
 func For[T client.Object](f *Factory, res client.Resource, sel Selection) *SharedInformer[T] {
 	return Shared[T](f, res, sel)
 }
+
+var unstructuredType = reflect.TypeFor[*unstructured.Unstructured]()

@@ -138,7 +138,11 @@ func (c *CRDs) serve(ctx context.Context, obj *unstructured.Unstructured, known 
 		others = append(others, o)
 	}
 	if crd.AcceptNames(def, others) {
-		c.writeStatus(ctx, obj, def)
+		// Written once the resources are served (below): a client that
+		// sees Established finds them, as with kube-apiserver, whose
+		// handler reads the CRD from the informer its establishing
+		// controller acted on.
+		defer c.writeStatus(ctx, obj, def)
 	}
 	if !established(def) {
 		c.registry.SetCustom(def.Name, "", nil)
