@@ -1,12 +1,15 @@
 package lifecycle_test
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/objwatch/objwatch/server/servertest"
+	"github.com/objwatch/objwatch/testenv"
 )
 
 // Deleting a custom resource definition: it gets the cleanup finalizer
@@ -90,5 +93,33 @@ func TestDeleteAnswers(t *testing.T) {
 	held("cascade")
 	if r := a.JSON("DELETE", servertest.Widgets+"/cascade", `{"orphanDependents":false}`); r.Code != http.StatusAccepted || kind(r) != "Widget" {
 		t.Errorf("delete with orphanDependents=false of a held object = %d %v, want 202 Widget", r.Code, kind(r))
+	}
+}
+
+// A CRD's resources are served by the time its status says Established,
+// as with kube-apiserver: a client that polls for the condition and then
+// lists at once never gets a 404.
+func TestCRDServedWhenEstablished(t *testing.T) {
+	env := testenv.Start(t)
+	a := servertest.NewAPI(t, env)
+	for i := range 10 {
+		plural := fmt.Sprintf("things%d", i)
+		crd := fmt.Sprintf(`{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+ "metadata":{"name":"%s.race.objwatch.io"},
+ "spec":{"group":"race.objwatch.io","scope":"Namespaced",
+  "names":{"plural":"%s","singular":"thing%d","kind":"Thing%d","listKind":"Thing%dList"},
+  "versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object","x-kubernetes-preserve-unknown-fields":true}}}]}}`, plural, plural, i, i, i)
+		servertest.MustCode(t, "create CRD", a.JSON("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd), http.StatusCreated)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			r := a.JSON("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/"+plural+".race.objwatch.io", "")
+			if strings.Contains(string(r.Body), `"status":"True","type":"Established"`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not Established in 10 s: %s", plural, r.Body)
+			}
+		}
+		servertest.MustCode(t, "list right after Established", a.JSON("GET", "/apis/race.objwatch.io/v1/namespaces/default/"+plural, ""), http.StatusOK)
 	}
 }
