@@ -170,7 +170,7 @@ func (r *recordCmd) capture(ctx context.Context, rc *client.REST, w *recording.W
 			})
 		}
 		wg.Go(func() {
-			c := client.Unstructured(rc, *res).WithoutManagedFields()
+			c := client.NewUnstructured(rc, *res).WithoutManagedFields()
 			if err := recording.Capture(ctx, c, w, opts); err != nil {
 				mu.Lock()
 				if first == nil {
