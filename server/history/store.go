@@ -619,9 +619,13 @@ func (s *Store) AddGap(g Gap, found []Revision) error {
 		return err
 	}
 	// Deltas cannot bridge a gap: the next change of every key is whole.
+	// Readers see the gap before found moves Recorded past it: a read
+	// waiting for a revision within the gap must find the gap, not the
+	// relist's sparse revisions as if they were the whole history.
 	s.mu.Lock()
 	clear(s.last)
 	s.values.reset()
+	s.gaps.Store(&gaps)
 	s.mu.Unlock()
 	return s.appendAndMark(found, "gap", func(b *pebble.Batch) func() {
 		_ = b.Set(metaKey(metaGaps), js, nil)
@@ -674,6 +678,10 @@ func (s *Store) Damaged() bool { return s.damaged.Load() }
 // then (each key at its own mod revision, see Recorder); reads before rev
 // are not retained.
 func (s *Store) Start(rev int64, found []Revision) error {
+	// Readers see where the history starts before found moves Recorded:
+	// a read before rev waiting for found must be refused, not answered
+	// from the few revisions found holds.
+	s.oldest.Store(rev)
 	return s.appendAndMark(found, "start", func(b *pebble.Batch) func() {
 		_ = b.Set(metaKey(metaOldest), binary.BigEndian.AppendUint64(nil, uint64(rev)), nil)
 		_ = b.Set(metaKey(metaRecorded), binary.BigEndian.AppendUint64(nil, uint64(rev)), nil)

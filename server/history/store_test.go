@@ -2,6 +2,7 @@ package history
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -362,6 +363,47 @@ func TestStoreGap(t *testing.T) {
 	}
 	if s.Recorded() != 21 || len(s.Gaps()) != 1 {
 		t.Errorf("recorded %d, gaps %v", s.Recorded(), s.Gaps())
+	}
+}
+
+// A reader woken by the revisions a gap's relist found already sees the
+// gap (and a reader woken by a new store's first revisions, where the
+// history starts): otherwise it would take the relist's sparse revisions
+// for the whole history of the gap, as a watch resumed on a restarted
+// server once did.
+func TestStoreGapVisibleBeforeItsRevisions(t *testing.T) {
+	s := open(t, t.TempDir())
+	defer s.Close()
+	now := time.Now()
+	seen := make(chan string, 1)
+	watch := func(rev int64, what func() string) {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := s.WaitRecorded(ctx, rev); err != nil {
+				seen <- err.Error()
+				return
+			}
+			seen <- what()
+		}()
+	}
+	watch(9, func() string { return fmt.Sprintf("oldest %d", s.Oldest()) })
+	time.Sleep(50 * time.Millisecond) // let it wait
+	err := s.Start(10, []Revision{{Rev: 9, Time: now, Changes: []Change{{Key: "/a", Value: []byte(`{"v":1}`), CreateRevision: 9}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := <-seen; got != "oldest 10" {
+		t.Errorf("a reader woken by the first revisions saw %s, want oldest 10", got)
+	}
+	watch(30, func() string { return fmt.Sprintf("gaps %+v", s.Gaps()) })
+	time.Sleep(50 * time.Millisecond)
+	found := []Revision{{Rev: 35, Time: now, Changes: []Change{{Key: "/a", Value: []byte(`{"v":2}`), CreateRevision: 9}}}}
+	if err := s.AddGap(Gap{From: 11, To: 39, Found: now}, found); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-seen; !strings.Contains(got, "From:11") {
+		t.Errorf("a reader woken by a gap's revisions saw %s, want the gap", got)
 	}
 }
 
