@@ -3,6 +3,7 @@ package history
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,17 +22,46 @@ const AuthorKey = "/objwatch/history/author"
 // Prefix is the keyspace recorded: every key objwatch writes.
 const Prefix = "/"
 
-// note is the author note's value.
-type note struct {
-	Author
-	// Time is when the server made the change (unix nanoseconds).
-	Time int64 `json:"t"`
-}
+// The author note's value is noteFormat, the time the server made the
+// change (unix nanoseconds, 8 bytes big-endian), then the Author's JSON,
+// which the recorder passes to the store as it is: nothing on the way
+// from the request to the record decodes or encodes it again. Earlier
+// servers wrote a JSON object of the author's fields and "t" (the time);
+// decodeNote reads both.
+const noteFormat = 1
 
 // AuthorNote is the storage note saying that a made a change at t.
 func AuthorNote(a Author, t time.Time) storage.Note {
-	b, _ := json.Marshal(note{Author: a, Time: t.UnixNano()}) // strings only: cannot fail
-	return storage.Note{Key: AuthorKey, Value: b}
+	aj, _ := json.Marshal(a) // strings only: cannot fail
+	b := make([]byte, 0, 9+len(aj))
+	b = append(b, noteFormat)
+	b = binary.BigEndian.AppendUint64(b, uint64(t.UnixNano()))
+	return storage.Note{Key: AuthorKey, Value: append(b, aj...)}
+}
+
+// decodeNote reads an author note: the time and the author's JSON (which
+// aliases v for the current form). ok is false for a value that is no
+// note: the change is then recorded without an author.
+func decodeNote(v []byte) (t time.Time, authorJS []byte, ok bool) {
+	if len(v) >= 9 && v[0] == noteFormat {
+		aj := v[9:]
+		if len(aj) == 0 || len(aj) > maxRecordAuthor || !json.Valid(aj) || aj[0] != '{' {
+			return time.Time{}, nil, false
+		}
+		return time.Unix(0, int64(binary.BigEndian.Uint64(v[1:9]))), aj, true
+	}
+	var old struct {
+		Author
+		Time int64 `json:"t"`
+	}
+	if len(v) == 0 || v[0] != '{' || json.Unmarshal(v, &old) != nil {
+		return time.Time{}, nil, false
+	}
+	aj, err := json.Marshal(old.Author)
+	if err != nil {
+		return time.Time{}, nil, false
+	}
+	return time.Unix(0, old.Time), aj, true
 }
 
 // Recorder feeds a Store from etcd: one watch over every key, from the
@@ -51,8 +81,9 @@ type Recorder struct {
 	RetainEvery time.Duration
 
 	// The author note of the revision being read.
-	noteRev  int64
-	noteSeen note
+	noteRev    int64
+	noteTime   time.Time
+	noteAuthor []byte
 }
 
 // syncEvery is how often the recorder makes what it recorded durable.
@@ -174,7 +205,7 @@ func (r *Recorder) follow(ctx context.Context, retain, sync <-chan time.Time) er
 		}
 		now := time.Now()
 		for _, rv := range revs {
-			if rv.Author != nil {
+			if rv.Author != nil || rv.AuthorJSON != nil {
 				r.Store.lag.Observe(now.Sub(rv.Time).Seconds())
 			}
 		}
@@ -202,17 +233,18 @@ func (r *Recorder) revisions(events []storage.Event) (out []Revision, progress i
 			continue
 		}
 		if ev.KV.Key == AuthorKey {
-			var n note
-			if ev.Type == storage.Put && json.Unmarshal(ev.KV.Value, &n) == nil {
-				r.noteRev, r.noteSeen = ev.Revision, n
+			if ev.Type != storage.Put {
+				continue
+			}
+			if t, aj, ok := decodeNote(ev.KV.Value); ok {
+				r.noteRev, r.noteTime, r.noteAuthor = ev.Revision, t, aj
 			}
 			continue
 		}
 		if len(out) == 0 || out[len(out)-1].Rev != ev.Revision {
 			rv := Revision{Rev: ev.Revision, Time: r.Now()}
 			if r.noteRev == ev.Revision {
-				a := r.noteSeen.Author
-				rv.Author, rv.Time = &a, time.Unix(0, r.noteSeen.Time)
+				rv.AuthorJSON, rv.Time = r.noteAuthor, r.noteTime
 			}
 			out = append(out, rv)
 		}

@@ -2,6 +2,7 @@ package history
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -147,4 +148,72 @@ func TestRecorder(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Notes in the form earlier servers wrote (a JSON object with "t") still
+// name their authors; a note that is no author's JSON leaves its change
+// recorded without one, and the store undamaged.
+func TestRecorderNoteForms(t *testing.T) {
+	st := etcdtest.Start(t)
+	ctx := t.Context()
+	s, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := startRecorder(st, s)
+	defer r.stop()
+	at := time.Now().Add(time.Hour).Round(0) // after the baseline's time: times never go back
+	notes := []struct {
+		name, value string
+		want        *Author
+	}{
+		{"old", fmt.Sprintf(`{"user":"earlier","groups":["g"],"verb":"update","t":%d}`, at.UnixNano()), &Author{User: "earlier", Groups: []string{"g"}, Verb: "update"}},
+		{"current", string(AuthorNote(Author{User: "now", Manager: "m"}, at).Value), &Author{User: "now", Manager: "m"}},
+		{"not-json", "\x01\x00\x00\x00\x00\x00\x00\x00\x01{nope", nil},
+		{"wrong-shape", "\x01\x00\x00\x00\x00\x00\x00\x00\x01" + `{"user":5}`, nil},
+		{"empty", "", nil},
+	}
+	var last int64
+	revs := map[string]int64{}
+	for _, n := range notes {
+		kv, err := st.Create(storage.WithNote(ctx, storage.Note{Key: AuthorKey, Value: []byte(n.value)}), "/registry/cm/"+n.name, []byte(`{}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs[n.name], last = kv.ModRevision, kv.ModRevision
+	}
+	waitRecorded(t, s, last)
+	for _, n := range notes {
+		e, err := s.Get("/registry/cm/"+n.name, revs[n.name])
+		if err != nil {
+			t.Fatalf("%s: %v", n.name, err)
+		}
+		if fmt.Sprint(e.Author) != fmt.Sprint(n.want) {
+			t.Errorf("%s: author %+v, want %+v", n.name, e.Author, n.want)
+		}
+		if n.want != nil && !e.Time.Equal(at) {
+			t.Errorf("%s: time %v, want %v", n.name, e.Time, at)
+		}
+	}
+	if s.Damaged() {
+		t.Error("the store is damaged")
+	}
+}
+
+func FuzzDecodeNote(f *testing.F) {
+	f.Add(AuthorNote(Author{User: "u", Groups: []string{"a", "b"}, Verb: "create"}, time.Unix(0, 42)).Value)
+	f.Add([]byte(`{"user":"u","t":42}`))
+	f.Add([]byte("\x01\x00\x00\x00\x00\x00\x00\x00\x2a{}"))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		_, aj, ok := decodeNote(v)
+		if !ok {
+			return
+		}
+		// What decodes is recorded: it must be a JSON object within the
+		// record's bound.
+		if len(aj) == 0 || len(aj) > maxRecordAuthor || aj[0] != '{' || !json.Valid(aj) {
+			t.Fatalf("note %q gave author %q", v, aj)
+		}
+	})
 }

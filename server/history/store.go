@@ -454,10 +454,14 @@ type Change struct {
 // Revision is the changes one etcd revision made, with when it was made
 // and by whom (nil: unknown).
 type Revision struct {
-	Rev     int64
-	Time    time.Time
-	Author  *Author
-	Changes []Change
+	Rev    int64
+	Time   time.Time
+	Author *Author
+	// AuthorJSON, when Author is nil, is the author as JSON (an Author
+	// object), recorded as it is: the recorder passes the author note's
+	// bytes through.
+	AuthorJSON []byte
+	Changes    []Change
 }
 
 // Append records revs, in revision order, in one atomic batch, and moves
@@ -509,7 +513,7 @@ func (s *Store) Append(revs []Revision) error {
 		return e.Value, err
 	}
 	for _, r := range revs {
-		var authorJS []byte // once per revision, shared by its changes
+		authorJS := r.AuthorJSON // once per revision, shared by its changes
 		if r.Author != nil {
 			var err error
 			if authorJS, err = json.Marshal(r.Author); err != nil {
