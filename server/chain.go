@@ -50,7 +50,12 @@ func (s *Server) admissionChain() []admissionStep {
 		}},
 	}
 	if s.audit != nil {
-		chain = append(chain, admissionStep{name: "audit", hooks: objects.Hooks{Written: []func(context.Context, objects.Write){s.audit.Written}}})
+		// Last before the write: room for its record (a full disk refuses
+		// the write before etcd has it); after it, its diff.
+		chain = append(chain, admissionStep{name: "audit", hooks: objects.Hooks{
+			Validate: []func(context.Context, *objects.Attempt) error{s.audit.Reserve},
+			Written:  []func(context.Context, objects.Write){s.audit.Written},
+		}})
 	}
 	return chain
 }

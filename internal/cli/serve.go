@@ -28,6 +28,7 @@ func newServeCommand() *cobra.Command {
 		hosts                     []string
 		verbose                   bool
 		auditJournalMB            int
+		auditHeadroomMB           int
 		keepHistory               bool
 		authorNotes               bool
 		historyMaxSize            string
@@ -47,6 +48,10 @@ func newServeCommand() *cobra.Command {
 			o.Server.Audit.JournalSize = int64(auditJournalMB) << 20
 			if auditJournalMB <= 0 {
 				o.Server.Audit.JournalSize = -1
+			}
+			o.Server.Audit.Headroom = int64(auditHeadroomMB) << 20
+			if auditHeadroomMB <= 0 {
+				o.Server.Audit.Headroom = -1
 			}
 			if etcdServers != "" {
 				o.EtcdServers = strings.Split(etcdServers, ",")
@@ -125,6 +130,7 @@ func newServeCommand() *cobra.Command {
 	f.IntVar(&o.Server.Audit.MaxSizeMB, "audit-log-maxsize", 0, "megabytes the audit log grows to before it is rotated (0: never)")
 	f.IntVar(&o.Server.Audit.MaxBackups, "audit-log-maxbackup", 0, "rotated audit log files kept (0: all)")
 	f.IntVar(&auditJournalMB, "audit-journal-size", audit.DefaultJournalSize>>20, "megabytes of the journal beside the audit log (PATH.journal) that makes records durable without fsyncing the log itself, which on the file system of etcd's WAL slows etcd (0: no journal, the log is fsynced for every batch)")
+	f.IntVar(&auditHeadroomMB, "audit-log-headroom", audit.DefaultHeadroom>>20, "megabytes of disk kept allocated past the audit log's end: a write whose record would not fit is refused (507) before it reaches etcd (0: none)")
 	f.DurationVar(&o.Server.Audit.CheckpointInterval, "audit-checkpoint-interval", 10*time.Second, "interval between checkpoints of the audit log's hash chain in etcd")
 	f.StringVar(&o.Server.EncryptionProviderConfig, "encryption-provider-config", "", "apiserver.config.k8s.io/v1 EncryptionConfiguration choosing the resources encrypted at rest in etcd and their keys (aesgcm, aescbc, secretbox, identity), as kube-apiserver's; every server of an etcd needs the same (default: nothing encrypted)")
 	f.BoolVar(&keepHistory, "history", true, "keep every revision of every object past etcd's compaction, with its author (see --history-dir)")

@@ -42,9 +42,15 @@
 //
 // A mutation's response is held until its ResponseComplete record is on
 // disk (written and fsynced): a client never sees a write acknowledged
-// whose record a crash could lose. When the record cannot be written the
-// client gets 500 although the write happened, and every later record
-// fails too. Records are written in queue order, one fsync for everything
+// whose record a crash could lose. Before a write reaches etcd, Reserve
+// (a Validate hook, the last) checks that Config.Headroom is allocated
+// past the log's end; on a full file system the write is refused with 507
+// and nothing is stored (room.go). A batch whose write still fails is
+// taken back from the file whole (no torn record, the chain continues
+// from the record before it), its requests get 500 although their writes
+// happened, and the log writes again as soon as there is space; only
+// failures that cannot be taken back (an fsync's I/O error, a rotation
+// that cannot create its file) make every later record fail. Records are written in queue order, one fsync for everything
 // queued while the previous one ran (group commit). The response waiting
 // for a batch's first durable record is the batch's leader: once the
 // batch before is written it writes and fsyncs the queue itself, with the

@@ -52,7 +52,12 @@ type Config struct {
 	// (PATH.journal; see journal.go): 0 is DefaultJournalSize; negative:
 	// no journal, the log itself is fsynced for every batch.
 	JournalSize int64
-	Log         *slog.Logger
+	// Headroom is the disk space kept allocated past the log's end, so
+	// that a write is refused before it reaches etcd when its record
+	// would not fit (Reserve; see room): 0 is DefaultHeadroom, negative
+	// keeps none (records that do not fit then fail after their writes).
+	Headroom int64
+	Log      *slog.Logger
 }
 
 // Stats are a log's counters since it was opened.
@@ -91,7 +96,8 @@ type Log struct {
 	j    *journal // nil: none (Config.JournalSize < 0)
 	seq  int64
 	prev [sha256.Size]byte
-	err  error // a failed write: everything after it fails
+	err  error // a failed write that could not be taken back: everything after it fails
+	room room  // space allocated past the log's end (room.go)
 	// lastSync is the last fsync's duration; batched holds the most
 	// waited records an fsync made durable in the last window and in the
 	// current one (batchWindow long, from windowStart on). The commit
@@ -102,10 +108,11 @@ type Log struct {
 	// spare is the queue written last, kept for the next flush's records.
 	spare []queued
 
-	headMu  sync.Mutex // guards head; a leaf
-	head    Checkpoint
-	records atomic.Int64
-	fsyncs  atomic.Int64
+	headMu    sync.Mutex // guards head; a leaf
+	head      Checkpoint
+	records   atomic.Int64
+	fsyncs    atomic.Int64
+	takenBack atomic.Int64 // batches whose write failed and was undone
 	// syncSeconds and waitSeconds: each fsync's duration, and how long
 	// each response waited for its record to be durable.
 	syncSeconds, waitSeconds prometheus.Histogram
@@ -189,10 +196,13 @@ func New(cfg Config) (*Log, error) {
 	if cfg.JournalSize == 0 {
 		cfg.JournalSize = DefaultJournalSize
 	}
+	if cfg.Headroom == 0 {
+		cfg.Headroom = DefaultHeadroom
+	}
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o700); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	l := &Log{cfg: cfg, policy: cfg.Policy, io: make(chan struct{}, 1),
+	l := &Log{cfg: cfg, policy: cfg.Policy, io: make(chan struct{}, 1), room: room{headroom: cfg.Headroom},
 		syncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "objwatch_audit_fsync_duration_seconds", Help: "Duration of the audit log's fsyncs.",
 			Buckets: waitBuckets,
@@ -249,6 +259,7 @@ func (l *Log) open() error {
 		return fail(err)
 	}
 	l.f, l.size = f, size
+	l.room.use(f, size)
 	if last == nil {
 		// A fresh file: the chain continues from the newest backup.
 		if bs, _ := Backups(l.cfg.Path); len(bs) > 0 {
@@ -415,6 +426,7 @@ func (l *Log) Run(ctx context.Context) {
 		l.checkpoint(ctx)
 		cancel()
 	}
+	l.room.release()
 	if err := l.f.Close(); err != nil && l.err == nil {
 		l.cfg.Log.Error("audit log", "err", err)
 	}
@@ -460,6 +472,9 @@ func (l *Log) write(q []queued, durable bool) error {
 		buf = make([]byte, 0, n+n/4) // room for the next batch to be larger
 	}
 	buf = buf[:journalHeader] // room for the batch's journal header
+	// The chain before the batch's records not yet in a file: a write
+	// taken back (takenBack) leaves the chain there.
+	seq0, prev0 := l.seq, l.prev
 	var hexb [2 * sha256.Size]byte
 	for _, line := range q {
 		l.seq++
@@ -470,8 +485,9 @@ func (l *Log) write(q []queued, durable bool) error {
 		if maxSize > 0 && l.size > 0 && l.size+int64(len(buf)-journalHeader) > maxSize {
 			// This record goes to a new file: write and sync the old one.
 			if err := l.rotate(buf[journalHeader:start]); err != nil {
-				return l.fail(err)
+				return l.failed(err, seq0, prev0)
 			}
+			seq0, prev0 = l.seq-1, l.prev // the records before this one are in the old file
 			buf = append(buf[:journalHeader], rec...)
 			rec = buf[journalHeader:]
 		}
@@ -479,7 +495,7 @@ func (l *Log) write(q []queued, durable bool) error {
 		buf = append(buf, '\n')
 	}
 	if err := l.sync(buf, durable); err != nil {
-		return l.fail(err)
+		return l.failed(err, seq0, prev0)
 	}
 	l.records.Add(int64(len(q)))
 	l.headMu.Lock()
@@ -489,6 +505,49 @@ func (l *Log) write(q []queued, durable bool) error {
 		l.buf = buf
 	}
 	return nil
+}
+
+// failed handles a batch's failed write: one taken back from the file
+// (takenBack) leaves the log as it was before the batch, its chain at
+// seq0 and prev0, and the log writes again (the next batch, once there is
+// space); any other failure ends the log (fail).
+func (l *Log) failed(err error, seq0 int64, prev0 [sha256.Size]byte) error {
+	var tb *takenBack
+	if !errors.As(err, &tb) {
+		return l.fail(err)
+	}
+	l.seq, l.prev = seq0, prev0
+	l.takenBack.Add(1)
+	l.cfg.Log.Error("audit log: a batch of records could not be written and was taken back; the writes it recorded were made without their records", "err", tb.err)
+	return tb
+}
+
+// takenBack is a write to the log file that failed and was undone: the
+// file is as it was before it.
+type takenBack struct{ err error }
+
+func (t *takenBack) Error() string { return t.err.Error() + " (taken back)" }
+func (t *takenBack) Unwrap() error { return t.err }
+
+// appendFile writes b at the end of the log file; if that fails, it
+// cuts the file back to its size before (no torn record is left) and
+// says so with a *takenBack. The caller holds io.
+func (l *Log) appendFile(b []byte) error {
+	n, err := l.f.Write(b)
+	if err == nil {
+		l.size += int64(n)
+		l.room.grown(l.size)
+		return nil
+	}
+	if n > 0 {
+		if terr := l.f.Truncate(l.size); terr != nil {
+			return fmt.Errorf("%w; cutting back the torn record: %w", err, terr)
+		}
+	}
+	if _, serr := l.f.Seek(l.size, io.SeekStart); serr != nil {
+		return fmt.Errorf("%w; seeking back: %w", err, serr)
+	}
+	return &takenBack{err}
 }
 
 func (l *Log) fail(err error) error {
@@ -545,11 +604,10 @@ func (l *Log) commitDelay() time.Duration {
 // into the journal unflushed: the next fdatasync of it takes them too.
 func (l *Log) sync(b []byte, durable bool) error {
 	off := l.size
-	n, err := l.f.Write(b[journalHeader:])
-	l.size += int64(n)
-	switch {
-	case err != nil:
+	if err := l.appendFile(b[journalHeader:]); err != nil {
 		return err
+	}
+	switch {
 	case l.j == nil:
 		if !durable {
 			return nil
@@ -591,9 +649,7 @@ func (l *Log) datasync(f *os.File) error {
 // named as lumberjack (and so kube-apiserver) names them, opens a new one
 // and removes backups beyond MaxBackups.
 func (l *Log) rotate(b []byte) error {
-	n, err := l.f.Write(b)
-	l.size += int64(n)
-	if err != nil {
+	if err := l.appendFile(b); err != nil {
 		return err
 	}
 	if err := l.datasync(l.f); err != nil {
@@ -608,6 +664,7 @@ func (l *Log) rotate(b []byte) error {
 			return err
 		}
 	}
+	l.room.release()
 	if err := l.f.Close(); err != nil {
 		return err
 	}
@@ -626,6 +683,7 @@ func (l *Log) rotate(b []byte) error {
 		return err
 	}
 	l.f, l.size = f, 0
+	l.room.use(f, 0)
 	if err := syncDir(filepath.Dir(l.cfg.Path)); err != nil { // the rename and the new file survive a crash
 		return err
 	}
@@ -694,6 +752,9 @@ func (l *Log) Collectors() []prometheus.Collector {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "objwatch_audit_fsyncs_total", Help: "fdatasyncs of the audit log or its journal (each makes every record written before it durable).",
 		}, func() float64 { return float64(l.fsyncs.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "objwatch_audit_write_failures_total", Help: "Batches of audit records whose write failed (a full file system) and was taken back whole; their writes were made without records.",
+		}, func() float64 { return float64(l.takenBack.Load()) }),
 		l.syncSeconds, l.waitSeconds,
 	}
 }

@@ -31,8 +31,9 @@ const maxAuditedResponse = 3 << 20
 //
 // A mutation's response is held until its ResponseComplete record is on
 // disk: a client never sees a write acknowledged whose record a crash
-// could lose. When the record cannot be written the client gets 500
-// (the write may have happened).
+// could lose. A write the log has no room for is refused before etcd
+// (507, audit.Log.Reserve); when a record still cannot be written the
+// client gets 500 (the write may have happened).
 func (a *API) WithAudit(next http.Handler) http.Handler {
 	log := a.cfg.Audit
 	if log == nil {
