@@ -353,8 +353,10 @@ type Server struct {
 	// storageReady waits for the watch caches (readyz
 	// poststarthook/storage-readiness).
 	storageReady *lifecycle.StorageReadiness
-	// health probes etcd; Run runs it.
+	// health probes etcd; alarms follows etcd's alarms (NOSPACE). Run
+	// runs both.
 	health *health.Monitor
+	alarms *health.Alarms
 	// history is the history store (nil: none, or it could not be
 	// opened: historyErr says why); rawStore the etcd store it records,
 	// values as they are at rest.
@@ -380,7 +382,8 @@ func New(cfg Config) (*Server, error) {
 	// monitor, which refuses requests while etcd is lost.
 	monitor := health.New(store, health.Config{Interval: cfg.StorageProbeInterval, UnhealthyAfter: cfg.StorageUnhealthyAfter, Log: cfg.Log})
 	cfg.Storage = monitor.Store()
-	s := &Server{cfg: cfg, store: cfg.Storage, registry: registry.New(kube.Resources()...), health: monitor, rawStore: raw}
+	s := &Server{cfg: cfg, store: cfg.Storage, registry: registry.New(kube.Resources()...), health: monitor, rawStore: raw,
+		alarms: health.NewAlarms(raw, cfg.StorageProbeInterval*5, cfg.Log)}
 	s.atRest, _ = store.(storage.RestReader)
 	if err := s.openHistory(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
@@ -510,7 +513,7 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) components() []rungroup.Component {
 	// The storage probes run first and stop last: everything else may
 	// wait on etcd, and the guard refuses at once what would wait in vain.
-	cs := []rungroup.Component{{Name: "storage health", Run: s.health.Run, Detached: true}}
+	cs := []rungroup.Component{{Name: "storage health", Run: s.health.Run, Detached: true}, {Name: "etcd alarms", Run: s.alarms.Run, Detached: true}}
 	if s.history != nil {
 		// Closed once every reader stopped.
 		cs = append(cs, rungroup.Component{Name: "history", Run: s.recordHistory, Stop: func() { s.history.Close() }})
@@ -640,6 +643,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		// The background monitor's verdict: readyz costs nothing and
 		// says the same as the refusals of requests.
 		{"etcd", s.health.Err},
+		// etcd at its quota (NOSPACE) refuses writes: not ready, though
+		// reads and watches go on (docs/OPERATIONS.md).
+		{"etcd-alarms", s.alarms.Err},
 		{"poststarthook/objwatch-bootstrap", func() error {
 			if !s.ready.Load() {
 				return errors.New("bootstrap not finished")
@@ -694,6 +700,7 @@ func (s *Server) healthMetrics() []prometheus.Collector {
 			Name: "objwatch_storage_outages_total",
 			Help: "Times the server's etcd became unavailable (its probes failed for StorageUnhealthyAfter).",
 		}, func() float64 { return float64(s.health.Outages()) }),
+		s.alarms.Collector(),
 	}
 }
 

@@ -91,6 +91,9 @@ func Storage(err error, gr schema.GroupResource, name string) error {
 		return TooLarge()
 	case errors.Is(err, storage.ErrUnavailable):
 		return Unavailable(err)
+	case errors.Is(err, storage.ErrNoSpace):
+		// Kubernetes' answer, word for word: etcd's error as a 500.
+		return apierrors.NewInternalError(storage.ErrNoSpace)
 	}
 	return apierrors.NewInternalError(err)
 }

@@ -255,7 +255,7 @@ func (s *Store) Create(ctx context.Context, key string, value []byte) (storage.K
 		Then(withNote(ctx, clientv3.OpPut(key, stored))...).
 		Commit()
 	if err != nil {
-		return storage.KeyValue{}, fmt.Errorf("create %s: %w", key, err)
+		return storage.KeyValue{}, writeErr("create", key, err)
 	}
 	if !resp.Succeeded {
 		return storage.KeyValue{}, fmt.Errorf("create %s: %w", key, storage.ErrExists)
@@ -277,7 +277,7 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, expectedRe
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
-		return storage.KeyValue{}, fmt.Errorf("update %s: %w", key, err)
+		return storage.KeyValue{}, writeErr("update", key, err)
 	}
 	if !resp.Succeeded {
 		kvs := resp.Responses[0].GetResponseRange().Kvs
@@ -304,13 +304,19 @@ func (s *Store) Delete(ctx context.Context, key string, expectedRevision int64) 
 	if expectedRevision > 0 {
 		cmp = clientv3.Compare(clientv3.ModRevision(key), "=", expectedRevision)
 	}
-	resp, err := s.cli.Txn(ctx).
-		If(cmp).
-		Then(withNote(ctx, clientv3.OpDelete(key, clientv3.WithPrevKV()))...).
-		Else(clientv3.OpGet(key)).
-		Commit()
+	txn := func(ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+		return s.cli.Txn(ctx).If(cmp).Then(ops...).Else(clientv3.OpGet(key)).Commit()
+	}
+	del := clientv3.OpDelete(key, clientv3.WithPrevKV())
+	resp, err := txn(withNote(ctx, del))
+	if err != nil && noSpace(err) {
+		// etcd at its quota refuses every transaction that puts a key,
+		// the note's too, but takes deletions (as it does
+		// Kubernetes'): the deletion goes without its note.
+		resp, err = txn([]clientv3.Op{del})
+	}
 	if err != nil {
-		return storage.KeyValue{}, fmt.Errorf("delete %s: %w", key, err)
+		return storage.KeyValue{}, writeErr("delete", key, err)
 	}
 	if !resp.Succeeded {
 		kvs := resp.Responses[0].GetResponseRange().Kvs
