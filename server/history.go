@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/objwatch/objwatch/server/history"
 )
@@ -46,9 +47,25 @@ func (s *Server) recordHistory(ctx context.Context) {
 // CompactionFloor is the newest revision etcd may be compacted to without
 // losing what the history store has not durably recorded yet (0: no
 // bound).
+//
+// A store that records nothing more holds etcd back no longer: a damaged
+// one, or one whose disk has been full (history.ErrDiskFull) for
+// historyStallLimit. Etcd must not fill up for its sake; the revisions it
+// then misses become a gap once it records again.
 func (s *Server) CompactionFloor() int64 {
-	if s.history == nil {
+	switch {
+	case s.history == nil, s.history.Damaged():
+		return 0
+	case s.history.Stalled() > historyStallLimit:
+		if s.floorLifted.CompareAndSwap(false, true) {
+			s.cfg.Log.Error("history: the store's disk has been full for too long; etcd is compacted without it, and what it misses will be a gap", "for", historyStallLimit)
+		}
 		return 0
 	}
+	s.floorLifted.Store(false)
 	return max(1, s.history.Durable()) // 0 would mean no bound
 }
+
+// historyStallLimit is how long a history store that cannot record may
+// hold etcd's compaction back.
+const historyStallLimit = 10 * time.Minute

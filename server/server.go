@@ -357,6 +357,9 @@ type Server struct {
 	// runs both.
 	health *health.Monitor
 	alarms *health.Alarms
+	// floorLifted: CompactionFloor logged that a stalled history store
+	// no longer holds etcd's compaction back.
+	floorLifted atomic.Bool
 	// history is the history store (nil: none, or it could not be
 	// opened: historyErr says why); rawStore the etcd store it records,
 	// values as they are at rest.

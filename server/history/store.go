@@ -48,7 +48,12 @@ type Options struct {
 	// as the bases of their next deltas (default 32 MiB; negative: none,
 	// every base is rebuilt from the database).
 	ValueCache int
-	Log        *slog.Logger
+	// DiskReserve is the free space, in bytes, the store leaves on its
+	// file system (default and least 128 MiB: four memtables; negative:
+	// none): an Append that finds less refuses with ErrDiskFull (see
+	// room.go).
+	DiskReserve int64
+	Log         *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -60,6 +65,16 @@ func (o *Options) defaults() {
 	}
 	if o.ValueCache == 0 {
 		o.ValueCache = 32 << 20
+	}
+	if o.DiskReserve == 0 {
+		o.DiskReserve = 128 << 20
+	}
+	if o.DiskReserve > 0 {
+		// Room for what Pebble may take between two looks at the free
+		// space (checkBytes of records): a new write-ahead log, which it
+		// allocates a memtable's size at once, and a memtable's flush,
+		// without which it stalls every write.
+		o.DiskReserve = max(o.DiskReserve, 4*memTableSize)
 	}
 }
 
@@ -89,6 +104,7 @@ type Store struct {
 	wanted   chan struct{}
 	gaps     atomic.Pointer[[]Gap]
 	damaged  atomic.Bool // a read found a damaged block
+	room     room        // the free space on the store's disk (room.go)
 
 	// closing guards the database against Close: every use holds it
 	// shared, Close exclusively.
@@ -167,7 +183,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
-	s := &Store{opts: opts, last: map[string]keyState{}, values: valueCache{max: opts.ValueCache}, wanted: make(chan struct{}, 1),
+	s := &Store{opts: opts, room: room{dir: dir, reserve: opts.DiskReserve}, last: map[string]keyState{}, values: valueCache{max: opts.ValueCache}, wanted: make(chan struct{}, 1),
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "objwatch_history_record_lag_seconds",
 			Help:    "Time from a change's write (its author note) to its record in the history store.",
@@ -395,6 +411,10 @@ func (s *Store) Sync() error {
 // (see Sync): the compactor may compact etcd up to it.
 func (s *Store) Durable() int64 { return s.durable.Load() }
 
+// Stalled is how long appends have been refused with ErrDiskFull (0:
+// they are not).
+func (s *Store) Stalled() time.Duration { return s.room.stalled() }
+
 // Wanted receives when a reader waits for a revision not recorded yet:
 // the recorder then asks etcd how far its watch has come (a revision
 // without a change of a recorded key moves Recorded only that way).
@@ -478,6 +498,15 @@ func (s *Store) Append(revs []Revision) error {
 	defer done()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var n int64
+	for _, r := range revs {
+		for _, c := range r.Changes {
+			n += int64(len(c.Key) + len(c.Value) + 64)
+		}
+	}
+	if err := s.room.check(n); err != nil {
+		return err
+	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	pending := map[string]keyState{}
@@ -763,6 +792,12 @@ func (s *Store) Collectors() []prometheus.Collector {
 		gauge("objwatch_history_size_bytes", "The history store's size on disk.", func() float64 { return float64(s.Size()) }),
 		gauge("objwatch_history_damaged", "1 when the history store found damage and answers no more reads.", func() float64 {
 			if s.Damaged() {
+				return 1
+			}
+			return 0
+		}),
+		gauge("objwatch_history_disk_full", "1 while the history store records nothing because its disk has less free space than its reserve.", func() float64 {
+			if s.room.full.Load() {
 				return 1
 			}
 			return 0
