@@ -42,6 +42,10 @@ var (
 	// processed; a watch ended with it missed nothing up to its last
 	// event and may resume from there once the store is back.
 	ErrUnavailable = errors.New("storage unavailable")
+	// ErrOutcomeUnknown: a write was cut off (the store became
+	// unavailable while it was in flight); it may or may not have been
+	// applied. Its error wraps the reason too.
+	ErrOutcomeUnknown = errors.New("the write's outcome is unknown")
 )
 
 // CompactedError reports a compacted revision together with the oldest one

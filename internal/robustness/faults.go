@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"time"
 )
 
@@ -18,12 +19,13 @@ const (
 	FaultNetDelay       = "net-delay"           // add latency between one server and every etcd member
 	FaultNetBlackhole   = "net-blackhole"       // forward nothing between one server and etcd for a while
 	FaultNetReset       = "net-reset"           // cut one server's etcd connections, a few times
+	FaultLoseQuorum     = "lose-quorum"         // SIGSTOP two of three etcd members (the leader among them), SIGCONT after a while
 )
 
 // AllFaults is every kind, in the order a short run injects them.
 var AllFaults = []string{
 	FaultKillServer, FaultKillEtcdLeader, FaultPauseServer, FaultNetBlackhole, FaultKillEtcdFollow,
-	FaultReplaceEtcd, FaultPauseEtcd, FaultNetDelay, FaultNetReset,
+	FaultReplaceEtcd, FaultPauseEtcd, FaultNetDelay, FaultNetReset, FaultLoseQuorum,
 }
 
 // FaultRecord is one injected fault.
@@ -94,6 +96,31 @@ func (r *run) inject(ctx context.Context, kind string, rng *rand.Rand) FaultReco
 		m.proc.kill()
 		hold(300*time.Millisecond, time.Second)
 		err = r.etcd.restart(m)
+	case FaultLoseQuorum:
+		leader, followers, lerr := r.etcd.leader(ctx)
+		if lerr != nil {
+			err = lerr
+			break
+		}
+		if len(followers) < 2 {
+			err = fmt.Errorf("quorum loss needs 3 members, have %d", len(followers)+1)
+			break
+		}
+		gone := []*etcdMember{leader, followers[rng.IntN(len(followers))]}
+		f.Target, f.Note = srv.name, fmt.Sprintf("%s and %s paused", gone[0].name, gone[1].name)
+		for _, m := range gone {
+			if perr := m.proc.pause(true); perr != nil && err == nil {
+				err = perr
+			}
+		}
+		if err == nil {
+			err = r.duringQuorumLoss(ctx, srv)
+		}
+		for _, m := range gone {
+			if perr := m.proc.pause(false); perr != nil && err == nil {
+				err = perr
+			}
+		}
 	case FaultReplaceEtcd:
 		_, followers, lerr := r.etcd.leader(ctx)
 		if lerr != nil {
@@ -182,4 +209,47 @@ func (c *etcdCluster) slot(m *etcdMember) int {
 		}
 	}
 	return -1
+}
+
+// quorumLossWait bounds how long a write may take to fail, and /readyz to
+// fail, while etcd has no quorum: the server's storage monitor counts etcd
+// as lost after 3 s of failed probes, then refuses requests at once.
+const quorumLossWait = 15 * time.Second
+
+// duringQuorumLoss checks what srv answers while etcd has no quorum: a
+// write fails with a clear Status (503 or 504) within quorumLossWait, and
+// /readyz fails. Its write goes to another namespace than the traffic's:
+// a write that times out may still be applied once quorum is back.
+func (r *run) duringQuorumLoss(ctx context.Context, srv *apiServer) error {
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, quorumLossWait+5*time.Second)
+	defer cancel()
+	name := fmt.Sprintf("quorum-probe-%d", start.UnixNano())
+	code, obj, err := DoJSON(wctx, r.hc, http.MethodPost, srv.url+"/api/v1/namespaces/default/configmaps",
+		map[string]any{"metadata": map[string]any{"name": name}})
+	took := time.Since(start)
+	switch {
+	case err != nil:
+		return fmt.Errorf("quorum lost: a write got no answer after %v: %w", took.Round(time.Millisecond), err)
+	case code != http.StatusServiceUnavailable && code != http.StatusGatewayTimeout:
+		return fmt.Errorf("quorum lost: a write answered %d %s after %v, want 503 or 504", code, obj.Message, took.Round(time.Millisecond))
+	case took > quorumLossWait:
+		return fmt.Errorf("quorum lost: a write failed only after %v", took.Round(time.Millisecond))
+	}
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		req, _ := http.NewRequestWithContext(rctx, http.MethodGet, srv.url+"/readyz", nil)
+		resp, err := r.hc.Do(req)
+		cancel()
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusServiceUnavailable {
+				return nil
+			}
+		}
+		if time.Since(start) > quorumLossWait {
+			return fmt.Errorf("quorum lost: /readyz of %s did not fail within %v", srv.name, quorumLossWait)
+		}
+		sleep(ctx, 100*time.Millisecond)
+	}
 }

@@ -30,7 +30,8 @@ type object struct {
 	Details struct {
 		UID string `json:"uid"`
 	} `json:"details"`
-	Code int `json:"code"` // a Status's
+	Code    int    `json:"code"` // a Status's
+	Message string `json:"message"`
 }
 
 // Object is the part of an answer the harness reads (see object), for

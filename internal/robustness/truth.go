@@ -3,11 +3,13 @@ package robustness
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/objwatch/objwatch/server/registry"
@@ -55,17 +57,34 @@ func watchTruth(ctx context.Context, cli *clientv3.Client, from int64, since fun
 	t := &truth{rev: from, done: make(chan struct{})}
 	go func() { // owned by ctx: ends when it does (wait on t.done)
 		defer close(t.done)
-		wc := cli.Watch(clientv3.WithRequireLeader(ctx), registry.Root, clientv3.WithPrefix(), clientv3.WithPrevKV(),
-			clientv3.WithRev(from+1), clientv3.WithProgressNotify())
-		for resp := range wc {
-			if err := resp.Err(); err != nil {
-				if resp.Canceled || resp.CompactRevision != 0 {
-					t.fail(fmt.Errorf("truth watch: %w", err))
-					return
+		// A member without a leader (quorum lost) ends the watch; it
+		// starts again from the revision read so far, which the harness
+		// has not compacted.
+		for ctx.Err() == nil {
+			wctx, cancel := context.WithCancel(ctx)
+			wc := cli.Watch(clientv3.WithRequireLeader(wctx), registry.Root, clientv3.WithPrefix(), clientv3.WithPrevKV(),
+				clientv3.WithRev(t.revision()+1), clientv3.WithProgressNotify())
+			noLeader := false
+			for resp := range wc {
+				if err := resp.Err(); err != nil {
+					if errors.Is(err, rpctypes.ErrNoLeader) {
+						noLeader = true
+						break
+					}
+					if resp.Canceled || resp.CompactRevision != 0 {
+						cancel()
+						t.fail(fmt.Errorf("truth watch: %w", err))
+						return
+					}
+					continue
 				}
-				continue
+				t.add(resp, since())
 			}
-			t.add(resp, since())
+			cancel()
+			if !noLeader {
+				break
+			}
+			sleep(ctx, 100*time.Millisecond)
 		}
 		if ctx.Err() == nil {
 			t.fail(fmt.Errorf("truth watch ended"))

@@ -89,6 +89,9 @@ func Storage(err error, gr schema.GroupResource, name string) error {
 		return apierrors.NewConflict(gr, name, errors.New(ConflictMessage))
 	case errors.Is(err, storage.ErrFutureRevision):
 		return TooLarge()
+	case errors.Is(err, storage.ErrOutcomeUnknown):
+		// Kubernetes' answer to a write etcd did not confirm in time.
+		return apierrors.NewTimeoutError("etcd became unavailable during the write, which may or may not have been applied: "+err.Error(), 1)
 	case errors.Is(err, storage.ErrUnavailable):
 		return Unavailable(err)
 	case errors.Is(err, storage.ErrNoSpace):

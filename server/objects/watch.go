@@ -2,6 +2,7 @@ package objects
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"strconv"
 	"time"
@@ -374,7 +375,7 @@ func (src *storageSource) translate(ev storage.Event) (Item, bool) {
 	}
 	typ, obj, prev, err := translate(src.res, src.sel, ev, src.shape != nil)
 	if err != nil {
-		src.err = apierrors.NewInternalError(err)
+		src.err = apistatus.Storage(err, gr(src.res), "") // a Status as it is, else 500
 		return Item{}, false
 	}
 	src.sent = ev.Revision
@@ -450,10 +451,20 @@ func translate(res *registry.Resource, sel selector, ev storage.Event, wantPrev 
 		obj := objs[0]
 		cur := sel.matches(res, obj)
 		if ev.PrevKV == nil {
-			if !cur {
+			switch {
+			case !cur:
 				return "", nil, nil, nil
+			case ev.KV.CreateRevision == ev.KV.ModRevision:
+				return "ADDED", obj, nil, nil
+			case sel.empty():
+				// A change whose previous value etcd no longer had (it
+				// compacted at this very revision): still a change.
+				return "MODIFIED", obj, nil, nil
 			}
-			return "ADDED", obj, nil, nil
+			// Whether it entered the selection or changed inside it is
+			// not known: the watcher relists (Kubernetes ends the watch
+			// too).
+			return "", nil, nil, apierrors.NewResourceExpired(fmt.Sprintf("the previous value of %s at revision %d was compacted: relist", obj.GetName(), ev.Revision))
 		}
 		prevMatches := true
 		var prev *unstructured.Unstructured

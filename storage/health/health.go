@@ -162,86 +162,87 @@ type guarded struct {
 	m *Monitor
 }
 
-func (g *guarded) Get(ctx context.Context, key string) (storage.KeyValue, error) {
-	if err := g.m.Err(); err != nil {
-		return storage.KeyValue{}, err
+// call runs f with a context that the store's loss cancels: a call in
+// flight when the monitor counts the store as lost (a member that stopped
+// answering, a cluster without quorum) fails then, with the reason, rather
+// than waiting out its request's deadline. A write cut so may or may not
+// have been applied: its error wraps storage.ErrOutcomeUnknown too.
+func call[T any](g *guarded, ctx context.Context, write bool, f func(context.Context) (T, error)) (T, error) {
+	var zero T
+	up, err := g.m.upContext()
+	if err != nil {
+		return zero, err
 	}
-	return g.Interface.Get(ctx, key)
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(up, func() { cancel(context.Cause(up)) })
+	v, err := f(cctx)
+	stop()
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+		cause := context.Cause(cctx)
+		if write {
+			return v, fmt.Errorf("%w: %w", storage.ErrOutcomeUnknown, cause)
+		}
+		return v, cause
+	}
+	return v, err
+}
+
+func (g *guarded) Get(ctx context.Context, key string) (storage.KeyValue, error) {
+	return call(g, ctx, false, func(ctx context.Context) (storage.KeyValue, error) { return g.Interface.Get(ctx, key) })
 }
 
 func (g *guarded) List(ctx context.Context, prefix string, opts storage.ListOptions) (storage.ListResult, error) {
-	if err := g.m.Err(); err != nil {
-		return storage.ListResult{}, err
-	}
-	return g.Interface.List(ctx, prefix, opts)
+	return call(g, ctx, false, func(ctx context.Context) (storage.ListResult, error) { return g.Interface.List(ctx, prefix, opts) })
 }
 
 // ListAll streams when the guarded store can (storage.Streamer).
 func (g *guarded) ListAll(ctx context.Context, prefix string, chunk func(kvs []storage.KeyValue) error) (int64, error) {
-	if err := g.m.Err(); err != nil {
-		return 0, err
-	}
 	st, ok := g.Interface.(storage.Streamer)
 	if !ok {
+		if err := g.m.Err(); err != nil {
+			return 0, err
+		}
 		return 0, storage.ErrStreamUnsupported
 	}
-	return st.ListAll(ctx, prefix, chunk)
+	return call(g, ctx, false, func(ctx context.Context) (int64, error) { return st.ListAll(ctx, prefix, chunk) })
 }
 
 func (g *guarded) Count(ctx context.Context, prefix string) (int64, error) {
-	if err := g.m.Err(); err != nil {
-		return 0, err
-	}
-	return g.Interface.Count(ctx, prefix)
+	return call(g, ctx, false, func(ctx context.Context) (int64, error) { return g.Interface.Count(ctx, prefix) })
 }
 
 func (g *guarded) Create(ctx context.Context, key string, value []byte) (storage.KeyValue, error) {
-	if err := g.m.Err(); err != nil {
-		return storage.KeyValue{}, err
-	}
-	return g.Interface.Create(ctx, key, value)
+	return call(g, ctx, true, func(ctx context.Context) (storage.KeyValue, error) { return g.Interface.Create(ctx, key, value) })
 }
 
 func (g *guarded) Update(ctx context.Context, key string, value []byte, expectedRevision int64) (storage.KeyValue, error) {
-	if err := g.m.Err(); err != nil {
-		return storage.KeyValue{}, err
-	}
-	return g.Interface.Update(ctx, key, value, expectedRevision)
+	return call(g, ctx, true, func(ctx context.Context) (storage.KeyValue, error) {
+		return g.Interface.Update(ctx, key, value, expectedRevision)
+	})
 }
 
 func (g *guarded) Delete(ctx context.Context, key string, expectedRevision int64) (storage.KeyValue, error) {
-	if err := g.m.Err(); err != nil {
-		return storage.KeyValue{}, err
-	}
-	return g.Interface.Delete(ctx, key, expectedRevision)
+	return call(g, ctx, true, func(ctx context.Context) (storage.KeyValue, error) {
+		return g.Interface.Delete(ctx, key, expectedRevision)
+	})
 }
 
 func (g *guarded) DeletePrefix(ctx context.Context, prefix string) (int64, error) {
-	if err := g.m.Err(); err != nil {
-		return 0, err
-	}
-	return g.Interface.DeletePrefix(ctx, prefix)
+	return call(g, ctx, true, func(ctx context.Context) (int64, error) { return g.Interface.DeletePrefix(ctx, prefix) })
 }
 
 func (g *guarded) Revision(ctx context.Context) (int64, error) {
-	if err := g.m.Err(); err != nil {
-		return 0, err
-	}
-	return g.Interface.Revision(ctx)
+	return call(g, ctx, false, func(ctx context.Context) (int64, error) { return g.Interface.Revision(ctx) })
 }
 
 func (g *guarded) Compact(ctx context.Context, revision int64) error {
-	if err := g.m.Err(); err != nil {
-		return err
-	}
-	return g.Interface.Compact(ctx, revision)
+	_, err := call(g, ctx, true, func(ctx context.Context) (struct{}, error) { return struct{}{}, g.Interface.Compact(ctx, revision) })
+	return err
 }
 
 func (g *guarded) Compacted(ctx context.Context, rev int64) (int64, error) {
-	if err := g.m.Err(); err != nil {
-		return 0, err
-	}
-	return g.Interface.Compacted(ctx, rev)
+	return call(g, ctx, false, func(ctx context.Context) (int64, error) { return g.Interface.Compacted(ctx, rev) })
 }
 
 // Watch starts a watch that the store's loss ends: its context is
