@@ -2,8 +2,8 @@ package objects
 
 import (
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
