@@ -13,6 +13,7 @@ import (
 	metascheme "k8s.io/apimachinery/pkg/apis/meta/internalversion/scheme"
 	listvalidation "k8s.io/apimachinery/pkg/apis/meta/internalversion/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -173,6 +174,10 @@ func (bs *bodies) deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) 
 		}
 		if o, ok := obj.(*metav1.DeleteOptions); ok {
 			opts = o
+		}
+	case len(body) > 0 && mediaType(r) == cborType:
+		if err := direct.Unmarshal(body, opts); err != nil {
+			return nil, apistatus.BadRequest("the body of the request was not valid DeleteOptions: %v", err)
 		}
 	case len(body) > 0:
 		if err := json.Unmarshal(body, opts); err != nil {
