@@ -1,21 +1,25 @@
 // Package endpoints is the server's HTTP layer: it parses a request,
 // applies the server's limits, calls the object service (package objects)
-// and writes JSON, Tables or watch frames. It holds no objects and reaches
-// no storage: everything it serves comes from the object service, and
-// every watch runs one loop (serveWatch) over an objects.Source, whether
-// the watch cache or etcd feeds it.
+// and writes JSON, protobuf or CBOR objects, Tables or watch frames. It
+// holds no objects and reaches no storage: everything it serves comes from
+// the object service, and every watch runs one loop (serveWatch) over an
+// objects.Source, whether the watch cache or etcd feeds it.
 //
 // Request filters (recovery, authentication and impersonation) wrap the
 // handlers; the facade (package server) composes them with its routes.
 //
 // # Content negotiation
 //
-// Responses are JSON. The Accept header's first JSON clause the server can
-// answer (negotiation.go) picks a conversion, as in Kubernetes:
+// The Accept header's first clause the server can answer (negotiation.go)
+// picks the encoding (encoding.go: JSON; protobuf for built-in kinds;
+// CBOR for every resource; objects stored as JSON are decoded into their
+// Go types for protobuf and CBOR, and encoded by apimachinery's
+// serializers; errors are Status values in the client's encoding) and a
+// conversion, as in Kubernetes:
 // as=Table, as=PartialObjectMetadata or as=PartialObjectMetadataList with
 // g=meta.k8s.io and v=v1 or v1beta1, on get, list, watch and the answers
 // of writes (a list asked as PartialObjectMetadata, or an object as a
-// list, is Kubernetes' 406). Beyond Kubernetes 1.37, the parameter
+// list, is Kubernetes' 406; a Table is JSON only). Beyond Kubernetes 1.37, the parameter
 // drop=metadata.managedFields of KEP-5958 (for example
 // "Accept: application/json;drop=metadata.managedFields") leaves
 // metadata.managedFields out of every object returned, converted or not,
