@@ -140,6 +140,17 @@ func TestEncodingWire(t *testing.T) {
 		t.Errorf("widget as protobuf PartialObjectMetadata: %+v", pm)
 	}
 
+	// Server-side apply with a CBOR body (what client-go preferring CBOR
+	// sends), answered in CBOR.
+	ap := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "ap"}, "data": map[string]any{"k": "applied"}}}
+	r = a.Accept("PATCH", servertest.CMs+"/ap?fieldManager=m", cborType, "application/apply-patch+cbor", encodeWire(t, cborType, ap))
+	servertest.MustCode(t, "CBOR apply", r, http.StatusCreated)
+	got = &corev1.ConfigMap{}
+	decodeWire(t, r, cborType, got)
+	if got.Data["k"] != "applied" || len(got.ManagedFields) != 1 || got.ManagedFields[0].Manager != "m" {
+		t.Errorf("CBOR apply answered %+v", got)
+	}
+
 	// Bodies that do not decode.
 	for _, c := range []struct {
 		what, ct string
