@@ -81,8 +81,7 @@ func (e encoding) contentType(watch bool) string {
 // typed reports whether res's objects have a Go type the server can encode
 // as protobuf, and as CBOR through that type.
 func typed(res *registry.Resource) bool {
-	return !res.Custom && registry.Scheme.Recognizes(res.GVK()) &&
-		registry.Scheme.Recognizes(res.GVK().GroupVersion().WithKind(res.ListKind))
+	return !res.Custom && registry.Scheme.Recognizes(res.GVK())
 }
 
 // encode writes v, a runtime.Object, in e with code.
@@ -178,7 +177,8 @@ func typedFromJSON(gvk schema.GroupVersionKind, b []byte) (runtime.Object, error
 // them, or an UnstructuredList.
 func (o output) wireList(res *registry.Resource, l *objects.List) (runtime.Object, error) {
 	raw, items, lm := l.Raw, l.Items, l.Meta
-	if !typed(res) {
+	gvk := res.GVK().GroupVersion().WithKind(res.ListKind)
+	if !typed(res) || !registry.Scheme.Recognizes(gvk) {
 		ul := &unstructured.UnstructuredList{Object: map[string]any{"kind": res.ListKind, "apiVersion": res.APIVersion()}}
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&lm)
 		if err != nil {
@@ -202,7 +202,6 @@ func (o output) wireList(res *registry.Resource, l *objects.List) (runtime.Objec
 		}
 		return ul, nil
 	}
-	gvk := res.GVK().GroupVersion().WithKind(res.ListKind)
 	list, err := registry.Scheme.New(gvk)
 	if err != nil {
 		return nil, apierrors.NewInternalError(err)

@@ -229,6 +229,22 @@ func TestProtobufClientGo(t *testing.T) {
 		}},
 		func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(3)) })
 
+	// A Deployment's Scale, read and written in protobuf.
+	deps := cs.AppsV1().Deployments("default")
+	if _, err := deps.Create(t.Context(), &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "sc"}, Spec: appsv1.DeploymentSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "sc"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "sc"}}, Spec: corev1.PodSpec{Containers: containers}},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := deps.GetScale(t.Context(), "sc", metav1.GetOptions{})
+	if err != nil || sc.Spec.Replicas != 1 {
+		t.Fatalf("GetScale = %+v, %v", sc, err)
+	}
+	sc.Spec.Replicas = 4
+	if sc, err = deps.UpdateScale(t.Context(), "sc", sc, metav1.UpdateOptions{}); err != nil || sc.Spec.Replicas != 4 {
+		t.Errorf("UpdateScale to 4 = %+v, %v", sc, err)
+	}
 	for _, res := range []string{"configmaps", "pods", "deployments"} {
 		wi.only(t, "requests", wi.sent, res, protobufType)
 		wi.only(t, "responses", wi.got, res, protobufType, protobufType+";stream=watch")
