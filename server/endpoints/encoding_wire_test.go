@@ -111,6 +111,9 @@ func TestEncodingWire(t *testing.T) {
 		if r.Header.Get("Content-Type") != "application/json" || r.Object()["kind"] != "Table" {
 			t.Errorf("Table asked first in %s: %s %s", ct, r.Header.Get("Content-Type"), servertest.Truncate(r.Body))
 		}
+		if r := a.Accept("GET", servertest.CMs, ct+";as=Table;g=meta.k8s.io;v=v1", "", nil); r.Code != http.StatusNotAcceptable {
+			t.Errorf("Table asked only in %s: %d %s, want 406", ct, r.Code, servertest.Truncate(r.Body))
+		}
 	}
 
 	// A custom resource: CBOR both ways, protobuf refused unless JSON is

@@ -67,8 +67,9 @@ const acceptedTypes = "only the following media types are accepted: application/
 //
 // Other media types (YAML) are skipped, and when no clause matches the
 // answer is plain JSON, which every Kubernetes client decodes by its
-// Content-Type; but a custom resource asked only for protobuf (or a
-// conversion the server does not know) gets Kubernetes' 406.
+// Content-Type; but when a skipped clause was one the server refuses (a
+// custom resource in protobuf, a Table not in JSON, a conversion it does
+// not know) the answer is Kubernetes' 406.
 func negotiate(r *http.Request, res *registry.Resource) (output, error) {
 	out := output{includeObject: r.URL.Query().Get("includeObject")}
 	refused := false
@@ -82,11 +83,11 @@ func negotiate(r *http.Request, res *registry.Resource) (output, error) {
 		case !ok:
 			refused = true
 			continue
-		case enc != encJSON && o.as == asTable:
-			continue
-		case enc == encProtobuf && o.as == "" && !typed(res):
-			// As kube-apiserver for a custom resource, whose
-			// serializers offer protobuf for conversions only.
+		case enc != encJSON && o.as == asTable,
+			enc == encProtobuf && o.as == "" && !typed(res):
+			// As kube-apiserver: a Table is JSON or YAML only; a
+			// custom resource's serializers offer protobuf for
+			// conversions only.
 			refused = true
 			continue
 		}
