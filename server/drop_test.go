@@ -80,7 +80,7 @@ func TestDropManagedFields(t *testing.T) {
 	// A later, '+'-separated set and another media type's clause first.
 	for _, accept := range []string{
 		"application/json;drop=spec.x+metadata.managedFields",
-		"application/vnd.kubernetes.protobuf;drop=metadata.managedFields, " + dropAccept,
+		"application/yaml;drop=metadata.managedFields, " + dropAccept,
 		"*/*;drop=metadata.managedFields",
 	} {
 		r := a.Accept("GET", servertest.CMs+"/d1", accept, "", nil)
@@ -184,7 +184,7 @@ func TestWatchDropManagedFields(t *testing.T) {
 				}
 				return resp.Body
 			}
-			fullW, d1, d2 := open("application/json"), open(dropAccept), open("application/vnd.kubernetes.protobuf;drop=metadata.managedFields, "+dropAccept)
+			fullW, d1, d2 := open("application/json"), open(dropAccept), open("application/yaml;drop=metadata.managedFields, "+dropAccept)
 			defer fullW.Close()
 			defer d1.Close()
 			defer d2.Close()

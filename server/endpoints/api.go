@@ -1,21 +1,25 @@
 // Package endpoints is the server's HTTP layer: it parses a request,
 // applies the server's limits, calls the object service (package objects)
-// and writes JSON, Tables or watch frames. It holds no objects and reaches
-// no storage: everything it serves comes from the object service, and
-// every watch runs one loop (serveWatch) over an objects.Source, whether
-// the watch cache or etcd feeds it.
+// and writes JSON, protobuf or CBOR objects, Tables or watch frames. It
+// holds no objects and reaches no storage: everything it serves comes from
+// the object service, and every watch runs one loop (serveWatch) over an
+// objects.Source, whether the watch cache or etcd feeds it.
 //
 // Request filters (recovery, authentication and impersonation) wrap the
 // handlers; the facade (package server) composes them with its routes.
 //
 // # Content negotiation
 //
-// Responses are JSON. The Accept header's first JSON clause the server can
-// answer (negotiation.go) picks a conversion, as in Kubernetes:
+// The Accept header's first clause the server can answer (negotiation.go)
+// picks the encoding (encoding.go: JSON; protobuf for built-in kinds;
+// CBOR for every resource; objects stored as JSON are decoded into their
+// Go types for protobuf and CBOR, and encoded by apimachinery's
+// serializers; errors are Status values in the client's encoding) and a
+// conversion, as in Kubernetes:
 // as=Table, as=PartialObjectMetadata or as=PartialObjectMetadataList with
 // g=meta.k8s.io and v=v1 or v1beta1, on get, list, watch and the answers
 // of writes (a list asked as PartialObjectMetadata, or an object as a
-// list, is Kubernetes' 406). Beyond Kubernetes 1.37, the parameter
+// list, is Kubernetes' 406; a Table is JSON only). Beyond Kubernetes 1.37, the parameter
 // drop=metadata.managedFields of KEP-5958 (for example
 // "Accept: application/json;drop=metadata.managedFields") leaves
 // metadata.managedFields out of every object returned, converted or not,
@@ -285,11 +289,11 @@ func notFoundInVersion() error {
 func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info requestInfo) {
 	res, ok := a.registry.Get(info.gvr)
 	if !ok {
-		WriteStatus(w, NotFoundPath())
+		writeStatusFor(w, r, NotFoundPath())
 		return
 	}
 	if info.namespaceSet && !res.Namespaced {
-		WriteStatus(w, notFoundInVersion())
+		writeStatusFor(w, r, notFoundInVersion())
 		return
 	}
 	own := res.Lifecycle != nil && res.Lifecycle.UpdateSubresource != "" && info.subresource == res.Lifecycle.UpdateSubresource
@@ -297,37 +301,37 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 	history := info.subresource == HistorySubresource && info.verb == "get"
 	updateSub := info.subresource != "" && slices.Contains(res.UpdateSubresources, info.subresource)
 	if !res.HasSubresource(info.subresource) && !own && !history {
-		WriteStatus(w, notFoundInVersion())
+		writeStatusFor(w, r, notFoundInVersion())
 		return
 	}
 	if (res.Review || review) && info.verb != "create" {
-		WriteStatus(w, apierrors.NewMethodNotSupported(gr(res), info.verb))
+		writeStatusFor(w, r, apierrors.NewMethodNotSupported(gr(res), info.verb))
 		return
 	}
 	if info.verb == "watch" && r.Method != http.MethodGet && r.Method != http.MethodHead {
-		WriteStatus(w, apierrors.NewMethodNotSupported(gr(res), strings.ToLower(r.Method)))
+		writeStatusFor(w, r, apierrors.NewMethodNotSupported(gr(res), strings.ToLower(r.Method)))
 		return
 	}
 	if updateSub && info.verb != "get" && info.verb != "update" && info.verb != "patch" {
 		// As kube-apiserver, which has no route for the method.
-		WriteStatus(w, apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, r.Method, schema.GroupResource{}, "", "", 0, false))
+		writeStatusFor(w, r, apierrors.NewGenericServerResponse(http.StatusMethodNotAllowed, r.Method, schema.GroupResource{}, "", "", 0, false))
 		return
 	}
 	if own && info.verb != "update" {
-		WriteStatus(w, apierrors.NewMethodNotSupported(schema.GroupResource{Group: res.Group, Resource: res.Plural + "/" + info.subresource}, info.verb))
+		writeStatusFor(w, r, apierrors.NewMethodNotSupported(schema.GroupResource{Group: res.Group, Resource: res.Plural + "/" + info.subresource}, info.verb))
 		return
 	}
 	if info.namespaceSet && info.namespace == "" {
-		WriteStatus(w, apistatus.BadRequest("namespace must not be empty"))
+		writeStatusFor(w, r, apistatus.BadRequest("namespace must not be empty"))
 		return
 	}
 	if res.DeprecationWarning != "" {
 		// Every request to a deprecated version, as kube-apiserver warns.
 		addWarnings(w, []string{res.DeprecationWarning})
 	}
-	if _, err := negotiate(r); err != nil {
+	if _, err := negotiate(r, res); err != nil {
 		// As Kubernetes, which negotiates before doing anything.
-		WriteStatus(w, err)
+		writeStatusFor(w, r, err)
 		return
 	}
 	extVerb := info.verb
@@ -335,7 +339,7 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 		extVerb = ""
 	}
 	if _, err := a.extensions(r, extVerb); err != nil {
-		WriteStatus(w, err)
+		writeStatusFor(w, r, err)
 		return
 	}
 	req := info.request(r, res)
@@ -391,7 +395,7 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 			if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() != nil {
 				err = apierrors.NewTimeoutError("request did not complete within the allowed duration", 1)
 			}
-			WriteStatus(w, err)
+			writeStatusFor(w, r, err)
 		}
 	})
 }

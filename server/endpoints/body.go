@@ -109,6 +109,30 @@ func decodeProtobuf(body []byte) (*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, apistatus.BadRequest("the body of the request was malformed: %v", err)
 	}
+	return fromTyped(obj)
+}
+
+// decodeCBOR decodes a CBOR-encoded object: a built-in kind through its Go
+// type (whose byte fields a client sends as byte strings), any other kind
+// as unstructured content.
+func decodeCBOR(body []byte) (*unstructured.Unstructured, error) {
+	obj, _, err := cborCodec.Decode(body, nil, nil)
+	if runtime.IsNotRegisteredError(err) || runtime.IsMissingKind(err) || runtime.IsMissingVersion(err) {
+		u := &unstructured.Unstructured{}
+		if _, _, err := cborCodec.Decode(body, nil, u); err != nil {
+			return nil, apistatus.BadRequest("the body of the request was malformed: %v", err)
+		}
+		return u, nil
+	}
+	if err != nil {
+		return nil, apistatus.BadRequest("the body of the request was malformed: %v", err)
+	}
+	return fromTyped(obj)
+}
+
+// fromTyped is a decoded built-in object's unstructured content, refused
+// (400) when it nests deeper than a JSON body may.
+func fromTyped(obj runtime.Object) (*unstructured.Unstructured, error) {
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
@@ -164,11 +188,14 @@ func checkDepth(v any, limit int) error {
 	return walk(v, 0)
 }
 
-// decodeBody decodes a JSON, YAML or (built-in types) protobuf object body.
+// decodeBody decodes a JSON, YAML, CBOR or (built-in types) protobuf
+// object body.
 func decodeBody(r *http.Request, body []byte) (*unstructured.Unstructured, error) {
 	switch mediaType(r) {
 	case protobufType:
 		return decodeProtobuf(body)
+	case cborType:
+		return decodeCBOR(body)
 	case "application/json", "*/*":
 	case "application/yaml", "application/x-yaml", "text/yaml":
 		j, err := yaml.YAMLToJSON(body)

@@ -25,7 +25,7 @@ import (
 	"github.com/objwatch/objwatch/server/registry"
 )
 
-var bodyTypes = []string{"application/json", "application/yaml", protobufType}
+var bodyTypes = []string{"application/json", "application/yaml", protobufType, cborType}
 
 // mustBeStatus fails unless err is a metav1.Status error of a client's
 // mistake (4xx).
@@ -41,9 +41,9 @@ func bodyRequest(ct string) *http.Request {
 	return &http.Request{Header: http.Header{"Content-Type": []string{ct}}}
 }
 
-// FuzzDecodeBody decodes any bytes as a JSON, YAML or protobuf request
-// body: it fails with a 4xx Status or gives an object whose JSON, YAML
-// or protobuf encoding decodes to the same object; a JSON body decodes
+// FuzzDecodeBody decodes any bytes as a JSON, YAML, protobuf or CBOR
+// request body: it fails with a 4xx Status or gives an object whose JSON,
+// YAML, protobuf or CBOR encoding decodes to the same object; a JSON body decodes
 // exactly when apimachinery's JSON decoder (with Kubernetes' depth limit)
 // reads it as an object whose metadata, if any, is an object.
 func FuzzDecodeBody(f *testing.F) {
@@ -60,6 +60,17 @@ func FuzzDecodeBody(f *testing.F) {
 		}
 	}
 	f.Add(cm, uint8(2))
+	for _, j := range []string{
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"data":{"k":"v"},"binaryData":{"b":"AP8="}}`,
+		`{"apiVersion":"x.io/v1","kind":"Thing","metadata":{"name":"a"},"spec":{"n":1,"f":1.5,"l":[true,null]}}`,
+	} {
+		u, _ := objects.Decode([]byte(j))
+		var buf bytes.Buffer
+		if err := cborCodec.Encode(u, &buf); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(buf.Bytes(), uint8(3))
+	}
 	f.Add(append([]byte("k8s\x00"), 0x0a, 0x02, 0x0a, 0x00), uint8(2))
 	f.Fuzz(func(t *testing.T, body []byte, which uint8) {
 		ct := bodyTypes[int(which)%len(bodyTypes)]
@@ -98,6 +109,15 @@ func FuzzDecodeBody(f *testing.F) {
 		}
 		if again, err := decodeBody(bodyRequest("application/yaml"), y); err != nil || !jsonEqual(again.Object, obj.Object) {
 			t.Fatalf("decodeBody(%q, %s) = %v; its YAML %s decodes to %v, %v", body, ct, obj.Object, y, again, err)
+		}
+		if ct == cborType {
+			var buf bytes.Buffer
+			if err := cborCodec.Encode(obj, &buf); err != nil {
+				t.Fatalf("decodeBody(%x, cbor) = %v: not encodable as CBOR: %v", body, obj.Object, err)
+			}
+			if again, err := decodeBody(bodyRequest(cborType), buf.Bytes()); err != nil || !jsonEqual(again.Object, obj.Object) {
+				t.Fatalf("decodeBody(%x, cbor) = %v; encoded again it decodes to %v, %v", body, obj.Object, again, err)
+			}
 		}
 		if ct == protobufType {
 			pb, err := protobufCodecFor(string(j))

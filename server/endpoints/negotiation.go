@@ -27,11 +27,13 @@ const (
 )
 
 // output is how a response renders objects, negotiated from the request's
-// Accept header: as the object itself (as ""), or converted to a
-// meta.k8s.io Table, PartialObjectMetadata or PartialObjectMetadataList of
-// version; without metadata.managedFields when the client asked
-// (drop=metadata.managedFields, see the package doc).
+// Accept header: in which encoding (JSON, protobuf, CBOR: see encoding),
+// as the object itself (as ""), or converted to a meta.k8s.io Table,
+// PartialObjectMetadata or PartialObjectMetadataList of version; without
+// metadata.managedFields when the client asked (drop=metadata.managedFields,
+// see the package doc).
 type output struct {
+	enc           encoding
 	as, version   string
 	drop          bool
 	includeObject string // a Table's rows: Metadata (default), Object or None
@@ -39,35 +41,62 @@ type output struct {
 	mask *fieldmask.Mask
 }
 
-// negotiate picks the first clause of the Accept header that the server
-// can answer, as Kubernetes' negotiation does (goautoneg's order: by
-// quality, then as written). The server writes JSON only: a clause of
-// another media type (protobuf, CBOR, YAML) is skipped, and when no clause
-// is JSON the answer is plain JSON, which every Kubernetes client decodes
-// by its Content-Type. A clause asking for a conversion the server does
-// not know is skipped too; when every JSON clause is, the answer is
-// Kubernetes' 406.
-func negotiate(r *http.Request) (output, error) {
-	out := output{includeObject: r.URL.Query().Get("includeObject")}
+// acceptClauses are the request's Accept clauses in goautoneg's order (by
+// quality, then as written).
+func acceptClauses(r *http.Request) []goautoneg.Accept {
 	header := r.Header.Get("Accept")
 	if header == "" {
-		return out, nil
+		return nil
 	}
+	return goautoneg.ParseAccept(header)
+}
+
+// acceptedTypes is kube-apiserver's list of what it serves, in its 406.
+const acceptedTypes = "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/cbor"
+
+// negotiate picks the first clause of the Accept header that the server
+// can answer for res, as Kubernetes' negotiation does (goautoneg's order:
+// by quality, then as written):
+//
+//   - JSON (application/json, application/*, */*) with or without a
+//     conversion;
+//   - protobuf for a kind with a Go type (see typed), and a
+//     PartialObjectMetadata(List) conversion of any resource; a Table is
+//     JSON only, as kube-apiserver allows it;
+//   - CBOR for any resource, and PartialObjectMetadata(List), not Table.
+//
+// Other media types (YAML) are skipped, and when no clause matches the
+// answer is plain JSON, which every Kubernetes client decodes by its
+// Content-Type; but when a skipped clause was one the server refuses (a
+// custom resource in protobuf, a Table not in JSON, a conversion it does
+// not know) the answer is Kubernetes' 406.
+func negotiate(r *http.Request, res *registry.Resource) (output, error) {
+	out := output{includeObject: r.URL.Query().Get("includeObject")}
 	refused := false
-	for _, c := range goautoneg.ParseAccept(header) {
-		if !(c.Type == "application" && c.SubType == "json") && !(c.Type == "application" && c.SubType == "*") && !(c.Type == "*" && c.SubType == "*") {
+	for _, c := range acceptClauses(r) {
+		enc, ok := clauseEncoding(c.Type, c.SubType)
+		if !ok {
 			continue
 		}
 		o, ok := clauseOutput(c.Params)
-		if !ok {
+		switch {
+		case !ok:
+			refused = true
+			continue
+		case enc != encJSON && o.as == asTable,
+			enc == encProtobuf && o.as == "" && !typed(res):
+			// As kube-apiserver: a Table is JSON or YAML only; a
+			// custom resource's serializers offer protobuf for
+			// conversions only.
 			refused = true
 			continue
 		}
+		o.enc = enc
 		o.includeObject = out.includeObject
 		return o, nil
 	}
 	if refused {
-		return out, notAcceptable("only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf")
+		return out, notAcceptable(acceptedTypes)
 	}
 	return out, nil
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
 )
@@ -37,9 +39,16 @@ func TestPartialObjectMetadata(t *testing.T) {
 	if r.Object()["apiVersion"] != "meta.k8s.io/v1beta1" {
 		t.Errorf("get as v1beta1: %s", r.Body)
 	}
-	// The protobuf clause first, as client-go's metadata client sends it.
+	// The protobuf clause first, as client-go's metadata client sends it:
+	// answered in protobuf, as kube-apiserver answers it.
 	r = a.Accept("GET", servertest.CMs, "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,"+asPartialList+",application/json", "", nil)
 	servertest.MustCode(t, "list", r, http.StatusOK)
+	pl := &metav1.PartialObjectMetadataList{}
+	decodeWire(t, r, protobufType, pl)
+	if pl.Kind != "PartialObjectMetadataList" || pl.APIVersion != "meta.k8s.io/v1" || pl.ResourceVersion == "" || len(pl.Items) != 1 || pl.Items[0].Name != "p1" {
+		t.Errorf("list as PartialObjectMetadataList in protobuf: %+v", pl)
+	}
+	r = a.Accept("GET", servertest.CMs, asPartialList, "", nil)
 	var l struct {
 		Kind, APIVersion string
 		Metadata         struct{ ResourceVersion string }
@@ -64,7 +73,7 @@ func TestPartialObjectMetadata(t *testing.T) {
 		{"object as a list", "GET", servertest.CMs + "/p1", asPartialList, 406, "you requested PartialObjectMetadataList, but the requested object is not a list (*core.ConfigMap)"},
 		{"list as an object", "GET", servertest.CMs, asPartial, 406, "you requested PartialObjectMetadata, but the requested object is a list (*core.ConfigMapList)"},
 		{"cluster roles as an object", "GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles", asPartial, 406, "you requested PartialObjectMetadata, but the requested object is a list (*rbac.ClusterRoleList)"},
-		{"unknown version", "GET", servertest.CMs + "/p1", strings.Replace(asPartial, "v=v1", "v=v2", 1), 406, "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"},
+		{"unknown version", "GET", servertest.CMs + "/p1", strings.Replace(asPartial, "v=v1", "v=v2", 1), 406, "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/cbor"},
 		{"unknown kind, before a create", "POST", servertest.CMs, "application/json;as=Foo;g=meta.k8s.io;v=v1", 406, "only the following media types are accepted"},
 	} {
 		r := a.Accept(c.method, c.path, c.accept, "application/json", []byte(servertest.CM("p3", "")))

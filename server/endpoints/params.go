@@ -16,6 +16,7 @@ import (
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -173,6 +174,10 @@ func (bs *bodies) deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) 
 		}
 		if o, ok := obj.(*metav1.DeleteOptions); ok {
 			opts = o
+		}
+	case len(body) > 0 && mediaType(r) == cborType:
+		if err := direct.Unmarshal(body, opts); err != nil {
+			return nil, apistatus.BadRequest("the body of the request was not valid DeleteOptions: %v", err)
 		}
 	case len(body) > 0:
 		if err := json.Unmarshal(body, opts); err != nil {

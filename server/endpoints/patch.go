@@ -46,7 +46,7 @@ func (a *API) patch(w http.ResponseWriter, r *http.Request, req *objects.Request
 	if err != nil {
 		return err
 	}
-	if mediaType(r) == string(types.ApplyYAMLPatchType) {
+	if isApply(r) {
 		return a.apply(w, r, req, opts)
 	}
 	p, err := a.bodies.readPatch(r, res)
@@ -76,9 +76,17 @@ func (a *API) patch(w http.ResponseWriter, r *http.Request, req *objects.Request
 	return respond(w, r, res, http.StatusOK, out.Object)
 }
 
+// isApply reports whether r is a server-side apply: a PATCH of
+// application/apply-patch+yaml or, as kube-apiserver serving CBOR accepts
+// it, application/apply-patch+cbor.
+func isApply(r *http.Request) bool {
+	mt := mediaType(r)
+	return mt == string(types.ApplyYAMLPatchType) || mt == string(types.ApplyCBORPatchType)
+}
+
 // apply is server-side apply: a PATCH whose body, YAML (or JSON, which is
-// YAML), is the applied configuration of the fieldManager. It answers 201
-// when it created the object. (application/apply-patch+cbor stays 415.)
+// YAML) or CBOR, is the applied configuration of the fieldManager. It
+// answers 201 when it created the object.
 func (a *API) apply(w http.ResponseWriter, r *http.Request, req *objects.Request, opts objects.WriteOptions) error {
 	res := req.Resource
 	patch, err := a.bodies.readApply(r)
@@ -106,6 +114,13 @@ func (bs *bodies) readApply(r *http.Request) (*unstructured.Unstructured, error)
 		return nil, err
 	}
 	var m map[string]any
+	if mediaType(r) == string(types.ApplyCBORPatchType) {
+		u := &unstructured.Unstructured{}
+		if _, _, err := cborCodec.Decode(body, nil, u); err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: %v", err))
+		}
+		return checkApplyMetadata(u.Object)
+	}
 	j, err := yaml.YAMLToJSON(body)
 	if err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("error encoding patch: %v", err))
@@ -113,6 +128,12 @@ func (bs *bodies) readApply(r *http.Request) (*unstructured.Unstructured, error)
 	if err := utiljson.Unmarshal(j, &m); err != nil {
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("error decoding patch: error unmarshaling JSON: while decoding JSON: %v", err))
 	}
+	return checkApplyMetadata(m)
+}
+
+// checkApplyMetadata is an applied configuration, refused unless its
+// metadata, if any, is an object.
+func checkApplyMetadata(m map[string]any) (*unstructured.Unstructured, error) {
 	if m == nil {
 		m = map[string]any{}
 	}
@@ -142,9 +163,6 @@ func (bs *bodies) readPatch(r *http.Request, res *registry.Resource) (*patchBody
 			return nil, apistatus.New(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
 				"the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
 		}
-	case string(types.ApplyCBORPatchType):
-		// As kube-apiserver without the CBOR feature gate.
-		return nil, apistatus.New(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType, "415: Unsupported Media Type")
 	default:
 		return nil, apistatus.New(http.StatusUnsupportedMediaType, metav1.StatusReasonUnsupportedMediaType,
 			fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got %s)", pt))

@@ -33,7 +33,7 @@ func (info requestInfo) request(r *http.Request, res *registry.Resource) *object
 
 // respond writes an object as the client asked for it (see negotiate).
 func respond(w http.ResponseWriter, r *http.Request, res *registry.Resource, code int, obj *unstructured.Unstructured) error {
-	o, err := negotiate(r)
+	o, err := negotiate(r, res)
 	if err != nil {
 		return err
 	}
@@ -41,8 +41,7 @@ func respond(w http.ResponseWriter, r *http.Request, res *registry.Resource, cod
 	if err != nil {
 		return err
 	}
-	WriteJSON(w, code, v)
-	return nil
+	return o.write(w, res, code, v)
 }
 
 func (a *API) get(w http.ResponseWriter, r *http.Request, req *objects.Request) error {
@@ -82,7 +81,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, req *objects.Request)
 		return err
 	}
 	res := req.Resource
-	neg, err := negotiate(r)
+	neg, err := negotiate(r, res)
 	if err != nil {
 		return err
 	}
@@ -90,7 +89,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, req *objects.Request)
 	switch {
 	case err != nil:
 		return err
-	case ext.shaped() && neg.as != "":
+	case ext.shaped() && (neg.as != "" || neg.enc != encJSON):
 		return errShapedAs()
 	case ext.project:
 		neg.mask = ext.mask
@@ -104,8 +103,14 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, req *objects.Request)
 		if err != nil {
 			return err
 		}
-		WriteJSON(w, http.StatusOK, v)
-		return nil
+		return neg.write(w, res, http.StatusOK, v)
+	}
+	if neg.enc != encJSON {
+		v, err := neg.wireList(res, l)
+		if err != nil {
+			return err
+		}
+		return neg.enc.encode(w, http.StatusOK, v)
 	}
 	if l.Raw != nil {
 		return writeRawList(w, res, l, neg)
@@ -230,7 +235,7 @@ func (a *API) create(w http.ResponseWriter, r *http.Request, req *objects.Reques
 	if err != nil {
 		return err
 	}
-	if o, err := negotiate(r); err == nil && o.as == "" && !o.drop && out.Raw != nil {
+	if o, err := negotiate(r, typeOf); err == nil && o.enc == encJSON && o.as == "" && !o.drop && out.Raw != nil {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
 		w.Write(out.Raw)
@@ -361,12 +366,11 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request, req *objects.Reques
 		}
 		return respond(w, r, res, code, out.Object)
 	}
-	WriteJSON(w, http.StatusOK, &metav1.Status{
+	return writeStatusObject(w, r, &metav1.Status{
 		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
 		Status:   metav1.StatusSuccess,
 		Details:  &metav1.StatusDetails{Name: req.Name, Group: res.Group, Kind: res.Plural, UID: out.Object.GetUID()},
 	})
-	return nil
 }
 
 func (a *API) deleteCollection(w http.ResponseWriter, r *http.Request, req *objects.Request) error {
@@ -382,10 +386,9 @@ func (a *API) deleteCollection(w http.ResponseWriter, r *http.Request, req *obje
 	if err := a.objects.DeleteCollection(r.Context(), req, lo, opts); err != nil {
 		return err
 	}
-	WriteJSON(w, http.StatusOK, &metav1.Status{
+	return writeStatusObject(w, r, &metav1.Status{
 		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
 		Status:   metav1.StatusSuccess,
 		Details:  &metav1.StatusDetails{Group: res.Group, Kind: res.Plural},
 	})
-	return nil
 }

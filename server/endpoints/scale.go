@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kjson "sigs.k8s.io/json"
 
@@ -115,7 +114,7 @@ func (a *API) patchScale(w http.ResponseWriter, r *http.Request, req *objects.Re
 	if err != nil {
 		return err
 	}
-	if mediaType(r) == string(types.ApplyYAMLPatchType) {
+	if isApply(r) {
 		return a.applyScale(w, r, req, info, opts)
 	}
 	p, err := a.bodies.readPatch(r, res)

@@ -1,9 +1,11 @@
 package endpoints
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -13,6 +15,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 
 	"github.com/objwatch/objwatch/server/apistatus"
 	"github.com/objwatch/objwatch/server/objects"
@@ -40,27 +43,30 @@ type watchEvent struct {
 // object service chose: the resource's watch cache when it can serve the
 // request, otherwise an etcd watch.
 func (a *API) watch(w http.ResponseWriter, r *http.Request, req *objects.Request) {
+	res := req.Resource
 	o, err := listOptions(r, "watch")
 	if err != nil {
-		WriteStatus(w, err)
+		writeStatusFor(w, r, err)
 		return
 	}
-	neg, err := negotiate(r)
+	neg, err := negotiate(r, res)
 	if err != nil {
-		WriteStatus(w, err)
+		writeStatusFor(w, r, err)
 		return
 	}
 	ext, err := a.extensions(r, "watch")
-	if err == nil && ext.shaped() && neg.as != "" {
+	if err == nil && ext.shaped() && (neg.as != "" || neg.enc != encJSON) {
 		err = errShapedAs()
 	}
 	if err != nil {
-		WriteStatus(w, err)
+		writeStatusFor(w, r, err)
 		return
 	}
 	wr := watchRequest{output: neg}
 	opts := objects.WatchOptions{
-		List: o, Decoded: neg.as != "", DropManagedFields: neg.drop && neg.as == "",
+		// Only JSON events come encoded (and shared); the others are
+		// encoded from each object (see eventEncoder).
+		List: o, Decoded: neg.as != "" || neg.enc != encJSON, DropManagedFields: neg.drop && neg.as == "",
 		Mask: ext.mask, Project: ext.project, Deltas: ext.deltas,
 	}
 	if o.TimeoutSeconds != nil {
@@ -72,7 +78,7 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, req *objects.Request
 	}
 	flusher, ok := w.(http.Flusher)
 	if !ok {
-		WriteStatus(w, apierrors.NewInternalError(errors.New("streaming unsupported")))
+		writeStatusFor(w, r, apierrors.NewInternalError(errors.New("streaming unsupported")))
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), opts.Timeout)
@@ -82,7 +88,6 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, req *objects.Request
 	ww := watchstream.NewWriter(w, r, flusher, a.cfg.WatchWriteTimeout, cancel)
 	defer ww.Stop()
 
-	res := req.Resource
 	a.metrics.watches.WithLabelValues(res.Group, res.Plural).Inc()
 	defer a.metrics.watches.WithLabelValues(res.Group, res.Plural).Dec()
 	// The watch holds an execution seat while it starts, not while it
@@ -98,16 +103,19 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, req *objects.Request
 	case errors.As(err, &late):
 		// As in Kubernetes, a parsed resourceVersion's failures arrive
 		// as an ERROR event.
+		w.Header().Set("Content-Type", neg.enc.contentType(true))
 		ww.Start()
-		sendError(json.NewEncoder(ww), ww, late.Err)
+		sendError(newEventEncoder(ww, res, neg), ww, late.Err)
 	case err != nil:
-		WriteStatus(w, err)
+		writeStatusFor(w, r, err)
 	case src != nil && neg.as == asPartialList:
 		// As in Kubernetes, whose watch cannot make a list of an event:
 		// the stream ends without one.
 		src.Stop()
+		w.Header().Set("Content-Type", neg.enc.contentType(true))
 		ww.Start()
 	case src != nil:
+		w.Header().Set("Content-Type", neg.enc.contentType(true))
 		a.watches.serveWatch(ctx, ww, res, &wr, src)
 	}
 }
@@ -144,7 +152,7 @@ type watchRequest struct {
 func (ws *watches) serveWatch(ctx context.Context, ww *watchstream.Writer, res *registry.Resource, wr *watchRequest, src objects.Source) {
 	defer src.Stop()
 	ww.Start()
-	enc := json.NewEncoder(ww)
+	enc := newEventEncoder(ww, res, wr.output)
 	counts := eventCounts{m: ws.metrics, res: res}
 	defer counts.add()
 	var (
@@ -215,11 +223,18 @@ func (ws *watches) serveWatch(ctx context.Context, ww *watchstream.Writer, res *
 }
 
 // writeItem writes one item of a watch (unflushed).
-func writeItem(enc *json.Encoder, ww *watchstream.Writer, res *registry.Resource, wr *watchRequest, it objects.Item) error {
+func writeItem(enc *eventEncoder, ww *watchstream.Writer, res *registry.Resource, wr *watchRequest, it objects.Item) error {
 	switch {
 	case it.Type == objects.Bookmark:
-		return enc.Encode(watchEvent{Type: it.Type, Object: bookmarkObject(res, wr.output, it.Rev, it.InitialEnd)})
-	case wr.as != "":
+		return enc.event(it.Type, bookmarkObject(res, wr.output, it.Rev, it.InitialEnd), nil)
+	case wr.enc != encJSON && wr.as == "" && !wr.drop && it.JSON != nil && typed(res):
+		// Straight from the stored encoding to the Go type.
+		obj, err := typedFromJSON(res.GVK(), it.JSON)
+		if err != nil {
+			return err
+		}
+		return enc.event(it.Type, obj, nil)
+	case wr.as != "" || wr.enc != encJSON:
 		obj := it.Object
 		if obj == nil {
 			var err error
@@ -231,7 +246,7 @@ func writeItem(enc *json.Encoder, ww *watchstream.Writer, res *registry.Resource
 		if err != nil {
 			return err
 		}
-		return enc.Encode(watchEvent{Type: it.Type, Object: v})
+		return enc.event(it.Type, v, nil)
 	case it.Frame != nil:
 		// The source's shared encoding (without managedFields when the
 		// watch drops them: objects.WatchOptions.DropManagedFields).
@@ -239,8 +254,63 @@ func writeItem(enc *json.Encoder, ww *watchstream.Writer, res *registry.Resource
 		return err
 	default:
 		v, _ := wr.object(res, it.Object)
-		return enc.Encode(watchEvent{Type: it.Type, Object: v, CommitTime: it.At})
+		return enc.event(it.Type, v, it.At)
 	}
+}
+
+// eventEncoder writes one watch's events in its encoding: JSON lines, or
+// the frames of apimachinery's protobuf and CBOR stream serializers (see
+// encoding). It belongs to the watch's goroutine.
+type eventEncoder struct {
+	res    *registry.Resource
+	o      output
+	json   *json.Encoder
+	frames io.Writer // a protobuf watch's length-prefixed frames
+	w      io.Writer
+	obj    bytes.Buffer // an event's object, encoded
+	frame  bytes.Buffer // a protobuf event, encoded
+}
+
+func newEventEncoder(w io.Writer, res *registry.Resource, o output) *eventEncoder {
+	e := &eventEncoder{res: res, o: o, w: w}
+	switch o.enc {
+	case encJSON:
+		e.json = json.NewEncoder(w)
+	case encProtobuf:
+		e.frames = protobuf.LengthDelimitedFramer.NewFrameWriter(w)
+	}
+	return e
+}
+
+// event writes one event of type typ with object v (a decoded object, as
+// output.object renders it, or a runtime.Object).
+func (e *eventEncoder) event(typ string, v any, at *time.Time) error {
+	if e.o.enc == encJSON {
+		return e.json.Encode(watchEvent{Type: typ, Object: v, CommitTime: at})
+	}
+	obj, err := e.o.wireObject(e.res, v)
+	if err != nil {
+		return err
+	}
+	e.obj.Reset()
+	ev := &metav1.WatchEvent{Type: typ}
+	if e.o.enc == encProtobuf {
+		if err := protobufCodec.Encode(obj, &e.obj); err != nil {
+			return err
+		}
+		ev.Object.Raw = e.obj.Bytes()
+		e.frame.Reset()
+		if err := protobufRaw.Encode(ev, &e.frame); err != nil {
+			return err
+		}
+		_, err := e.frames.Write(e.frame.Bytes())
+		return err
+	}
+	if err := cborCodec.Encode(obj, &e.obj); err != nil {
+		return err
+	}
+	ev.Object.Raw = e.obj.Bytes()
+	return cborEvents.Encode(ev, e.w)
 }
 
 // bookmarkObject is a bookmark's object: kind, apiVersion and
@@ -294,10 +364,10 @@ func (c *eventCounts) add() {
 	}
 }
 
-func sendError(enc *json.Encoder, f http.Flusher, err error) {
+func sendError(enc *eventEncoder, f http.Flusher, err error) {
 	st := apistatus.Of(err)
 	st.Kind, st.APIVersion = "Status", "v1"
-	enc.Encode(watchEvent{Type: "ERROR", Object: st})
+	enc.event("ERROR", st, nil)
 	f.Flush()
 }
 

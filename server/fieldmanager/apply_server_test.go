@@ -250,7 +250,7 @@ func TestApplyBadInput(t *testing.T) {
 		{"other namespace", "?fieldManager=m", servertest.ApplyType, strings.Replace(good, "name: bad", "name: bad\n  namespace: other", 1), 400, "the namespace of the provided object does not match the namespace sent on the request"},
 		{"other name", "?fieldManager=m", servertest.ApplyType, strings.Replace(good, "name: bad", "name: other", 1), 400, "the name of the object (other) does not match the name on the URL (bad)"},
 		{"undeclared field", "?fieldManager=m", servertest.ApplyType, good + "spec: {}\n", 500, "failed to create typed patch object (/bad; /v1, Kind=ConfigMap): .spec: field not declared in schema"},
-		{"cbor", "?fieldManager=m", "application/apply-patch+cbor", good, 415, "415: Unsupported Media Type"},
+		{"YAML sent as CBOR", "?fieldManager=m", "application/apply-patch+cbor", good, 400, "error decoding patch"},
 		{"no name", "?fieldManager=m", servertest.ApplyType, strings.Replace(good, "  name: bad\n", "", 1), 400, "the name of the object (bad based on URL) was undeterminable: name must be provided"},
 		{"not an object", "?fieldManager=m", servertest.ApplyType, "[1]", 400, "error decoding patch: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal array into Go value of type map[string]interface {}"},
 	}

@@ -6,11 +6,14 @@ import (
 	"time"
 )
 
-// Start sends the headers of a watch response. An HTTP/1.1 watch then
+// Start sends the headers of a watch response, with Content-Type
+// application/json unless the caller set one. An HTTP/1.1 watch then
 // takes its connection from net/http (see rawStream).
 func (ww *Writer) Start() {
 	h := ww.w.Header()
-	h.Set("Content-Type", "application/json")
+	if h.Get("Content-Type") == "" {
+		h.Set("Content-Type", "application/json")
+	}
 	h.Set("Cache-Control", "no-cache, private")
 	takeover := ww.cancel != nil && ww.r != nil && ww.r.ProtoMajor == 1 && ww.r.ProtoMinor >= 1
 	if takeover {
