@@ -98,7 +98,8 @@ func TestEtcdServersOverrides(t *testing.T) {
 	in, err := instance.Start(ctx, instance.Options{
 		DataDir: t.TempDir(), Listen: "127.0.0.1:0", EtcdNoFsync: true, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		EtcdOverrides: []instance.EtcdOverride{{Resource: schema.GroupResource{Resource: "events"}, Servers: []string{eventsURL}}},
-		Server:        server.Config{StorageProbeInterval: 100 * time.Millisecond, StorageUnhealthyAfter: 500 * time.Millisecond, GCLeaseDuration: -1},
+		Server: server.Config{StorageProbeInterval: 100 * time.Millisecond, StorageUnhealthyAfter: 500 * time.Millisecond, GCLeaseDuration: -1,
+			History: server.HistoryConfig{Dir: t.TempDir()}},
 	})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
@@ -175,6 +176,16 @@ func TestEtcdServersOverrides(t *testing.T) {
 	if _, err := eventsStore.Get(ctx, "/registry/core/configmaps/default/owner"); !errors.Is(err, storage.ErrNotFound) {
 		t.Errorf("the configmap is in the events etcd: %v", err)
 	}
+
+	// The history store records the main cluster only: past reads of
+	// events are refused, those of configmaps answered.
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	for _, path := range []string{"/api/v1/namespaces/default/events?asOf=" + now, "/apis/objwatch.io/v1/changes?resource=events&fromResourceVersion=1"} {
+		if code, m := do("GET", path, ""); code != 400 || !strings.Contains(fmt.Sprint(m["message"]), "etcd cluster of their own") {
+			t.Errorf("GET %s = %d %v, want 400 saying the history store does not record events", path, code, m)
+		}
+	}
+	must(200, "GET", "/api/v1/namespaces/default/configmaps?asOf="+now, "")
 
 	// The collector deletes the event once its owner, on the main
 	// cluster, is gone.
@@ -292,4 +303,17 @@ func (w *watchStream) waitEnd(t *testing.T) {
 func (w *watchStream) close() {
 	w.resp.Body.Close()
 	<-w.done
+}
+
+// An override of a resource the server does not have is refused.
+func TestEtcdServersOverridesUnknownResource(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := instance.Start(ctx, instance.Options{
+		DataDir: t.TempDir(), Listen: "127.0.0.1:0", EtcdNoFsync: true, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		EtcdOverrides: []instance.EtcdOverride{{Resource: schema.GroupResource{Group: "example.com", Resource: "foos"}, Servers: []string{"http://127.0.0.1:1"}}},
+	})
+	if err == nil || !strings.Contains(err.Error(), `no resource "foos.example.com"`) {
+		t.Fatalf("Start = %v, want an error naming foos.example.com", err)
+	}
 }
