@@ -201,10 +201,15 @@ func TestEtcdServersOverrides(t *testing.T) {
 
 	// Kill the events cluster hard.
 	child.kill()
-	waitFor(t, "events refused", func() bool {
-		code, _ := do("GET", "/api/v1/namespaces/default/events", "")
+	// (Requests sent before the server counts the cluster as lost wait
+	// for it, up to their timeout, as with the main cluster.)
+	waitFor(t, "the events cluster counted as lost", func() bool {
+		code, _ := do("GET", "/readyz/etcd-override-0", "")
 		return code == 503
 	})
+	if code, st := do("GET", "/api/v1/namespaces/default/events", ""); code != 503 || st["kind"] != "Status" {
+		t.Errorf("list of events while their etcd is lost = %d %v, want a 503 Status", code, st)
+	}
 	code, st := do("POST", "/api/v1/namespaces/default/events", eventJSON("during-loss", ""))
 	if code != 503 || st["kind"] != "Status" || !strings.Contains(fmt.Sprint(st["message"]), "unavailable") {
 		t.Errorf("create of an event while its etcd is lost = %d %v, want a 503 Status", code, st)
