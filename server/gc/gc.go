@@ -266,7 +266,10 @@ func (c *Collector) count(f func(*Stats)) {
 // keeps (present, gone) is one key's, from that key's own cluster; the
 // order it relies on is each cluster's order of its own keys, never an
 // order between an owner on one cluster and a dependent on another (those
-// are judged on fresh reads of both).
+// are judged on fresh reads of both). While one part cannot be listed or
+// watched the collector relists every feedRetry and acts on nothing: an
+// index without that part's dependents would let an Orphan or Foreground
+// deletion act on part of them.
 func (c *Collector) feed(ctx context.Context) {
 	for ctx.Err() == nil {
 		parts, revs, err := c.list(ctx)
