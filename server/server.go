@@ -65,7 +65,6 @@ import (
 	admissionwebhook "github.com/objwatch/objwatch/server/admission/webhook"
 	"github.com/objwatch/objwatch/server/audit"
 	"github.com/objwatch/objwatch/server/auth"
-	"github.com/objwatch/objwatch/server/encryption"
 	"github.com/objwatch/objwatch/server/endpoints"
 	"github.com/objwatch/objwatch/server/fieldmanager"
 	"github.com/objwatch/objwatch/server/gc/runner"
@@ -86,6 +85,12 @@ import (
 type Config struct {
 	// Storage holds the objects. Required.
 	Storage storage.Interface
+	// StorageOverrides put resources on etcd clusters of their own
+	// (--etcd-servers-overrides); see StorageOverride. A resource may be
+	// named once. The history store records the main cluster (Storage)
+	// only: past reads of an overridden resource are 400, and reads
+	// before its etcd's compaction 410.
+	StorageOverrides []StorageOverride
 	// Authenticator authenticates requests; nil allows anonymous access
 	// (only for tests that exercise handlers directly). Its service
 	// accounts are looked up in this server's objects.
@@ -353,9 +358,11 @@ type Server struct {
 	// storageReady waits for the watch caches (readyz
 	// poststarthook/storage-readiness).
 	storageReady *lifecycle.StorageReadiness
-	// health probes etcd; alarms follows etcd's alarms (NOSPACE). Run
-	// runs both.
-	health *health.Monitor
+	// clusters are the etcd clusters, the main one first, each with the
+	// monitor that probes it; Run runs them.
+	clusters []*cluster
+	// alarms follows the main etcd cluster's alarms (NOSPACE); Run runs
+	// it.
 	alarms *health.Alarms
 	// floorLifted: CompactionFloor logged that a stalled history store
 	// no longer holds etcd's compaction back.
@@ -375,19 +382,18 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: no storage")
 	}
 	cfg.setDefaults()
-	raw := cfg.Storage
-	// Every layer reads and writes through the transforming store.
-	store, err := encryption.Store(cfg.Storage, cfg.EncryptionProviderConfig)
+	s := &Server{cfg: cfg, registry: registry.New(kube.Resources()...), rawStore: cfg.Storage,
+		alarms: health.NewAlarms(cfg.Storage, cfg.StorageProbeInterval*5, cfg.Log)}
+	// Every layer reads and writes through the transforming store of
+	// each etcd cluster, behind the guard of its health monitor, which
+	// refuses requests while that cluster is lost; with overrides, through
+	// the router to the cluster of each key (openClusters). The history
+	// store records the main cluster's raw values.
+	store, atRest, err := s.openClusters(s.registry)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	// Every layer reads and writes through the guard of the health
-	// monitor, which refuses requests while etcd is lost.
-	monitor := health.New(store, health.Config{Interval: cfg.StorageProbeInterval, UnhealthyAfter: cfg.StorageUnhealthyAfter, Log: cfg.Log})
-	cfg.Storage = monitor.Store()
-	s := &Server{cfg: cfg, store: cfg.Storage, registry: registry.New(kube.Resources()...), health: monitor, rawStore: raw,
-		alarms: health.NewAlarms(raw, cfg.StorageProbeInterval*5, cfg.Log)}
-	s.atRest, _ = store.(storage.RestReader)
+	s.cfg.Storage, s.store, s.atRest = store, store, atRest
 	if err := s.openHistory(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -516,7 +522,15 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) components() []rungroup.Component {
 	// The storage probes run first and stop last: everything else may
 	// wait on etcd, and the guard refuses at once what would wait in vain.
-	cs := []rungroup.Component{{Name: "storage health", Run: s.health.Run, Detached: true}, {Name: "etcd alarms", Run: s.alarms.Run, Detached: true}}
+	var cs []rungroup.Component
+	for _, c := range s.clusters {
+		name := "storage health"
+		if c.name != "" {
+			name += " of " + c.name
+		}
+		cs = append(cs, rungroup.Component{Name: name, Run: c.monitor.Run, Detached: true})
+	}
+	cs = append(cs, rungroup.Component{Name: "etcd alarms", Run: s.alarms.Run, Detached: true})
 	if s.history != nil {
 		// Closed once every reader stopped.
 		cs = append(cs, rungroup.Component{Name: "history", Run: s.recordHistory, Stop: func() { s.history.Close() }})
@@ -638,14 +652,10 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 // (503, with the reasons: objwatch does not withhold them), "ok" alone
 // otherwise; /readyz/NAME runs one check.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	checks := []struct {
-		name  string
-		check func() error
-	}{
-		{"ping", func() error { return nil }},
-		// The background monitor's verdict: readyz costs nothing and
-		// says the same as the refusals of requests.
-		{"etcd", s.health.Err},
+	// The background monitors' verdicts: readyz costs nothing and says
+	// the same as the refusals of requests.
+	checks := append([]readyCheck{{"ping", func() error { return nil }}}, s.storageChecks()...)
+	checks = append(checks, []readyCheck{
 		// etcd at its quota (NOSPACE) refuses writes: not ready, though
 		// reads and watches go on (docs/OPERATIONS.md).
 		{"etcd-alarms", s.alarms.Err},
@@ -656,7 +666,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 			return nil
 		}},
 		{"poststarthook/storage-readiness", s.storageReady.Check},
-	}
+	}...)
 	only := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, "/readyz"), "/")
 	var out strings.Builder
 	failed, found := false, only == ""
@@ -687,24 +697,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// healthMetrics are the storage monitor's metrics.
-func (s *Server) healthMetrics() []prometheus.Collector {
-	return []prometheus.Collector{
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "objwatch_storage_available",
-			Help: "1 while the server's etcd answers its probes, 0 while it counts as lost (requests get 503, watches end).",
-		}, func() float64 {
-			if s.health.Err() != nil {
-				return 0
-			}
-			return 1
-		}),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "objwatch_storage_outages_total",
-			Help: "Times the server's etcd became unavailable (its probes failed for StorageUnhealthyAfter).",
-		}, func() float64 { return float64(s.health.Outages()) }),
-		s.alarms.Collector(),
-	}
+// readyCheck is one check of /readyz.
+type readyCheck struct {
+	name  string
+	check func() error
 }
 
 func (s *Server) version(w http.ResponseWriter, r *http.Request) {

@@ -306,3 +306,64 @@ type RestReader interface {
 	// back is a *TransformError.
 	FromRest(ctx context.Context, key string, rev int64, value []byte) ([]byte, error)
 }
+
+// Partitioned is a store whose keys live in several stores (etcd clusters),
+// each holding the keys under some prefixes: a key-value operation goes to
+// the store of its key, a prefix operation to the store of its prefix.
+// Revisions of two parts are not comparable; a caller that needs one
+// revision for several keys asks Part for the store that holds them. A
+// prefix operation whose prefix spans parts (List, Count, ListAll,
+// DeletePrefix, Watch) is refused with ErrSpansParts: read each of Parts.
+// Revision, Compact and Compacted without a key are the main part's.
+type Partitioned interface {
+	Interface
+	// Part returns the store holding every key under prefix, and its
+	// name ("" for the main part); a prefix spanning parts is the main
+	// part's.
+	Part(prefix string) (Interface, string)
+	// Parts returns the parts holding keys under prefix, the main part
+	// first.
+	Parts(prefix string) []Part
+}
+
+// Part is one store of a Partitioned store, for the keys under a prefix.
+type Part struct {
+	// Name is "" for the main part, else the name the part was given.
+	Name  string
+	Store Interface
+	// Skip are prefixes under the prefix asked for whose keys this part
+	// does not hold (they are another part's): a stray key it has under
+	// them (written before the partition) is none of the keys asked for.
+	Skip []string
+}
+
+// Holds reports whether p holds key (it is under none of p.Skip).
+func (p Part) Holds(key string) bool {
+	for _, s := range p.Skip {
+		if len(key) >= len(s) && key[:len(s)] == s {
+			return false
+		}
+	}
+	return true
+}
+
+// ErrSpansParts: a prefix operation's prefix spans the parts of a
+// Partitioned store.
+var ErrSpansParts = errors.New("prefix spans several storage clusters")
+
+// PartOf is s.Part(prefix)'s store if s is Partitioned, else s.
+func PartOf(s Interface, prefix string) Interface {
+	if p, ok := s.(Partitioned); ok {
+		st, _ := p.Part(prefix)
+		return st
+	}
+	return s
+}
+
+// PartsOf is s.Parts(prefix) if s is Partitioned, else s as the one part.
+func PartsOf(s Interface, prefix string) []Part {
+	if p, ok := s.(Partitioned); ok {
+		return p.Parts(prefix)
+	}
+	return []Part{{Store: s}}
+}

@@ -24,6 +24,7 @@ func newServeCommand() *cobra.Command {
 	var (
 		o                         instance.Options
 		etcdServers               string
+		etcdServersOverrides      string
 		etcdCA, etcdCert, etcdKey string
 		hosts                     []string
 		verbose                   bool
@@ -53,8 +54,15 @@ func newServeCommand() *cobra.Command {
 			if auditHeadroomMB <= 0 {
 				o.Server.Audit.Headroom = -1
 			}
-			if etcdServers != "" {
-				o.EtcdServers = strings.Split(etcdServers, ",")
+			overrides, err := instance.ParseEtcdServersOverrides(etcdServersOverrides)
+			if err != nil {
+				return err
+			}
+			o.EtcdOverrides = overrides
+			if etcdServers != "" || len(overrides) > 0 {
+				if etcdServers != "" {
+					o.EtcdServers = strings.Split(etcdServers, ",")
+				}
 				tc, err := etcdTLS(etcdCA, etcdCert, etcdKey)
 				if err != nil {
 					return err
@@ -105,6 +113,7 @@ func newServeCommand() *cobra.Command {
 	f.StringVar(&o.Listen, "listen", "127.0.0.1:6443", "HTTPS listen address")
 	f.StringSliceVar(&hosts, "host", nil, "extra host names or IPs for the serving certificate")
 	f.StringVar(&etcdServers, "etcd-servers", "", "comma-separated external etcd client URLs (default: embedded etcd)")
+	f.StringVar(&etcdServersOverrides, "etcd-servers-overrides", "", "per-resource external etcd clusters, as kube-apiserver's: comma-separated group/resource#servers, servers being client URLs separated by ';' and the core group empty (/events#http://10.0.0.1:2379;http://10.0.0.2:2379,coordination.k8s.io/leases#http://10.0.0.3:2379); the --etcd-cafile, --etcd-certfile and --etcd-keyfile apply to every cluster; the history store records the main cluster only")
 	f.StringVar(&etcdCA, "etcd-cafile", "", "CA bundle to verify external etcd servers")
 	f.StringVar(&etcdCert, "etcd-certfile", "", "client certificate for external etcd")
 	f.StringVar(&etcdKey, "etcd-keyfile", "", "client key for external etcd")

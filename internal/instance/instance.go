@@ -36,8 +36,13 @@ type Options struct {
 	Listen string
 	// EtcdServers selects an external etcd; empty starts an embedded one.
 	EtcdServers []string
-	// EtcdTLS is the client TLS for external etcd (nil: plain).
+	// EtcdTLS is the client TLS for external etcd (nil: plain), the
+	// main cluster's and every override's.
 	EtcdTLS *tls.Config
+	// EtcdOverrides put resources on external etcd clusters of their own
+	// (--etcd-servers-overrides), each compacted on its own every
+	// CompactionInterval.
+	EtcdOverrides []EtcdOverride
 	// EtcdNoFsync speeds embedded etcd up for tests, at the cost of durability.
 	EtcdNoFsync bool
 	// CompactionInterval between etcd compactions; 0 disables.
@@ -140,8 +145,12 @@ type Instance struct {
 	// EtcdEndpoint is the etcd client URL (embedded or the first external).
 	EtcdEndpoint string
 
+	// Overrides are the stores of EtcdOverrides, in their order.
+	Overrides []*etcd.Store
+
 	embedded *etcd.Embedded
-	cli      io.Closer // the etcd client
+	cli      io.Closer   // the etcd client
+	clis     []io.Closer // the overrides' etcd clients
 	http     *http.Server
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -173,7 +182,11 @@ func Start(ctx context.Context, o Options) (_ *Instance, err error) {
 		endpoints = []string{e.Endpoint}
 	}
 	in.EtcdEndpoint = endpoints[0]
-	cli, err := etcd.NewClient(etcd.ClientConfig{Endpoints: endpoints, TLS: o.EtcdTLS})
+	mainTLS := o.EtcdTLS
+	if in.embedded != nil {
+		mainTLS = nil // (the TLS flags are the overrides')
+	}
+	cli, err := etcd.NewClient(etcd.ClientConfig{Endpoints: endpoints, TLS: mainTLS})
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +195,21 @@ func Start(ctx context.Context, o Options) (_ *Instance, err error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if in.Store, err = etcd.New(cli, reg); err != nil {
 		return nil, err
+	}
+	cfg := o.Server
+	for _, ov := range o.EtcdOverrides {
+		cli, err := etcd.NewClient(etcd.ClientConfig{Endpoints: ov.Servers, TLS: o.EtcdTLS})
+		if err != nil {
+			return nil, fmt.Errorf("etcd of %s: %w", ov.Resource, err)
+		}
+		in.clis = append(in.clis, cli)
+		// (No request latency metrics: the main store registers them.)
+		st, err := etcd.New(cli, nil)
+		if err != nil {
+			return nil, err
+		}
+		in.Overrides = append(in.Overrides, st)
+		cfg.StorageOverrides = append(cfg.StorageOverrides, server.StorageOverride{Resource: ov.Resource, Storage: st})
 	}
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
@@ -204,7 +232,6 @@ func Start(ctx context.Context, o Options) (_ *Instance, err error) {
 		ln.Close()
 		return nil, err
 	}
-	cfg := o.Server
 	cfg.Storage = in.Store
 	cfg.Authenticator = in.Authenticator
 	cfg.TokenIssuer = in.TokenIssuer
@@ -236,6 +263,10 @@ func Start(ctx context.Context, o Options) (_ *Instance, err error) {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	in.cancel = cancel
+	for i, st := range in.Overrides {
+		log := o.Log.With("etcd", o.EtcdOverrides[i].Resource.String())
+		in.wg.Go(func() { st.RunCompactor(runCtx, o.CompactionInterval, log, nil) })
+	}
 	in.wg.Add(3)
 	go func() {
 		defer in.wg.Done()
@@ -284,6 +315,9 @@ func (in *Instance) Close() {
 		in.wg.Wait()
 		if in.cli != nil {
 			in.cli.Close()
+		}
+		for _, c := range in.clis {
+			c.Close()
 		}
 		if in.embedded != nil {
 			in.embedded.Close()

@@ -184,7 +184,7 @@ func (a *API) changesBound(r *http.Request, timeParam, revParam string, required
 		if err != nil {
 			return 0, apistatus.BadRequest("%s: invalid value %q: want an RFC 3339 time such as 2026-12-04T09:30:00Z", timeParam, t)
 		}
-		return a.objects.RevisionAt(r.Context(), at)
+		return a.objects.RevisionAt(r.Context(), nil, at) // the main etcd cluster's
 	case required:
 		return 0, apistatus.BadRequest("changes: %s (or %s) is required", timeParam, revParam)
 	}

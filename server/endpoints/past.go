@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/objwatch/objwatch/server/apistatus"
+	"github.com/objwatch/objwatch/server/registry"
 )
 
 // AsOfParam reads the past: GET and LIST ?asOf=TIME (RFC 3339) answer the
@@ -37,13 +38,13 @@ func asOf(r *http.Request) (t time.Time, ok bool, err error) {
 
 // pastGet is the revision a GET asks for with asOf or an exact
 // resourceVersion (0: neither).
-func (a *API) pastGet(r *http.Request, opts *metav1.GetOptions) (int64, error) {
+func (a *API) pastGet(r *http.Request, res *registry.Resource, opts *metav1.GetOptions) (int64, error) {
 	t, ok, err := asOf(r)
 	if err != nil || ok {
 		if err != nil {
 			return 0, err
 		}
-		return a.objects.RevisionAt(r.Context(), t)
+		return a.objects.RevisionAt(r.Context(), res, t)
 	}
 	if r.URL.Query().Get("resourceVersionMatch") != string(metav1.ResourceVersionMatchExact) {
 		return 0, nil
@@ -57,7 +58,7 @@ func (a *API) pastGet(r *http.Request, opts *metav1.GetOptions) (int64, error) {
 
 // pastList makes a LIST with asOf an exact list at the revision of that
 // moment.
-func (a *API) pastList(r *http.Request, o *internalversion.ListOptions) error {
+func (a *API) pastList(r *http.Request, res *registry.Resource, o *internalversion.ListOptions) error {
 	t, ok, err := asOf(r)
 	if err != nil || !ok {
 		return err
@@ -65,7 +66,7 @@ func (a *API) pastList(r *http.Request, o *internalversion.ListOptions) error {
 	if o.Continue != "" {
 		return apistatus.BadRequest("asOf: may not be set with continue (the continue token holds the revision)")
 	}
-	rev, err := a.objects.RevisionAt(r.Context(), t)
+	rev, err := a.objects.RevisionAt(r.Context(), res, t)
 	if err != nil {
 		return err
 	}

@@ -58,7 +58,7 @@ func (a *API) getObject(r *http.Request, req *objects.Request) (*unstructured.Un
 	if err != nil {
 		return nil, err
 	}
-	rev, err := a.pastGet(r, opts)
+	rev, err := a.pastGet(r, req.Resource, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +73,7 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, req *objects.Request)
 	if err != nil {
 		return err
 	}
-	if err := a.pastList(r, o); err != nil {
+	if err := a.pastList(r, req.Resource, o); err != nil {
 		return err
 	}
 	l, err := a.objects.List(r.Context(), req, o)

@@ -259,12 +259,22 @@ func (c *Collector) count(f func(*Stats)) {
 }
 
 // feed lists every object, then watches from the list's revision; after a
-// compaction or an error it lists again.
+// compaction or an error it lists again. A store whose keys live on
+// several etcd clusters (storage.Partitioned) is listed and watched part
+// by part, each from its own revision: revisions of two clusters are not
+// comparable, and the collector never compares them. Every revision it
+// keeps (present, gone) is one key's, from that key's own cluster; the
+// order it relies on is each cluster's order of its own keys, never an
+// order between an owner on one cluster and a dependent on another (those
+// are judged on fresh reads of both). While one part cannot be listed or
+// watched the collector relists every feedRetry and acts on nothing: an
+// index without that part's dependents would let an Orphan or Foreground
+// deletion act on part of them.
 func (c *Collector) feed(ctx context.Context) {
 	for ctx.Err() == nil {
-		rev, err := c.list(ctx)
+		parts, revs, err := c.list(ctx)
 		if err == nil {
-			err = c.watch(ctx, rev+1)
+			err = c.watch(ctx, parts, revs)
 		}
 		if ctx.Err() != nil {
 			return
@@ -281,32 +291,27 @@ func (c *Collector) feed(ctx context.Context) {
 // Dependents are queued when an owner is missing from that snapshot or
 // being deleted in the foreground, and owners when an Orphan or Foreground
 // deletion is under way.
-func (c *Collector) list(ctx context.Context) (int64, error) {
+func (c *Collector) list(ctx context.Context) ([]storage.Part, []int64, error) {
 	c.mu.Lock()
 	c.synced = false
 	c.mu.Unlock()
 	var (
-		rev      int64
-		start    string
-		uids     = map[string]types.UID{}
+		parts    = storage.PartsOf(c.cfg.Store, c.cfg.Prefix)
+		revs     = make([]int64, len(parts))
+		uids     = map[string]presentOwner{} // uid and the revision of its part's list
 		metas    = map[string]Meta{}
 		fg       = map[string]bool{}              // keys of owners deleting in the foreground
 		draining = map[string]func(string) bool{} // containers being deleted
 	)
-	for {
-		page, err := c.cfg.Store.List(ctx, c.cfg.Prefix, storage.ListOptions{Revision: rev, Limit: listPage, StartKey: start})
-		if err != nil {
-			return 0, err
-		}
-		rev = page.Revision
-		for _, kv := range page.KVs {
+	for i, part := range parts {
+		if err := c.listPart(ctx, part, &revs[i], func(kv storage.KeyValue, rev int64) {
 			m, err := DecodeMeta(kv.Value)
 			if err != nil {
-				continue // not an object the collector can judge
+				return // not an object the collector can judge
 			}
-			uids[kv.Key] = m.UID
+			uids[kv.Key] = presentOwner{uid: m.UID, rev: rev}
 			if !interesting(kv.Value) {
-				continue
+				return
 			}
 			metas[kv.Key] = m
 			if m.Deleting() && m.HasFinalizer(FinalizerDeleteDependents) {
@@ -315,11 +320,9 @@ func (c *Collector) list(ctx context.Context) (int64, error) {
 			if contains, ok := c.cfg.Backend.Container(kv.Key, m); ok {
 				draining[kv.Key] = contains
 			}
+		}); err != nil {
+			return nil, nil, err
 		}
-		if !page.More || len(page.KVs) == 0 {
-			break
-		}
-		start = page.KVs[len(page.KVs)-1].Key + "\x00"
 	}
 	idx := newIndex()
 	var queue []string
@@ -332,10 +335,10 @@ func (c *Collector) list(ctx context.Context) (int64, error) {
 		for _, ref := range m.OwnerReferences {
 			okey, resolved := c.cfg.Backend.OwnerKey(ref, m.Namespace)
 			switch {
-			case !resolved || uids[okey] != ref.UID || fg[okey]:
+			case !resolved || uids[okey].uid != ref.UID || fg[okey]:
 				check = true
 			case !metas[okey].Deleting():
-				idx.present[okey] = presentOwner{uid: ref.UID, rev: rev}
+				idx.present[okey] = uids[okey]
 			}
 		}
 		if check {
@@ -351,30 +354,93 @@ func (c *Collector) list(ctx context.Context) (int64, error) {
 	for _, key := range queue {
 		c.queue.add(key)
 	}
-	return rev, nil
+	return parts, revs, nil
 }
 
-// watch follows changes from rev until an error or ctx ends.
-func (c *Collector) watch(ctx context.Context, rev int64) error {
-	w, err := c.cfg.Store.Watch(ctx, c.cfg.Prefix, rev)
-	if err != nil {
-		return err
+// listPart reads every key of part under the prefix at one revision,
+// which it leaves in *rev, calling f with each.
+func (c *Collector) listPart(ctx context.Context, part storage.Part, rev *int64, f func(kv storage.KeyValue, rev int64)) error {
+	var start string
+	for {
+		page, err := part.Store.List(ctx, c.cfg.Prefix, storage.ListOptions{Revision: *rev, Limit: listPage, StartKey: start})
+		if err != nil {
+			if part.Name != "" {
+				err = fmt.Errorf("etcd cluster of %s: %w", part.Name, err)
+			}
+			return err
+		}
+		*rev = page.Revision
+		for _, kv := range page.KVs {
+			if part.Holds(kv.Key) {
+				f(kv, page.Revision)
+			}
+		}
+		if !page.More || len(page.KVs) == 0 {
+			return nil
+		}
+		start = page.KVs[len(page.KVs)-1].Key + "\x00"
 	}
-	defer w.Stop()
-	for ev := range w.Events() {
+}
+
+// watch follows changes of every part after its revision in revs until
+// an error or ctx ends. The events of one part are handled in its order;
+// those of two parts in the order they arrive.
+func (c *Collector) watch(ctx context.Context, parts []storage.Part, revs []int64) error {
+	ctx, cancel := context.WithCancel(ctx)
+	type partEvent struct {
+		part storage.Part
+		ev   storage.Event
+	}
+	events := make(chan partEvent)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel() // first: the forwarders return
+	for i, part := range parts {
+		w, err := part.Store.Watch(ctx, c.cfg.Prefix, revs[i]+1)
+		if err != nil {
+			return err
+		}
+		wg.Go(func() {
+			defer w.Stop()
+			for ev := range w.Events() {
+				select {
+				case events <- partEvent{part, ev}:
+				case <-ctx.Done():
+					return
+				}
+			}
+			select {
+			case events <- partEvent{part, storage.Event{Type: storage.Error, Err: errors.New("watch ended")}}:
+			case <-ctx.Done():
+			}
+		})
+	}
+	for {
+		var pe partEvent
+		select {
+		case pe = <-events:
+		case <-ctx.Done():
+			return nil
+		}
+		ev := pe.ev
+		if ev.Type != storage.Error && !pe.part.Holds(ev.KV.Key) {
+			continue
+		}
 		switch ev.Type {
 		case storage.Put:
 			c.put(ev.KV)
 		case storage.Delete:
 			c.deleted(ev.KV.Key, ev.Revision)
 		case storage.Error:
+			if ctx.Err() != nil {
+				return nil
+			}
+			if pe.part.Name != "" {
+				return fmt.Errorf("etcd cluster of %s: %w", pe.part.Name, ev.Err)
+			}
 			return ev.Err
 		}
 	}
-	if ctx.Err() != nil {
-		return nil
-	}
-	return errors.New("watch ended")
 }
 
 // put handles a write of key.

@@ -70,13 +70,17 @@ func (c *Caches) For(res *registry.Resource) *watchcache.Cache {
 		c.hints = map[*registry.Resource]*writeHints{}
 	}
 	hints := &writeHints{m: map[string]writeHint{}}
-	store := c.cfg.Storage
+	// The store of the etcd cluster res lives on: the cache's list,
+	// watch, consistent reads' revision and compaction polls are that
+	// cluster's (storage.Partitioned).
+	own := storage.PartOf(c.cfg.Storage, res.StoragePrefix)
+	store := own
 	if c.cfg.CacheStartDelay > 0 {
 		store = &delayedStart{Interface: store, delay: c.cfg.CacheStartDelay}
 	}
 	decode := c.decoder(res, hints)
 	if res.Versions != nil && res.Versions.Remote() {
-		b := &batchConverting{Interface: c.cfg.Storage, res: res, done: map[keyRev]*watchcache.Object{}}
+		b := &batchConverting{Interface: own, res: res, done: map[keyRev]*watchcache.Object{}}
 		store, decode = b, b.decoder(decode)
 	}
 	wc := watchcache.New(watchcache.Config{

@@ -3,6 +3,7 @@ package objects
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,6 +57,9 @@ func (s *Service) Changes(ctx context.Context, opts ChangesOptions, fn func(Chan
 	past := s.etcd.past
 	if past == nil {
 		return apierrors.NewBadRequest("changes: this server keeps no history store (objwatch serve --history)")
+	}
+	if err := s.notRecorded("changes", opts.Resource); err != nil {
+		return err
 	}
 	if opts.From < past.hs.Oldest() {
 		return pastError(history.ErrNotRetained)
@@ -151,4 +155,17 @@ func (s *Service) HistoryOldest() int64 {
 		return 0
 	}
 	return s.etcd.past.hs.Oldest()
+}
+
+// notRecorded is the 400 of a read of the history store (what) about res
+// when res lives on an etcd cluster of its own (--etcd-servers-overrides):
+// the history store records the main cluster only. nil for nil.
+func (s *Service) notRecorded(what string, res *registry.Resource) error {
+	if res == nil {
+		return nil
+	}
+	if name := clusterOf(s.store, res.StoragePrefix); name != "" {
+		return apierrors.NewBadRequest(fmt.Sprintf("%s: the history store does not record %s: they live on an etcd cluster of their own (%s, --etcd-servers-overrides), and the history store records the main cluster only", what, gr(res), name))
+	}
+	return nil
 }

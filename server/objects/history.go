@@ -55,7 +55,9 @@ func (s *Service) History(ctx context.Context, req *Request) (History, error) {
 	if err := s.hooks.authorize(ctx, req); err != nil {
 		return History{}, err
 	}
-	if s.cfg.History != nil {
+	if s.cfg.History != nil && clusterOf(s.store, req.Resource.StoragePrefix) == "" {
+		// (A resource on an etcd cluster of its own is not recorded: its
+		// history is what its etcd still has.)
 		return s.recordedHistory(ctx, req)
 	}
 	res := req.Resource
@@ -158,7 +160,7 @@ func (s *Service) recordedHistory(ctx context.Context, req *Request) (History, e
 // etcd has made until now, at most FutureRVWait: a read of the history
 // sees the writes that ended before it (504 when the store lags further).
 func (s *Service) historyCaughtUp(ctx context.Context) error {
-	rev, err := s.store.Revision(ctx)
+	rev, err := s.store.Revision(ctx) // the main etcd cluster's, the one it records
 	if err != nil {
 		return apistatus.Storage(err, schema.GroupResource{}, "")
 	}

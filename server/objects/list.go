@@ -230,7 +230,7 @@ func (s *Service) List(ctx context.Context, req *Request, o *internalversion.Lis
 		return l, err
 	}
 	if plan.minRev > 0 {
-		if err := s.etcd.waitFor(ctx, plan.minRev); err != nil {
+		if err := s.etcd.waitFor(ctx, res.StoragePrefix, plan.minRev); err != nil {
 			return nil, err
 		}
 	}
@@ -277,9 +277,9 @@ func (r *storeReader) list(ctx context.Context, res *registry.Resource, ns strin
 		lopts := storage.ListOptions{Revision: rev, Limit: page, StartKey: start}
 		lr, err := r.store.List(ctx, prefix, lopts)
 		var ce *storage.CompactedError
-		if errors.As(err, &ce) && r.past != nil && rev > 0 {
+		if past := r.pastOf(prefix); errors.As(err, &ce) && past != nil && rev > 0 {
 			// etcd compacted it: the history store answers.
-			if lr, err = r.past.list(ctx, prefix, lopts); err != nil {
+			if lr, err = past.list(ctx, prefix, lopts); err != nil {
 				if errors.Is(err, history.ErrNotRetained) && plan.fromCont {
 					return nil, meta, expiredContinue(continueToken{Start: plan.start})
 				}

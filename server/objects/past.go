@@ -11,6 +11,7 @@ import (
 
 	"github.com/objwatch/objwatch/server/apistatus"
 	"github.com/objwatch/objwatch/server/history"
+	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/storage"
 )
 
@@ -99,21 +100,21 @@ func (s *Service) GetAt(ctx context.Context, req *Request, rev int64) (*unstruct
 	if err := s.hooks.authorize(ctx, req); err != nil {
 		return nil, err
 	}
-	if err := s.etcd.waitFor(ctx, rev); err != nil {
+	res := req.Resource
+	if err := s.etcd.waitFor(ctx, res.StoragePrefix, rev); err != nil {
 		return nil, err
 	}
-	res := req.Resource
 	key := res.Key(req.Namespace, req.Name)
 	lr, err := s.etcd.store.List(ctx, key, storage.ListOptions{Revision: rev, StartKey: key, Limit: 1})
 	var ce *storage.CompactedError
-	if errors.As(err, &ce) && s.etcd.past != nil {
+	if past := s.etcd.pastOf(res.StoragePrefix); errors.As(err, &ce) && past != nil {
 		var e history.Entry
-		if err = s.etcd.past.recorded(ctx, rev); err == nil {
-			e, err = s.etcd.past.hs.Get(key, rev)
+		if err = past.recorded(ctx, rev); err == nil {
+			e, err = past.hs.Get(key, rev)
 		}
 		if err == nil {
 			var kv storage.KeyValue
-			if kv, err = s.etcd.past.kv(ctx, e); err == nil {
+			if kv, err = past.kv(ctx, e); err == nil {
 				lr = storage.ListResult{KVs: []storage.KeyValue{kv}, Revision: rev}
 			}
 		}
@@ -132,12 +133,17 @@ func (s *Service) GetAt(ctx context.Context, req *Request, rev int64) (*unstruct
 	return obj, err
 }
 
-// RevisionAt is the revision of the state at t: the last change recorded
-// at or before it. It needs the history store (400 without one); t in
+// RevisionAt is the revision of the state at t of res's objects (nil:
+// every resource on the main etcd cluster): the last change recorded at
+// or before it. It needs the history store (400 without one, and for a
+// resource on an etcd cluster of its own, which it does not record); t in
 // the future is 400, before the history store's oldest revision 410.
-func (s *Service) RevisionAt(ctx context.Context, t time.Time) (int64, error) {
+func (s *Service) RevisionAt(ctx context.Context, res *registry.Resource, t time.Time) (int64, error) {
 	if s.etcd.past == nil {
 		return 0, apierrors.NewBadRequest("asOf: this server keeps no history store (objwatch serve --history)")
+	}
+	if err := s.notRecorded("asOf", res); err != nil {
+		return 0, err
 	}
 	if t.After(time.Now()) {
 		return 0, apierrors.NewBadRequest(fmt.Sprintf("asOf: %s is in the future", t.UTC().Format(time.RFC3339Nano)))

@@ -14,7 +14,8 @@ import (
 // watchFrom is the store's watch of prefix from revision from, which with
 // a history store may start before etcd's compaction (see pastWatcher).
 func (r *storeReader) watchFrom(ctx context.Context, prefix string, from int64) (storage.Watcher, error) {
-	if r.past == nil {
+	past := r.pastOf(prefix)
+	if past == nil {
 		return r.store.Watch(ctx, prefix, from)
 	}
 	w, err := r.store.Watch(ctx, prefix, from)
@@ -22,7 +23,7 @@ func (r *storeReader) watchFrom(ctx context.Context, prefix string, from int64) 
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	pw := &pastWatcher{past: r.past, store: r.store, prefix: prefix, out: make(chan storage.Event), cancel: cancel, done: make(chan struct{}), cur: w, wait: r.futureRVWait}
+	pw := &pastWatcher{past: past, store: r.store, prefix: prefix, out: make(chan storage.Event), cancel: cancel, done: make(chan struct{}), cur: w, wait: r.futureRVWait}
 	go pw.run(ctx, from)
 	return pw, nil
 }

@@ -31,7 +31,7 @@ func (s *Service) Get(ctx context.Context, req *Request, opts *metav1.GetOptions
 			return obj, err
 		}
 		if rv > 0 {
-			if err := s.etcd.waitFor(ctx, rv); err != nil {
+			if err := s.etcd.waitFor(ctx, res.StoragePrefix, rv); err != nil {
 				return nil, err
 			}
 		}
@@ -56,12 +56,37 @@ type storeReader struct {
 	past *pastReader
 }
 
-// waitFor waits until the store has reached rev, up to futureRVWait;
-// then it is a 504 "Too large resource version".
-func (r *storeReader) waitFor(ctx context.Context, rev int64) error {
+// pastOf is the history store's reader for the keys under prefix: nil
+// without a history store, and for a resource on an etcd cluster of its
+// own (--etcd-servers-overrides): the history store records the main
+// cluster only, so reads of such a resource past etcd's compaction are
+// 410, as without one.
+func (r *storeReader) pastOf(prefix string) *pastReader {
+	if r.past == nil || clusterOf(r.store, prefix) != "" {
+		return nil
+	}
+	return r.past
+}
+
+// clusterOf names the etcd cluster holding the keys under prefix: "" for
+// the main one, else the resource's own (storage.Partitioned).
+func clusterOf(store storage.Interface, prefix string) string {
+	if p, ok := store.(storage.Partitioned); ok {
+		_, name := p.Part(prefix)
+		return name
+	}
+	return ""
+}
+
+// waitFor waits until the store of the keys under prefix (the etcd
+// cluster they live on: revisions of two clusters are not comparable) has
+// reached rev, up to futureRVWait; then it is a 504 "Too large resource
+// version".
+func (r *storeReader) waitFor(ctx context.Context, prefix string, rev int64) error {
 	deadline := time.Now().Add(r.futureRVWait)
+	store := storage.PartOf(r.store, prefix)
 	for {
-		cur, err := r.store.Revision(ctx)
+		cur, err := store.Revision(ctx)
 		if err != nil {
 			return apierrors.NewInternalError(err)
 		}

@@ -246,7 +246,7 @@ func (r *storeReader) watch(ctx context.Context, req *Request, wr watchRequest) 
 	from := wr.rv + 1
 	if wr.initial {
 		if wr.rv > 0 {
-			if err := r.waitFor(ctx, wr.rv); err != nil {
+			if err := r.waitFor(ctx, res.StoragePrefix, wr.rv); err != nil {
 				return nil, err
 			}
 		}
@@ -256,7 +256,7 @@ func (r *storeReader) watch(ctx context.Context, req *Request, wr watchRequest) 
 		}
 		src.initial, from = items, rev+1
 	} else if wr.rv == 0 {
-		rev, err := r.store.Revision(ctx)
+		rev, err := storage.PartOf(r.store, res.StoragePrefix).Revision(ctx)
 		if err != nil {
 			return nil, apistatus.Storage(err, gr, "")
 		}
