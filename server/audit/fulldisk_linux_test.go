@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -55,14 +54,8 @@ func fill(t *testing.T, dir string) string {
 func TestFullDiskTakesTheBatchBack(t *testing.T) {
 	dir := SmallFS(t, 1<<20)
 	path := filepath.Join(dir, "audit.log")
-	l, err := New(Config{Path: path, JournalSize: 64 << 10, Headroom: -1, Log: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); l.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	l, stop := runLog(t, Config{Path: path, JournalSize: 64 << 10, Headroom: -1, Log: quiet})
+	defer stop()
 	record := func(i int) error {
 		ev := &auditv1.Event{Level: auditv1.LevelMetadata, AuditID: "x", Stage: auditv1.StageResponseComplete,
 			Verb: "create", User: userInfo(ServerUser), RequestURI: fmt.Sprintf("/r/%d", i),

@@ -18,17 +18,25 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 )
 
-// writeLog writes n records to a log at path (maxMB rotates) and returns
-// its final checkpoint.
-func writeLog(t *testing.T, path string, n, maxMB int) Checkpoint {
-	t.Helper()
-	l, err := New(Config{Path: path, MaxSizeMB: maxMB, Log: quiet})
+// runLog opens a log with cfg and runs it; stop ends Run and waits for
+// it (the log is closed then).
+func runLog(tb testing.TB, cfg Config) (l *Log, stop func()) {
+	tb.Helper()
+	l, err := New(cfg)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); l.Run(ctx) }()
+	return l, func() { cancel(); <-done }
+}
+
+// writeLog writes n records to a log at path (maxMB rotates) and returns
+// its final checkpoint.
+func writeLog(t *testing.T, path string, n, maxMB int) Checkpoint {
+	t.Helper()
+	l, stop := runLog(t, Config{Path: path, MaxSizeMB: maxMB, Log: quiet})
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
@@ -42,8 +50,7 @@ func writeLog(t *testing.T, path string, n, maxMB int) Checkpoint {
 		})
 	}
 	wg.Wait()
-	cancel()
-	<-done
+	stop()
 	l.headMu.Lock()
 	defer l.headMu.Unlock()
 	return l.head
@@ -166,13 +173,7 @@ func TestReopenCutsPartialRecord(t *testing.T) {
 // TestGroupCommit: concurrent records share fsyncs.
 func TestGroupCommit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
-	l, err := New(Config{Path: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); l.Run(ctx) }()
+	l, stop := runLog(t, Config{Path: path})
 	var wg sync.WaitGroup
 	for range 64 {
 		wg.Go(func() {
@@ -184,8 +185,7 @@ func TestGroupCommit(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	cancel()
-	<-done
+	stop()
 	s := l.Stats()
 	t.Logf("%d records, %d fsyncs: %.1f records per fsync", s.Records, s.Fsyncs, float64(s.Records)/float64(s.Fsyncs))
 	if s.Records != 64*20 || s.Fsyncs >= s.Records/2 {
@@ -201,14 +201,8 @@ func TestGroupCommit(t *testing.T) {
 // several waiting records durable, a batch's writer waits, bounded, until
 // two windows without such a batch have passed.
 func TestLoneWriterDoesNotWait(t *testing.T) {
-	l, err := New(Config{Path: filepath.Join(t.TempDir(), "audit.log")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); l.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	l, stop := runLog(t, Config{Path: filepath.Join(t.TempDir(), "audit.log")})
+	defer stop()
 	for range 10 {
 		if err := l.append(&auditv1.Event{Verb: "create"}, nil, true).Wait(); err != nil {
 			t.Fatal(err)
