@@ -54,11 +54,11 @@ func (s *Server) recordHistory(ctx context.Context) {
 // then misses become a gap once it records again.
 func (s *Server) CompactionFloor() int64 {
 	switch {
-	case s.history == nil, s.history.Damaged():
+	case s.history == nil:
 		return 0
-	case s.history.Stalled() > historyStallLimit:
+	case !s.history.HoldsCompaction(historyStallLimit):
 		if s.floorLifted.CompareAndSwap(false, true) {
-			s.cfg.Log.Error("history: the store's disk has been full for too long; etcd is compacted without it, and what it misses will be a gap", "for", historyStallLimit)
+			s.cfg.Log.Error("history: the store records nothing (damaged, or its disk full for too long); etcd is compacted without it, and what it misses will be a gap", "limit", historyStallLimit)
 		}
 		return 0
 	}

@@ -66,6 +66,10 @@ func TestStoreOnAFullDisk(t *testing.T) {
 	if err := s.Sync(); err != nil {
 		t.Errorf("sync on the full disk: %v", err)
 	}
+	if !s.HoldsCompaction(time.Hour) || s.HoldsCompaction(0) {
+		t.Errorf("a store stalled for %v: holds compaction within an hour %v (want true), past 0 %v (want false)",
+			s.Stalled(), s.HoldsCompaction(time.Hour), s.HoldsCompaction(0))
+	}
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +77,7 @@ func TestStoreOnAFullDisk(t *testing.T) {
 	if err := s.Append([]Revision{{Rev: int64(next), Time: time.Now(), Changes: []Change{{Key: key(next), Value: value(next), CreateRevision: int64(next)}}}}); err != nil {
 		t.Fatalf("append once space returned: %v", err)
 	}
-	if s.Stalled() != 0 || s.Recorded() != int64(next) {
+	if s.Stalled() != 0 || s.Recorded() != int64(next) || !s.HoldsCompaction(0) {
 		t.Errorf("after space returned: stalled %v, recorded %d", s.Stalled(), s.Recorded())
 	}
 	t.Logf("%d revisions of 4 KiB recorded before the reserve; %v", last, refused)

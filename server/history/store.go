@@ -415,6 +415,15 @@ func (s *Store) Durable() int64 { return s.durable.Load() }
 // they are not).
 func (s *Store) Stalled() time.Duration { return s.room.stalled() }
 
+// HoldsCompaction reports whether etcd's compaction should wait for the
+// store (up to Durable): not when the store is damaged (it records
+// nothing more), nor when its disk has been full for longer than limit.
+// Etcd must not fill up for a store that cannot record; the revisions it
+// then misses become a gap once it records again.
+func (s *Store) HoldsCompaction(limit time.Duration) bool {
+	return !s.Damaged() && s.Stalled() <= limit
+}
+
 // Wanted receives when a reader waits for a revision not recorded yet:
 // the recorder then asks etcd how far its watch has come (a revision
 // without a change of a recorded key moves Recorded only that way).

@@ -444,6 +444,9 @@ func TestStoreCorruption(t *testing.T) {
 	if err := s.Verify(); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("verify of a damaged database: %v, want ErrCorrupt", err)
 	}
+	if s.HoldsCompaction(time.Hour) {
+		t.Error("a damaged store still holds etcd's compaction back")
+	}
 }
 
 func FuzzDecodeRecord(f *testing.F) {
