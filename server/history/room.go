@@ -3,7 +3,6 @@ package history
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -16,14 +15,13 @@ import (
 // as long as Server.CompactionFloor holds them, then become a gap.
 var ErrDiskFull = errors.New("history: the store's disk is full")
 
-// room watches the free space of the store's file system. check is
-// called by the writer (under Store.mu); stalled and full may be read
-// from any goroutine.
+// room watches the free space of the store's file system. check and the
+// fields it keeps belong to the writer (it holds Store.mu); stalled and
+// full may be read from any goroutine.
 type room struct {
 	dir     string
 	reserve int64 // negative: no check
 
-	mu        sync.Mutex
 	lastCheck time.Time
 	written   int64 // bytes appended since lastCheck
 	low       bool  // the last check found less than reserve
@@ -33,8 +31,8 @@ type room struct {
 }
 
 // checkEvery and checkBytes bound how long, and how many appended bytes,
-// go between two looks at the free space while there is room (a statfs
-// costs about a microsecond). Between two looks Pebble may take more than
+// go between two looks at the free space while there is room (one
+// statfs syscall each). Between two looks Pebble may take more than
 // the bytes appended: a new write-ahead log is allocated whole (up to a
 // memtable's size) when a memtable fills.
 const (
@@ -48,8 +46,6 @@ func (r *room) check(n int64) error {
 	if r.reserve < 0 {
 		return nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.written += n
 	if !r.low && r.written < checkBytes && time.Since(r.lastCheck) < checkEvery {
 		return nil
