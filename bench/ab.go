@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -132,6 +134,7 @@ func abRun(ctx context.Context, c ABConfig, side ABSide, dir string) (_ []Result
 		return nil, err
 	}
 	o := c.Options
+	o.CPU = append(o.CPU[:len(o.CPU):len(o.CPU)], CPUSource{Name: "etcd", Seconds: etcdProc.cpuSeconds})
 	results, err := Run(ctx, t, &o, c.Plan)
 	if err != nil {
 		return results, err
@@ -247,6 +250,38 @@ func startProcess(ctx context.Context, bin string, args []string, log string) (*
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// cpuSeconds is the process's user and system CPU time so far, from
+// /proc/PID/stat (fields 14 and 15, in clock ticks of 1/100 s: Linux's
+// USER_HZ on every architecture Go supports).
+func (p *process) cpuSeconds() (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	return statCPU(b)
+}
+
+// statCPU reads utime + stime of a /proc/PID/stat line. The command name
+// (field 2) is in parentheses and may hold spaces, so fields are counted
+// after its closing one.
+func statCPU(stat []byte) (float64, error) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("proc stat: no command name")
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	// f[0] is field 3 (state): utime is field 14, stime 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("proc stat: %d fields", len(f)+2)
+	}
+	u, err1 := strconv.ParseUint(f[11], 10, 64)
+	s, err2 := strconv.ParseUint(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("proc stat: %w", err)
+	}
+	return float64(u+s) / 100, nil
 }
 
 func (p *process) stop() error {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"os"
 	"strings"
 	"testing"
 )
@@ -36,5 +37,50 @@ func TestPlanValidate(t *testing.T) {
 	}
 	if err := (Plan{Scenarios: Scenarios}).Validate(); err != nil {
 		t.Errorf("Validate(all) = %v", err)
+	}
+}
+
+func TestStatCPU(t *testing.T) {
+	// A command name with a space and a parenthesis, as /proc shows it.
+	line := "4242 (etcd) x) S 1 4242 4242 0 -1 4194560 1234 0 0 0 250 75 0 0 20 0 12 0 100 0 0\n"
+	got, err := statCPU([]byte(line))
+	if err != nil || math.Abs(got-3.25) > 1e-9 {
+		t.Fatalf("statCPU = %v, %v; want 3.25 s (250 + 75 ticks)", got, err)
+	}
+	for _, bad := range []string{"", "4242 etcd S 1", "4242 (etcd) S 1 2 3", "4242 (etcd) S 1 2 3 4 5 6 7 8 9 10 x 75 0"} {
+		if _, err := statCPU([]byte(bad)); err == nil {
+			t.Errorf("statCPU(%q) = nil error", bad)
+		}
+	}
+	self, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	if _, err := statCPU(self); err != nil {
+		t.Errorf("statCPU(/proc/self/stat): %v", err)
+	}
+}
+
+func FuzzStatCPU(f *testing.F) {
+	f.Add([]byte("1 (a b) R 0 1 1 0 -1 0 0 0 0 0 7 3 0 0 20 0 1 0 5 0 0"))
+	f.Add([]byte("1 (x)"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := statCPU(b)
+		if err == nil && (v < 0 || math.IsNaN(v)) {
+			t.Fatalf("statCPU(%q) = %v", b, v)
+		}
+	})
+}
+
+func TestCPUPerWrite(t *testing.T) {
+	rows := cpuPerWrite("x", "create", map[string]float64{"server": 1, "etcd": 2}, map[string]float64{"server": 3, "etcd": 2.5, "late": 9}, 1000)
+	want := map[string]float64{"create CPU, etcd": 500, "create CPU, server": 2000, "create CPU, etcd+server": 2500}
+	if len(rows) != len(want) {
+		t.Fatalf("cpuPerWrite = %v, want %d rows", rows, len(want))
+	}
+	for _, r := range rows {
+		if w, ok := want[r.Metric]; !ok || math.Abs(r.Value-w) > 1e-6 {
+			t.Errorf("%s = %v, want %v", r.Metric, r.Value, w)
+		}
 	}
 }

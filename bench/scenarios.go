@@ -31,6 +31,15 @@ type Options struct {
 	// each (Target.Watch, as separate processes would).
 	WatchHTTP2 bool
 	Progress   func(string) // progress line; may be nil
+	// CPU are processes besides the server whose CPU the writes scenario
+	// charges to each write (objwatch bench ab: the run's etcd).
+	CPU []CPUSource
+}
+
+// CPUSource is a process's CPU time so far, in seconds (user + system).
+type CPUSource struct {
+	Name    string
+	Seconds func() (float64, error)
 }
 
 func (o *Options) progress(format string, args ...any) {
@@ -117,10 +126,14 @@ func (l latencies) pct(p float64) time.Duration {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // Writes creates o.Objects objects with o.Clients concurrent clients, then
-// updates each once: throughput and latency of creates and updates.
+// updates each once: throughput and latency of creates and updates, and
+// the CPU each write cost the server (its process_cpu_seconds_total) and
+// each of o.CPU. On a machine shared with other work CPU per write moves
+// less than the rate, which is what the machine has left over.
 func Writes(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 	var out []Result
 	for _, phase := range []string{"create", "update"} {
+		cpu0 := writeCPU(ctx, t, o)
 		all, elapsed, err := parallel(ctx, o.Clients, o.Objects, func(i int) error {
 			name := fmt.Sprintf("obj-%06d", i)
 			if i%1000 == 0 {
@@ -136,13 +149,56 @@ func Writes(ctx context.Context, t *Target, o *Options) ([]Result, error) {
 		if err != nil {
 			return out, fmt.Errorf("%s %s: %w", t.Name, phase, err)
 		}
+		cpu1 := writeCPU(ctx, t, o)
 		out = append(out,
 			Result{t.Name, phase + "s/s", float64(len(all)) / elapsed.Seconds(), "ops/s"},
 			Result{t.Name, phase + " p50", ms(all.pct(0.5)), "ms"},
 			Result{t.Name, phase + " p99", ms(all.pct(0.99)), "ms"},
 		)
+		out = append(out, cpuPerWrite(t.Name, phase, cpu0, cpu1, len(all))...)
 	}
 	return out, nil
+}
+
+// writeCPU samples the CPU seconds of the server ("server") and of each
+// of o.CPU; a source that cannot be read is left out.
+func writeCPU(ctx context.Context, t *Target, o *Options) map[string]float64 {
+	m := map[string]float64{}
+	if v, err := t.Metric(ctx, "process_cpu_seconds_total"); err == nil {
+		m["server"] = v
+	}
+	for _, c := range o.CPU {
+		if v, err := c.Seconds(); err == nil {
+			m[c.Name] = v
+		}
+	}
+	return m
+}
+
+// cpuPerWrite turns two samples of writeCPU into µs per write: one row per
+// source read both times and, with more than one, their sum.
+func cpuPerWrite(target, phase string, before, after map[string]float64, writes int) []Result {
+	if writes == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(after))
+	for name := range after {
+		if _, ok := before[name]; ok {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	var out []Result
+	var sum float64
+	for _, name := range names {
+		us := (after[name] - before[name]) / float64(writes) * 1e6
+		sum += us
+		out = append(out, Result{target, phase + " CPU, " + name, us, "µs"})
+	}
+	if len(names) > 1 {
+		out = append(out, Result{target, phase + " CPU, " + strings.Join(names, "+"), sum, "µs"})
+	}
+	return out
 }
 
 // Lists measures a full list and a label selector that matches nothing.
