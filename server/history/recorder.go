@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/objwatch/objwatch/server/jsonenc"
 	"github.com/objwatch/objwatch/storage"
 )
 
@@ -32,11 +33,50 @@ const noteFormat = 1
 
 // AuthorNote is the storage note saying that a made a change at t.
 func AuthorNote(a Author, t time.Time) storage.Note {
-	aj, _ := json.Marshal(a) // strings only: cannot fail
-	b := make([]byte, 0, 9+len(aj))
+	b := make([]byte, 0, 64+len(a.User)+len(a.Verb)+len(a.Manager)+len(a.Server)+16*len(a.Groups))
 	b = append(b, noteFormat)
 	b = binary.BigEndian.AppendUint64(b, uint64(t.UnixNano()))
-	return storage.Note{Key: AuthorKey, Value: append(b, aj...)}
+	return storage.Note{Key: AuthorKey, Value: a.appendJSON(b)}
+}
+
+// appendJSON appends a's JSON, byte for byte as encoding/json writes it
+// (its field order, omitempty, HTML escaping), without reflection: every
+// write of a server with a store makes one.
+func (a *Author) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	n := 0
+	field := func(name, v string) {
+		if v == "" {
+			return
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, '"', ':')
+		b = jsonenc.AppendString(b, v)
+	}
+	field("user", a.User)
+	if len(a.Groups) > 0 {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = append(b, `"groups":[`...)
+		for i, g := range a.Groups {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonenc.AppendString(b, g)
+		}
+		b = append(b, ']')
+	}
+	field("verb", a.Verb)
+	field("manager", a.Manager)
+	field("server", a.Server)
+	return append(b, '}')
 }
 
 // decodeNote reads an author note: the time and the author's JSON (which

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -214,6 +215,30 @@ func FuzzDecodeNote(f *testing.F) {
 		// record's bound.
 		if len(aj) == 0 || len(aj) > maxRecordAuthor || aj[0] != '{' || !json.Valid(aj) {
 			t.Fatalf("note %q gave author %q", v, aj)
+		}
+	})
+}
+
+// FuzzAuthorJSON checks the author's hand-written JSON against
+// encoding/json's for any field values.
+func FuzzAuthorJSON(f *testing.F) {
+	f.Add("alice", "system:masters", "", "create", "kubectl", "server-1")
+	f.Add("", "", "", "", "", "")
+	f.Add("<a&b>\u2028\"\\", "g\x00", "\xff", "", "m", "")
+	f.Fuzz(func(t *testing.T, user, g1, g2, verb, manager, server string) {
+		var groups []string
+		for _, g := range []string{g1, g2} {
+			if g != "" {
+				groups = append(groups, g)
+			}
+		}
+		a := Author{User: user, Groups: groups, Verb: verb, Manager: manager, Server: server}
+		want, err := json.Marshal(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := a.appendJSON(nil); !bytes.Equal(got, want) {
+			t.Fatalf("appendJSON = %s\nencoding/json = %s", got, want)
 		}
 	})
 }
