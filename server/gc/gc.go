@@ -395,8 +395,11 @@ func (c *Collector) watch(ctx context.Context, parts []storage.Part, revs []int6
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel() // first: the forwarders return
+	// Without previous values: the collector reads only the new one, and
+	// etcd would otherwise read the old value of every change for it.
+	wctx := storage.WithoutPrev(ctx)
 	for i, part := range parts {
-		w, err := part.Store.Watch(ctx, c.cfg.Prefix, revs[i]+1)
+		w, err := part.Store.Watch(wctx, c.cfg.Prefix, revs[i]+1)
 		if err != nil {
 			return err
 		}
