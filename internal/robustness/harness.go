@@ -58,7 +58,11 @@ type Config struct {
 	DebugFault string
 	// LinTimeout bounds porcupine's search (default 60 s).
 	LinTimeout time.Duration
-	Seed       uint64
+	// SampleEvery is how often each process's memory, goroutines and
+	// open files are sampled (default 10 s); runs of 10 minutes or more
+	// are checked for growth (checkResources).
+	SampleEvery time.Duration
+	Seed        uint64
 	// Logf receives progress lines (default: none).
 	Logf func(format string, args ...any)
 }
@@ -72,6 +76,7 @@ func (c *Config) defaults() {
 	c.Compaction = cmpOr(c.Compaction, 300*time.Millisecond)
 	c.GCLease = cmpOr(c.GCLease, 2*time.Second)
 	c.LinTimeout = cmpOr(c.LinTimeout, 60*time.Second)
+	c.SampleEvery = cmpOr(c.SampleEvery, 10*time.Second)
 	if c.Faults == nil {
 		c.Faults = AllFaults
 	}
@@ -132,7 +137,10 @@ type Report struct {
 	Leases     []LeaseRecord  `json:"leaseHolders"`
 	Failovers  int            `json:"gcFailovers"`
 	Porcupine  string         `json:"porcupine"`
-	Violations []Violation    `json:"violations"`
+	// Resources is each process's first and last sample and its peaks
+	// (the samples are in resources.json, drawn in resources-*.svg).
+	Resources  []ResourceSummary `json:"resources"`
+	Violations []Violation       `json:"violations"`
 	// Findings are breaks of a guarantee that objwatch documents as
 	// tolerated (the collector's stale leader after a pause).
 	Findings []Violation `json:"findings"`
@@ -165,6 +173,9 @@ func (r *Report) Summary() string {
 	fmt.Fprintf(&b, "etcd history: %d ConfigMap events up to rev %d; watch: %d segments (%d resumed), %d events checked; %d × 410, %d relists after 410; %d paged lists; %d acknowledged writes\n",
 		r.History, r.Revisions, r.Segments, r.Resumes, r.Events, r.Gone, r.Relists, r.Paged, r.Acked)
 	fmt.Fprintf(&b, "gc leader: %d spans, %d lease holder changes (%d failovers); porcupine: %s\n", len(r.Leaders), len(r.Leases), r.Failovers, r.Porcupine)
+	for _, rs := range r.Resources {
+		fmt.Fprintf(&b, "%s\n", rs)
+	}
 	for _, f := range r.Findings {
 		fmt.Fprintf(&b, "finding (tolerated by design): %s\n", strings.ReplaceAll(f.String(), "\n", "\n  "))
 	}
@@ -322,6 +333,8 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	}
 	var compactions int
 	wg.Go(func() { compactions = r.compact(wctx, tr) })
+	var resources []ResourceSample
+	wg.Go(func() { resources = r.sampleResources(wctx, trafficStart) })
 	var faults []FaultRecord
 	wg.Go(func() {
 		sleep(wctx, cfg.FaultEvery)
@@ -425,13 +438,18 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	}
 	vs, rep.Findings, rep.Leaders = checkLeaders(samples, leases, pauses)
 	rep.Violations = append(rep.Violations, vs...)
+	rep.Violations = append(rep.Violations, checkResources(resources, runEnd-trafficStart)...)
+	rep.Resources = summarizeResources(resources)
+	if err := writeResourceCharts(cfg.ReportDir, resources); err != nil {
+		cfg.Logf("resource charts: %v", err)
+	}
 	res, vs, verr := checkLinearizable(ops, cfg.LinTimeout, filepath.Join(cfg.ReportDir, "linearizability.html"))
 	rep.Porcupine = string(res)
 	rep.Violations = append(rep.Violations, vs...)
 	if verr != nil {
 		cfg.Logf("porcupine visualization: %v", verr)
 	}
-	return rep, writeReport(rep, ops, segs, relists, lists, history, samples)
+	return rep, writeReport(rep, ops, segs, relists, lists, history, samples, resources)
 }
 
 // pollLeader samples s's objwatch_gc_leader metric every 100 ms.
@@ -480,10 +498,11 @@ func (r *run) compact(ctx context.Context, tr *truth) int {
 }
 
 // writeReport writes the report and the raw histories to rep.Dir.
-func writeReport(rep *Report, ops []Op, segs []Segment, relists []Relist, lists []PagedList, history []Event, samples []LeaderSample) error {
+func writeReport(rep *Report, ops []Op, segs []Segment, relists []Relist, lists []PagedList, history []Event, samples []LeaderSample, resources []ResourceSample) error {
 	files := map[string]any{
 		"report.json": rep, "operations.json": ops, "watches.json": segs, "relists.json": relists,
 		"paged-lists.json": lists, "etcd-history.json": history, "gc-leader-samples.json": samples,
+		"resources.json": resources,
 	}
 	for name, v := range files {
 		b, err := json.MarshalIndent(v, "", " ")

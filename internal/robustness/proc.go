@@ -111,3 +111,13 @@ func freePort() (int, error) {
 	}
 	return a.Port, nil
 }
+
+// pid is the running process's id, 0 when it does not run.
+func (p *process) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -137,26 +139,42 @@ func (s *apiServer) waitReady(ctx context.Context, hc *http.Client, timeout time
 // gcLeader asks the server's metrics whether it runs the garbage
 // collector now.
 func (s *apiServer) gcLeader(ctx context.Context, hc *http.Client) (bool, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/metrics", nil)
-	resp, err := hc.Do(req)
+	m, err := s.metrics(ctx, hc, "objwatch_gc_leader")
 	if err != nil {
 		return false, err
 	}
+	v, ok := m["objwatch_gc_leader"]
+	if !ok {
+		return false, fmt.Errorf("metrics: no objwatch_gc_leader")
+	}
+	return v == 1, nil
+}
+
+// metrics reads the named unlabelled metrics from the server's /metrics;
+// a name it does not find is absent from the map.
+func (s *apiServer) metrics(ctx context.Context, hc *http.Client, names ...string) (map[string]float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/metrics", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return false, fmt.Errorf("metrics: %s", resp.Status)
+		return nil, fmt.Errorf("metrics: %s", resp.Status)
 	}
+	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "objwatch_gc_leader "); ok {
-			return strings.TrimSpace(v) == "1", nil
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !slices.Contains(names, name) {
+			continue
+		}
+		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+			out[name] = f
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return false, err
-	}
-	return false, fmt.Errorf("metrics: no objwatch_gc_leader")
+	return out, sc.Err()
 }
 
 var errExited = errors.New("exited")
