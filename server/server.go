@@ -145,6 +145,14 @@ type Config struct {
 	// from it the client gets an ERROR event with a 410 Expired Status, to
 	// resume from the last resourceVersion it received or relist.
 	WatchBufferEvents int
+	// WatchQueueLimit bounds the events queued for all watches of one
+	// resource together (default 1,000,000; negative: no bound beyond
+	// WatchBufferEvents each). Past it, a watch offered an event while it
+	// holds more than its share (the limit over the resource's watches,
+	// at least 100) is ended as a watch past WatchBufferEvents is: many
+	// clients that stop reading cost this many queued events, not
+	// WatchBufferEvents each (docs/OPERATIONS.md, "Overload").
+	WatchQueueLimit int
 	// WatchWriteTimeout bounds how long a write of watch output may block
 	// (default 1 min; negative: no bound). A watch whose client accepts no
 	// data for that long (up to a second less) is ended: on HTTP/1.1 its
@@ -311,6 +319,9 @@ func (c *Config) setDefaults() {
 	if c.WatchBufferEvents == 0 {
 		c.WatchBufferEvents = 10000
 	}
+	if c.WatchQueueLimit == 0 {
+		c.WatchQueueLimit = 1000000
+	}
 	if c.WatchWriteTimeout == 0 {
 		c.WatchWriteTimeout = time.Minute
 	}
@@ -451,7 +462,7 @@ func (s *Server) build() error {
 		Storage: cfg.Storage, Registry: s.registry, Log: cfg.Log,
 		FutureRVWait: cfg.FutureRVWait, ContinueTTL: cfg.ContinueTTL, BookmarkInterval: cfg.BookmarkInterval,
 		DisableWatchCache: cfg.DisableWatchCache, WatchCacheWindow: cfg.WatchCacheWindow,
-		WatchCacheCompactionPoll: cfg.WatchCacheCompactionPoll, WatchBufferEvents: cfg.WatchBufferEvents, Verify: cfg.Verify,
+		WatchCacheCompactionPoll: cfg.WatchCacheCompactionPoll, WatchBufferEvents: cfg.WatchBufferEvents, WatchQueueLimit: max(0, cfg.WatchQueueLimit), Verify: cfg.Verify,
 		Hooks: chainHooks(s.admission), FieldManager: fm, DebugFault: cfg.DebugFault, CacheStartDelay: cfg.WatchCacheStartDelay,
 		AuthorNotes: (cfg.History.Dir != "" || cfg.History.WriteAuthorNotes) && !cfg.History.NoAuthorNotes, ServerName: cfg.History.ServerName, History: s.history, AtRest: s.atRest,
 	}); err != nil {

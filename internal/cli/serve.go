@@ -122,6 +122,7 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&o.Server.WatchFlushInterval, "watch-flush-interval", 10*time.Millisecond, "longest time watch output of a busy watch waits to be batched with later events while the CPUs have room")
 	f.DurationVar(&o.Server.WatchFlushIntervalMax, "watch-flush-interval-max", 80*time.Millisecond, "longest the watch flush window grows to while the CPUs (affinity, cgroup quota) are saturated (at most --watch-flush-interval: fixed)")
 	f.IntVar(&o.Server.WatchBufferEvents, "watch-buffer-events", 10000, "events queued for one watch before it is ended with 410 Expired")
+	f.IntVar(&o.Server.WatchQueueLimit, "watch-queue-limit", 1000000, "events queued for all watches of one resource together; past it a watch holding more than its share (the limit over the resource's watches, at least 100) is ended with 410 Expired (negative: no limit)")
 	f.DurationVar(&o.Server.WatchWriteTimeout, "watch-write-timeout", time.Minute, "longest a write of watch output may block before the watch is ended (negative: no limit)")
 	f.StringVar(&o.Server.ServiceClusterIPRange, "service-cluster-ip-range", "10.0.0.0/24", "IPv4 CIDR that Services' cluster IPs are allocated from (the same on every server of an etcd); its first address is the default/kubernetes service's")
 	f.DurationVar(&o.Server.StorageInitializationTimeout, "storage-initialization-timeout", time.Minute, "longest /readyz waits for the watch caches of the resources served at start to load, as kube-apiserver's (negative: do not wait)")

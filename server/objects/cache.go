@@ -85,7 +85,7 @@ func (c *Caches) For(res *registry.Resource) *watchcache.Cache {
 	}
 	wc := watchcache.New(watchcache.Config{
 		Store: store, Prefix: res.StoragePrefix, Decode: decode,
-		Window: c.cfg.WatchCacheWindow, Buffer: c.cfg.WatchBufferEvents,
+		Window: c.cfg.WatchCacheWindow, Buffer: c.cfg.WatchBufferEvents, MaxQueued: c.cfg.WatchQueueLimit,
 		FreshTimeout: c.cfg.FutureRVWait, CompactionPoll: c.cfg.WatchCacheCompactionPoll, Log: c.cfg.Log,
 	})
 	wc.Start()

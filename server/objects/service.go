@@ -125,6 +125,9 @@ type Config struct {
 	WatchCacheCompactionPoll time.Duration
 	// WatchBufferEvents bounds the events queued for one cached watch.
 	WatchBufferEvents int
+	// WatchQueueLimit bounds the events queued for all cached watches of
+	// one resource together (watchcache.Config.MaxQueued; 0: no bound).
+	WatchQueueLimit int
 	// Verify checks the service's shortcuts against etcd and panics where
 	// one differs: write hints against decoding the etcd event, update
 	// guesses against a quorum read. For tests.

@@ -171,6 +171,17 @@ type Config struct {
 	// memory is used only while a watcher is behind. A watcher with a full
 	// buffer is ended with ErrTooSlow and the buffer dropped.
 	Buffer int
+	// MaxQueued bounds the events waiting for all the cache's watchers
+	// together (0: only Buffer bounds each). Past it, a watcher offered an
+	// event while its own queue holds more than its share (MaxQueued over
+	// the number of watchers) is ended with ErrTooSlow: many watchers that
+	// stopped reading then cost at most this many queued events, not
+	// Buffer each, while watchers that keep up (short queues) go on. The
+	// share is never below MinShare (default 100), so that a burst does
+	// not end watchers that keep up: with more watchers than MaxQueued /
+	// MinShare, the bound is MinShare per watcher.
+	MaxQueued int
+	MinShare  int
 	// FreshTimeout bounds how long a consistent read waits for the cache
 	// to catch up before the caller falls back to the store (default 3 s).
 	FreshTimeout time.Duration
@@ -199,7 +210,9 @@ type Cache struct {
 	// remainingItemCount of a namespace's first page.
 	perNamespace map[string]int
 	watchers     map[*Watcher]struct{}
-	ready        bool
+	// queued is the events waiting in all watchers' queues (MaxQueued).
+	queued atomic.Int64
+	ready  bool
 	// listErr is why the last list failed, while the cache is not ready.
 	listErr error
 	// feedErr is why the store's watch failed, until it is re-established.
@@ -228,6 +241,9 @@ func New(cfg Config) *Cache {
 	}
 	if cfg.CompactionPoll <= 0 {
 		cfg.CompactionPoll = 15 * time.Second
+	}
+	if cfg.MinShare == 0 {
+		cfg.MinShare = 100
 	}
 	if cfg.Buffer == 0 {
 		cfg.Buffer = 10000

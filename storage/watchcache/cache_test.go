@@ -278,6 +278,56 @@ func TestSlowWatcherEndsWithoutBlockingOthers(t *testing.T) {
 	}
 }
 
+// MaxQueued: four watchers that stop reading share 8 queued events; past
+// that, each is ended once it holds its share (2), while the one that
+// reads goes on, though each slow one alone is far below its Buffer.
+func TestMaxQueuedEndsWatchersOverTheirShare(t *testing.T) {
+	e := setup(t)
+	c := e.cache(watchcache.Config{Buffer: 1000, MaxQueued: 8, MinShare: 1})
+	if _, err := c.WaitFresh(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	var slows []*watchcache.Watcher
+	for range 4 {
+		w, _ := c.Watch(e.ctx, watchcache.WatchOptions{From: c.Revision()})
+		defer w.Stop()
+		slows = append(slows, w)
+	}
+	fast, _ := c.Watch(e.ctx, watchcache.WatchOptions{From: c.Revision()})
+	defer fast.Stop()
+	for i := range 10 {
+		last := e.put("a", fmt.Sprint(i), "v", nil)
+		if it := next(t, fast); it.Rev != last {
+			t.Fatalf("fast watcher got %d, want %d", it.Rev, last)
+		}
+	}
+	for i, w := range slows {
+		if n := w.Pending(); n != 0 {
+			t.Errorf("slow watcher %d: Pending() = %d, want 0 (ended, queue dropped)", i, n)
+		}
+		if _, err := w.Next(e.ctx); !errors.Is(err, watchcache.ErrTooSlow) {
+			t.Errorf("slow watcher %d: Next() error %v, want ErrTooSlow", i, err)
+		}
+	}
+	// Without the bound, the same watchers would still be queued.
+	c2 := e.cache(watchcache.Config{Buffer: 1000})
+	if _, err := c2.WaitFresh(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	w2, _ := c2.Watch(e.ctx, watchcache.WatchOptions{From: c2.Revision()})
+	defer w2.Stop()
+	var last int64
+	for i := range 10 {
+		last = e.put("a", fmt.Sprint(i), "w", nil)
+	}
+	if err := c2.WaitFor(e.ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if n := w2.Pending(); n != 10 {
+		t.Errorf("unbounded cache: slow watcher Pending() = %d, want 10", n)
+	}
+}
+
 func TestHistoryWindow(t *testing.T) {
 	e := setup(t)
 	c := e.cache(watchcache.Config{MaxHistory: 3})

@@ -287,19 +287,26 @@ func (w *Watcher) offer_locked(e *Event) {
 		return
 	}
 	if !w.push(it, true) {
-		w.mu.Lock()
-		w.queue = nil
-		w.mu.Unlock()
+		w.drop()
 		w.c.end_locked(w, ErrTooSlow)
 	}
+}
+
+// drop empties the queue of a watcher whose client will not read it.
+func (w *Watcher) drop() {
+	w.mu.Lock()
+	w.c.queued.Add(-int64(len(w.queue)))
+	w.queue = nil
+	w.mu.Unlock()
 }
 
 // push queues it; when the queue is full it fails (strict) or drops it.
 func (w *Watcher) push(it Item, strict bool) bool {
 	w.mu.Lock()
-	full := len(w.queue) >= w.c.cfg.Buffer
+	full := len(w.queue) >= w.c.cfg.Buffer || strict && w.overShare_locked()
 	if !full {
 		w.queue = append(w.queue, it)
+		w.c.queued.Add(1)
 	}
 	w.mu.Unlock()
 	if full {
@@ -310,6 +317,14 @@ func (w *Watcher) push(it Item, strict bool) bool {
 	default:
 	}
 	return true
+}
+
+// overShare_locked reports whether the cache's watchers hold more than
+// MaxQueued events together and w more than its share of them (at least
+// MinShare). It runs under Cache.mu (the watcher count) and w.mu.
+func (w *Watcher) overShare_locked() bool {
+	limit := w.c.cfg.MaxQueued
+	return limit > 0 && w.c.queued.Load() >= int64(limit) && len(w.queue) >= max(w.c.cfg.MinShare, limit/max(1, len(w.c.watchers)))
 }
 
 // bookmarks_locked sends due bookmarks at the cache's revision; a full
@@ -353,6 +368,7 @@ func (w *Watcher) TryNext() (Item, bool) {
 	if len(w.batch) == 0 {
 		w.mu.Lock()
 		w.batch, w.queue = w.queue, nil
+		w.c.queued.Add(-int64(len(w.batch)))
 		w.mu.Unlock()
 		if len(w.batch) == 0 {
 			return Item{}, false
@@ -397,6 +413,7 @@ func (w *Watcher) Stop() {
 	w.c.mu.Lock()
 	w.c.end_locked(w, context.Canceled)
 	w.c.mu.Unlock()
+	w.drop()
 }
 
 // Watchers is the number of open watchers.
