@@ -1,0 +1,474 @@
+// Package overload_test floods one `objwatch serve` process (on its own
+// etcd process) with writes while many watches are open, half of which
+// stop reading, and checks what issue 31 asks of overload: the server's
+// memory stays under the bound docs/OPERATIONS.md states, the watches that
+// stop reading are ended (410 Expired once their queue is full), the ones
+// that read miss nothing, and a calm user's writes still go through. The
+// CI run is small (flags below); docs/ROBUSTNESS.md has the large one.
+package overload_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/objwatch/objwatch/bench"
+	"github.com/objwatch/objwatch/internal/robustness"
+	"github.com/objwatch/objwatch/server/servertest"
+)
+
+var (
+	watchers = flag.Int("overload.watchers", 400, "watches open during the flood; half stop reading")
+	writers  = flag.Int("overload.writers", 16, "concurrent writers flooding")
+	keys     = flag.Int("overload.keys", 200, "ConfigMaps the writers create and update in turn")
+	buffer   = flag.Int("overload.buffer", 200, "the server's --watch-buffer-events")
+	size     = flag.Int("overload.object-size", 8192, "bytes of data in each flooding write")
+	limit    = flag.Int("overload.queue-limit", 1000000, "the server's --watch-queue-limit")
+	duration = flag.Duration("overload.duration", 15*time.Second, "length of the flood")
+	strict   = flag.Bool("overload.strict", false, "also require the calm user's create p99 within 2× its unloaded p99 (a timing: by hand on a quiet machine)")
+)
+
+const mib = 1 << 20
+
+// rssBound is docs/OPERATIONS.md's bound on a server's resident memory
+// under watch overload, for one watched resource: 1.5× its resident memory
+// before the watches (the process with its objects cached; 1.5 for the
+// collector's headroom), then twice (the collector's headroom at GOGC=100)
+// what the overload adds: each watch's connection, goroutines and pending
+// chunk (64 KiB), the queued events — at most WatchBufferEvents per watch
+// and, past --watch-queue-limit, each watch's share (at least 100), twice
+// (a queue and the batch its writer took before it blocked), 96 bytes each
+// — and the events the cache's history holds (here every write of the
+// flood, well inside its 75 s window), about three times the object each
+// (the object, the one before it, the encoded event).
+func rssBound(base float64, watches, buffer, limit, events, objectSize int) float64 {
+	queued := min(watches*buffer, max(limit, watches*100))
+	added := float64(watches)*64*1024 + 2*float64(queued)*96 + float64(events)*3*float64(objectSize)
+	return 1.5*base + 2*added
+}
+
+func TestOverload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs etcd and objwatch processes")
+	}
+	etcdBin, objwatchBin := binaries(t)
+	dir := t.TempDir()
+	etcdURL := startEtcd(t, etcdBin, dir)
+	tokens := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokens, []byte("flood-token,flood,u1,\"writers\"\ncalm-token,calm,u2,\"writers\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	srv := start(t, filepath.Join(dir, "server.log"), objwatchBin, "serve", "--data-dir", filepath.Join(dir, "server"),
+		"--listen", "127.0.0.1:"+strconv.Itoa(port), "--etcd-servers", etcdURL, "--token-auth-file", tokens,
+		"--watch-buffer-events", strconv.Itoa(*buffer), "--watch-queue-limit", strconv.Itoa(*limit), "--history=false")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	admin := waitServing(t, ctx, filepath.Join(dir, "server", "kubeconfig"))
+	do(t, ctx, admin.Client, admin.Host, "", "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+		`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"writers"},"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cluster-admin"},"subjects":[{"kind":"Group","apiGroup":"rbac.authorization.k8s.io","name":"writers"}]}`)
+	const cms = "/api/v1/namespaces/default/configmaps"
+	payload := strings.Repeat("x", *size)
+
+	// The calm user's create latency before the flood.
+	calm := func(n int, prefix string) []time.Duration {
+		var lat []time.Duration
+		for i := range n {
+			t0 := time.Now()
+			do(t, ctx, admin.Client, admin.Host, "calm-token", "POST", cms, fmt.Sprintf(`{"metadata":{"name":"%s-%d"},"data":{"v":"calm"}}`, prefix, i))
+			lat = append(lat, time.Since(t0))
+			time.Sleep(50 * time.Millisecond)
+		}
+		return lat
+	}
+	unloaded := calm(40, "calm-before")
+	base := float64(rssOf(srv.Process.Pid))
+	startRV := servertest.ResourceVersion(do(t, ctx, admin.Client, admin.Host, "", "GET", cms+"?limit=1", ""))
+
+	// The watches, all from startRV: the first half read everything, the
+	// others read their response headers and then nothing.
+	type fast struct {
+		mu     sync.Mutex
+		rvs    []int64
+		ended  string // the ERROR event or error that ended it
+		closed bool
+	}
+	fasts := make([]*fast, *watchers/2)
+	var slows []*http.Response
+	var wg sync.WaitGroup
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	slowClient := smallWindowClient(t, filepath.Join(dir, "server", "kubeconfig"))
+	for i := range *watchers {
+		// The slow ones outlive wctx: what they hold is read at the end.
+		rctx, c := wctx, admin.Watch
+		if i%2 == 1 {
+			rctx, c = ctx, slowClient
+		}
+		req, _ := http.NewRequestWithContext(rctx, "GET", admin.Host+cms+"?watch=true&resourceVersion="+startRV, nil)
+		resp, err := c.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("watch %d: %v %v", i, resp, err)
+		}
+		if i%2 == 1 {
+			slows = append(slows, resp)
+			continue
+		}
+		f := &fast{}
+		fasts[i/2] = f
+		wg.Go(func() {
+			defer resp.Body.Close()
+			es := servertest.NewEvents(resp.Body)
+			for {
+				ev, err := es.Next()
+				f.mu.Lock()
+				switch {
+				case err != nil:
+					if wctx.Err() == nil {
+						f.ended = err.Error()
+					}
+					f.closed = true
+				case ev.Type == "ERROR":
+					f.ended = string(bytes.TrimSpace(ev.Line))
+				case ev.Type != "BOOKMARK":
+					rv, _ := strconv.ParseInt(ev.RV, 10, 64)
+					f.rvs = append(f.rvs, rv)
+				}
+				done := f.closed
+				f.mu.Unlock()
+				if done {
+					return
+				}
+			}
+		})
+	}
+	defer func() {
+		for _, r := range slows {
+			r.Body.Close()
+		}
+	}()
+
+	// The flood, the calm user beside it, and the server's RSS sampled.
+	var peak atomic.Int64
+	sampleDone := make(chan struct{})
+	go func() {
+		defer close(sampleDone)
+		for wctx.Err() == nil {
+			if rss := rssOf(srv.Process.Pid); rss > peak.Load() {
+				peak.Store(rss)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	fctx, fcancel := context.WithTimeout(ctx, *duration)
+	defer fcancel()
+	var mu sync.Mutex
+	written := map[int64]bool{}
+	var refused, failed atomic.Int64
+	var fw sync.WaitGroup
+	for w := range *writers {
+		fw.Go(func() {
+			for i := w; fctx.Err() == nil; i += *writers {
+				name := fmt.Sprintf("flood-%d", i%*keys)
+				body := fmt.Sprintf(`{"metadata":{"name":%q},"data":{"v":"%d-%s"}}`, name, i, payload)
+				method, path := "PUT", cms+"/"+name
+				if i < *keys {
+					method, path = "POST", cms
+				}
+				code, b := send(fctx, admin.Client, admin.Host, "flood-token", method, path, body)
+				switch {
+				case code == 200 || code == 201:
+					// 0: the flood's end cut the body short (an answer
+					// without its resourceVersion, as a lost response).
+					if rv, _ := strconv.ParseInt(servertest.ResourceVersion(b), 10, 64); rv > 0 {
+						mu.Lock()
+						written[rv] = true
+						mu.Unlock()
+					}
+				case code == 429:
+					refused.Add(1)
+				case fctx.Err() == nil:
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	time.Sleep(*duration / 3)
+	loaded := calm(20, "calm-during")
+	fw.Wait()
+	var last int64
+	for rv := range written {
+		last = max(last, rv)
+	}
+	t.Logf("flood: %d writes acknowledged, %d refused with 429, %d failed otherwise; last rv %d", len(written), refused.Load(), failed.Load(), last)
+
+	// Every fast watch must reach the last write (or have been ended).
+	deadline := time.Now().Add(2 * time.Minute)
+	for _, f := range fasts {
+		for {
+			f.mu.Lock()
+			reached := len(f.rvs) > 0 && f.rvs[len(f.rvs)-1] >= last || f.ended != "" || f.closed
+			f.mu.Unlock()
+			if reached || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	wcancel()
+	<-sampleDone
+	wg.Wait()
+
+	// Checks.
+	want := slices.Sorted(func(yield func(int64) bool) {
+		for rv := range written {
+			if !yield(rv) {
+				return
+			}
+		}
+	})
+	var fastEnded int
+	for i, f := range fasts {
+		if f.ended != "" {
+			fastEnded++
+			t.Errorf("fast watch %d ended: %.300s", i, f.ended)
+			continue
+		}
+		// Each acknowledged write must be among its events, in order.
+		if !slices.IsSorted(f.rvs) {
+			t.Errorf("fast watch %d: events out of order", i)
+		}
+		var missing []int64
+		for _, rv := range want {
+			if _, ok := slices.BinarySearch(f.rvs, rv); !ok {
+				missing = append(missing, rv)
+			}
+		}
+		if len(missing) > 0 {
+			t.Errorf("fast watch %d: %d of %d acknowledged writes missing (first rv %d; its events %d, from %d to %d)", i, len(missing), len(want), missing[0], len(f.rvs), f.rvs[0], f.rvs[len(f.rvs)-1])
+		}
+	}
+	var slowEnded, slowOpen int
+	for i, r := range slows {
+		// What it did not read is still in the kernel's buffers: read it now.
+		rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+		stop := context.AfterFunc(rctx, func() { r.Body.Close() })
+		es := servertest.NewEvents(r.Body)
+		var lastEv servertest.WireEvent
+		var err error
+		n := 0
+		for {
+			var ev servertest.WireEvent
+			if ev, err = es.Next(); err != nil {
+				break
+			}
+			lastEv = ev
+			n++
+		}
+		if i == 0 {
+			t.Logf("slow watch 0: %d events read at the end, last %s %s, then %v", n, lastEv.Type, lastEv.RV, err)
+		}
+		stop()
+		rcancel()
+		switch {
+		case lastEv.Type == "ERROR" && lastEv.Status().Code == http.StatusGone && errors.Is(err, io.EOF):
+			slowEnded++
+		case errors.Is(err, io.EOF):
+			t.Errorf("slow watch %d: ended without a 410 ERROR event: last %.200s", i, lastEv.Line)
+		default:
+			slowOpen++
+		}
+	}
+	bound := rssBound(base, *watchers, *buffer, *limit, len(written)+60, *size+300)
+	t.Logf("watches: %d fast (%d ended), %d slow (%d ended with 410, %d still open); server RSS %.0f MiB before the watches, peak %.0f MiB, bound %.0f MiB",
+		len(fasts), fastEnded, len(slows), slowEnded, slowOpen, base/mib, float64(peak.Load())/mib, bound/mib)
+	if float64(peak.Load()) > bound {
+		t.Errorf("server RSS peaked at %.0f MiB, above the bound of %.0f MiB (docs/OPERATIONS.md)", float64(peak.Load())/mib, bound/mib)
+	}
+	if slowOpen > 0 {
+		t.Errorf("%d watches that stopped reading were not ended", slowOpen)
+	}
+	pu, pl := p99(unloaded), p99(loaded)
+	t.Logf("calm user's create p99: %v unloaded, %v during the flood (%.2f×)", pu, pl, float64(pl)/float64(pu))
+	if *strict && pl > 2*pu {
+		t.Errorf("calm user's p99 %v is more than 2× its unloaded %v", pl, pu)
+	}
+}
+
+// smallWindowClient opens one connection per request with a 16 KiB
+// receive buffer, so that a response nobody reads stops the server's
+// writes after a few events rather than after the tens of megabytes a
+// loopback connection's buffers grow to.
+func smallWindowClient(t *testing.T, kubeconfig string) *http.Client {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10) })
+		return errors.Join(err, serr)
+	}}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc, DialContext: d.DialContext, DisableKeepAlives: true, ForceAttemptHTTP2: false}}
+}
+
+func p99(d []time.Duration) time.Duration {
+	d = slices.Clone(d)
+	slices.Sort(d)
+	return d[min(len(d)-1, len(d)*99/100)]
+}
+
+// rssOf is a process's resident memory in bytes (0 if it cannot be read).
+func rssOf(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func send(ctx context.Context, c *http.Client, host, token, method, path, body string) (int, []byte) {
+	req, err := http.NewRequestWithContext(ctx, method, host+path, strings.NewReader(body))
+	if err != nil {
+		return 0, nil
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func do(t *testing.T, ctx context.Context, c *http.Client, host, token, method, path, body string) []byte {
+	t.Helper()
+	code, b := send(ctx, c, host, token, method, path, body)
+	if code/100 != 2 {
+		t.Fatalf("%s %s = %d %.300s", method, path, code, b)
+	}
+	return b
+}
+
+var (
+	buildOnce            sync.Once
+	etcdBin, objwatchBin string
+	buildErr             error
+)
+
+// binaries builds etcd and objwatch once, into a cache directory of this
+// checkout (go build leaves an up-to-date binary alone).
+func binaries(t *testing.T) (string, string) {
+	buildOnce.Do(func() {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			cache = os.TempDir()
+		}
+		wd, _ := os.Getwd()
+		binDir := filepath.Join(cache, "objwatch-overload", fmt.Sprintf("%x", sha256.Sum256([]byte(wd)))[:16])
+		if buildErr = os.MkdirAll(binDir, 0o700); buildErr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		etcdBin, objwatchBin, buildErr = robustness.Build(ctx, binDir)
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return etcdBin, objwatchBin
+}
+
+// start starts a process that the test stops (SIGTERM, then SIGKILL).
+func start(t *testing.T, log, bin string, args ...string) *exec.Cmd {
+	f, err := os.Create(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); f.Close(); close(done) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	return cmd
+}
+
+func startEtcd(t *testing.T, bin, dir string) string {
+	client := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	peer := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	start(t, filepath.Join(dir, "etcd.log"), bin, "--name=o", "--data-dir="+filepath.Join(dir, "etcd"),
+		"--listen-client-urls="+client, "--advertise-client-urls="+client,
+		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer, "--initial-cluster=o="+peer,
+		"--unsafe-no-fsync", "--log-level=warn")
+	return client
+}
+
+func waitServing(t *testing.T, ctx context.Context, kubeconfig string) *bench.Target {
+	for {
+		if tg, err := bench.LoadTarget("overload", kubeconfig); err == nil {
+			if code, _ := send(ctx, tg.Client, tg.Host, "", "GET", "/readyz", ""); code == 200 {
+				return tg
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("server not ready")
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
