@@ -23,6 +23,7 @@ import (
 type etcdCluster struct {
 	bin, dir string
 	cli      *clientv3.Client
+	net      *memberNet // nil: every member on loopback
 
 	mu      sync.Mutex
 	members []*etcdMember // by slot: a replacement takes its predecessor's slot
@@ -30,6 +31,7 @@ type etcdCluster struct {
 }
 
 type etcdMember struct {
+	slot            int
 	name            string
 	id              uint64
 	clientURL, peer string
@@ -53,7 +55,14 @@ func (m *etcdMember) args() []string {
 	}
 }
 
-func newMember(dir, name string) (*etcdMember, error) {
+// newMember prepares a member for slot: on loopback with free ports, or
+// at the slot's address in its network namespace.
+func (c *etcdCluster) newMember(slot int, name string) (*etcdMember, error) {
+	dir := c.dir
+	if c.net != nil {
+		a := c.net.addr(slot)
+		return &etcdMember{slot: slot, name: name, dataDir: filepath.Join(dir, name), clientURL: "http://" + a + ":2379", peer: "http://" + a + ":2380"}, nil
+	}
 	cp, err := freePort()
 	if err != nil {
 		return nil, err
@@ -63,22 +72,37 @@ func newMember(dir, name string) (*etcdMember, error) {
 		return nil, err
 	}
 	return &etcdMember{
-		name: name, dataDir: filepath.Join(dir, name),
+		slot: slot, name: name, dataDir: filepath.Join(dir, name),
 		clientURL: fmt.Sprintf("http://127.0.0.1:%d", cp), peer: fmt.Sprintf("http://127.0.0.1:%d", pp),
 	}, nil
 }
 
-// startEtcd starts n members in dir and waits until the cluster serves.
-func startEtcd(ctx context.Context, bin, dir, logDir string, n int) (_ *etcdCluster, err error) {
+// process returns m's process: etcd, in its namespace if it has one.
+func (c *etcdCluster) process(m *etcdMember, logDir string) *process {
+	path, args := c.bin, m.args()
+	if c.net != nil {
+		path, args = c.net.command(m.slot, path, args)
+	}
+	return &process{name: m.name, path: path, args: args, logPath: filepath.Join(logDir, m.name+".log")}
+}
+
+// startEtcd starts n members in dir and waits until the cluster serves;
+// with namespaces, each member in its own (memberNet).
+func startEtcd(ctx context.Context, bin, dir, logDir string, n int, namespaces bool) (_ *etcdCluster, err error) {
 	c := &etcdCluster{bin: bin, dir: dir, next: n}
 	defer func() {
 		if err != nil {
 			c.close()
 		}
 	}()
+	if namespaces {
+		if c.net, err = newMemberNet(n); err != nil {
+			return nil, err
+		}
+	}
 	var peers []string
 	for i := range n {
-		m, err := newMember(dir, fmt.Sprintf("etcd-%d", i))
+		m, err := c.newMember(i, fmt.Sprintf("etcd-%d", i))
 		if err != nil {
 			return nil, err
 		}
@@ -87,7 +111,7 @@ func startEtcd(ctx context.Context, bin, dir, logDir string, n int) (_ *etcdClus
 	}
 	for _, m := range c.members {
 		m.initialCluster, m.initialState = strings.Join(peers, ","), "new"
-		m.proc = &process{name: m.name, path: bin, args: m.args(), logPath: filepath.Join(logDir, m.name+".log")}
+		m.proc = c.process(m, logDir)
 		if err := m.proc.start(); err != nil {
 			return nil, err
 		}
@@ -229,7 +253,7 @@ func (c *etcdCluster) replace(ctx context.Context, m *etcdMember, logDir string)
 	name := fmt.Sprintf("etcd-%d", c.next)
 	c.next++
 	c.mu.Unlock()
-	nm, err := newMember(c.dir, name)
+	nm, err := c.newMember(m.slot, name)
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +287,7 @@ func (c *etcdCluster) replace(ctx context.Context, m *etcdMember, logDir string)
 		}
 	}
 	nm.initialCluster, nm.initialState = strings.Join(peers, ","), "existing"
-	nm.proc = &process{name: name, path: c.bin, args: nm.args(), logPath: filepath.Join(logDir, name+".log")}
+	nm.proc = c.process(nm, logDir)
 	if err := nm.proc.start(); err != nil {
 		return nil, err
 	}
@@ -297,5 +321,8 @@ func (c *etcdCluster) close() {
 		if m.proc != nil {
 			m.proc.kill()
 		}
+	}
+	if c.net != nil {
+		c.net.close()
 	}
 }

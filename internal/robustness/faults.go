@@ -20,7 +20,14 @@ const (
 	FaultNetBlackhole   = "net-blackhole"       // forward nothing between one server and etcd for a while
 	FaultNetReset       = "net-reset"           // cut one server's etcd connections, a few times
 	FaultLoseQuorum     = "lose-quorum"         // SIGSTOP two of three etcd members (the leader among them), SIGCONT after a while
+	// With Config.Namespaces: cut a member off from its peers, both ways,
+	// while every server still reaches it; heal after a while.
+	FaultPartitionLeader = "partition-etcd-leader"
+	FaultPartitionFollow = "partition-etcd-follower"
 )
+
+// PartitionFaults are the kinds that need Config.Namespaces.
+var PartitionFaults = []string{FaultPartitionLeader, FaultPartitionFollow}
 
 // AllFaults is every kind, in the order a short run injects them.
 var AllFaults = []string{
@@ -120,6 +127,35 @@ func (r *run) inject(ctx context.Context, kind string, rng *rand.Rand) FaultReco
 			if perr := m.proc.pause(false); perr != nil && err == nil {
 				err = perr
 			}
+		}
+	case FaultPartitionLeader, FaultPartitionFollow:
+		if r.etcd.net == nil {
+			err = fmt.Errorf("%s needs member namespaces (Config.Namespaces)", kind)
+			break
+		}
+		leader, followers, lerr := r.etcd.leader(ctx)
+		if lerr != nil {
+			err = lerr
+			break
+		}
+		m := leader
+		if kind == FaultPartitionFollow {
+			m = followers[rng.IntN(len(followers))]
+		} else {
+			f.Note = "leader"
+		}
+		f.Target = m.name
+		var others []int
+		for _, o := range r.etcd.snapshot() {
+			if o != m {
+				others = append(others, o.slot)
+			}
+		}
+		if err = r.etcd.net.partition(m.slot, others); err == nil {
+			hold(time.Second, 3*time.Second)
+		}
+		if herr := r.etcd.net.heal(); herr != nil && err == nil {
+			err = herr
 		}
 	case FaultReplaceEtcd:
 		_, followers, lerr := r.etcd.leader(ctx)

@@ -16,6 +16,7 @@ package robustness
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/json"
 	"errors"
@@ -54,6 +55,10 @@ type Config struct {
 	Compaction time.Duration
 	// GCLease is the servers' --gc-lease-duration (default 2 s).
 	GCLease time.Duration
+	// Namespaces puts each etcd member in a network namespace of its own
+	// (root and iproute2 only: NamespacesAvailable), which the partition
+	// faults need.
+	Namespaces bool
 	// DebugFault is passed to every server's --debug-fault (a test fault).
 	DebugFault string
 	// LinTimeout bounds porcupine's search (default 60 s).
@@ -116,6 +121,27 @@ func Build(ctx context.Context, dir string) (etcdBin, objwatchBin string, err er
 		}
 	}
 	return etcdBin, objwatchBin, nil
+}
+
+// NamespacesAvailable says why etcd members cannot get network namespaces
+// here (Config.Namespaces), or nil.
+func NamespacesAvailable() error { return netnsAvailable() }
+
+// BuildCached builds as Build into a directory of the user's cache named
+// for the caller (name) and the working directory (a checkout's tests
+// keep their own binaries): go build leaves an up-to-date binary alone,
+// where linking objwatch anew takes most of a minute on a loaded machine.
+func BuildCached(ctx context.Context, name string) (etcdBin, objwatchBin string, err error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	wd, _ := os.Getwd()
+	dir := filepath.Join(cache, name, fmt.Sprintf("%x", sha256.Sum256([]byte(wd)))[:16])
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", err
+	}
+	return Build(ctx, dir)
 }
 
 // Report is a run's outcome; Run also writes it to Config.ReportDir.
@@ -258,7 +284,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	}
 	r.hc = r.newClient()
 	defer r.hc.CloseIdleConnections()
-	if r.etcd, err = startEtcd(ctx, cfg.EtcdBin, filepath.Join(cfg.Dir, "etcd"), r.logDir, 3); err != nil {
+	if r.etcd, err = startEtcd(ctx, cfg.EtcdBin, filepath.Join(cfg.Dir, "etcd"), r.logDir, 3, cfg.Namespaces); err != nil {
 		return nil, err
 	}
 	defer r.etcd.close()

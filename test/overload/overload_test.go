@@ -10,7 +10,6 @@ package overload_test
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"flag"
 	"fmt"
@@ -394,18 +393,9 @@ var (
 // checkout (go build leaves an up-to-date binary alone).
 func binaries(t *testing.T) (string, string) {
 	buildOnce.Do(func() {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			cache = os.TempDir()
-		}
-		wd, _ := os.Getwd()
-		binDir := filepath.Join(cache, "objwatch-overload", fmt.Sprintf("%x", sha256.Sum256([]byte(wd)))[:16])
-		if buildErr = os.MkdirAll(binDir, 0o700); buildErr != nil {
-			return
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		etcdBin, objwatchBin, buildErr = robustness.Build(ctx, binDir)
+		etcdBin, objwatchBin, buildErr = robustness.BuildCached(ctx, "objwatch-overload")
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

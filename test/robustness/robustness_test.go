@@ -6,12 +6,10 @@ package robustness_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"flag"
-	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,6 +27,7 @@ var (
 	report   = flag.String("robustness.report", "", "directory for TestRobustness's report (default: a temporary directory)")
 	faults   = flag.String("robustness.faults", "", "comma-separated fault kinds injected in turn (default: all)")
 	seed     = flag.Uint64("robustness.seed", 0, "random seed (default: from the clock)")
+	netns    = flag.Bool("robustness.namespaces", false, "TestRobustness: etcd members in network namespaces, and the partition faults among all (root only)")
 )
 
 func TestMain(m *testing.M) {
@@ -56,18 +55,9 @@ var (
 // where linking objwatch anew takes most of a minute on a loaded machine.
 func binaries(t *testing.T) (string, string) {
 	buildOnce.Do(func() {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			cache = os.TempDir()
-		}
-		wd, _ := os.Getwd()
-		binDir := filepath.Join(cache, "objwatch-robustness", fmt.Sprintf("%x", sha256.Sum256([]byte(wd)))[:16])
-		if buildErr = os.MkdirAll(binDir, 0o700); buildErr != nil {
-			return
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		etcdBin, objwatchBin, buildErr = robustness.Build(ctx, binDir)
+		etcdBin, objwatchBin, buildErr = robustness.BuildCached(ctx, "objwatch-robustness")
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
@@ -92,10 +82,36 @@ func runHarness(t *testing.T, cfg robustness.Config) *robustness.Report {
 // TestRobustness runs every fault kind against 3 servers on 3 etcd
 // members and fails on any violation.
 func TestRobustness(t *testing.T) {
-	cfg := robustness.Config{Duration: *duration, ReportDir: *report, Seed: *seed}
+	cfg := robustness.Config{Duration: *duration, ReportDir: *report, Seed: *seed, Namespaces: *netns}
+	if *netns {
+		if err := robustness.NamespacesAvailable(); err != nil {
+			t.Fatalf("-robustness.namespaces: %v", err)
+		}
+		cfg.Faults = append(slices.Clone(robustness.AllFaults), robustness.PartitionFaults...)
+	}
 	if *faults != "" {
 		cfg.Faults = strings.Split(*faults, ",")
 	}
+	checkRun(t, cfg)
+}
+
+// TestRobustnessPartitions cuts etcd members off from their peers (the
+// leader, a follower; each member in a network namespace of its own)
+// while the servers still reach every member, beside quorum loss.
+func TestRobustnessPartitions(t *testing.T) {
+	if err := robustness.NamespacesAvailable(); err != nil {
+		t.Skipf("etcd members in network namespaces: %v", err)
+	}
+	checkRun(t, robustness.Config{
+		Duration: 25 * time.Second, Seed: *seed, Namespaces: true,
+		Faults: append(slices.Clone(robustness.PartitionFaults), robustness.FaultLoseQuorum),
+	})
+}
+
+// checkRun runs the harness and fails on any violation, harness error or
+// fault that could not be injected.
+func checkRun(t *testing.T, cfg robustness.Config) {
+	t.Helper()
 	rep := runHarness(t, cfg)
 	for _, e := range rep.HarnessErrors {
 		t.Errorf("harness: %s", e)
