@@ -37,6 +37,8 @@ func TestTranslateWithoutPreviousValue(t *testing.T) {
 		{"create, selected", event(5, 5), selector{labels: labels.SelectorFromSet(labels.Set{"app": "x"}), fields: matchAll.fields}, "ADDED", 0},
 		{"change, selected", event(5, 9), selector{labels: labels.SelectorFromSet(labels.Set{"app": "x"}), fields: matchAll.fields}, "", http.StatusGone},
 		{"change, not selected", event(5, 9), selector{labels: labels.SelectorFromSet(labels.Set{"app": "y"}), fields: matchAll.fields}, "", 0},
+		{"deletion without its last value", storage.Event{Type: storage.Delete, Revision: 11, KV: storage.KeyValue{Key: res.Key("ns", "a"), ModRevision: 11}}, matchAll, "", http.StatusGone},
+		{"deletion", storage.Event{Type: storage.Delete, Revision: 11, KV: storage.KeyValue{Key: res.Key("ns", "a"), Value: value, CreateRevision: 5, ModRevision: 11}}, matchAll, "DELETED", 0},
 	} {
 		typ, _, _, err := translate(res, c.sel, c.ev, false)
 		code := 0

@@ -431,6 +431,12 @@ func translate(res *registry.Resource, sel selector, ev storage.Event, wantPrev 
 	ctx := context.Background()
 	switch ev.Type {
 	case storage.Delete:
+		if len(ev.KV.Value) == 0 {
+			// etcd had compacted the object's last value when it sent the
+			// deletion: which object left is known, its last state is not
+			// (Kubernetes ends such a watch too).
+			return "", nil, nil, apierrors.NewResourceExpired(fmt.Sprintf("the last value of %s deleted at revision %d was compacted: relist", ev.KV.Key, ev.Revision))
+		}
 		obj, err := FromStorage(res, ev.KV)
 		if err != nil {
 			return "", nil, nil, err

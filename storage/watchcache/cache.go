@@ -526,6 +526,9 @@ func (c *Cache) listFailed(err error) {
 // apply adds one storage event to the state, the history and every watcher.
 // A value to retry (ErrRetry) is retried here until it decodes or ctx ends.
 func (c *Cache) apply(ctx context.Context, ev storage.Event) error {
+	if ev.Type == storage.Delete && len(ev.KV.Value) == 0 {
+		return c.applyBareDelete(ev)
+	}
 	obj, err := c.cfg.Decode(ev.KV)
 	for backoff := 100 * time.Millisecond; errors.Is(err, ErrRetry); backoff = min(2*backoff, 5*time.Second) {
 		c.cfg.Log.Warn("watch cache: decode, retrying", "key", ev.KV.Key, "err", err)
@@ -566,6 +569,39 @@ func (c *Cache) apply(ctx context.Context, ev storage.Event) error {
 	c.wrote_locked(ev.Revision)
 	for w := range c.watchers {
 		w.offer_locked(e)
+	}
+	if ev.Revision > c.rev {
+		c.advance_locked(ev.Revision)
+	}
+	if len(c.history) > c.cfg.MaxHistory {
+		c.trim_locked(time.Now())
+	}
+	return nil
+}
+
+// applyBareDelete applies a deletion that came without the object's last
+// value: etcd sends none when it had compacted that value by the time it
+// sent the event (a watch catching up after a partition, from a revision
+// older than a compaction that left the deletion itself). The cache's own
+// copy is that last value; the event carries it stamped with the
+// deletion's revision, as any DELETED. A key the cache does not hold has
+// nothing to delete; the revision still advances.
+func (c *Cache) applyBareDelete(ev storage.Event) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev, had := c.objects.Get(&Object{Key: ev.KV.Key})
+	if had {
+		e := &Event{Type: storage.Delete, Rev: ev.Revision, Obj: stamped(prev, ev.Revision), Prev: prev, At: time.Now()}
+		c.labels.remove(prev)
+		c.count_locked(prev.Key, -1)
+		c.objects.Delete(prev)
+		c.history = append(c.history, e)
+		c.wrote_locked(ev.Revision)
+		for w := range c.watchers {
+			w.offer_locked(e)
+		}
+	} else {
+		c.cfg.Log.Warn("watch cache: a deletion without its last value, of a key the cache does not hold", "key", ev.KV.Key, "revision", ev.Revision)
 	}
 	if ev.Revision > c.rev {
 		c.advance_locked(ev.Revision)

@@ -1,12 +1,14 @@
 package watchcache_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -375,5 +377,80 @@ func TestReady(t *testing.T) {
 	}
 	if !c.Ready() {
 		t.Fatal("not Ready after the initial list")
+	}
+}
+
+// bareDeletes is the etcd store with deletions delivered as etcd sends
+// them once it has compacted the deleted object's last value: the key and
+// revision only (storage/etcd's watcher.event without a PrevKv).
+type bareDeletes struct{ *etcd.Store }
+
+func (b bareDeletes) Watch(ctx context.Context, prefix string, from int64) (storage.Watcher, error) {
+	w, err := b.Store.Watch(ctx, prefix, from)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan storage.Event)
+	bw := &bareWatcher{Watcher: w, out: out, done: make(chan struct{})}
+	go func() { // ends with w's events (Stop)
+		defer close(bw.done)
+		defer close(out)
+		for ev := range w.Events() {
+			if ev.Type == storage.Delete {
+				ev.KV = storage.KeyValue{Key: ev.KV.Key, ModRevision: ev.KV.ModRevision}
+			}
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return bw, nil
+}
+
+type bareWatcher struct {
+	storage.Watcher
+	out  chan storage.Event
+	done chan struct{}
+}
+
+func (w *bareWatcher) Events() <-chan storage.Event { return w.out }
+func (w *bareWatcher) Stop()                        { w.Watcher.Stop(); <-w.done }
+
+// A deletion whose last value etcd no longer had reaches watchers as a
+// DELETED of the cache's own copy at the deletion's revision, and leaves
+// the cache (it was dropped as undecodable, and the object stayed).
+func TestDeletionWithoutItsLastValue(t *testing.T) {
+	e := setup(t)
+	cfg := watchcache.Config{Store: bareDeletes{e.store}, Prefix: prefix, Decode: decode, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	c := watchcache.New(cfg)
+	c.Start()
+	t.Cleanup(c.Stop)
+	created := e.put("a", "gone", "v", map[string]string{"app": "x"})
+	if err := c.WaitFor(e.ctx, created); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Watch(e.ctx, watchcache.WatchOptions{From: created, Filter: watchcache.Filter{Labels: labels.SelectorFromSet(labels.Set{"app": "x"})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	kv, err := e.store.Delete(e.ctx, prefix+"a/gone", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it := next(t, w)
+	if it.Type != "DELETED" || it.Rev != kv.ModRevision || it.Object == nil || it.Object.Name != "gone" {
+		t.Fatalf("event = %s@%d %+v, want DELETED of gone at %d", it.Type, it.Rev, it.Object, kv.ModRevision)
+	}
+	if !bytes.Contains(it.Object.JSON, []byte(`"resourceVersion":"`+strconv.FormatInt(kv.ModRevision, 10)+`"`)) {
+		t.Errorf("DELETED object %s, want resourceVersion %d", it.Object.JSON, kv.ModRevision)
+	}
+	if err := c.WaitFor(e.ctx, kv.ModRevision); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Len(); n != 0 {
+		t.Errorf("cache holds %d objects after the deletion, want 0", n)
 	}
 }

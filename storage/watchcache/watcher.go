@@ -154,21 +154,25 @@ func PutEvent(cur, prev bool) (typ string, left, ok bool) {
 
 // leftObject is Prev with its resourceVersion set to the event's.
 func (e *Event) leftObject() *Object {
-	e.once.Do(func() {
-		o := *e.Prev
-		o.Rev = e.Rev
-		var m map[string]any
-		if err := json.Unmarshal(e.Prev.JSON, &m); err == nil {
-			if md, ok := m["metadata"].(map[string]any); ok {
-				md["resourceVersion"] = strconv.FormatInt(e.Rev, 10)
-			}
-			if b, err := json.Marshal(m); err == nil {
-				o.JSON = b
-			}
-		}
-		e.left = &o
-	})
+	e.once.Do(func() { e.left = stamped(e.Prev, e.Rev) })
 	return e.left
+}
+
+// stamped is a copy of o whose revision and metadata.resourceVersion are
+// rev.
+func stamped(o *Object, rev int64) *Object {
+	s := *o
+	s.Rev = rev
+	var m map[string]any
+	if err := json.Unmarshal(o.JSON, &m); err == nil {
+		if md, ok := m["metadata"].(map[string]any); ok {
+			md["resourceVersion"] = strconv.FormatInt(rev, 10)
+		}
+		if b, err := json.Marshal(m); err == nil {
+			s.JSON = b
+		}
+	}
+	return &s
 }
 
 // WatchOptions say where a watch starts and what it sees.
