@@ -103,7 +103,7 @@ func TestRobustnessPartitions(t *testing.T) {
 		t.Skipf("etcd members in network namespaces: %v", err)
 	}
 	checkRun(t, robustness.Config{
-		Duration: 25 * time.Second, Seed: *seed, Namespaces: true,
+		Duration: 25 * time.Second, Seed: *seed, Namespaces: true, ReportDir: *report,
 		Faults: append(slices.Clone(robustness.PartitionFaults), robustness.FaultLoseQuorum),
 	})
 }
