@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 // BenchmarkFanout is the CPU per delivered ~1.2 KiB event of many watches
@@ -28,15 +30,19 @@ func BenchmarkFanout(b *testing.B) {
 	for _, c := range []struct {
 		proto   string
 		streams uint32 // HTTP/2 streams per connection
-	}{{"HTTP/1.1", 0}, {"HTTP/2", 100}, {"HTTP/2", 250}} {
+		sched   string // HTTP/2 write scheduler: "" net/http's, "random" golang.org/x/net's random one
+	}{{"HTTP/1.1", 0, ""}, {"HTTP/2", 100, ""}, {"HTTP/2", 250, ""}, {"HTTP/2", 250, "random"}} {
 		for _, batch := range []int{1, 8, 32} {
 			name := fmt.Sprintf("%s/streams=%d/batch=%d", c.proto, c.streams, batch)
-			b.Run(name, func(b *testing.B) { benchFanout(b, c.proto, c.streams, watches, batch) })
+			if c.sched != "" {
+				name = fmt.Sprintf("%s/streams=%d/sched=%s/batch=%d", c.proto, c.streams, c.sched, batch)
+			}
+			b.Run(name, func(b *testing.B) { benchFanout(b, c.proto, c.streams, c.sched, watches, batch) })
 		}
 	}
 }
 
-func benchFanout(b *testing.B, proto string, streams uint32, watches, batch int) {
+func benchFanout(b *testing.B, proto string, streams uint32, sched string, watches, batch int) {
 	event := make([]byte, 1200)
 	for i := range event {
 		event[i] = 'x'
@@ -79,6 +85,14 @@ func benchFanout(b *testing.B, proto string, streams uint32, watches, batch int)
 	}))
 	srv.EnableHTTP2 = proto == "HTTP/2"
 	srv.Config.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: int(streams)}
+	if sched == "random" {
+		srv.TLS = &tls.Config{}
+		srv.Config.TLSConfig = srv.TLS
+		err := http2.ConfigureServer(srv.Config, &http2.Server{NewWriteScheduler: func() http2.WriteScheduler { return http2.NewRandomWriteScheduler() }})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
 	srv.StartTLS()
 	tr := srv.Client().Transport.(*http.Transport)
 	tr.MaxIdleConnsPerHost = watches
