@@ -40,12 +40,13 @@ func (ww *Writer) Start() {
 //
 // An HTTP/1.1 watch writes to its connection itself once the headers are
 // out (see rawStream); Write then buffers and Flush writes one chunk.
-// Otherwise (HTTP/2) Write buffers too and Flush hands the batch to
-// net/http in one Write: net/http's HTTP/2 server takes each 4 KiB of a
-// handler's output to the connection's serve goroutine in a round trip of
-// its own, and writes a DATA frame too large for its 4 KiB connection
-// buffer from a goroutine of its own; one Write of a batch is one round
-// trip and one frame (see BenchmarkFanout). A batch that reaches
+// Otherwise (HTTP/2) Write buffers too and Flush hands the batch to the
+// ResponseWriter in one Write: Go's HTTP/2 server (net/http's, or
+// golang.org/x/net's, which objwatch serves) takes each 4 KiB of a
+// handler's buffered output to the connection's serve goroutine in a round
+// trip of its own, and writes a DATA frame too large for its 4 KiB
+// connection buffer from a goroutine of its own; one Write of a batch is
+// one round trip and one frame (see BenchmarkFanout). A batch that reaches
 // rawChunkLimit goes out without waiting for the flush, and Stop hands
 // what is pending to net/http, which sends it before it ends the response.
 //
