@@ -22,6 +22,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/net/http2"
 
 	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/server/auth"
@@ -261,6 +262,17 @@ func Start(ctx context.Context, o Options) (_ *Instance, err error) {
 		// connection after two minutes without progress.
 		HTTP2: &http.HTTP2Config{WriteByteTimeout: cmp.Or(o.HTTP2WriteByteTimeout, 2*time.Minute)},
 	}
+	// HTTP/2 from golang.org/x/net (as kube-apiserver serves it), for its
+	// write scheduler: net/http's round-robin scheduler walks every open
+	// stream of a connection for each frame it sends and once more when
+	// none is left, which at 250 watches a connection was 16% of the
+	// server's CPU profile of 50,000 HTTP/2 watches; the random
+	// scheduler visits only the streams with frames queued. Watches need
+	// no priorities. The settings above (http.Server.HTTP2) still apply.
+	if err := http2.ConfigureServer(in.http, &http2.Server{NewWriteScheduler: newWriteScheduler}); err != nil {
+		ln.Close()
+		return nil, err
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	in.cancel = cancel
 	for i, st := range in.Overrides {
@@ -295,6 +307,9 @@ func Start(ctx context.Context, o Options) (_ *Instance, err error) {
 	}
 	return in, nil
 }
+
+// newWriteScheduler is the HTTP/2 write scheduler of a connection.
+func newWriteScheduler() http2.WriteScheduler { return http2.NewRandomWriteScheduler() }
 
 // Err delivers a fatal error of the running instance.
 func (in *Instance) Err() <-chan error { return in.errc }

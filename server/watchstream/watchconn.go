@@ -26,8 +26,8 @@ import (
 // reader goroutine.
 type rawStream struct {
 	conn       net.Conn
-	buf        *[]byte // chunkRoom bytes for the chunk header, then the data; nil when nothing is pending
-	err        error   // the first write error; the stream is dead after it
+	pend       pending
+	err        error // the first write error; the stream is dead after it
 	readerDone chan struct{}
 }
 
@@ -46,6 +46,45 @@ var chunkBufs = sync.Pool{New: func() any {
 	b := make([]byte, chunkRoom, chunkBufCap)
 	return &b
 }}
+
+// pending is the output of a watch waiting for its flush, in a pooled
+// buffer (chunkRoom bytes reserved in front, for a chunk header), or
+// nothing: an idle watch holds no buffer. It belongs to its watch's
+// goroutine.
+type pending struct {
+	buf *[]byte // nil when nothing is pending
+}
+
+// add appends p.
+func (pd *pending) add(p []byte) {
+	if pd.buf == nil {
+		pd.buf = chunkBufs.Get().(*[]byte)
+	}
+	*pd.buf = append(*pd.buf, p...)
+}
+
+// size is how many bytes are pending.
+func (pd *pending) size() int {
+	if pd.buf == nil {
+		return 0
+	}
+	return len(*pd.buf) - chunkRoom
+}
+
+// fills reports whether n more bytes make the pending output as large as
+// a batch is let grow (rawChunkLimit) before it is written without waiting
+// for the flush.
+func (pd *pending) fills(n int) bool { return pd.size()+n >= rawChunkLimit }
+
+// release returns the buffer to the pool unless it grew past the pooled
+// size; b is the buffer as last used (it may have been appended to).
+func (pd *pending) release(b []byte) {
+	if cap(b) <= chunkBufCap {
+		*pd.buf = b[:chunkRoom]
+		chunkBufs.Put(pd.buf)
+	}
+	pd.buf = nil
+}
 
 // takeConn takes the connection of an HTTP/1.1 response whose headers
 // have been written, or returns nil (HTTP/2, or a ResponseWriter that
@@ -73,11 +112,8 @@ func (rs *rawStream) Write(p []byte) (int, error) {
 	if rs.err != nil {
 		return 0, rs.err
 	}
-	if rs.buf == nil {
-		rs.buf = chunkBufs.Get().(*[]byte)
-	}
-	*rs.buf = append(*rs.buf, p...)
-	if len(*rs.buf)-chunkRoom >= rawChunkLimit {
+	rs.pend.add(p)
+	if rs.pend.size() >= rawChunkLimit {
 		if err := rs.flush(); err != nil {
 			return 0, err
 		}
@@ -85,32 +121,19 @@ func (rs *rawStream) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// fills reports whether writing n more bytes sends the pending chunk.
-func (rs *rawStream) fills(n int) bool {
-	pending := 0
-	if rs.buf != nil {
-		pending = len(*rs.buf) - chunkRoom
-	}
-	return pending+n >= rawChunkLimit
-}
-
 // flush writes what is pending as one chunk.
 func (rs *rawStream) flush() error {
-	if rs.buf == nil || rs.err != nil {
+	if rs.pend.buf == nil || rs.err != nil {
 		return rs.err
 	}
-	b := *rs.buf
+	b := *rs.pend.buf
 	var line [chunkRoom]byte
 	size := append(strconv.AppendInt(line[:0], int64(len(b)-chunkRoom), 16), '\r', '\n')
 	start := chunkRoom - len(size)
 	copy(b[start:], size)
 	b = append(b, '\r', '\n')
 	_, rs.err = rs.conn.Write(b[start:])
-	if cap(b) <= chunkBufCap {
-		*rs.buf = b[:chunkRoom]
-		chunkBufs.Put(rs.buf)
-	}
-	rs.buf = nil
+	rs.pend.release(b)
 	return rs.err
 }
 

@@ -40,6 +40,15 @@ func (ww *Writer) Start() {
 //
 // An HTTP/1.1 watch writes to its connection itself once the headers are
 // out (see rawStream); Write then buffers and Flush writes one chunk.
+// Otherwise (HTTP/2) Write buffers too and Flush hands the batch to the
+// ResponseWriter in one Write: Go's HTTP/2 server (net/http's, or
+// golang.org/x/net's, which objwatch serves) takes each 4 KiB of a
+// handler's buffered output to the connection's serve goroutine in a round
+// trip of its own, and writes a DATA frame too large for its 4 KiB
+// connection buffer from a goroutine of its own; one Write of a batch is
+// one round trip and one frame (see BenchmarkFanout). A batch that reaches
+// rawChunkLimit goes out without waiting for the flush, and Stop hands
+// what is pending to net/http, which sends it before it ends the response.
 //
 // A Writer belongs to the goroutine serving the watch, which must call
 // Stop when done.
@@ -50,6 +59,7 @@ type Writer struct {
 	r      *http.Request      // nil: never take the connection
 	cancel context.CancelFunc // ends the watch; nil: never take the connection
 	raw    *rawStream         // the taken connection, or nil
+	pend   pending            // output not yet handed to w (raw nil)
 
 	timeout, step time.Duration // timeout 0: no deadline
 	armed         time.Time     // the deadline is armed+timeout
@@ -91,13 +101,34 @@ func (ww *Writer) extend() {
 
 func (ww *Writer) Write(p []byte) (int, error) {
 	if ww.raw != nil {
-		if ww.raw.fills(len(p)) {
+		if ww.raw.pend.fills(len(p)) {
 			ww.extend() // the write sends the pending chunk
 		}
 		return ww.raw.Write(p)
 	}
+	full := ww.pend.fills(len(p))
+	ww.pend.add(p)
+	if full {
+		if err := ww.send(); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// send hands the pending output to net/http in one Write.
+func (ww *Writer) send() error {
+	if ww.pend.buf == nil {
+		return nil
+	}
 	ww.extend()
-	return ww.w.Write(p)
+	b := *ww.pend.buf
+	if _, err := ww.w.Write(b[chunkRoom:]); err != nil {
+		ww.pend.buf = nil // not pooled: net/http may not be done with it
+		return err
+	}
+	ww.pend.release(b)
+	return nil
 }
 
 func (ww *Writer) Flush() {
@@ -106,6 +137,7 @@ func (ww *Writer) Flush() {
 		ww.raw.flush()
 		return
 	}
+	ww.send()
 	ww.f.Flush()
 }
 
@@ -134,8 +166,9 @@ func (ww *Writer) Idle() <-chan time.Time {
 	return ww.idleT.C
 }
 
-// Stop releases the idle timer. The deadline stays: it bounds the final
-// flush net/http does after the handler returns.
+// Stop releases the idle timer and hands what is pending to net/http (or
+// writes it to a taken connection). The deadline stays: it bounds the
+// final flush net/http does after the handler returns.
 func (ww *Writer) Stop() {
 	if ww.idleT != nil {
 		ww.idleT.Stop()
@@ -143,5 +176,7 @@ func (ww *Writer) Stop() {
 	ww.extend()
 	if ww.raw != nil {
 		ww.raw.close()
+		return
 	}
+	ww.send()
 }
