@@ -125,6 +125,13 @@ type Config struct {
 	WatchCacheCompactionPoll time.Duration
 	// WatchBufferEvents bounds the events queued for one cached watch.
 	WatchBufferEvents int
+	// WatchCacheSnapshots is the directory where each watch cache keeps
+	// its state across restarts (a file per resource version, package
+	// storage/watchcache/cachefile), written every
+	// WatchCacheSnapshotInterval while it changes (default 5 min) and by
+	// Close, and loaded at start (see Caches); "" keeps none.
+	WatchCacheSnapshots        string
+	WatchCacheSnapshotInterval time.Duration
 	// Verify checks the service's shortcuts against etcd and panics where
 	// one differs: write hints against decoding the etcd event, update
 	// guesses against a quorum read. For tests.
@@ -141,6 +148,9 @@ type Config struct {
 	// CacheStartDelay, for tests, makes every watch cache wait this long
 	// before its first list, as a cache on a large store takes to load.
 	CacheStartDelay time.Duration
+	// CustomCacheStartDelay, for tests, delays only the caches of custom
+	// resources (after CacheStartDelay).
+	CustomCacheStartDelay time.Duration
 	// AuthorNotes makes every write carry an author note (see noted and
 	// package history), naming ServerName as the server that made it.
 	AuthorNotes bool
