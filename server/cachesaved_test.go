@@ -230,4 +230,3 @@ func TestReadinessCountsCRDCaches(t *testing.T) {
 	t.Cleanup(a.C.CloseIdleConnections)
 	servertest.MustCode(t, "readyz", a.JSON("GET", "/readyz", ""), http.StatusOK)
 }
-
