@@ -218,8 +218,11 @@ type Cache struct {
 	// counts the events it applied meanwhile.
 	catchUp int64
 	resumed resumeStats
-	// savedRev is the revision of the state last saved or loaded.
-	savedRev int64
+	// savedRev is the revision of the state last saved or loaded;
+	// changedSinceSave, whether an object changed since (or the cache
+	// relisted).
+	savedRev         int64
+	changedSinceSave bool
 	// saving serializes saves (taken before mu, never under it).
 	saving sync.Mutex
 
@@ -375,6 +378,7 @@ func (c *Cache) install(objects *btree.BTreeG[*Object], index labelIndex, rev, c
 		c.end_locked(wt, fmt.Errorf("watch cache relisted: %w", storage.ErrCompacted))
 	}
 	c.objects, c.labels, c.history, c.oldest, c.listErr = objects, index, nil, rev, nil
+	c.changedSinceSave = catchUp == 0 // a list; a loaded state is the saved one
 	c.ready, c.catchUp = catchUp <= rev, 0
 	if !c.ready {
 		c.catchUp = catchUp
@@ -604,6 +608,7 @@ func (c *Cache) apply(ctx context.Context, ev storage.Event) error {
 	}
 	c.history = append(c.history, e)
 	c.wrote_locked(ev.Revision)
+	c.changedSinceSave = true
 	if c.catchUp > 0 {
 		c.resumed.events++
 	}

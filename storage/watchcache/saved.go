@@ -24,6 +24,9 @@ type SavedState interface {
 	// Save replaces the saved state with objs, the state at rev in key
 	// order, and returns how many it saved.
 	Save(rev int64, objs iter.Seq[*Object]) (int, error)
+	// Advance records that the state saved at rev is unchanged through
+	// a later revision, which Load then answers.
+	Advance(rev, through int64) error
 	// Discard removes the saved state: it can no longer be used (the
 	// store has compacted its revision).
 	Discard() error
@@ -126,7 +129,9 @@ func (c *Cache) saveEvery(ctx context.Context) {
 }
 
 // Save writes the cache's current state to its SavedState, unless it is
-// not ready or has not moved since it was last saved or loaded. The
+// not ready or has not moved since it was last saved or loaded; when
+// only its revision moved (no object changed), it only advances the
+// saved state's revision. The
 // state is an immutable snapshot (see "Snapshots"), taken under the
 // cache's lock in O(1) and written without it: reads and events go on
 // meanwhile. Safe for concurrent use, also after Stop (a server saves its
@@ -142,20 +147,37 @@ func (c *Cache) Save() error {
 		c.mu.Unlock()
 		return nil
 	}
-	rev := c.rev
+	rev, saved, changed := c.rev, c.savedRev, c.changedSinceSave
+	if !changed {
+		// Nothing under the prefix changed since the state was saved:
+		// only its revision moves on.
+		c.mu.Unlock()
+		if err := c.cfg.Saved.Advance(saved, rev); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.savedRev = max(c.savedRev, rev)
+		c.mu.Unlock()
+		return nil
+	}
 	s, err := c.snapshot_locked(rev)
+	c.changedSinceSave = false
 	c.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	began := time.Now()
 	n, err := c.cfg.Saved.Save(rev, func(yield func(*Object) bool) { s.ascend("", yield) })
+	c.mu.Lock()
+	if err != nil {
+		c.changedSinceSave = true
+	} else {
+		c.savedRev = max(c.savedRev, rev)
+	}
+	c.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	c.savedRev = max(c.savedRev, rev)
-	c.mu.Unlock()
 	c.cfg.Log.Info("watch cache: saved state", "prefix", c.cfg.Prefix, "revision", rev, "objects", n, "took", time.Since(began).Round(time.Millisecond))
 	return nil
 }

@@ -434,7 +434,49 @@ func (f *File) Load(add func(*watchcache.Object)) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", f.Path, err)
 	}
+	if through, ok := f.through(h.Rev); ok {
+		return through, nil
+	}
 	return h.Rev, nil
+}
+
+// Advance records that the state saved at rev is still the state at
+// through (nothing under the prefix changed between them), so that Load
+// answers through: a small file beside the cache file (PATH.rev: magic,
+// rev, through, CRC-32C), replaced atomically. A cache whose objects did
+// not change need not rewrite them to keep its saved revision newer than
+// etcd's compaction.
+func (f *File) Advance(rev, through int64) error {
+	b := binary.AppendUvarint([]byte(revMagic), uint64(rev))
+	b = binary.AppendUvarint(b, uint64(through))
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	tmp := f.Path + ".rev.tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, f.Path+".rev")
+}
+
+const revMagic = "owcache rev\n"
+
+// through reads PATH.rev: the revision the state saved at rev holds
+// through, if it names rev and is whole.
+func (f *File) through(rev int64) (int64, bool) {
+	b, err := os.ReadFile(f.Path + ".rev")
+	if err != nil || len(b) < len(revMagic)+4 || string(b[:len(revMagic)]) != revMagic ||
+		crc32.Checksum(b[:len(b)-4], castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
+		return 0, false
+	}
+	b = b[len(revMagic) : len(b)-4]
+	saved, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, false
+	}
+	through, m := binary.Uvarint(b[n:])
+	if m <= 0 || n+m != len(b) || int64(saved) != rev || int64(through) < rev || through > 1<<62 {
+		return 0, false
+	}
+	return int64(through), true
 }
 
 // Save replaces the file with objs at rev: written to a temporary file in
@@ -472,8 +514,10 @@ func (f *File) Save(rev int64, objs iter.Seq[*watchcache.Object]) (int, error) {
 // Discard removes the file (its state is of no use: compacted, or the
 // resource is gone).
 func (f *File) Discard() error {
-	if err := os.Remove(f.Path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	for _, p := range []string{f.Path + ".rev", f.Path} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	return nil
 }
