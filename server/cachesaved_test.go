@@ -230,3 +230,28 @@ func TestReadinessCountsCRDCaches(t *testing.T) {
 	t.Cleanup(a.C.CloseIdleConnections)
 	servertest.MustCode(t, "readyz", a.JSON("GET", "/readyz", ""), http.StatusOK)
 }
+
+// TestNoSavedStatesWithEncryption: with encryption at rest no watch cache
+// writes its objects to disk (they would be plaintext), and the states a
+// start without it saved are removed.
+func TestNoSavedStatesWithEncryption(t *testing.T) {
+	s := newSavedSetup(t)
+	s.stop(t)
+	cfg := filepath.Join(t.TempDir(), "encryption.yaml")
+	const config = "apiVersion: apiserver.config.k8s.io/v1\nkind: EncryptionConfiguration\nresources:\n- resources: [secrets]\n  providers:\n  - aesgcm: {keys: [{name: k1, secret: c2VjcmV0IGlzIHNlY3VyZSwgaXMgaXQgbm90Pz8/Pz8=}]}\n  - identity: {}\n"
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := testenv.Start(t, testenv.WithEtcd(s.ep), testenv.WithEncryptionProviderConfig(cfg),
+		testenv.WithServerConfig(func(c *server.Config) { c.WatchCacheSnapshots = s.dir }))
+	if _, err := os.Stat(s.dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("saved states left with encryption at rest: %v", err)
+	}
+	a := servertest.NewAPI(t, env)
+	t.Cleanup(a.C.CloseIdleConnections)
+	servertest.MustCode(t, "create", a.JSON("POST", "/api/v1/namespaces/default/secrets", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s"},"stringData":{"k":"top secret"}}`), http.StatusCreated)
+	env.Stop()
+	if _, err := os.Stat(s.dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("saved states written with encryption at rest: %v", err)
+	}
+}

@@ -517,9 +517,13 @@ func (s *Server) wire() {
 }
 
 // snapshotDir is where the watch caches keep their states: none with
-// encryption at rest, which they would write in plaintext.
+// encryption at rest, which they would write in plaintext; the states a
+// start without it left there are removed.
 func snapshotDir(cfg Config) string {
 	if cfg.WatchCacheSnapshots != "" && cfg.EncryptionProviderConfig != "" {
+		if err := os.RemoveAll(cfg.WatchCacheSnapshots); err != nil {
+			cfg.Log.Warn("watch caches: remove the saved states (plaintext) of a start without encryption at rest", "dir", cfg.WatchCacheSnapshots, "err", err)
+		}
 		cfg.Log.Info("watch caches: no saved states with encryption at rest (they would be plaintext on disk)")
 		return ""
 	}
