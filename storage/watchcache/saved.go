@@ -114,18 +114,11 @@ func (c *Cache) discard() {
 // saveEvery saves the cache's state every SaveInterval while it changes,
 // until ctx ends.
 func (c *Cache) saveEvery(ctx context.Context) {
-	t := time.NewTicker(c.cfg.SaveInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, c.cfg.SaveInterval, func() {
 		if err := c.Save(); err != nil {
 			c.cfg.Log.Warn("watch cache: save state", "prefix", c.cfg.Prefix, "err", err)
 		}
-	}
+	})
 }
 
 // Save writes the cache's current state to its SavedState, unless it is
