@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,18 +67,29 @@ func TestRequestsWhileWatchCachesLoad(t *testing.T) {
 		t.Fatalf("configmaps cache loaded during the checks (%v after start): they may have been served by it", time.Since(started))
 	}
 
-	// A list without a limit, or with a selector, waits for the cache
-	// rather than read the whole collection from etcd while it loads.
-	for _, path := range []string{servertest.CMs + "?resourceVersion=0", servertest.CMs + "?labelSelector=app%3Dx&limit=500"} {
-		r := a.JSON("GET", path, "")
-		servertest.MustCode(t, "GET "+path, r, http.StatusOK)
-		if !strings.Contains(string(r.Body), `"name":"loading"`) {
-			t.Errorf("GET %s = %s, want the object", path, servertest.Truncate(r.Body))
-		}
-		if !cache.Ready() {
-			t.Errorf("GET %s answered %v after start, before the cache loaded: from etcd", path, time.Since(started))
-		}
+	// A list without a limit, or with a selector, at any resourceVersion
+	// (consistent, or not older than one), waits for the cache rather than
+	// read the whole collection from etcd while it loads. They are sent
+	// together: each waits longer than a consistent read waits for a
+	// cache to catch up (FutureRVWait, 3 s).
+	var wg sync.WaitGroup
+	for _, path := range []string{
+		servertest.CMs + "?resourceVersion=0",
+		servertest.CMs + "?labelSelector=app%3Dx&limit=500",
+		servertest.CMs,
+		servertest.CMs + "?resourceVersion=1&resourceVersionMatch=NotOlderThan",
+	} {
+		wg.Go(func() {
+			r := a.JSON("GET", path, "")
+			if r.Code != http.StatusOK || !strings.Contains(string(r.Body), `"name":"loading"`) {
+				t.Errorf("GET %s = %d %s, want the object", path, r.Code, servertest.Truncate(r.Body))
+			}
+			if !cache.Ready() {
+				t.Errorf("GET %s answered %v after start, before the cache loaded: from etcd", path, time.Since(started))
+			}
+		})
 	}
+	wg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*delay)
 	defer cancel()
 	if err := cache.WaitFor(ctx, 0); err != nil {

@@ -51,6 +51,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -246,8 +247,20 @@ type Config struct {
 	// docs/OPERATIONS.md, "Restarting".
 	StorageInitializationTimeout time.Duration
 	// WatchCacheStartDelay, for tests, makes every watch cache wait this
-	// long before its first list, as on a large store.
-	WatchCacheStartDelay time.Duration
+	// long before its first list, as on a large store;
+	// WatchCacheStartDelayCustom only those of custom resources.
+	WatchCacheStartDelay       time.Duration
+	WatchCacheStartDelayCustom time.Duration
+	// WatchCacheSnapshots is the directory where the watch caches keep
+	// their states across restarts (objects.Config's): at start each loads
+	// its state and catches up from its revision with a watch instead of
+	// listing etcd. "" keeps none; so does an EncryptionProviderConfig
+	// (the states hold objects in plaintext). WatchCacheSnapshotInterval
+	// is how often they are written while they change (default 5 min);
+	// they are also written as the server stops. See docs/OPERATIONS.md,
+	// "Restarting".
+	WatchCacheSnapshots        string
+	WatchCacheSnapshotInterval time.Duration
 	// History keeps every revision of every object past etcd's
 	// compaction, with who made it (package history). An empty Dir keeps
 	// none; the servers of one etcd should all keep one, or all write
@@ -463,7 +476,8 @@ func (s *Server) build() error {
 		FutureRVWait: cfg.FutureRVWait, ContinueTTL: cfg.ContinueTTL, BookmarkInterval: cfg.BookmarkInterval,
 		DisableWatchCache: cfg.DisableWatchCache, WatchCacheWindow: cfg.WatchCacheWindow,
 		WatchCacheCompactionPoll: cfg.WatchCacheCompactionPoll, WatchBufferEvents: cfg.WatchBufferEvents, WatchQueueLimit: max(0, cfg.WatchQueueLimit), Verify: cfg.Verify,
-		Hooks: chainHooks(s.admission), FieldManager: fm, DebugFault: cfg.DebugFault, CacheStartDelay: cfg.WatchCacheStartDelay,
+		Hooks: chainHooks(s.admission), FieldManager: fm, DebugFault: cfg.DebugFault, CacheStartDelay: cfg.WatchCacheStartDelay, CustomCacheStartDelay: cfg.WatchCacheStartDelayCustom,
+		WatchCacheSnapshots: snapshotDir(cfg), WatchCacheSnapshotInterval: cfg.WatchCacheSnapshotInterval,
 		AuthorNotes: (cfg.History.Dir != "" || cfg.History.WriteAuthorNotes) && !cfg.History.NoAuthorNotes, ServerName: cfg.History.ServerName, History: s.history, AtRest: s.atRest,
 	}); err != nil {
 		return err
@@ -511,6 +525,20 @@ func (s *Server) wire() {
 		s.cfg.Authenticator.SetServiceAccountLookup(s.access.ServiceAccount)
 	}
 	s.storageReady = &lifecycle.StorageReadiness{Pending: s.objects.Caches().Unready, Timeout: max(0, s.cfg.StorageInitializationTimeout), Log: s.cfg.Log}
+}
+
+// snapshotDir is where the watch caches keep their states: none with
+// encryption at rest, which they would write in plaintext; the states a
+// start without it left there are removed.
+func snapshotDir(cfg Config) string {
+	if cfg.WatchCacheSnapshots != "" && cfg.EncryptionProviderConfig != "" {
+		if err := os.RemoveAll(cfg.WatchCacheSnapshots); err != nil {
+			cfg.Log.Warn("watch caches: remove the saved states (plaintext) of a start without encryption at rest", "dir", cfg.WatchCacheSnapshots, "err", err)
+		}
+		cfg.Log.Info("watch caches: no saved states with encryption at rest (they would be plaintext on disk)")
+		return ""
+	}
+	return cfg.WatchCacheSnapshots
 }
 
 // Registry returns the served resources.
@@ -585,7 +613,14 @@ func (s *Server) components() []rungroup.Component {
 		// and binding is in the index, every webhook configuration and
 		// admission policy known (after each list of the CRDs).
 		rungroup.Component{Name: "custom resource definitions", Run: func(ctx context.Context) {
+			var once sync.Once
 			s.lifecycle.CRDs.Run(ctx, func() {
+				once.Do(func() {
+					// The caches of the CRDs served at start count for
+					// storage readiness.
+					s.objects.Caches().CountStarted()
+					s.storageReady.Known()
+				})
 				if chainSynced(ctx, s.admission) {
 					s.ready.Store(true)
 				}

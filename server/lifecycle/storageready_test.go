@@ -65,8 +65,9 @@ func pendingOf(name string, c *watchcache.Cache) func() []string {
 	}
 }
 
-// TestStorageReadiness: not ready while a cache loads (naming it), ready
-// once it has, and staying ready.
+// TestStorageReadiness: not ready while a cache loads (naming it), nor
+// before the CRDs were read (Known), ready once both are done, and
+// staying ready.
 func TestStorageReadiness(t *testing.T) {
 	c, gate := slowCache(t)
 	r := &lifecycle.StorageReadiness{Pending: pendingOf("v1/things", c), Timeout: time.Minute, Log: quiet}
@@ -79,6 +80,13 @@ func TestStorageReadiness(t *testing.T) {
 		t.Fatalf("Check while the cache loads = %v, want an error naming it", err)
 	}
 	close(gate)
+	if err := c.WaitFor(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Check(); err == nil || !strings.Contains(err.Error(), "custom resource definitions") {
+		t.Fatalf("Check before the CRDs were read = %v, want an error naming them", err)
+	}
+	r.Known()
 	deadline := time.Now().Add(10 * time.Second)
 	for r.Check() != nil {
 		if time.Now().After(deadline) {
@@ -98,6 +106,7 @@ func TestStorageReadinessTimeout(t *testing.T) {
 	c, _ := slowCache(t)
 	r := &lifecycle.StorageReadiness{Pending: pendingOf("v1/things", c), Timeout: 300 * time.Millisecond, Log: quiet}
 	r.Start()
+	r.Known()
 	if err := r.Check(); err == nil {
 		t.Fatal("ready at once while the cache cannot load")
 	}

@@ -3,6 +3,9 @@ package objects
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -11,6 +14,7 @@ import (
 	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/storage"
 	"github.com/objwatch/objwatch/storage/watchcache"
+	"github.com/objwatch/objwatch/storage/watchcache/cachefile"
 )
 
 // Caches are a Service's watch caches: one per served resource version,
@@ -75,8 +79,8 @@ func (c *Caches) For(res *registry.Resource) *watchcache.Cache {
 	// cluster's (storage.Partitioned).
 	own := storage.PartOf(c.cfg.Storage, res.StoragePrefix)
 	store := own
-	if c.cfg.CacheStartDelay > 0 {
-		store = &delayedStart{Interface: store, delay: c.cfg.CacheStartDelay}
+	if delay := c.cfg.CacheStartDelay + customDelay(res, c.cfg.CustomCacheStartDelay); delay > 0 {
+		store = &delayedStart{Interface: store, delay: delay}
 	}
 	decode := c.decoder(res, hints)
 	if res.Versions != nil && res.Versions.Remote() {
@@ -87,6 +91,7 @@ func (c *Caches) For(res *registry.Resource) *watchcache.Cache {
 		Store: store, Prefix: res.StoragePrefix, Decode: decode,
 		Window: c.cfg.WatchCacheWindow, Buffer: c.cfg.WatchBufferEvents, MaxQueued: c.cfg.WatchQueueLimit,
 		FreshTimeout: c.cfg.FutureRVWait, CompactionPoll: c.cfg.WatchCacheCompactionPoll, Log: c.cfg.Log,
+		Saved: c.savedState(res), SaveInterval: c.cfg.WatchCacheSnapshotInterval,
 	})
 	wc.Start()
 	c.m[res] = wc
@@ -138,13 +143,31 @@ func (c *Caches) Start() {
 		}
 	}
 	c.mu.Lock()
-	c.atStart = started
+	if c.atStart == nil {
+		c.atStart = map[string]*watchcache.Cache{}
+	}
+	maps.Copy(c.atStart, started)
 	c.mu.Unlock()
 }
 
+// CountStarted adds the caches running now to those Unready and Loading
+// report. The server calls it once it has read the CRDs at start, so that
+// the caches of the custom resources served then (the CRDs Established
+// at start) count for its readiness as the built-in ones do.
+func (c *Caches) CountStarted() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.atStart == nil {
+		c.atStart = map[string]*watchcache.Cache{}
+	}
+	for res, wc := range c.m {
+		c.atStart[res.GVR().String()] = wc
+	}
+}
+
 // Unready names, sorted, the resources (group/version, Resource=plural)
-// whose watch caches Start started and that are not ready: still loading
-// their first list, or whose list failed. The server's storage readiness
+// whose watch caches Start started (or CountStarted counted) and that are
+// not ready: still loading their first list, or whose list failed. The server's storage readiness
 // (Kubernetes' storage-readiness post-start hook) waits for none to
 // remain.
 func (c *Caches) Unready() []string {
@@ -160,9 +183,13 @@ func (c *Caches) Loading() []string {
 func (c *Caches) started(match func(*watchcache.Cache) bool) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	running := make(map[*watchcache.Cache]bool, len(c.m))
+	for _, wc := range c.m {
+		running[wc] = true
+	}
 	var out []string
 	for name, wc := range c.atStart {
-		if match(wc) {
+		if running[wc] && match(wc) { // a cache stopped since (its CRD gone) is not waited for
 			out = append(out, name)
 		}
 	}
@@ -174,17 +201,23 @@ func (c *Caches) started(match func(*watchcache.Cache) bool) []string {
 // served custom resources changed).
 func (c *Caches) Prune() { c.prune(false) }
 
-// close stops every cache; none starts after it.
+// close stops every cache, then saves their states (see savedState);
+// none starts after it.
 func (c *Caches) close() {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
-	c.prune(true)
+	for _, wc := range c.prune(true) {
+		if err := wc.Save(); err != nil {
+			c.cfg.Log.Warn("watch cache: save state", "err", err)
+		}
+	}
 }
 
 // prune stops the caches of resources no longer served (all, when the
-// service closes).
-func (c *Caches) prune(all bool) {
+// service closes), and returns them. Those of resources no longer served
+// drop their saved states.
+func (c *Caches) prune(all bool) []*watchcache.Cache {
 	c.mu.Lock()
 	var stop []*watchcache.Cache
 	for res, wc := range c.m {
@@ -197,7 +230,48 @@ func (c *Caches) prune(all bool) {
 	c.mu.Unlock()
 	for _, wc := range stop {
 		wc.Stop()
+		if !all {
+			wc.DiscardSaved()
+		}
 	}
+	return stop
+}
+
+// savedState is where res's cache keeps its state across restarts: a
+// file in the WatchCacheSnapshots directory, fingerprinted with the
+// binary (cachefile.Build) and what res was built from (for a custom
+// resource its CRD's uid, generation and accepted names, which the
+// registry's token holds; a CRD's schema, versions, storage version and
+// selectable fields change its generation), so that a state made by
+// another binary or for another definition is not used. None for a
+// version a conversion webhook converts (the webhook's answers may
+// change with nothing stored changing).
+func (c *Caches) savedState(res *registry.Resource) watchcache.SavedState {
+	if c.cfg.WatchCacheSnapshots == "" || (res.Versions != nil && res.Versions.Remote()) {
+		return nil
+	}
+	fp := fmt.Sprintf("%s|%s|%s|%s", buildID(), res.GVR(), res.Kind, res.StoragePrefix)
+	if res.Custom {
+		token, ok := c.cfg.Registry.CustomToken(res.Plural + "." + res.Group)
+		if !ok {
+			return nil
+		}
+		fp += "|crd " + token
+	}
+	return &cachefile.File{
+		Path:   filepath.Join(c.cfg.WatchCacheSnapshots, cachefile.Name(res.Group, res.Version, res.Plural)),
+		Prefix: res.StoragePrefix, Fingerprint: fp,
+	}
+}
+
+// buildID is cachefile.Build, computed once.
+var buildID = sync.OnceValue(cachefile.Build)
+
+func customDelay(res *registry.Resource, d time.Duration) time.Duration {
+	if res.Custom {
+		return d
+	}
+	return 0
 }
 
 // delayedStart is a cache's store whose first list waits (Config's

@@ -32,7 +32,8 @@ import (
 //
 // While the cache loads, a page without selectors, and any list of the
 // server's own (client false), is read from etcd; a client's list
-// without a limit, or with a selector, waits for the cache instead of
+// without a limit, or with a selector, at any resourceVersion
+// (consistent ones included), waits for the cache instead of
 // reading the whole collection from etcd while the cache loads it: at 1M
 // objects such lists, retried, took minutes of etcd and CPU each and
 // starved the load. (Kubernetes' cacher answers them 429 "storage is
@@ -51,8 +52,19 @@ func (c *Caches) list(ctx context.Context, res *registry.Resource, ns string, se
 		// snapshots; its full lists are still served here).
 		return nil, errNoCache
 	}
-	if _, init := wc.Initializing(); init && (!client || (plan.limit > 0 && sel.empty())) {
-		return nil, errNoCache // etcd answers while the cache loads; see cacheNotReady
+	if _, init := wc.Initializing(); init {
+		if !client || (plan.limit > 0 && sel.empty()) {
+			return nil, errNoCache // etcd answers while the cache loads; see cacheNotReady
+		}
+		// Wait for the load, bounded by the request's context; only then
+		// does a consistent or not-older-than list wait (briefly) for the
+		// cache to catch up, as for a cache that was ready.
+		if err := wc.WaitFor(ctx, 0); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, errNoCache // its list failed: etcd answers
+		}
 	}
 	switch {
 	case plan.any:

@@ -128,6 +128,13 @@ type Config struct {
 	// WatchQueueLimit bounds the events queued for all cached watches of
 	// one resource together (watchcache.Config.MaxQueued; 0: no bound).
 	WatchQueueLimit int
+	// WatchCacheSnapshots is the directory where each watch cache keeps
+	// its state across restarts (a file per resource version, package
+	// storage/watchcache/cachefile), written every
+	// WatchCacheSnapshotInterval while it changes (default 5 min) and by
+	// Close, and loaded at start (see Caches); "" keeps none.
+	WatchCacheSnapshots        string
+	WatchCacheSnapshotInterval time.Duration
 	// Verify checks the service's shortcuts against etcd and panics where
 	// one differs: write hints against decoding the etcd event, update
 	// guesses against a quorum read. For tests.
@@ -144,6 +151,9 @@ type Config struct {
 	// CacheStartDelay, for tests, makes every watch cache wait this long
 	// before its first list, as a cache on a large store takes to load.
 	CacheStartDelay time.Duration
+	// CustomCacheStartDelay, for tests, delays only the caches of custom
+	// resources (after CacheStartDelay).
+	CustomCacheStartDelay time.Duration
 	// AuthorNotes makes every write carry an author note (see noted and
 	// package history), naming ServerName as the server that made it.
 	AuthorNotes bool

@@ -106,6 +106,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -185,6 +186,11 @@ type Config struct {
 	// FreshTimeout bounds how long a consistent read waits for the cache
 	// to catch up before the caller falls back to the store (default 3 s).
 	FreshTimeout time.Duration
+	// Saved keeps the cache's state across restarts (nil: never saved;
+	// see "Saved state" in the package doc); SaveInterval is how often it
+	// is written while the cache changes (default 5 min).
+	Saved        SavedState
+	SaveInterval time.Duration
 	Log          *slog.Logger
 }
 
@@ -220,6 +226,19 @@ type Cache struct {
 	// changed is closed and replaced whenever rev advances.
 	changed chan struct{}
 
+	// catchUp, while the cache catches up from a saved state, is the
+	// store's revision it must reach to be ready (0 otherwise); resumed
+	// counts the events it applied meanwhile.
+	catchUp int64
+	resumed resumeStats
+	// savedRev is the revision of the state last saved or loaded;
+	// changedSinceSave, whether an object changed since (or the cache
+	// relisted).
+	savedRev         int64
+	changedSinceSave bool
+	// saving serializes saves (taken before mu, never under it).
+	saving sync.Mutex
+
 	progress chan struct{} // requests for a progress notification
 	started  time.Time     // when Start was called
 	stop     context.CancelFunc
@@ -251,6 +270,9 @@ func New(cfg Config) *Cache {
 	if cfg.FreshTimeout == 0 {
 		cfg.FreshTimeout = 3 * time.Second
 	}
+	if cfg.SaveInterval <= 0 {
+		cfg.SaveInterval = 5 * time.Minute
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
@@ -277,6 +299,9 @@ func (c *Cache) Start() {
 		defer close(c.done)
 		var wg sync.WaitGroup
 		wg.Go(func() { c.pollCompaction(ctx) })
+		if c.cfg.Saved != nil {
+			wg.Go(func() { c.saveEvery(ctx) })
+		}
 		c.run(ctx)
 		wg.Wait()
 	}()
@@ -301,6 +326,15 @@ func (c *Cache) Stop() {
 // value it lists again. A relist ends every watcher: the history it would
 // need has a gap.
 func (c *Cache) run(ctx context.Context) {
+	if c.cfg.Saved != nil {
+		err := c.resume(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			c.cfg.Log.Info("watch cache: saved state not used; listing", "prefix", c.cfg.Prefix, "err", err)
+		}
+	}
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := c.listAndWatch(ctx)
@@ -345,19 +379,35 @@ func (c *Cache) listAndWatch(ctx context.Context) error {
 		}
 		return err
 	}
+	c.install(objects, index, rev, 0)
+	return c.watch(ctx)
+}
+
+// install makes objects (indexed by index) the cache's state at rev,
+// ending every watcher (the history they would need has a gap). The
+// cache is ready at once, or, with catchUp, once it reaches that
+// revision.
+func (c *Cache) install(objects *btree.BTreeG[*Object], index labelIndex, rev, catchUp int64) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	for wt := range c.watchers {
 		c.end_locked(wt, fmt.Errorf("watch cache relisted: %w", storage.ErrCompacted))
 	}
-	c.objects, c.labels, c.history, c.oldest, c.ready, c.listErr = objects, index, nil, rev, true, nil
+	c.objects, c.labels, c.history, c.oldest, c.listErr = objects, index, nil, rev, nil
+	c.changedSinceSave = catchUp == 0 // a list; a loaded state is the saved one
+	c.ready, c.catchUp = catchUp <= rev, 0
+	if !c.ready {
+		c.catchUp = catchUp
+	}
 	c.resetSnapshots_locked()
 	c.advance_locked(rev)
-	c.mu.Unlock()
+}
 
-	// Follow the store from the list on. A feed that fails is resumed
-	// from the cache's revision, keeping state and history (see the
-	// package doc, "A failed feed"); only a compacted revision or a value
-	// that cannot be read needs a relist.
+// watch follows the store from the cache's revision on. A feed that
+// fails is resumed from the cache's revision, keeping state and history
+// (see the package doc, "A failed feed"); only a compacted revision or a
+// value that cannot be read needs a relist, and returns.
+func (c *Cache) watch(ctx context.Context) error {
 	backoff := 100 * time.Millisecond
 	for {
 		err := c.follow(ctx)
@@ -459,7 +509,13 @@ func (c *Cache) follow(ctx context.Context) error {
 	defer w.Stop()
 	c.mu.Lock()
 	c.feedErr = nil
+	catchingUp := c.catchUp > 0
 	c.mu.Unlock()
+	if catchingUp {
+		// Nothing may change under the prefix: the store's progress
+		// notification tells the cache it has reached the revision.
+		w.RequestProgress(ctx)
+	}
 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -473,7 +529,11 @@ func (c *Cache) follow(ctx context.Context) error {
 			c.mu.Lock()
 			c.trim_locked(now)
 			c.bookmarks_locked(now)
+			catchingUp := c.catchUp > 0
 			c.mu.Unlock()
+			if catchingUp {
+				w.RequestProgress(ctx)
+			}
 		case ev, ok := <-w.Events():
 			if !ok {
 				return errors.New("watch closed")
@@ -567,6 +627,10 @@ func (c *Cache) apply(ctx context.Context, ev storage.Event) error {
 	}
 	c.history = append(c.history, e)
 	c.wrote_locked(ev.Revision)
+	c.changedSinceSave = true
+	if c.catchUp > 0 {
+		c.resumed.events++
+	}
 	for w := range c.watchers {
 		w.offer_locked(e)
 	}
@@ -614,6 +678,9 @@ func (c *Cache) applyBareDelete(ev storage.Event) error {
 
 func (c *Cache) advance_locked(rev int64) {
 	c.rev = rev
+	if c.catchUp > 0 && rev >= c.catchUp {
+		c.caughtUp_locked()
+	}
 	close(c.changed)
 	c.changed = make(chan struct{})
 }

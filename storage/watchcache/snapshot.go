@@ -208,14 +208,7 @@ func (c *Cache) Snapshots() (n int, oldest int64) {
 // and records what it learns (compacted_locked), until ctx ends. A store
 // that does not answer is asked again at the next poll.
 func (c *Cache) pollCompaction(ctx context.Context) {
-	t := time.NewTicker(c.cfg.CompactionPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, c.cfg.CompactionPoll, func() {
 		c.mu.RLock()
 		ready, oldest := c.ready, int64(0)
 		if len(c.snaps) > 0 {
@@ -223,19 +216,33 @@ func (c *Cache) pollCompaction(ctx context.Context) {
 		}
 		c.mu.RUnlock()
 		if !ready || oldest == 0 {
-			continue
+			return
 		}
 		rev, err := c.cfg.Store.Compacted(ctx, oldest)
 		if err != nil {
 			if ctx.Err() == nil {
 				c.cfg.Log.Debug("watch cache: ask for the compaction revision", "prefix", c.cfg.Prefix, "revision", oldest, "err", err)
 			}
-			continue
+			return
 		}
 		if rev > 0 {
 			c.mu.Lock()
 			c.compacted_locked(rev)
 			c.mu.Unlock()
+		}
+	})
+}
+
+// every calls fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
 		}
 	}
 }
