@@ -62,6 +62,11 @@ func (e *env) leader(t *testing.T, name string) (release func() time.Time) {
 	leading := make(chan struct{})
 	done := make(chan error, 1)
 	cfg := election(name, "old-leader")
+	// It leaves by releasing the lease, which the standby takes within a
+	// few retry periods whatever the lease's duration: a long one keeps
+	// a loaded machine (a renewal late by a second) from ending its term
+	// before the test releases it.
+	cfg.LeaseDuration, cfg.RenewDeadline = 20*time.Second, 10*time.Second
 	cfg.Callbacks.OnStartedLeading = func(ctx context.Context) { close(leading); <-ctx.Done() }
 	go func() { done <- leaderelection.Run(ctx, e.rest, cfg) }()
 	select {
