@@ -62,7 +62,11 @@ func partial(file string) string {
 // replay into a fresh server: it must end with the same objects, through
 // the recorded sequence of writes.
 func TestRecordAndReplay(t *testing.T) {
-	env := testenv.Start(t, testenv.WithHistory(100*time.Millisecond))
+	// Half a second of history: enough for the recorder's watch to start
+	// from its list on a loaded machine (100 ms was not, under -race, and
+	// it got a 410 before any change), short enough that the cut below
+	// outlasts it.
+	env := testenv.Start(t, testenv.WithHistory(500*time.Millisecond))
 	ctx := context.Background()
 	const ns = "rec"
 	cms := configMaps(t, env, ns)
@@ -99,7 +103,7 @@ func TestRecordAndReplay(t *testing.T) {
 	e.patch("a", `{"data":{"v":"3"}}`)
 	e.delete("c")
 	e.create("d", map[string]any{"v": "0"})
-	time.Sleep(time.Second) // several compactions
+	time.Sleep(2500 * time.Millisecond) // several compactions, past the cache's window
 	e.create("e", map[string]any{"v": "0"})
 	time.Sleep(300 * time.Millisecond)
 	cut.release()
