@@ -625,8 +625,15 @@ func (c *Cache) apply(ctx context.Context, ev storage.Event) error {
 		c.objects.ReplaceOrInsert(obj)
 		c.labels.add(obj)
 	}
+	c.publish_locked(e)
+	return nil
+}
+
+// publish_locked records an applied event: history, the saved state's
+// bookkeeping, every watcher, the cache's revision.
+func (c *Cache) publish_locked(e *Event) {
 	c.history = append(c.history, e)
-	c.wrote_locked(ev.Revision)
+	c.wrote_locked(e.Rev)
 	c.changedSinceSave = true
 	if c.catchUp > 0 {
 		c.resumed.events++
@@ -634,13 +641,18 @@ func (c *Cache) apply(ctx context.Context, ev storage.Event) error {
 	for w := range c.watchers {
 		w.offer_locked(e)
 	}
-	if ev.Revision > c.rev {
-		c.advance_locked(ev.Revision)
+	c.advanceTo_locked(e.Rev)
+}
+
+// advanceTo_locked moves the cache's revision to rev if it is newer, and
+// trims the history.
+func (c *Cache) advanceTo_locked(rev int64) {
+	if rev > c.rev {
+		c.advance_locked(rev)
 	}
 	if len(c.history) > c.cfg.MaxHistory {
 		c.trim_locked(time.Now())
 	}
-	return nil
 }
 
 // applyBareDelete applies a deletion that came without the object's last
@@ -659,20 +671,11 @@ func (c *Cache) applyBareDelete(ev storage.Event) error {
 		c.labels.remove(prev)
 		c.count_locked(prev.Key, -1)
 		c.objects.Delete(prev)
-		c.history = append(c.history, e)
-		c.wrote_locked(ev.Revision)
-		for w := range c.watchers {
-			w.offer_locked(e)
-		}
-	} else {
-		c.cfg.Log.Warn("watch cache: a deletion without its last value, of a key the cache does not hold", "key", ev.KV.Key, "revision", ev.Revision)
+		c.publish_locked(e)
+		return nil
 	}
-	if ev.Revision > c.rev {
-		c.advance_locked(ev.Revision)
-	}
-	if len(c.history) > c.cfg.MaxHistory {
-		c.trim_locked(time.Now())
-	}
+	c.cfg.Log.Warn("watch cache: a deletion without its last value, of a key the cache does not hold", "key", ev.KV.Key, "revision", ev.Revision)
+	c.advanceTo_locked(ev.Revision)
 	return nil
 }
 
