@@ -80,11 +80,7 @@ func (r *run) sampleResources(ctx context.Context, origin time.Duration) []Resou
 // procUse reads a process's resident memory (VmRSS of /proc/PID/status)
 // and counts its open file descriptors.
 func procUse(pid int) (rss, files float64, _ error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, 0, err
-	}
-	kb, err := vmRSS(b)
+	rss, err := RSS(pid)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -92,7 +88,17 @@ func procUse(pid int) (rss, files float64, _ error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	return kb * 1024, float64(len(fds)), nil
+	return rss, float64(len(fds)), nil
+}
+
+// RSS is a process's resident memory in bytes (VmRSS of /proc/PID/status).
+func RSS(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	kb, err := vmRSS(b)
+	return kb * 1024, err
 }
 
 // vmRSS reads the VmRSS line of a /proc/PID/status file, in KiB.

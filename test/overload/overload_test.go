@@ -343,17 +343,8 @@ func p99(d []time.Duration) time.Duration {
 
 // rssOf is a process's resident memory in bytes (0 if it cannot be read).
 func rssOf(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
+	rss, _ := robustness.RSS(pid)
+	return int64(rss)
 }
 
 func send(ctx context.Context, c *http.Client, host, token, method, path, body string) (int, []byte) {
