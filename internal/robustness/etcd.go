@@ -22,6 +22,7 @@ import (
 // concurrent use, but faults are injected one at a time (quorum).
 type etcdCluster struct {
 	bin, dir string
+	name     string // members are NAME-0, NAME-1, ...
 	cli      *clientv3.Client
 	net      *memberNet // nil: every member on loopback
 
@@ -88,8 +89,8 @@ func (c *etcdCluster) process(m *etcdMember, logDir string) *process {
 
 // startEtcd starts n members in dir and waits until the cluster serves;
 // with namespaces, each member in its own (memberNet).
-func startEtcd(ctx context.Context, bin, dir, logDir string, n int, namespaces bool) (_ *etcdCluster, err error) {
-	c := &etcdCluster{bin: bin, dir: dir, next: n}
+func startEtcd(ctx context.Context, bin, name, dir, logDir string, n int, namespaces bool) (_ *etcdCluster, err error) {
+	c := &etcdCluster{bin: bin, dir: dir, name: name, next: n}
 	defer func() {
 		if err != nil {
 			c.close()
@@ -102,7 +103,7 @@ func startEtcd(ctx context.Context, bin, dir, logDir string, n int, namespaces b
 	}
 	var peers []string
 	for i := range n {
-		m, err := c.newMember(i, fmt.Sprintf("etcd-%d", i))
+		m, err := c.newMember(i, fmt.Sprintf("%s-%d", c.name, i))
 		if err != nil {
 			return nil, err
 		}
@@ -250,7 +251,7 @@ func (c *etcdCluster) replace(ctx context.Context, m *etcdMember, logDir string)
 	m.proc.kill()
 	os.RemoveAll(m.dataDir)
 	c.mu.Lock()
-	name := fmt.Sprintf("etcd-%d", c.next)
+	name := fmt.Sprintf("%s-%d", c.name, c.next)
 	c.next++
 	c.mu.Unlock()
 	nm, err := c.newMember(m.slot, name)

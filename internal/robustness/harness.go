@@ -59,6 +59,12 @@ type Config struct {
 	// (root and iproute2 only: NamespacesAvailable), which the partition
 	// faults need.
 	Namespaces bool
+	// Override puts the ConfigMaps the traffic writes on an etcd cluster
+	// of their own (--etcd-servers-overrides=/configmaps#...): the
+	// 3-member cluster the faults, the checks' history and the compaction
+	// act on. The servers' main cluster (one member: namespaces, the
+	// collector's lease, RBAC) is compacted alongside and not faulted.
+	Override bool
 	// DebugFault is passed to every server's --debug-fault (a test fault).
 	DebugFault string
 	// LinTimeout bounds porcupine's search (default 60 s).
@@ -235,7 +241,8 @@ type run struct {
 	cfg     Config
 	start   time.Time
 	logDir  string
-	etcd    *etcdCluster
+	etcd    *etcdCluster // where the ConfigMaps are
+	main    *etcdCluster // the servers' main cluster with Config.Override, else nil
 	servers []*apiServer
 	hc      *http.Client // admin, for the harness's own requests
 	tls     *tls.Config
@@ -284,10 +291,18 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	}
 	r.hc = r.newClient()
 	defer r.hc.CloseIdleConnections()
-	if r.etcd, err = startEtcd(ctx, cfg.EtcdBin, filepath.Join(cfg.Dir, "etcd"), r.logDir, 3, cfg.Namespaces); err != nil {
+	if r.etcd, err = startEtcd(ctx, cfg.EtcdBin, "etcd", filepath.Join(cfg.Dir, "etcd"), r.logDir, 3, cfg.Namespaces); err != nil {
 		return nil, err
 	}
 	defer r.etcd.close()
+	mainEndpoints, overrides := r.etcd.endpoints(), []string(nil)
+	if cfg.Override {
+		if r.main, err = startEtcd(ctx, cfg.EtcdBin, "etcd-main", filepath.Join(cfg.Dir, "etcd-main"), r.logDir, 1, false); err != nil {
+			return nil, err
+		}
+		defer r.main.close()
+		mainEndpoints, overrides = r.main.endpoints(), r.etcd.endpoints()
+	}
 	defer func() {
 		for _, s := range r.servers {
 			s.close()
@@ -309,7 +324,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		extra = append(extra, "--debug-fault="+cfg.DebugFault)
 	}
 	for i := range cfg.Servers {
-		s, err := newAPIServer(cfg.ObjwatchBin, fmt.Sprintf("objwatch-%c", 'a'+i), filepath.Join(cfg.Dir, "servers"), filepath.Join(cfg.Dir, "pki"), r.logDir, r.etcd.endpoints(), extra)
+		s, err := newAPIServer(cfg.ObjwatchBin, fmt.Sprintf("objwatch-%c", 'a'+i), filepath.Join(cfg.Dir, "servers"), filepath.Join(cfg.Dir, "pki"), r.logDir, mainEndpoints, overrides, extra)
 		if err != nil {
 			return nil, err
 		}
@@ -499,10 +514,11 @@ func (r *run) pollLeader(ctx context.Context, s *apiServer) {
 }
 
 // compact compacts etcd every Config.Compaction to its current revision,
-// but never past what the history has read.
+// but never past what the history has read; the main cluster of
+// Config.Override to its current revision.
 func (r *run) compact(ctx context.Context, tr *truth) int {
 	n := 0
-	var last int64
+	var last, lastMain int64
 	for {
 		sleep(ctx, r.cfg.Compaction)
 		if ctx.Err() != nil {
@@ -516,6 +532,13 @@ func (r *run) compact(ctx context.Context, tr *truth) int {
 				if _, err := r.etcd.cli.Compact(cctx, rev); err == nil || errors.Is(err, rpctypes.ErrCompacted) {
 					last = rev
 					n++
+				}
+			}
+		}
+		if r.main != nil {
+			if cur, err := r.main.cli.Get(cctx, "robustness-compact"); err == nil && cur.Header.Revision > lastMain {
+				if _, err := r.main.cli.Compact(cctx, cur.Header.Revision); err == nil || errors.Is(err, rpctypes.ErrCompacted) {
+					lastMain = cur.Header.Revision
 				}
 			}
 		}

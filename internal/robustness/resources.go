@@ -46,8 +46,13 @@ func (r *run) sampleResources(ctx context.Context, origin time.Duration) []Resou
 		for _, s := range r.servers {
 			procs = append(procs, proc{s.name, s.proc, s})
 		}
-		for _, m := range r.etcd.snapshot() {
-			procs = append(procs, proc{m.name, m.proc, nil})
+		for _, c := range []*etcdCluster{r.etcd, r.main} {
+			if c == nil {
+				continue
+			}
+			for _, m := range c.snapshot() {
+				procs = append(procs, proc{m.name, m.proc, nil})
+			}
 		}
 		for _, p := range procs {
 			pid := p.p.pid()

@@ -75,7 +75,10 @@ func copyDir(dst, src string) error {
 
 // newAPIServer prepares (does not start) server name in dir with the
 // shared pki and proxies to targets.
-func newAPIServer(bin, name, dir, pki, logDir string, targets []string, extra []string) (*apiServer, error) {
+// newAPIServer prepares a server of the etcd cluster at targets, with the
+// ConfigMaps on the cluster at overrides if any; the server reaches each
+// member through a proxy of its own (the network faults').
+func newAPIServer(bin, name, dir, pki, logDir string, targets, overrides, extra []string) (*apiServer, error) {
 	data := filepath.Join(dir, name)
 	if err := copyDir(filepath.Join(data, "pki"), pki); err != nil {
 		return nil, err
@@ -85,22 +88,38 @@ func newAPIServer(bin, name, dir, pki, logDir string, targets []string, extra []
 		return nil, err
 	}
 	s := &apiServer{name: name, url: fmt.Sprintf("https://127.0.0.1:%d", port)}
-	var eps []string
-	for _, t := range targets {
-		p, err := newProxy(strings.TrimPrefix(t, "http://"))
-		if err != nil {
-			s.close()
-			return nil, err
+	proxied := func(targets []string) ([]string, error) {
+		var eps []string
+		for _, t := range targets {
+			p, err := newProxy(strings.TrimPrefix(t, "http://"))
+			if err != nil {
+				return nil, err
+			}
+			s.proxies = append(s.proxies, p)
+			eps = append(eps, "http://"+p.addr())
 		}
-		s.proxies = append(s.proxies, p)
-		eps = append(eps, "http://"+p.addr())
+		return eps, nil
 	}
-	args := append([]string{
+	eps, err := proxied(targets)
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	args := []string{
 		"serve", "--data-dir=" + data, fmt.Sprintf("--listen=127.0.0.1:%d", port),
 		"--etcd-servers=" + strings.Join(eps, ","),
 		// The harness compacts (never past what its history has read).
 		"--compaction-interval=0",
-	}, extra...)
+	}
+	if len(overrides) > 0 {
+		oeps, err := proxied(overrides)
+		if err != nil {
+			s.close()
+			return nil, err
+		}
+		args = append(args, "--etcd-servers-overrides=/configmaps#"+strings.Join(oeps, ";"))
+	}
+	args = append(args, extra...)
 	s.proc = &process{name: name, path: bin, args: args, logPath: filepath.Join(logDir, name+".log")}
 	return s, nil
 }

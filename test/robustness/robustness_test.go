@@ -28,6 +28,7 @@ var (
 	faults   = flag.String("robustness.faults", "", "comma-separated fault kinds injected in turn (default: all)")
 	seed     = flag.Uint64("robustness.seed", 0, "random seed (default: from the clock)")
 	netns    = flag.Bool("robustness.namespaces", false, "TestRobustness: etcd members in network namespaces, and the partition faults among all (root only)")
+	override = flag.Bool("robustness.override", false, "TestRobustness: the ConfigMaps on an etcd cluster of their own (--etcd-servers-overrides), the faulted one")
 )
 
 func TestMain(m *testing.M) {
@@ -82,7 +83,7 @@ func runHarness(t *testing.T, cfg robustness.Config) *robustness.Report {
 // TestRobustness runs every fault kind against 3 servers on 3 etcd
 // members and fails on any violation.
 func TestRobustness(t *testing.T) {
-	cfg := robustness.Config{Duration: *duration, ReportDir: *report, Seed: *seed, Namespaces: *netns}
+	cfg := robustness.Config{Duration: *duration, ReportDir: *report, Seed: *seed, Namespaces: *netns, Override: *override}
 	if *netns {
 		if err := robustness.NamespacesAvailable(); err != nil {
 			t.Fatalf("-robustness.namespaces: %v", err)
@@ -105,6 +106,21 @@ func TestRobustnessPartitions(t *testing.T) {
 	checkRun(t, robustness.Config{
 		Duration: 25 * time.Second, Seed: *seed, Namespaces: true, ReportDir: *report,
 		Faults: append(slices.Clone(robustness.PartitionFaults), robustness.FaultLoseQuorum),
+	})
+}
+
+// TestRobustnessOverride runs the servers with the ConfigMaps the traffic
+// writes on an etcd cluster of their own (--etcd-servers-overrides) and
+// injects the faults of that cluster and of the servers: the watch cache,
+// the collector and the compaction of an overridden resource go through
+// the same checks as on the main cluster.
+func TestRobustnessOverride(t *testing.T) {
+	checkRun(t, robustness.Config{
+		Duration: 30 * time.Second, Seed: *seed, ReportDir: *report, Override: true,
+		Faults: []string{
+			robustness.FaultKillEtcdLeader, robustness.FaultKillServer, robustness.FaultReplaceEtcd,
+			robustness.FaultNetReset, robustness.FaultPauseEtcd, robustness.FaultLoseQuorum,
+		},
 	})
 }
 
