@@ -24,9 +24,12 @@ var ages = regexp.MustCompile(`\b\d+[smhd](\d+[smh])?\b`)
 
 // TestKubectlBuiltInKinds runs the kubectl commands a newcomer tries first
 // on the built-in workload kinds and checks kubectl's output as it prints
-// it against an envtest kube-apiserver v1.37.2 (no controllers: nothing
-// becomes ready, no pod gets an IP). The tables come from Kubernetes' own
-// printers; ages are masked.
+// it. The expectations are kube-apiserver v1.37.2's answers to the same
+// commands, run by hand against the reference kit with no controllers and
+// a default service account (envtest turns ServiceAccount admission off;
+// without either, kube refuses the pods): nothing becomes ready, no pod
+// gets an IP. The tables come from Kubernetes' own printers; ages are
+// masked.
 func TestKubectlBuiltInKinds(t *testing.T) {
 	env := testenv.Start(t)
 	k := servertest.NewOAKubectl(t, env)
