@@ -122,6 +122,13 @@ type Config struct {
 	// RequestTimeout (then 429). system:masters takes no seat, a watch
 	// one only while it starts.
 	ExecutionSeats int
+	// WatchEventCPU is the server CPU a watch event is taken to cost per
+	// watch it is delivered to: a write by a user who takes a seat keeps
+	// it that long per watch of the resource after it returns (plus a
+	// nanosecond per byte; at most 1 s), as kube-apiserver's mutating
+	// work estimator (default endpoints.DefaultWatchEventCPU; negative:
+	// none). See package endpoints, "Delivery".
+	WatchEventCPU time.Duration
 	// RequestTimeout bounds non-watch requests (default 60 s).
 	RequestTimeout time.Duration
 	// MinWatchTimeout: watches without timeoutSeconds end after a random
@@ -488,7 +495,7 @@ func (s *Server) build() error {
 		Objects: s.objects, Registry: s.registry, Authenticator: cfg.Authenticator, Authorize: s.access.Authorize,
 		Log: cfg.Log, Metrics: cfg.Metrics, Pacer: s.pacer, Audit: s.audit, FieldManager: fm,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxReadInFlight: cfg.MaxReadInFlight, MaxMutatingInFlight: cfg.MaxMutatingInFlight,
-		UserInFlightShare: cfg.UserInFlightShare, ExecutionSeats: cfg.ExecutionSeats,
+		UserInFlightShare: cfg.UserInFlightShare, ExecutionSeats: cfg.ExecutionSeats, WatchEventCPU: cfg.WatchEventCPU,
 		RequestTimeout: cfg.RequestTimeout, MinWatchTimeout: cfg.MinWatchTimeout, NoExtensions: cfg.WithoutWatchExtensions, WatchWriteTimeout: cfg.WatchWriteTimeout,
 	}); err != nil {
 		return err

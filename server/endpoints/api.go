@@ -56,6 +56,15 @@
 //     timeout covers the queue wait, as in kube-apiserver. A request's
 //     body is read before it queues (prereadBody), so that a body that
 //     trickles in holds an admission slot, never a seat.
+//   - Delivery (delivery.go): a write's watch event costs the server CPU
+//     after the write has returned, to deliver it to every watch, which
+//     no seat covered; a user whose writes each reach thousands of
+//     watches could keep the CPUs busy delivering while taking one seat.
+//     As kube-apiserver's mutating work estimator (which adds latency per
+//     watcher to a write's seats), a successful write keeps its seat
+//     after it returns for the estimated delivery CPU (Config.WatchEventCPU
+//     per watch of the resource plus a nanosecond per byte, times the
+//     seats per CPU, at most maxDeliveryHold).
 //
 // The server's own work (its controllers call the object service, not
 // this API) passes neither limit. Members of system:masters are exempt,
@@ -132,6 +141,12 @@ type Config struct {
 	// DefaultExecutionSeatsPerCPU per CPU); the others wait in per-user
 	// queues served in turn (see the package doc).
 	ExecutionSeats int
+	// WatchEventCPU is the server CPU one watch event costs to deliver
+	// to one watch, besides a nanosecond per byte: a write's seat is held
+	// that long per watch of its resource after it returns (see the
+	// package doc, "Delivery"). 0: DefaultWatchEventCPU; negative: no
+	// hold.
+	WatchEventCPU  time.Duration
 	RequestTimeout time.Duration
 	// MinWatchTimeout: watches without timeoutSeconds end after a random
 	// duration in [MinWatchTimeout, 2*MinWatchTimeout).
@@ -170,7 +185,8 @@ func New(cfg Config) (*API, error) {
 	limitJSONPatchCopies(cfg.MaxRequestBytes)
 	reads := newInFlight(cfg.MaxReadInFlight, cfg.UserInFlightShare)
 	mutations := newInFlight(cfg.MaxMutatingInFlight, cfg.UserInFlightShare)
-	m, err := newMetrics(cfg.Metrics, cfg.Pacer.Window, reads, mutations)
+	seats := newFairQueue(cfg.ExecutionSeats)
+	m, err := newMetrics(cfg.Metrics, cfg.Pacer.Window, reads, mutations, seats)
 	if err != nil {
 		return nil, fmt.Errorf("endpoints: %w", err)
 	}
@@ -179,7 +195,7 @@ func New(cfg Config) (*API, error) {
 		bodies:    bodies{maxBytes: cfg.MaxRequestBytes},
 		watches:   watches{metrics: m, pacer: cfg.Pacer},
 		cfg:       cfg, objects: cfg.Objects, registry: cfg.Registry, metrics: m,
-		reads: reads, mutations: mutations, seats: newFairQueue(cfg.ExecutionSeats),
+		reads: reads, mutations: mutations, seats: seats,
 	}
 	a.watches.stopping, a.watches.stop = context.WithCancel(context.Background())
 	return a, nil
@@ -367,7 +383,8 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 		if !ok {
 			return
 		}
-		defer done()
+		var hold time.Duration
+		defer func() { releaseAfter(done, hold) }()
 		var err error
 		switch {
 		case info.subresource == "scale":
@@ -390,6 +407,9 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 			err = a.deleteCollection(w, r, req)
 		default:
 			err = apierrors.NewMethodNotSupported(res.GVR().GroupResource(), info.verb)
+		}
+		if err == nil {
+			hold = a.deliveryHold(r, req, info.verb)
 		}
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() != nil {

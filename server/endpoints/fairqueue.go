@@ -123,6 +123,13 @@ func (q *fairQueue) acquire(ctx context.Context, user string) (release func(), e
 	return nil, ctx.Err()
 }
 
+// taken is how many seats are taken.
+func (q *fairQueue) taken() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.seats - q.free
+}
+
 // flowLocked returns user's flow, made active now.
 func (q *fairQueue) flowLocked(user string) *flow {
 	now := q.now()

@@ -17,8 +17,8 @@ type metrics struct {
 
 // newMetrics registers the server's metrics with reg (none when nil);
 // window reports the current watch flush window, reads and mutations the
-// in-flight limits.
-func newMetrics(reg prometheus.Registerer, window func() time.Duration, reads, mutations *inFlight) (*metrics, error) {
+// in-flight limits, seats the execution seats.
+func newMetrics(reg prometheus.Registerer, window func() time.Duration, reads, mutations *inFlight, seats *fairQueue) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objwatch_apiserver_requests_total",
@@ -49,8 +49,12 @@ func newMetrics(reg prometheus.Registerer, window func() time.Duration, reads, m
 		ch <- prometheus.MustNewConstMetric(inflight, prometheus.GaugeValue, float64(len(reads.slots)), "readOnly")
 		ch <- prometheus.MustNewConstMetric(inflight, prometheus.GaugeValue, float64(len(mutations.slots)), "mutating")
 	}}
+	executing := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "objwatch_apiserver_executing_seats",
+		Help: "Execution seats taken, by requests executing and by writes whose watch events the server is still delivering (--watch-event-cpu).",
+	}, func() float64 { return float64(seats.taken()) })
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.latency, m.watches, m.events, flushWindow, current} {
+		for _, c := range []prometheus.Collector{m.requests, m.latency, m.watches, m.events, flushWindow, current, executing} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -99,6 +99,24 @@ func (c *Caches) For(res *registry.Resource) *watchcache.Cache {
 	return wc
 }
 
+// Watchers is how many watches the caches of res's objects hold: the
+// caches of every version stored under res's prefix. It starts no cache.
+func (c *Caches) Watchers(res *registry.Resource) int {
+	c.mu.Lock()
+	var caches []*watchcache.Cache
+	for r, wc := range c.m {
+		if r.StoragePrefix == res.StoragePrefix {
+			caches = append(caches, wc)
+		}
+	}
+	c.mu.Unlock()
+	n := 0
+	for _, wc := range caches {
+		n += wc.Watchers()
+	}
+	return n
+}
+
 // existing returns res's watch cache if it has one; unlike For, it
 // starts none.
 func (c *Caches) existing(res *registry.Resource) *watchcache.Cache {

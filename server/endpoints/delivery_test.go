@@ -1,0 +1,84 @@
+package endpoints_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
+	"github.com/objwatch/objwatch/testenv"
+)
+
+// TestWriteKeepsItsSeatWhileItsEventIsDelivered: a write of a user who
+// takes a seat keeps it after it returns for the watch event's estimated
+// delivery (here 2 s per watch, capped at 1 s), and only while the
+// resource has watches; a dry run and an exempt user's write hold
+// nothing. The seat is
+// seen through objwatch_apiserver_executing_seats, sampled after the
+// write returned: a sample sent 300–900 ms after it must show the seat
+// held, and none sent 500 ms or more after it may where nothing is held.
+func TestWriteKeepsItsSeatWhileItsEventIsDelivered(t *testing.T) {
+	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) {
+		c.ExecutionSeats, c.WatchEventCPU = 1, 2*time.Second
+	}))
+	admin := servertest.NewAPI(t, env)
+	flood := servertest.Writers(t, env, admin, "flood")[0]
+
+	type sample struct {
+		after time.Duration // from the write's return to the scrape's start
+		taken int
+	}
+	// samples scrapes the seats taken for 1.6 s after a write returned.
+	samples := func(write func() servertest.Response) []sample {
+		t.Helper()
+		servertest.MustCode(t, "the write", write(), http.StatusCreated)
+		returned := time.Now()
+		var out []sample
+		for time.Since(returned) < 1600*time.Millisecond {
+			at := time.Since(returned)
+			out = append(out, sample{at, servertest.MetricValue(admin, "objwatch_apiserver_executing_seats ")})
+			time.Sleep(50 * time.Millisecond)
+		}
+		return out
+	}
+	noHold := func(what string, got []sample) {
+		t.Helper()
+		for _, s := range got {
+			if s.after >= 500*time.Millisecond && s.taken != 0 {
+				t.Errorf("%s: %d seats taken %v after it returned, want none: %v", what, s.taken, s.after, got)
+				return
+			}
+		}
+	}
+	noHold("flood's create with no watch open", samples(func() servertest.Response {
+		return flood.JSON("POST", servertest.CMs, servertest.CM("before", ""))
+	}))
+
+	resp, err := admin.C.Get(admin.Host + servertest.CMs + "?watch=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	servertest.MustCode(t, "the watch", servertest.Response{Code: resp.StatusCode}, http.StatusOK)
+
+	got := samples(func() servertest.Response { return flood.JSON("POST", servertest.CMs, servertest.CM("watched", "")) })
+	held, released := false, false
+	for _, s := range got {
+		if s.after >= 300*time.Millisecond && s.after <= 900*time.Millisecond && s.taken == 1 {
+			held = true
+		}
+		if s.after >= 1100*time.Millisecond && s.taken == 0 {
+			released = true
+		}
+	}
+	if !held || !released {
+		t.Errorf("flood's create with a watch open: seat held within 0.3–0.9 s %v, released after 1.1 s %v; samples %v", held, released, got)
+	}
+	noHold("flood's dry-run create (no event)", samples(func() servertest.Response {
+		return flood.JSON("POST", servertest.CMs+"?dryRun=All", servertest.CM("dry", ""))
+	}))
+	noHold("admin's create (system:masters takes no seat)", samples(func() servertest.Response {
+		return admin.JSON("POST", servertest.CMs, servertest.CM("admin", ""))
+	}))
+}
