@@ -36,6 +36,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"sigs.k8s.io/yaml"
 )
 
 // Endpoint is where a webhook is: the fields both WebhookClientConfig
@@ -110,10 +113,25 @@ func (c *Client) Post(ctx context.Context, ep Endpoint, timeout time.Duration, i
 	if resp.StatusCode != http.StatusOK {
 		return &CallError{URL: resp.URL, Status: resp.StatusCode, Err: fmt.Errorf("the server responded with status %d: %s", resp.StatusCode, truncate(resp.Body, 200))}
 	}
-	if err := json.Unmarshal(resp.Body, out); err != nil {
-		return &CallError{URL: resp.URL, Err: fmt.Errorf("the response is not a valid review: %v", err)}
+	return decode(resp.Body, out)
+}
+
+// decode reads a webhook's answer into out as client-go's rest client
+// does for kube-apiserver's webhooks (their serializer reads YAML too), so
+// that a bad answer fails with kube-apiserver's message: a body that is
+// not JSON is taken for YAML and converted, and one whose apiVersion and
+// kind cannot be read "couldn't get version/kind; json parse error: ...".
+func decode(body []byte, out any) error {
+	if !json.Valid(body) {
+		var err error
+		if body, err = yaml.YAMLToJSON(body); err != nil {
+			return err
+		}
 	}
-	return nil
+	if _, err := kjson.DefaultMetaFactory.Interpret(body); err != nil {
+		return err
+	}
+	return json.Unmarshal(body, out)
 }
 
 // Response is a webhook's answer as received.
