@@ -71,7 +71,7 @@ func TestConversionWebhookFaults(t *testing.T) {
 		{fault: "500", read: `failed: an error on the server ("boom") has prevented the request from succeeding`},
 		{fault: "badcert", setup: func() { caBundle(w.CaPEM, other.CaPEM) }, undo: func() { caBundle(other.CaPEM, w.CaPEM) },
 			read: post + `tls: failed to verify certificate: x509: certificate signed by unknown authority (possibly because of "x509: ECDSA verification failure" while trying to verify candidate authority certificate "conversion test CA")`},
-		{fault: "slow", read: post + `context deadline exceeded`},
+		{fault: "slow", read: post + `net/http: request canceled (Client.Timeout exceeded while awaiting headers)`},
 		{fault: "down", setup: w.Close, read: post + `dial tcp HOST: connect: connection refused`},
 	} {
 		t.Run(tc.fault, func(t *testing.T) {

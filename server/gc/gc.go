@@ -20,6 +20,12 @@
 //     namespace controller and custom resource finalizer do. Content held by finalizers is waited
 //     for: every deletion in the container, and a backoff of up to 30 s,
 //     look again.
+//   - A dependent whose owner reference's uid is that of an object of the
+//     referenced kind in another namespace gets Kubernetes' Warning Event
+//     OwnerRefInvalidNamespace (Backend.Warn; see misplaced). A namespaced
+//     one is collected all the same (its owner is not in its namespace);
+//     a cluster-scoped one, whose namespaced owner cannot be judged, never
+//     is.
 //
 // The collector follows every stored object with one etcd watch of the
 // whole registry, in revision order, and keeps an index of the objects

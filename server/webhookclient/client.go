@@ -106,7 +106,7 @@ func (c *Client) Post(ctx context.Context, ep Endpoint, timeout time.Duration, i
 	if err != nil {
 		return fmt.Errorf("encoding the review: %w", err)
 	}
-	resp, err := c.send(ctx, ep, timeout, body)
+	resp, err := c.send(ctx, ep, timeout, body, true)
 	if err != nil {
 		return err
 	}
@@ -151,10 +151,14 @@ type Response struct {
 // answer came: the connection, TLS, the deadline, an answer over 3 MiB;
 // or a plain error when ep names no reachable target.
 func (c *Client) Send(ctx context.Context, ep Endpoint, timeout time.Duration, body []byte) (*Response, error) {
-	return c.send(ctx, ep, timeout, body)
+	return c.send(ctx, ep, timeout, body, false)
 }
 
-func (c *Client) send(ctx context.Context, ep Endpoint, timeout time.Duration, body []byte) (*Response, error) {
+// send posts body to ep within timeout: as the deadline of ctx, or with
+// clientTimeout as the timeout of the HTTP client (kube-apiserver's
+// conversion webhook client, whose timeout then fails a call with
+// net/http's "request canceled (Client.Timeout exceeded ...)").
+func (c *Client) send(ctx context.Context, ep Endpoint, timeout time.Duration, body []byte, clientTimeout bool) (*Response, error) {
 	u, serverName, err := c.target(ctx, ep)
 	if err != nil {
 		return nil, err
@@ -162,26 +166,39 @@ func (c *Client) send(ctx context.Context, ep Endpoint, timeout time.Duration, b
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if deadline, ok := ctx.Deadline(); ok {
-		if left := time.Until(deadline); left > 0 {
-			// Whole seconds, rounded up, as client-go's Request.Timeout.
-			if t := left.Truncate(time.Second); t != left {
-				left = t + time.Second
-			}
-			pu, err := url.Parse(u)
-			if err == nil {
-				q := pu.Query()
-				q.Set("timeout", left.String())
-				pu.RawQuery = q.Encode()
-				u = pu.String()
-			}
+	deadline := time.Now().Add(timeout)
+	if !clientTimeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if left := time.Until(deadline); left > 0 {
+		// Whole seconds, rounded up, as client-go's Request.Timeout.
+		if t := left.Truncate(time.Second); t != left {
+			left = t + time.Second
+		}
+		pu, err := url.Parse(u)
+		if err == nil {
+			q := pu.Query()
+			q.Set("timeout", left.String())
+			pu.RawQuery = q.Encode()
+			u = pu.String()
 		}
 	}
 	hc, err := c.client(ep.CABundle, serverName)
 	if err != nil {
 		return nil, &CallError{URL: u, Err: err}
+	}
+	if clientTimeout {
+		// The timeout cancels through the client's timer (wrapped), as
+		// in kube-apiserver's conversion calls.
+		timed := *hc
+		timed.Timeout = timeout
+		timed.Transport = wrapped{hc.Transport, ctx}
+		hc = &timed
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
@@ -207,6 +224,21 @@ func (c *Client) send(ctx context.Context, ep Endpoint, timeout time.Duration, b
 		return nil, &CallError{URL: u, Err: errors.New("the response is larger than 3 MiB")}
 	}
 	return &Response{URL: u, StatusCode: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: b}, nil
+}
+
+// wrapped is a RoundTripper net/http does not know, so that an
+// http.Client's Timeout cancels its calls through Request.Cancel ("net/http:
+// request canceled (Client.Timeout exceeded ...)"): it sends each request
+// with the caller's context, not the one the client derives with the
+// timeout's deadline, which would race the timer with "context deadline
+// exceeded".
+type wrapped struct {
+	rt  http.RoundTripper
+	ctx context.Context
+}
+
+func (w wrapped) RoundTrip(req *http.Request) (*http.Response, error) {
+	return w.rt.RoundTrip(req.WithContext(w.ctx))
 }
 
 func truncate(b []byte, n int) string {
