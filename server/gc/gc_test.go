@@ -463,7 +463,7 @@ func TestGCOwnerRefInvalidNamespace(t *testing.T) {
 	})
 	common := map[string]any{
 		"type": "Warning", "reason": "OwnerRefInvalidNamespace", "count": 1,
-		"source.component": "garbage-collector-controller", "reportingComponent": "garbage-collector-controller",
+		"source.component": "garbage-collector-controller", "reportingComponent": "garbage-collector-controller", "reportingInstance": "",
 	}
 	want := map[string]map[string]any{
 		"dep": {
