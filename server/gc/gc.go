@@ -20,6 +20,12 @@
 //     namespace controller and custom resource finalizer do. Content held by finalizers is waited
 //     for: every deletion in the container, and a backoff of up to 30 s,
 //     look again.
+//   - A dependent whose owner reference's uid is that of an object of the
+//     referenced kind in another namespace gets Kubernetes' Warning Event
+//     OwnerRefInvalidNamespace (Backend.Warn; see misplaced). A namespaced
+//     one is collected all the same (its owner is not in its namespace);
+//     a cluster-scoped one, whose namespaced owner cannot be judged, never
+//     is.
 //
 // The collector follows every stored object with one etcd watch of the
 // whole registry, in revision order, and keeps an index of the objects
@@ -40,6 +46,7 @@
 package gc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -61,8 +68,14 @@ const (
 	FinalizerDeleteDependents = metav1.FinalizerDeleteDependents
 	defaultWorkers            = 4
 	listPage                  = 500
-	absentOwners              = 1024 // owner uids remembered as absent
-	feedRetry                 = time.Second
+	absentOwners              = 1024 // owner references remembered as absent
+	ownerHomes                = 1024 // owner uids looked up in every namespace
+	warnings                  = 1024 // (dependent, owner) pairs warned about
+	// ReasonOwnerRefInvalidNamespace is the reason of the Warning Event
+	// about a dependent whose owner exists in another namespace, as
+	// Kubernetes' collector records it.
+	ReasonOwnerRefInvalidNamespace = "OwnerRefInvalidNamespace"
+	feedRetry                      = time.Second
 	// anyUID makes Backend.Update change whichever object has the key.
 	anyUID types.UID = ""
 )
@@ -75,6 +88,13 @@ type Backend interface {
 	// the reference's group and kind (the owner cannot be judged), or the
 	// owner's resource is namespaced and ns is empty.
 	OwnerKey(ref metav1.OwnerReference, ns string) (key string, ok bool)
+	// OwnerKind returns the key prefix under which every object of ref's
+	// kind is stored (in every namespace), and whether the kind is
+	// namespaced; ok is false when no served resource has the kind.
+	OwnerKind(ref metav1.OwnerReference) (prefix string, namespaced, ok bool)
+	// Warn records a Warning Event with reason and message about the
+	// object at key, whose metadata is m, as Kubernetes' collector does.
+	Warn(ctx context.Context, key string, m Meta, reason, message string) error
 	// Delete deletes the object at key if its uid is uid and, when rev is
 	// not 0, it is still at revision rev, with policy. An absent object or
 	// another uid is not an error; a newer revision is ErrChanged.
@@ -131,9 +151,18 @@ type Collector struct {
 	synced bool
 
 	stats Stats
-	// absent remembers owner uids found absent: a uid is never reused,
-	// so the next dependent of the same owner needs no read of it.
-	absent *uidSet
+	// absent remembers owner references found absent (no object with
+	// the uid at the key the reference resolves to, for a dependent's
+	// namespace): a uid is never reused, so the next dependent of the same
+	// owner needs no read of it. It is keyed by the owner's key, not by
+	// uid alone: a uid absent from one namespace may live in another.
+	absent *recent[ownerAt, struct{}]
+	// homes remembers where owner uids live that a reference did not
+	// find where it resolves (see misplaced): the namespace of the object
+	// of the reference's kind with that uid, "" when there is none.
+	homes *recent[ownerAt, string]
+	// warned holds the (dependent, owner) uid pairs already warned about.
+	warned *recent[[2]types.UID, struct{}]
 	// draining maps the key of each container being deleted to the test
 	// of its content's keys.
 	draining map[string]func(string) bool
@@ -159,6 +188,13 @@ type index struct {
 	// owner is present.
 	present map[string]presentOwner
 	gone    map[string]int64
+}
+
+// ownerAt is an owner uid at a key (absent), or under a resource's
+// prefix (homes).
+type ownerAt struct {
+	key string
+	uid types.UID
 }
 
 type presentOwner struct {
@@ -200,7 +236,8 @@ func New(cfg Config) *Collector {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	return &Collector{cfg: cfg, queue: newQueue(), idx: newIndex(), absent: newUIDSet(absentOwners), draining: map[string]func(string) bool{}, drainAfter: map[string]time.Time{}}
+	return &Collector{cfg: cfg, queue: newQueue(), idx: newIndex(), absent: newRecent[ownerAt, struct{}](absentOwners),
+		homes: newRecent[ownerAt, string](ownerHomes), warned: newRecent[[2]types.UID, struct{}](warnings), draining: map[string]func(string) bool{}, drainAfter: map[string]time.Time{}}
 }
 
 // KindsChanged tells the collector that the served resources changed (a
@@ -681,17 +718,29 @@ const (
 	waiting                    // being deleted in the foreground, waiting for its dependents
 )
 
-// classify reads each owner of m.
-func (c *Collector) classify(ctx context.Context, m Meta) ([]ownerState, error) {
+// classify reads each owner of m, the object at key.
+func (c *Collector) classify(ctx context.Context, key string, m Meta) ([]ownerState, error) {
 	states := make([]ownerState, len(m.OwnerReferences))
 	for i, ref := range m.OwnerReferences {
 		okey, ok := c.cfg.Backend.OwnerKey(ref, m.Namespace)
 		if !ok {
-			states[i] = solid // an unknown kind: never collect on a guess
+			// An unknown kind: never collect on a guess. Nor a
+			// cluster-scoped dependent of a namespaced kind, as in
+			// Kubernetes, which warns about it if that owner exists.
+			states[i] = solid
+			if m.Namespace == "" {
+				if err := c.misplaced(ctx, key, m, ref, ""); err != nil {
+					return nil, err
+				}
+			}
 			continue
 		}
-		if c.absent.has(ref.UID) {
+		at := ownerAt{okey, ref.UID}
+		if _, known := c.absent.get(at); known {
 			states[i] = dangling
+			if err := c.misplaced(ctx, key, m, ref, okey); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		om, rev, found, err := c.getRev(ctx, okey)
@@ -701,7 +750,10 @@ func (c *Collector) classify(ctx context.Context, m Meta) ([]ownerState, error) 
 		switch {
 		case !found || om.UID != ref.UID:
 			states[i] = dangling
-			c.absent.add(ref.UID)
+			c.absent.add(at, struct{}{})
+			if err := c.misplaced(ctx, key, m, ref, okey); err != nil {
+				return nil, err
+			}
 		case om.Deleting() && om.HasFinalizer(FinalizerDeleteDependents):
 			states[i] = waiting
 		case !om.Deleting():
@@ -711,10 +763,81 @@ func (c *Collector) classify(ctx context.Context, m Meta) ([]ownerState, error) 
 	return states, nil
 }
 
+// misplaced warns about the dependent m at key, as Kubernetes' collector
+// does (a Warning Event, OwnerRefInvalidNamespace), when ref, which it
+// did not find at okey (for a cluster-scoped dependent, "": a namespaced
+// kind, which no cluster-scoped object can own), names the uid of an
+// object of its kind in another namespace. Where a uid lives is looked up
+// once (homes), by a scan of the kind's objects, and only for a reference
+// whose owner the feed has not seen deleted: an owner simply deleted,
+// the common case, costs nothing more. Each (dependent, owner) pair is
+// warned about once.
+func (c *Collector) misplaced(ctx context.Context, key string, m Meta, ref metav1.OwnerReference, okey string) error {
+	prefix, namespaced, ok := c.cfg.Backend.OwnerKind(ref)
+	if !ok || !namespaced {
+		return nil // a cluster-scoped owner is in no namespace
+	}
+	home, known := c.homes.get(ownerAt{prefix, ref.UID})
+	if !known {
+		if okey != "" && c.seenDeleted(okey) {
+			return nil
+		}
+		var err error
+		if home, err = c.home(ctx, prefix, ref.UID); err != nil {
+			return err
+		}
+		c.homes.add(ownerAt{prefix, ref.UID}, home)
+	}
+	if home == "" || home == m.Namespace || !c.warned.add([2]types.UID{m.UID, ref.UID}, struct{}{}) {
+		return nil
+	}
+	msg := fmt.Sprintf("ownerRef [%s/%s, namespace: %s, name: %s, uid: %s] does not exist in namespace %q",
+		ref.APIVersion, ref.Kind, m.Namespace, ref.Name, ref.UID, m.Namespace)
+	if err := c.cfg.Backend.Warn(ctx, key, m, ReasonOwnerRefInvalidNamespace, msg); err != nil && ctx.Err() == nil {
+		c.cfg.Log.Warn("garbage collector: recording an event", "key", key, "reason", ReasonOwnerRefInvalidNamespace, "err", err)
+	}
+	return nil
+}
+
+// seenDeleted reports whether the feed saw the object at key, which has
+// dependents, deleted or marked deleting.
+func (c *Collector) seenDeleted(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.idx.gone[key]
+	return ok
+}
+
+// home returns the namespace of the object under prefix whose uid is uid,
+// "" when there is none: a quorum read of every object under prefix, a
+// page at a time, decoding only those whose bytes hold the uid.
+func (c *Collector) home(ctx context.Context, prefix string, uid types.UID) (string, error) {
+	needle := []byte(`"` + string(uid) + `"`)
+	start := ""
+	for {
+		page, err := c.cfg.Store.List(ctx, prefix, storage.ListOptions{Limit: listPage, StartKey: start})
+		if err != nil {
+			return "", err
+		}
+		for _, kv := range page.KVs {
+			if !bytes.Contains(kv.Value, needle) {
+				continue
+			}
+			if m, err := DecodeMeta(kv.Value); err == nil && m.UID == uid {
+				return m.Namespace, nil
+			}
+		}
+		if !page.More || len(page.KVs) == 0 {
+			return "", nil
+		}
+		start = page.KVs[len(page.KVs)-1].Key + "\x00"
+	}
+}
+
 // collect deletes the dependent at key if it has no solid owner left, or
 // removes its references to absent and waiting owners if it has.
 func (c *Collector) collect(ctx context.Context, key string, m Meta) error {
-	states, err := c.classify(ctx, m)
+	states, err := c.classify(ctx, key, m)
 	if err != nil {
 		return err
 	}

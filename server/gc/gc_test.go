@@ -398,3 +398,107 @@ func TestGCKnownOwnerForgotten(t *testing.T) {
 		}
 	}
 }
+
+// An owner reference whose uid is an object's in another namespace, as
+// Kubernetes' collector (v1.37.2, with kube-controller-manager) treats
+// it: a namespaced dependent is collected (its owner is not in its
+// namespace) and a cluster-scoped one never is (no cluster-scoped object
+// can have a namespaced owner); both get a Warning Event. On the
+// reference, `kubectl get events -o yaml` showed for a ConfigMap in
+// default whose reference names other/owner:
+//
+//	count: 1
+//	involvedObject: {apiVersion: v1, kind: ConfigMap, name: dep, namespace: default, uid: DEPUID}
+//	message: 'ownerRef [v1/ConfigMap, namespace: default, name: owner, uid: OWNERUID]
+//	  does not exist in namespace "default"'
+//	reason: OwnerRefInvalidNamespace
+//	reportingComponent: garbage-collector-controller
+//	reportingInstance: ""
+//	source: {component: garbage-collector-controller}
+//	type: Warning
+//
+// and for a ClusterRole naming it, in namespace default:
+//
+//	involvedObject: {apiVersion: rbac.authorization.k8s.io/v1, kind: ClusterRole, name: cr, uid: CRUID}
+//	message: 'ownerRef [v1/ConfigMap, namespace: , name: owner, uid: OWNERUID]
+//	  does not exist in namespace ""'
+//
+// A valid dependent of the same owner, in its namespace, stays: the
+// uid found absent from default is not absent from other.
+func TestGCOwnerRefInvalidNamespace(t *testing.T) {
+	g := servertest.StartGC(t)
+	servertest.MustCode(t, "create namespace", g.JSON("POST", "/api/v1/namespaces", servertest.Namespace("other")), http.StatusCreated)
+	const otherCMs = "/api/v1/namespaces/other/configmaps"
+	r := g.JSON("POST", otherCMs, servertest.CM("owner", ""))
+	servertest.MustCode(t, "create owner", r, http.StatusCreated)
+	ref := servertest.OwnerRef(t, r, false)
+	ownerUID := servertest.MetaOf(r)["uid"].(string)
+
+	dep := g.CM("dep", nil, ref)
+	depUID := servertest.MetaOf(dep)["uid"].(string)
+	g.Gone(servertest.CMs + "/dep")
+
+	cr := g.JSON("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+		`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"cr","ownerReferences":[`+ref+`]}}`)
+	servertest.MustCode(t, "create cluster role", cr, http.StatusCreated)
+	crUID := servertest.MetaOf(cr)["uid"].(string)
+
+	valid := g.JSON("POST", otherCMs, servertest.CM("valid", `,"ownerReferences":[`+ref+`]`))
+	servertest.MustCode(t, "create valid dependent", valid, http.StatusCreated)
+
+	warnings := func() map[string]map[string]any {
+		out := map[string]map[string]any{}
+		r := g.JSON("GET", "/api/v1/namespaces/default/events?fieldSelector=reason%3DOwnerRefInvalidNamespace", "")
+		items, _ := r.Object()["items"].([]any)
+		for _, it := range items {
+			ev := it.(map[string]any)
+			out[fmt.Sprint(servertest.Field(ev, "involvedObject.name"))] = ev
+		}
+		return out
+	}
+	var evs map[string]map[string]any
+	g.Eventually("a warning about each dependent", func() (bool, string) {
+		evs = warnings()
+		return evs["dep"] != nil && evs["cr"] != nil, fmt.Sprint(len(evs))
+	})
+	common := map[string]any{
+		"type": "Warning", "reason": "OwnerRefInvalidNamespace", "count": 1,
+		"source.component": "garbage-collector-controller", "reportingComponent": "garbage-collector-controller", "reportingInstance": "",
+	}
+	want := map[string]map[string]any{
+		"dep": {
+			"involvedObject.apiVersion": "v1", "involvedObject.kind": "ConfigMap", "involvedObject.namespace": "default", "involvedObject.uid": depUID,
+			"message": `ownerRef [v1/ConfigMap, namespace: default, name: owner, uid: ` + ownerUID + `] does not exist in namespace "default"`,
+		},
+		"cr": {
+			"involvedObject.apiVersion": "rbac.authorization.k8s.io/v1", "involvedObject.kind": "ClusterRole", "involvedObject.namespace": nil, "involvedObject.uid": crUID,
+			"message": `ownerRef [v1/ConfigMap, namespace: , name: owner, uid: ` + ownerUID + `] does not exist in namespace ""`,
+		},
+	}
+	for name, w := range want {
+		ev := evs[name]
+		for p, v := range common {
+			w[p] = v
+		}
+		for p, v := range w {
+			if got := servertest.Field(ev, p); fmt.Sprint(got) != fmt.Sprint(v) {
+				t.Errorf("event about %s: %s = %v, want %v", name, p, got, v)
+			}
+		}
+		if first, last := servertest.Field(ev, "firstTimestamp"), servertest.Field(ev, "lastTimestamp"); first == nil || first != last {
+			t.Errorf("event about %s: firstTimestamp %v, lastTimestamp %v", name, first, last)
+		}
+		if n := fmt.Sprint(servertest.Field(ev, "metadata.name")); !strings.HasPrefix(n, name+".") {
+			t.Errorf("event about %s is named %s", name, n)
+		}
+	}
+	g.Stays("/apis/rbac.authorization.k8s.io/v1/clusterroles/cr")
+	g.Stays(otherCMs + "/valid")
+	if n := len(warnings()); n != 2 {
+		t.Errorf("%d warnings, want 2 (one per dependent): %v", n, warnings())
+	}
+	r = g.JSON("GET", "/api/v1/namespaces/other/events", "")
+	if items, _ := r.Object()["items"].([]any); len(items) != 0 {
+		t.Errorf("events in other: %s", r.Body)
+	}
+}

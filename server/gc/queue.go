@@ -3,8 +3,6 @@ package gc
 import (
 	"sync"
 	"time"
-
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // queue holds the keys waiting to be processed, each at most once, and
@@ -129,33 +127,36 @@ func (q *queue) close() {
 	q.cond.Broadcast()
 }
 
-// uidSet is a set of at most n uids that forgets the oldest first. It is
-// safe for concurrent use.
-type uidSet struct {
+// recent is a map of at most n entries that forgets the oldest first. It
+// is safe for concurrent use.
+type recent[K comparable, V any] struct {
 	mu   sync.Mutex
-	set  map[types.UID]bool
-	ring []types.UID
+	m    map[K]V
+	ring []K
 	next int
 }
 
-func newUIDSet(n int) *uidSet {
-	return &uidSet{set: make(map[types.UID]bool, n), ring: make([]types.UID, n)}
+func newRecent[K comparable, V any](n int) *recent[K, V] {
+	return &recent[K, V]{m: make(map[K]V, n), ring: make([]K, n)}
 }
 
-func (s *uidSet) has(uid types.UID) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.set[uid]
+func (r *recent[K, V]) get(k K) (V, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.m[k]
+	return v, ok
 }
 
-func (s *uidSet) add(uid types.UID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.set[uid] {
-		return
+// add sets k to v, unless k is there already; it reports whether it added.
+func (r *recent[K, V]) add(k K, v V) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.m[k]; ok {
+		return false
 	}
-	delete(s.set, s.ring[s.next])
-	s.ring[s.next] = uid
-	s.set[uid] = true
-	s.next = (s.next + 1) % len(s.ring)
+	delete(r.m, r.ring[r.next])
+	r.ring[r.next] = k
+	r.m[k] = v
+	r.next = (r.next + 1) % len(r.ring)
+	return true
 }

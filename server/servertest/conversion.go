@@ -147,6 +147,14 @@ func (w *ConvWebhook) Serve(rw http.ResponseWriter, r *http.Request) {
 	case "garbage":
 		rw.Write([]byte("not json"))
 		return
+	case "slow":
+		// Past the caller's timeout: answers nothing until it hangs up
+		// (or the server closes).
+		select {
+		case <-r.Context().Done():
+		case <-time.After(2 * time.Minute):
+		}
+		return
 	}
 	out := []any{}
 	for _, o := range rv.Request.Objects {
@@ -165,6 +173,9 @@ func (w *ConvWebhook) Serve(rw http.ResponseWriter, r *http.Request) {
 			}
 		}
 		o["apiVersion"] = rv.Request.Desired
+		if mode == "wrongversion" {
+			o["apiVersion"] = "example.com/v3"
+		}
 		md := o["metadata"].(map[string]any)
 		switch mode {
 		case "rename":
@@ -194,6 +205,8 @@ func (w *ConvWebhook) Serve(rw http.ResponseWriter, r *http.Request) {
 	switch mode {
 	case "refuse":
 		resp["result"] = map[string]any{"status": "Failure", "message": "cannot convert this one"}
+	case "failed":
+		resp["result"] = map[string]any{"status": "Failure"}
 	case "count":
 		resp["convertedObjects"] = []any{}
 	}

@@ -36,6 +36,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"sigs.k8s.io/yaml"
 )
 
 // Endpoint is where a webhook is: the fields both WebhookClientConfig
@@ -103,17 +106,32 @@ func (c *Client) Post(ctx context.Context, ep Endpoint, timeout time.Duration, i
 	if err != nil {
 		return fmt.Errorf("encoding the review: %w", err)
 	}
-	resp, err := c.send(ctx, ep, timeout, body)
+	resp, err := c.send(ctx, ep, timeout, body, true)
 	if err != nil {
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
 		return &CallError{URL: resp.URL, Status: resp.StatusCode, Err: fmt.Errorf("the server responded with status %d: %s", resp.StatusCode, truncate(resp.Body, 200))}
 	}
-	if err := json.Unmarshal(resp.Body, out); err != nil {
-		return &CallError{URL: resp.URL, Err: fmt.Errorf("the response is not a valid review: %v", err)}
+	return decode(resp.Body, out)
+}
+
+// decode reads a webhook's answer into out as client-go's rest client
+// does for kube-apiserver's webhooks (their serializer reads YAML too), so
+// that a bad answer fails with kube-apiserver's message: a body that is
+// not JSON is taken for YAML and converted, and one whose apiVersion and
+// kind cannot be read "couldn't get version/kind; json parse error: ...".
+func decode(body []byte, out any) error {
+	if !json.Valid(body) {
+		var err error
+		if body, err = yaml.YAMLToJSON(body); err != nil {
+			return err
+		}
 	}
-	return nil
+	if _, err := kjson.DefaultMetaFactory.Interpret(body); err != nil {
+		return err
+	}
+	return json.Unmarshal(body, out)
 }
 
 // Response is a webhook's answer as received.
@@ -133,10 +151,14 @@ type Response struct {
 // answer came: the connection, TLS, the deadline, an answer over 3 MiB;
 // or a plain error when ep names no reachable target.
 func (c *Client) Send(ctx context.Context, ep Endpoint, timeout time.Duration, body []byte) (*Response, error) {
-	return c.send(ctx, ep, timeout, body)
+	return c.send(ctx, ep, timeout, body, false)
 }
 
-func (c *Client) send(ctx context.Context, ep Endpoint, timeout time.Duration, body []byte) (*Response, error) {
+// send posts body to ep within timeout: as the deadline of ctx, or with
+// clientTimeout as the timeout of the HTTP client (kube-apiserver's
+// conversion webhook client, whose timeout then fails a call with
+// net/http's "request canceled (Client.Timeout exceeded ...)").
+func (c *Client) send(ctx context.Context, ep Endpoint, timeout time.Duration, body []byte, clientTimeout bool) (*Response, error) {
 	u, serverName, err := c.target(ctx, ep)
 	if err != nil {
 		return nil, err
@@ -144,26 +166,39 @@ func (c *Client) send(ctx context.Context, ep Endpoint, timeout time.Duration, b
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if deadline, ok := ctx.Deadline(); ok {
-		if left := time.Until(deadline); left > 0 {
-			// Whole seconds, rounded up, as client-go's Request.Timeout.
-			if t := left.Truncate(time.Second); t != left {
-				left = t + time.Second
-			}
-			pu, err := url.Parse(u)
-			if err == nil {
-				q := pu.Query()
-				q.Set("timeout", left.String())
-				pu.RawQuery = q.Encode()
-				u = pu.String()
-			}
+	deadline := time.Now().Add(timeout)
+	if !clientTimeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	if left := time.Until(deadline); left > 0 {
+		// Whole seconds, rounded up, as client-go's Request.Timeout.
+		if t := left.Truncate(time.Second); t != left {
+			left = t + time.Second
+		}
+		pu, err := url.Parse(u)
+		if err == nil {
+			q := pu.Query()
+			q.Set("timeout", left.String())
+			pu.RawQuery = q.Encode()
+			u = pu.String()
 		}
 	}
 	hc, err := c.client(ep.CABundle, serverName)
 	if err != nil {
 		return nil, &CallError{URL: u, Err: err}
+	}
+	if clientTimeout {
+		// The timeout cancels through the client's timer (wrapped), as
+		// in kube-apiserver's conversion calls.
+		timed := *hc
+		timed.Timeout = timeout
+		timed.Transport = wrapped{hc.Transport, ctx}
+		hc = &timed
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
@@ -189,6 +224,21 @@ func (c *Client) send(ctx context.Context, ep Endpoint, timeout time.Duration, b
 		return nil, &CallError{URL: u, Err: errors.New("the response is larger than 3 MiB")}
 	}
 	return &Response{URL: u, StatusCode: resp.StatusCode, ContentType: resp.Header.Get("Content-Type"), Body: b}, nil
+}
+
+// wrapped is a RoundTripper net/http does not know, so that an
+// http.Client's Timeout cancels its calls through Request.Cancel ("net/http:
+// request canceled (Client.Timeout exceeded ...)"): it sends each request
+// with the caller's context, not the one the client derives with the
+// timeout's deadline, which would race the timer with "context deadline
+// exceeded".
+type wrapped struct {
+	rt  http.RoundTripper
+	ctx context.Context
+}
+
+func (w wrapped) RoundTrip(req *http.Request) (*http.Response, error) {
+	return w.rt.RoundTrip(req.WithContext(w.ctx))
 }
 
 func truncate(b []byte, n int) string {

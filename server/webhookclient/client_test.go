@@ -85,9 +85,9 @@ func TestPost(t *testing.T) {
 		want    string
 	}{
 		{webhookclient.Endpoint{URL: s.URL + "/ok"}, 0, "certificate signed by unknown authority"},
-		{webhookclient.Endpoint{URL: s.URL + "/garbage", CABundle: ca}, 0, "the response is not a valid review"},
+		{webhookclient.Endpoint{URL: s.URL + "/garbage", CABundle: ca}, 0, "couldn't get version/kind; json parse error: "},
 		{webhookclient.Endpoint{URL: s.URL + "/fail", CABundle: ca}, 0, "the server responded with status 500: boom"},
-		{webhookclient.Endpoint{URL: s.URL + "/slow", CABundle: ca}, 100 * time.Millisecond, "context deadline exceeded"},
+		{webhookclient.Endpoint{URL: s.URL + "/slow", CABundle: ca}, 100 * time.Millisecond, "net/http: request canceled (Client.Timeout exceeded while awaiting headers)"},
 		{webhookclient.Endpoint{URL: "http://" + host + "/ok", CABundle: ca}, 0, "is not a valid https URL"},
 		{webhookclient.Endpoint{URL: s.URL + "/ok", CABundle: []byte("junk")}, 0, "caBundle holds no PEM certificate"},
 		{webhookclient.Endpoint{}, 0, "neither url nor service"},

@@ -188,12 +188,20 @@ type backend struct {
 
 var _ gc.Backend = backend{}
 
-func (b backend) OwnerKey(ref metav1.OwnerReference, ns string) (string, bool) {
+// collectorActor is the user the collector's writes are audited as.
+const collectorActor = "system:serviceaccount:kube-system:generic-garbage-collector"
+
+// ownerResource is the served resource of ref's kind.
+func (b backend) ownerResource(ref metav1.OwnerReference) (*registry.Resource, bool) {
 	gv, err := schema.ParseGroupVersion(ref.APIVersion)
 	if err != nil || ref.Name == "" {
-		return "", false
+		return nil, false
 	}
-	res, ok := b.registry.ForKind(gv.Group, gv.Version, ref.Kind)
+	return b.registry.ForKind(gv.Group, gv.Version, ref.Kind)
+}
+
+func (b backend) OwnerKey(ref metav1.OwnerReference, ns string) (string, bool) {
+	res, ok := b.ownerResource(ref)
 	if !ok || res.Namespaced && ns == "" {
 		return "", false
 	}
@@ -201,6 +209,14 @@ func (b backend) OwnerKey(ref metav1.OwnerReference, ns string) (string, bool) {
 		ns = ""
 	}
 	return res.Key(ns, ref.Name), true
+}
+
+func (b backend) OwnerKind(ref metav1.OwnerReference) (string, bool, bool) {
+	res, ok := b.ownerResource(ref)
+	if !ok {
+		return "", false, false
+	}
+	return res.StoragePrefix, res.Namespaced, true
 }
 
 func (b backend) Delete(ctx context.Context, key string, uid types.UID, rev int64, policy metav1.DeletionPropagation) error {
@@ -213,7 +229,7 @@ func (b backend) Delete(ctx context.Context, key string, uid types.UID, rev int6
 		v := strconv.FormatInt(rev, 10)
 		p.ResourceVersion = &v
 	}
-	req := &objects.Request{Actor: "system:serviceaccount:kube-system:generic-garbage-collector", Verb: "delete", Resource: res, Namespace: ns, Name: name}
+	req := &objects.Request{Actor: collectorActor, Verb: "delete", Resource: res, Namespace: ns, Name: name}
 	_, err := b.objects.Delete(ctx, req, &metav1.DeleteOptions{PropagationPolicy: &policy, Preconditions: p})
 	var pf *objects.PreconditionError
 	switch {
