@@ -20,10 +20,10 @@ import (
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/objwatch/objwatch/change"
 	"github.com/objwatch/objwatch/client"
+	"github.com/objwatch/objwatch/internal/explain"
 )
 
 // watchCmd is `objwatch watch`. Its fields are the flags plus hooks tests
@@ -570,12 +570,7 @@ func (r *watchRun) where() string {
 	return s
 }
 
-func keyOf(obj *unstructured.Unstructured) string {
-	if ns := obj.GetNamespace(); ns != "" {
-		return ns + "/" + obj.GetName()
-	}
-	return obj.GetName()
-}
+func keyOf(obj *unstructured.Unstructured) string { return explain.KeyOf(obj) }
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -623,52 +618,8 @@ func restClient(kubeconfig, context string, wrap func(http.RoundTripper) http.Ro
 	return rc, cfg, nil
 }
 
-// resolveResource finds the resource a command-line name means, the way
-// kubectl does: a plural, singular or short name or a kind, case
-// insensitive, optionally followed by .group or .version.group; the core
-// group first, then the others in the server's order, each at its
-// preferred version.
+// resolveResource finds the resource a command-line name means
+// (explain.ResolveResource).
 func resolveResource(ctx context.Context, rc *client.REST, arg string) (client.Resource, error) {
-	name, group, qualified := strings.Cut(strings.ToLower(arg), ".")
-	var gvs []schema.GroupVersion
-	if !qualified || group == "v1" {
-		gvs = append(gvs, schema.GroupVersion{Version: "v1"})
-	}
-	b, err := rc.Raw(ctx, "/apis")
-	if err != nil {
-		return client.Resource{}, fmt.Errorf("discovery: %w", err)
-	}
-	var groups metav1.APIGroupList
-	if err := json.Unmarshal(b, &groups); err != nil {
-		return client.Resource{}, fmt.Errorf("discovery: %w", err)
-	}
-	for _, g := range groups.Groups {
-		if !qualified {
-			gvs = append(gvs, schema.GroupVersion{Group: g.Name, Version: g.PreferredVersion.Version})
-			continue
-		}
-		if g.Name == group {
-			gvs = append(gvs, schema.GroupVersion{Group: g.Name, Version: g.PreferredVersion.Version})
-		}
-		for _, v := range g.Versions { // deployments.v1.apps
-			if v.Version+"."+g.Name == group {
-				gvs = append(gvs, schema.GroupVersion{Group: g.Name, Version: v.Version})
-			}
-		}
-	}
-	for _, gv := range gvs {
-		ars, err := apiResources(ctx, rc, gv)
-		if err != nil {
-			return client.Resource{}, err
-		}
-		for _, ar := range ars {
-			if strings.Contains(ar.Name, "/") || (len(ar.Verbs) > 0 && !slices.Contains(ar.Verbs, "watch")) {
-				continue
-			}
-			if ar.Name == name || ar.SingularName == name || strings.ToLower(ar.Kind) == name || slices.Contains(ar.ShortNames, name) {
-				return client.Resource{GVR: gv.WithResource(ar.Name), Namespaced: ar.Namespaced, Kind: ar.Kind}, nil
-			}
-		}
-	}
-	return client.Resource{}, fmt.Errorf("resource %q: %w", arg, client.ErrNotFound)
+	return explain.ResolveResource(ctx, rc, arg)
 }
