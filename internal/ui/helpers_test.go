@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/objwatch/objwatch/client"
@@ -129,3 +130,5 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 }
 
 var errClosed = errors.New("stream closed")
+
+var deleteOptions = metav1.DeleteOptions{}

@@ -29,15 +29,20 @@ func (e *uiEnv) getJSON(t testing.TB, path string, q url.Values, v any) {
 	}
 }
 
+func (e *uiEnv) createNamespace(t testing.TB, ns string) {
+	t.Helper()
+	nsObj := map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}
+	if err := e.rc.Post().AbsPath("/api/v1/namespaces").Body(nsObj).Do(context.Background()).Error(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestTimelineCounts: the timeline of a namespace counts what the
 // server's changes list has, by type, by resource and by user.
 func TestTimelineCounts(t *testing.T) {
 	e := startUI(t)
 	ns := "tl"
-	nsObj := map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}}
-	if err := e.rc.Post().AbsPath("/api/v1/namespaces").Body(nsObj).Do(context.Background()).Error(); err != nil {
-		t.Fatal(err)
-	}
+	e.createNamespace(t, ns)
 	e.createCM(t, ns, "a", map[string]any{"v": "1"})
 	e.createCM(t, ns, "b", map[string]any{"v": "1"})
 	e.patchCM(t, ns, "a", `{"data":{"v":"2"}}`)

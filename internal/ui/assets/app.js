@@ -2,7 +2,7 @@
 // Every page reads the app's own JSON endpoints (same origin, cookie).
 "use strict";
 
-const MAX_ROWS = 1000; // the live page never holds more events than this
+const MAX_ROWS = 1000; // the live page never holds more events than this (#/live?rows=N lowers it)
 const main = document.getElementById("main");
 
 function el(tag, attrs, ...kids) {
@@ -99,7 +99,8 @@ function renderLive(q) {
   const sq = new URLSearchParams();
   for (const r of resource.split(",").map((s) => s.trim()).filter(Boolean)) sq.append("resource", r);
   for (const k of ["namespace", "selector", "fields"]) if (q.get(k)) sq.set(k, q.get(k));
-  live = { url: "/api/live?" + sq, lastId: "", paused: false, queue: [], timer: 0, count: 0 };
+  live = { url: "/api/live?" + sq, lastId: "", paused: false, queue: [], timer: 0, count: 0,
+    maxRows: Math.min(MAX_ROWS, Math.max(10, Number(q.get("rows")) || MAX_ROWS)) };
   openLive();
 }
 
@@ -119,7 +120,7 @@ function openLive() {
 }
 
 // flushLive adds the queued events in one DOM update per frame and keeps
-// at most MAX_ROWS rows.
+// at most live.maxRows rows.
 function flushLive() {
   if (!live) return;
   live.timer = 0;
@@ -139,7 +140,7 @@ function flushLive() {
     frag.append(eventRow(e, grep));
   }
   list.prepend(frag);
-  while (list.childElementCount > MAX_ROWS) list.lastElementChild.remove();
+  while (list.childElementCount > live.maxRows) list.lastElementChild.remove();
 }
 
 function eventRow(e, grep) {
@@ -226,7 +227,7 @@ async function renderObject(q) {
       try {
         const d = await getJSON("/api/diff?" + dq);
         diffOut.replaceChildren(el("h2", {}, "rv=" + from + " → rv=" + to),
-          d.changes.length ? d.changes.map((c) => el("div", { class: "chg " + c.op }, changeLine(c))) : "no change");
+          ...(d.changes.length ? d.changes.map((c) => el("div", { class: "chg " + c.op }, changeLine(c))) : ["no change"]));
       } catch (err) { diffOut.replaceChildren(el("div", { class: "error" }, err.message)); }
     } }, "Diff the two revisions"), diffOut);
   }
@@ -238,7 +239,7 @@ async function loadDependents(q, box) {
   box.textContent = "searching every resource…";
   try {
     const deps = await getJSON("/api/dependents?" + q);
-    box.replaceChildren(deps.length ? deps.map((d) => [d.kind + " ", objectLink(d.resource, d.namespace, d.name), " "]) : "none");
+    box.replaceChildren(...(deps.length ? deps.flatMap((d) => [d.kind + " ", objectLink(d.resource, d.namespace, d.name), " "]) : ["none"]));
   } catch (err) { box.replaceChildren(el("span", { class: "error" }, err.message)); }
 }
 
