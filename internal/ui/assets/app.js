@@ -120,8 +120,8 @@ function openLive() {
 }
 
 // flushLive adds the events queued in the last 16ms in one DOM update (a
-// timer, not requestAnimationFrame, which hidden and headless pages
-// throttle to seconds) and keeps
+// timer: requestAnimationFrame ran late in headless Chromium, and never
+// in hidden tabs) and keeps
 // at most live.maxRows rows.
 function flushLive() {
   if (!live) return;
