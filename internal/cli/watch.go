@@ -346,26 +346,10 @@ func (r *watchRun) relist(ctx context.Context) error {
 	return nil
 }
 
-// listPage is the page size of lists.
-const listPage = 500
-
 // list reads every matching object, a page at a time, and the list's
 // resourceVersion.
 func (r *watchRun) list(ctx context.Context) ([]*unstructured.Unstructured, string, error) {
-	opts := r.opts
-	opts.Limit = listPage
-	var items []*unstructured.Unstructured
-	for {
-		l, err := r.c.List(ctx, r.ns, opts)
-		if err != nil {
-			return nil, "", fmt.Errorf("list %s: %w", r.res, err)
-		}
-		items = append(items, l.Items...)
-		if l.Continue == "" {
-			return items, l.ResourceVersion, nil
-		}
-		opts.Continue = l.Continue
-	}
+	return explain.ListAll(ctx, r.c, r.ns, r.opts)
 }
 
 // relistNote explains a relist in one line.
@@ -411,20 +395,13 @@ func (r *watchRun) modified(old, obj *unstructured.Unstructured) {
 	r.event(client.Modified, obj, changes, d.Patch())
 }
 
-type jsonChange struct {
-	Path string    `json:"path"`
-	Op   change.Op `json:"op"`
-	Old  *any      `json:"old,omitempty"` // set, maybe to null, unless the op is add
-	New  *any      `json:"new,omitempty"` // set, maybe to null, unless the op is remove
-}
-
 type jsonEvent struct {
-	Type            client.EventType `json:"type"`
-	Namespace       string           `json:"namespace,omitempty"`
-	Name            string           `json:"name"`
-	ResourceVersion string           `json:"resourceVersion"`
-	Time            string           `json:"time"`
-	Changes         []jsonChange     `json:"changes,omitempty"`
+	Type            client.EventType     `json:"type"`
+	Namespace       string               `json:"namespace,omitempty"`
+	Name            string               `json:"name"`
+	ResourceVersion string               `json:"resourceVersion"`
+	Time            string               `json:"time"`
+	Changes         []explain.JSONChange `json:"changes,omitempty"`
 	// Patch is the RFC 6902 JSON Patch of a MODIFIED event.
 	Patch []change.Operation `json:"patch,omitempty"`
 }
@@ -455,17 +432,7 @@ func (r *watchRun) event(typ client.EventType, obj *unstructured.Unstructured, c
 			if e.Patch == nil {
 				e.Patch = []change.Operation{}
 			}
-			e.Changes = make([]jsonChange, 0, len(changes))
-			for _, c := range changes {
-				jc := jsonChange{Path: c.Path.String(), Op: c.Op}
-				if c.Op != change.OpAdd {
-					jc.Old = &c.Old
-				}
-				if c.Op != change.OpRemove {
-					jc.New = &c.New
-				}
-				e.Changes = append(e.Changes, jc)
-			}
+			e.Changes = explain.JSONChanges(changes)
 		}
 		b, err := json.Marshal(e)
 		if err != nil {

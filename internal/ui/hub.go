@@ -259,19 +259,7 @@ func (h *hub) run(ctx context.Context) {
 }
 
 func (h *hub) list(ctx context.Context) ([]*unstructured.Unstructured, string, error) {
-	opts := metav1.ListOptions{LabelSelector: h.key.selector, Limit: 500}
-	var items []*unstructured.Unstructured
-	for {
-		l, err := h.c.List(ctx, h.key.namespace, opts)
-		if err != nil {
-			return nil, "", fmt.Errorf("list %s: %w", h.key.res, err)
-		}
-		items = append(items, l.Items...)
-		if l.Continue == "" {
-			return items, l.ResourceVersion, nil
-		}
-		opts.Continue = l.Continue
-	}
+	return explain.ListAll(ctx, h.c, h.key.namespace, metav1.ListOptions{LabelSelector: h.key.selector})
 }
 
 // watch watches from *rv, turning each event into hub events, until the

@@ -32,29 +32,11 @@ type LiveEvent struct {
 	Objects map[string]int `json:"objects,omitempty"`
 }
 
-// Change is one changed field, as `objwatch watch -o json` prints it.
-type Change struct {
-	Path string    `json:"path"`
-	Op   change.Op `json:"op"`
-	Old  *any      `json:"old,omitempty"` // unless the op is add
-	New  *any      `json:"new,omitempty"` // unless the op is remove
-}
+// Change is one changed field, as objwatch watch -o json prints it.
+type Change = explain.JSONChange
 
 // changesOf converts change's changes for JSON.
-func changesOf(cs []change.Change) []Change {
-	out := make([]Change, 0, len(cs))
-	for _, c := range cs {
-		jc := Change{Path: c.Path.String(), Op: c.Op}
-		if c.Op != change.OpAdd {
-			jc.Old = &c.Old
-		}
-		if c.Op != change.OpRemove {
-			jc.New = &c.New
-		}
-		out = append(out, jc)
-	}
-	return out
-}
+func changesOf(cs []change.Change) []Change { return explain.JSONChanges(cs) }
 
 // liveStream is one client's stream over one or more hubs.
 type liveStream struct {
