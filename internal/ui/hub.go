@@ -61,7 +61,7 @@ type hub struct {
 	mu      sync.Mutex
 	startRV string     // the resourceVersion of the first list
 	objects int        // how many objects the first list found
-	ring    []hubEvent // the last events, oldest first
+	ring    []hubEvent // the last events (between 3/4 of size and size), oldest first
 	seq     uint64     // the last event's seq
 	wakes   map[chan struct{}]bool
 	subs    int
@@ -126,8 +126,9 @@ func (h *hub) add(evs ...hubEvent) {
 			e.sub = h.ring[n-1].sub + 1
 		}
 		if len(h.ring) == h.size {
-			copy(h.ring, h.ring[1:])
-			h.ring = h.ring[:len(h.ring)-1]
+			// Drop the oldest quarter at once: a copy per quarter of
+			// the ring's events, not per event.
+			h.ring = append(h.ring[:0], h.ring[max(1, h.size/4):]...)
 		}
 		h.ring = append(h.ring, e)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -225,4 +226,31 @@ func TestLiveFieldFilter(t *testing.T) {
 	if got.ev.Type != "MODIFIED" || len(got.ev.Changes) != 1 || got.ev.Changes[0].Path != "data.b" {
 		t.Fatalf("filtered event = %+v", got.ev)
 	}
+}
+
+// TestLiveIdleHubStops: a watch nobody streams stops after Config.Idle,
+// with its goroutine, while the Server runs on; a new stream starts it
+// again.
+func TestLiveIdleHubStops(t *testing.T) {
+	e := startUI(t, func(c *ui.Config) { c.Idle = 100 * time.Millisecond })
+	q := url.Values{"resource": {"configmaps"}, "namespace": {"default"}}
+	s := e.openLive(t, q, "")
+	s.ready(t)
+	if !hubRunning() {
+		t.Fatal("no watch goroutine while streaming")
+	}
+	s.close()
+	waitFor(t, "the idle watch to stop", func() bool { return !hubRunning() })
+	s2 := e.openLive(t, q, "")
+	s2.ready(t)
+	e.createCM(t, "default", "again", map[string]any{"k": "v"})
+	if got := s2.next(t, 5*time.Second); got.ev.Type != "ADDED" || got.ev.Name != "again" {
+		t.Fatalf("after a restart of the watch: %+v", got.ev)
+	}
+}
+
+// hubRunning: a live watch's goroutine runs.
+func hubRunning() bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "internal/ui.(*hub).run")
 }

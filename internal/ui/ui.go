@@ -59,8 +59,9 @@ type Config struct {
 	// Idle is how long a live watch nobody streams is kept (for a page
 	// that reconnects); 0 means a minute.
 	Idle time.Duration
-	// Ring is how many events each live watch keeps for streams that
-	// resume; 0 means 4096.
+	// Ring is how many events each live watch keeps, at most (and at
+	// least three quarters of it once full), for streams that resume;
+	// 0 means 4096.
 	Ring int
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
