@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,7 +41,7 @@ func changesOf(cs []change.Change) []Change { return explain.JSONChanges(cs) }
 
 // liveStream is one client's stream over one or more hubs.
 type liveStream struct {
-	names  []string // each hub's resource, as group-qualified plural
+	names  []string // each hub's resource, as group-qualified plural, "@namespace" when several
 	hubs   []*hub
 	pos    []uint64
 	filter *change.Filter
@@ -57,7 +58,7 @@ func (l *liveStream) cursor() string {
 }
 
 // serveLive streams changes as Server-Sent Events: resource (repeated),
-// namespace (empty: all), selector (labels), fields (comma-separated
+// namespace (comma-separated; empty: all), selector (labels), fields (comma-separated
 // patterns: only updates that changed one of them, with only those
 // changes), after (a cursor; the Last-Event-ID header takes precedence).
 // A stream that resumes gets every change after its cursor exactly once,
@@ -88,20 +89,40 @@ func (s *Server) serveLive(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusBadRequest, "Last-Event-ID: "+err.Error())
 		return
 	}
+	var namespaces []string
+	for _, ns := range strings.Split(q.Get("namespace"), ",") {
+		if ns = strings.TrimSpace(ns); ns != "" && !slices.Contains(namespaces, ns) {
+			namespaces = append(namespaces, ns)
+		}
+	}
+	if len(namespaces) == 0 {
+		namespaces = []string{""} // all
+	}
 	for _, name := range resources {
 		res, err := explain.ResolveResource(ctx, s.cfg.REST, name)
 		if err != nil {
 			apiError(w, http.StatusBadRequest, err)
 			return
 		}
-		ns := q.Get("namespace")
-		if !res.Namespaced {
-			ns = ""
+		for _, ns := range namespaces {
+			key := res.GVR.GroupResource().String()
+			if !res.Namespaced {
+				if ns != namespaces[0] {
+					continue // once for a cluster-scoped resource
+				}
+				ns = ""
+			} else if len(namespaces) > 1 {
+				key += "@" + ns
+			}
+			if len(l.hubs) == 32 {
+				httpError(w, http.StatusBadRequest, "at most 32 resources and namespaces in one stream")
+				return
+			}
+			h := s.subscribe(hubKey{res: res, namespace: ns, selector: q.Get("selector")})
+			defer s.release(h)
+			l.hubs = append(l.hubs, h)
+			l.names = append(l.names, key)
 		}
-		h := s.subscribe(hubKey{res: res, namespace: ns, selector: q.Get("selector")})
-		defer s.release(h)
-		l.hubs = append(l.hubs, h)
-		l.names = append(l.names, res.GVR.GroupResource().String())
 	}
 	ready := LiveEvent{Type: "READY", Time: s.cfg.Now(), Objects: map[string]int{}}
 	var notes []string
@@ -196,6 +217,7 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, rc *http.Res
 // event is e as the stream sends it, unless the stream's field filter
 // leaves it out.
 func (l *liveStream) event(resource string, e *hubEvent) (LiveEvent, bool) {
+	resource, _, _ = strings.Cut(resource, "@") // the namespace is the event's own
 	le := LiveEvent{Type: e.typ, Resource: resource, ResourceVersion: e.rv, Time: e.time, Note: e.note}
 	if e.obj != nil {
 		le.Namespace, le.Name = e.obj.GetNamespace(), e.obj.GetName()

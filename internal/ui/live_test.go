@@ -254,3 +254,41 @@ func hubRunning() bool {
 	buf := make([]byte, 1<<20)
 	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "internal/ui.(*hub).run")
 }
+
+// TestLiveSeveralNamespaces: one stream follows several namespaces (a
+// watch each) and resumes each from its own resourceVersion; other
+// namespaces are not shown.
+func TestLiveSeveralNamespaces(t *testing.T) {
+	e := startUI(t)
+	for _, ns := range []string{"a", "b", "c"} {
+		e.createNamespace(t, ns)
+	}
+	q := url.Values{"resource": {"configmaps"}, "namespace": {"a,b"}}
+	s := e.openLive(t, q, "")
+	if r := s.ready(t); len(r.ev.Objects) != 2 {
+		t.Fatalf("READY = %+v, want a watch per namespace", r.ev)
+	}
+	e.createCM(t, "c", "x", nil)
+	e.createCM(t, "a", "x", nil)
+	first := s.next(t, 5*time.Second)
+	if first.ev.Namespace != "a" || first.ev.Resource != "configmaps" {
+		t.Fatalf("first = %+v", first.ev)
+	}
+	s.close()
+	e.createCM(t, "b", "y", nil)
+	e.createCM(t, "a", "y", nil)
+	s2 := e.openLive(t, q, first.id)
+	s2.ready(t)
+	seen := map[string]bool{}
+	for range 2 {
+		got := s2.next(t, 5*time.Second)
+		seen[got.ev.Namespace+"/"+got.ev.Name] = true
+	}
+	if !seen["b/y"] || !seen["a/y"] {
+		t.Fatalf("resumed = %v, want a/y and b/y", seen)
+	}
+	e.createCM(t, "b", "z", nil)
+	if got := s2.next(t, 5*time.Second); got.ev.Namespace+"/"+got.ev.Name != "b/z" {
+		t.Fatalf("next = %+v, want b/z (nothing repeated, c not shown)", got.ev)
+	}
+}

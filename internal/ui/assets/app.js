@@ -86,7 +86,7 @@ function renderLive(q) {
     el("h1", {}, "Live changes"),
     form([
       ["resource", "Resources (comma-separated)", resource, { list: "resource-list", size: 30 }],
-      ["namespace", "Namespace (empty: all)", q.get("namespace")],
+      ["namespace", "Namespaces (comma-separated; empty: all)", q.get("namespace")],
       ["selector", "Label selector", q.get("selector")],
       ["fields", "Field paths", q.get("fields"), { placeholder: "spec.replicas,metadata.labels.*" }],
     ], "Watch", (d) => setHash("/live", d)),
