@@ -271,7 +271,7 @@ async function renderTimeline(q) {
   const table = el("table", { class: "list", id: "changes" }, el("tr", {}, ["time", "change", "object", "who", "fields"].map((h) => el("th", {}, h))));
   for (const it of t.items.slice().reverse()) {
     table.append(el("tr", {}, el("td", {}, new Date(it.time).toLocaleString()), el("td", { class: "t " + it.type }, it.type),
-      el("td", {}, it.resource + " ", objectLink(it.resource, it.namespace, it.name)), el("td", {}, it.who), el("td", { class: "lines" }, (it.lines || []).join("\n"))));
+      el("td", {}, it.resource + " ", objectLink(it.resource, it.namespace, it.name)), el("td", {}, it.who), el("td", { class: "lines" }, (it.lines || []).map((l) => l.trim()).join("\n"))));
   }
   parts.push(table);
   box.replaceChildren(...parts);
@@ -326,7 +326,7 @@ async function renderAudit(q) {
   for (const r of recs.slice().reverse()) {
     table.append(el("tr", {}, el("td", {}, new Date(r.time).toLocaleString()), el("td", {}, r.user), el("td", {}, r.verb),
       el("td", {}, r.resource ? [r.resource + " ", r.name ? objectLink(r.resource, r.namespace, r.name) : ""] : r.uri),
-      el("td", {}, r.code || ""), el("td", { class: "lines" }, (r.lines || []).join("\n"))));
+      el("td", {}, r.code || ""), el("td", { class: "lines" }, (r.lines || []).map((l) => l.trim()).join("\n"))));
   }
   box.replaceChildren(el("p", {}, recs.length + " records"), table);
 }
