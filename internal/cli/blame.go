@@ -1,25 +1,17 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/util/duration"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
-	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
-	"sigs.k8s.io/structured-merge-diff/v6/value"
-	"sigs.k8s.io/yaml"
 
-	"github.com/objwatch/objwatch/change"
 	"github.com/objwatch/objwatch/client"
+	"github.com/objwatch/objwatch/internal/explain"
 )
 
 // blameCmd is `objwatch blame`.
@@ -71,30 +63,20 @@ func (b *blameCmd) run(ctx context.Context, out io.Writer, resource, name string
 	if err := utiljson.Unmarshal(raw, &obj); err != nil {
 		return fmt.Errorf("%s %s: %w", res, name, err)
 	}
-	var authors []authoredChange
-	switch hb, err := rc.Raw(ctx, path+"/history"); {
-	case err == nil:
-		var hist objectHistory
-		if err := json.Unmarshal(hb, &hist); err != nil {
-			return fmt.Errorf("history of %s %s: %w", res, name, err)
-		}
-		authors = historyAuthors(&hist)
-	case errors.Is(err, client.ErrNotFound), errors.Is(err, client.ErrForbidden), errors.Is(err, client.ErrMethodNotAllowed):
-		// No history subresource (not objwatch) or no right to it:
-		// managedFields only.
-	default:
+	hist, err := explain.FetchHistory(ctx, rc, path)
+	if err != nil && !explain.NoHistory(err) {
 		return fmt.Errorf("history of %s %s: %w", res, name, err)
 	}
-	lines, err := blame(obj, authors, b.now())
+	lines, err := explain.Blame(obj, explain.HistoryAuthors(hist), b.now())
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", res, name, err)
 	}
 	width := 0
 	for _, l := range lines {
-		width = max(width, len(l.note))
+		width = max(width, len(l.Note))
 	}
 	for _, l := range lines {
-		fmt.Fprintf(out, "%-*s   %s\n", width, l.note, l.text)
+		fmt.Fprintf(out, "%-*s   %s\n", width, l.Note, l.Text)
 	}
 	return nil
 }
@@ -110,341 +92,4 @@ func (b *blameCmd) notFoundHint(err error, ns string) string {
 	default:
 		return fmt.Sprintf(" (in namespace %q, the context's or the default; choose one with -n)", ns)
 	}
-}
-
-// authoredChange: the write of user changed the values at and under path
-// (user is empty when the write's author is unknown).
-type authoredChange struct {
-	path change.Path
-	user string
-}
-
-// historyAuthors lists, oldest first, the paths each stored revision
-// of the current object changed with the user who wrote it. A complete
-// history's first revision changed everything; an incomplete one's first
-// is not a change.
-func historyAuthors(h *objectHistory) []authoredChange {
-	// The current object is the one created after the last deletion of
-	// the name (a history store keeps the earlier ones too).
-	items, complete := h.Items, h.Complete
-	for i, it := range h.Items {
-		if it.Deleted {
-			items, complete = h.Items[i+1:], true
-		}
-	}
-	var out []authoredChange
-	var prev map[string]any
-	for i, it := range items {
-		user := ""
-		if a := it.Author; a != nil {
-			user = a.User
-			if a.ImpersonatedUser != "" {
-				user += " as " + a.ImpersonatedUser
-			}
-		}
-		switch {
-		case i == 0 && complete:
-			out = append(out, authoredChange{path: change.Path{}, user: user})
-		case i > 0:
-			for _, c := range change.Between(change.WithoutNoise(prev), change.WithoutNoise(it.Object)).Changes() {
-				if c.Op != change.OpRemove {
-					out = append(out, authoredChange{path: c.Path, user: user})
-				}
-			}
-		}
-		prev = it.Object
-	}
-	return out
-}
-
-// blameLine is one line of the YAML with its annotation.
-type blameLine struct {
-	note, text string
-}
-
-// manager is one entry of metadata.managedFields with its decoded fields.
-type manager struct {
-	name, operation, subresource string
-	time                         time.Time
-	fields                       *fieldpath.Set
-}
-
-// blamer renders an object as YAML lines, keeping for each line the
-// managers' field sets at its level.
-type blamer struct {
-	managers []manager
-	authors  []authoredChange
-	now      time.Time
-	lines    []blameLine
-}
-
-// blame renders obj (as JSON decodes it, numbers as int64 or float64)
-// without its managedFields, each line annotated from the managedFields
-// and from authors, the history's changes oldest first.
-func blame(obj map[string]any, authors []authoredChange, now time.Time) ([]blameLine, error) {
-	b := &blamer{authors: authors, now: now}
-	md, _ := obj["metadata"].(map[string]any)
-	if mf, ok := md["managedFields"].([]any); ok {
-		for i, e := range mf {
-			m, err := decodeManager(e)
-			if err != nil {
-				return nil, fmt.Errorf("metadata.managedFields[%d]: %w", i, err)
-			}
-			b.managers = append(b.managers, m)
-		}
-	}
-	own := make([]owned, len(b.managers))
-	for i, m := range b.managers {
-		own[i].set = m.fields
-	}
-	b.object(obj, own, change.Path{}, "", false)
-	return b.lines, nil
-}
-
-func decodeManager(e any) (manager, error) {
-	m, _ := e.(map[string]any)
-	str := func(k string) string { s, _ := m[k].(string); return s }
-	out := manager{name: str("manager"), operation: str("operation"), subresource: str("subresource"), fields: &fieldpath.Set{}}
-	if t := str("time"); t != "" {
-		ts, err := time.Parse(time.RFC3339, t)
-		if err != nil {
-			return out, fmt.Errorf("time: %w", err)
-		}
-		out.time = ts
-	}
-	if f, ok := m["fieldsV1"]; ok {
-		raw, err := json.Marshal(f)
-		if err != nil {
-			return out, err
-		}
-		if err := out.fields.FromJSON(bytes.NewReader(raw)); err != nil {
-			return out, fmt.Errorf("fieldsV1: %w", err)
-		}
-	}
-	return out, nil
-}
-
-// object renders the members of m at indent; the first one after "- "
-// when dash. own are the managers' claims on m, jp m's path as change
-// names it.
-func (b *blamer) object(m map[string]any, own []owned, jp change.Path, indent string, dash bool) {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		if !(len(jp) == 1 && jp[0].Field == "metadata" && k == "managedFields") {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	for i, k := range keys {
-		prefix := indent
-		if dash && i == 0 {
-			prefix = indent[:len(indent)-2] + "- "
-		}
-		key := k
-		pe := fieldpath.PathElement{FieldName: &key}
-		b.value(m[k], descend(own, func(*fieldpath.Set) (fieldpath.PathElement, bool) { return pe, true }),
-			append(slices.Clip(jp), change.Segment{Field: k}), prefix+scalarYAML(k)+":", indent+"  ", true)
-	}
-}
-
-// descend returns each manager's claim on the child of a value that elem
-// picks in the manager's set of the value's children, given its claim on
-// the value: a manager owning a value it has no set of children of owns
-// the value as a whole (an atomic map or list), children included.
-func descend(parent []owned, elem func(*fieldpath.Set) (fieldpath.PathElement, bool)) []owned {
-	out := make([]owned, len(parent))
-	for i, p := range parent {
-		s := p.set
-		if s == nil {
-			out[i].own = p.own
-			continue
-		}
-		pe, ok := elem(s)
-		if !ok {
-			continue
-		}
-		out[i].own = s.Members.Has(pe)
-		out[i].set, _ = s.Children.Get(pe)
-	}
-	return out
-}
-
-// owned is one manager's claim on a value: whether it owns the value
-// itself, and its set of the value's children.
-type owned struct {
-	own bool
-	set *fieldpath.Set
-}
-
-// value renders v, announced by head ("key:", or "- " with its indent);
-// indent is the indent of v's own members. inMap: v is a member's value
-// (its list items go at the member's indent, as kubectl prints them).
-func (b *blamer) value(v any, own []owned, jp change.Path, head, indent string, inMap bool) {
-	dash := strings.HasSuffix(head, "- ")
-	switch x := v.(type) {
-	case map[string]any:
-		if len(x) > 0 {
-			if !dash {
-				b.add(head, own, jp)
-			}
-			b.object(x, own, jp, indent, dash)
-			return
-		}
-	case []any:
-		if len(x) > 0 {
-			items := indent
-			if inMap {
-				items = indent[:len(indent)-2]
-			}
-			b.add(strings.TrimSuffix(head, " "), own, jp)
-			b.list(x, own, jp, items)
-			return
-		}
-	}
-	s := strings.Split(scalarYAML(v), "\n")
-	if !dash {
-		head += " "
-	}
-	b.add(head+s[0], own, jp)
-	for _, l := range s[1:] {
-		b.add(indent[:len(indent)-2]+l, own, jp)
-	}
-}
-
-// list renders the items of l at indent.
-func (b *blamer) list(l []any, own []owned, jp change.Path, indent string) {
-	key := mergeKey(l)
-	for i, item := range l {
-		seg := change.Segment{Item: true, Index: i}
-		if key != "" {
-			seg.MergeKey, seg.MergeValue = key, item.(map[string]any)[key].(string)
-		}
-		claims := descend(own, func(s *fieldpath.Set) (fieldpath.PathElement, bool) { return itemElement(s, item, i) })
-		b.value(item, claims, append(slices.Clip(jp), seg), indent+"- ", indent+"  ", false)
-	}
-}
-
-// itemElement finds the element naming item (the i-th of its list) among
-// those of s: by its key fields (k:), its value (v:) or its index (i:).
-func itemElement(s *fieldpath.Set, item any, i int) (fieldpath.PathElement, bool) {
-	var found fieldpath.PathElement
-	ok := false
-	match := func(pe fieldpath.PathElement) {
-		if ok {
-			return
-		}
-		switch {
-		case pe.Key != nil:
-			m, isMap := item.(map[string]any)
-			if !isMap {
-				return
-			}
-			for _, f := range *pe.Key {
-				v, has := m[f.Name]
-				if !has || !value.Equals(value.NewValueInterface(v), f.Value) {
-					return
-				}
-			}
-		case pe.Value != nil:
-			if !value.Equals(value.NewValueInterface(item), *pe.Value) {
-				return
-			}
-		case pe.Index != nil:
-			if *pe.Index != i {
-				return
-			}
-		default:
-			return
-		}
-		found, ok = pe, true
-	}
-	s.Members.Iterate(match)
-	s.Children.Iterate(match)
-	return found, ok
-}
-
-// mergeKey is the key change names l's items by (change.DefaultMergeKeys:
-// the first every item has as a unique string), or "".
-func mergeKey(l []any) string {
-next:
-	for _, key := range change.DefaultMergeKeys {
-		seen := map[string]bool{}
-		for _, item := range l {
-			m, _ := item.(map[string]any)
-			v, ok := m[key].(string)
-			if !ok || seen[v] {
-				continue next
-			}
-			seen[v] = true
-		}
-		return key
-	}
-	return ""
-}
-
-// add appends a line, annotated with the newest manager owning it and
-// the user who last changed jp (lines no manager owns are not annotated).
-func (b *blamer) add(text string, own []owned, jp change.Path) {
-	var m *manager
-	for i, o := range own {
-		if o.own && (m == nil || b.managers[i].time.After(m.time)) {
-			m = &b.managers[i]
-		}
-	}
-	user := ""
-	for _, a := range b.authors {
-		if covers(a.path, jp) {
-			user = a.user
-		}
-	}
-	var note string
-	if m != nil {
-		op := m.operation
-		if m.subresource != "" {
-			op += " " + m.subresource
-		}
-		when := ""
-		if !m.time.IsZero() {
-			when = " " + duration.HumanDuration(b.now.Sub(m.time)) + " ago"
-		}
-		note = fmt.Sprintf("%s (%s%s)", m.name, op, when)
-		if user != "" {
-			note = user + " via " + note
-		}
-	}
-	b.lines = append(b.lines, blameLine{note: note, text: text})
-}
-
-// covers: a change at c changed the value at p (p is c or under it).
-func covers(c, p change.Path) bool {
-	if len(c) > len(p) {
-		return false
-	}
-	for i, s := range c {
-		q := p[i]
-		switch {
-		case s.Item != q.Item:
-			return false
-		case !s.Item:
-			if s.Field != q.Field {
-				return false
-			}
-		case s.MergeKey != "" && q.MergeKey != "":
-			if s.MergeKey != q.MergeKey || s.MergeValue != q.MergeValue {
-				return false
-			}
-		case s.Index != q.Index:
-			return false
-		}
-	}
-	return true
-}
-
-// scalarYAML is v as YAML, without the final newline.
-func scalarYAML(v any) string {
-	b, err := yaml.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return strings.TrimSuffix(string(b), "\n")
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/objwatch/objwatch/change"
+	"github.com/objwatch/objwatch/internal/explain"
 	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/server/audit"
 	"github.com/objwatch/objwatch/testenv"
@@ -141,13 +142,13 @@ func TestBlameSetsAndIndexes(t *testing.T) {
 		},
 		"status": map[string]any{"list": []any{map[string]any{"v": int64(1)}, map[string]any{"v": int64(2)}}},
 	}
-	lines, err := blame(obj, []authoredChange{{path: change.Path{{Field: "status"}}, user: "carol"}}, now)
+	lines, err := explain.Blame(obj, []explain.AuthoredChange{{Path: change.Path{{Field: "status"}}, User: "carol"}}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make([]string, len(lines))
 	for i, l := range lines {
-		got[i] = l.note + "|" + l.text
+		got[i] = l.Note + "|" + l.Text
 	}
 	want := []string{
 		"|metadata:",

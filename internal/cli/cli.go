@@ -19,7 +19,7 @@ func Main(args []string) int {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCommand(), newBenchCommand(), newWatchCommand(), newWhyCommand(), newUserCommand(), newAuditCommand(), newHistoryCommand(), newBlameCommand(), newGetCommand(), newChangesCommand(), newRecordCommand(), newReplayCommand())
+	root.AddCommand(newServeCommand(), newBenchCommand(), newWatchCommand(), newWhyCommand(), newUserCommand(), newAuditCommand(), newHistoryCommand(), newBlameCommand(), newGetCommand(), newChangesCommand(), newRecordCommand(), newReplayCommand(), newUICommand())
 	root.SetArgs(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

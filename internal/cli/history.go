@@ -7,12 +7,11 @@ import (
 	"io"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/objwatch/objwatch/change"
 	"github.com/objwatch/objwatch/client"
+	"github.com/objwatch/objwatch/internal/explain"
 )
 
 // historyCmd is `objwatch history`.
@@ -58,59 +57,6 @@ it could not record or no longer has are reported, not skipped silently:
 	return cmd
 }
 
-// objectHistory is the server's answer (server/endpoints.ObjectHistory).
-type objectHistory struct {
-	Source            string `json:"source"`
-	Complete          bool   `json:"complete"`
-	CompactedRevision int64  `json:"compactedRevision"`
-	OldestRevision    int64  `json:"oldestRevision"`
-	Gaps              []struct {
-		From int64 `json:"from"`
-		To   int64 `json:"to"`
-	} `json:"gaps"`
-	Items []historyItem `json:"items"`
-}
-
-type historyItem struct {
-	ResourceVersion string         `json:"resourceVersion"`
-	Time            *time.Time     `json:"time"`
-	Deleted         bool           `json:"deleted"`
-	InGap           bool           `json:"inGap"`
-	Object          map[string]any `json:"object"`
-	Author          *historyAuthor `json:"author"`
-}
-
-// historyAuthor is who made a change (server/endpoints.HistoryAuthor).
-type historyAuthor struct {
-	User             string    `json:"user"`
-	Groups           []string  `json:"groups"`
-	ImpersonatedUser string    `json:"impersonatedUser"`
-	Verb             string    `json:"verb"`
-	FieldManager     string    `json:"fieldManager"`
-	Server           string    `json:"server"`
-	Time             time.Time `json:"time"`
-}
-
-// who is the author as one phrase: "alice update (kubectl, on server-1)".
-func (a *historyAuthor) who() string {
-	s := a.User
-	if a.ImpersonatedUser != "" {
-		s += " as " + a.ImpersonatedUser
-	}
-	s += " " + a.Verb
-	var via []string
-	if a.FieldManager != "" {
-		via = append(via, a.FieldManager)
-	}
-	if a.Server != "" {
-		via = append(via, "on "+a.Server)
-	}
-	if len(via) > 0 {
-		s += " (" + strings.Join(via, ", ") + ")"
-	}
-	return s
-}
-
 func (h *historyCmd) run(ctx context.Context, out io.Writer, resource, name string) error {
 	switch h.output {
 	case "", "text", "json":
@@ -131,7 +77,7 @@ func (h *historyCmd) run(ctx context.Context, out io.Writer, resource, name stri
 		fmt.Fprintf(out, "%s\n", strings.TrimSpace(string(b)))
 		return nil
 	}
-	var hist objectHistory
+	var hist explain.ObjectHistory
 	if err := json.Unmarshal(b, &hist); err != nil {
 		return fmt.Errorf("history of %s %s: %w", res, name, err)
 	}
@@ -141,71 +87,16 @@ func (h *historyCmd) run(ctx context.Context, out io.Writer, resource, name stri
 		obj = ns + "/" + name
 	}
 	fmt.Fprintf(out, "# %s %s: %s\n", res.GVR.Resource, obj, plural(len(hist.Items), "revision"))
-	printHistoryNotes(out, &hist)
-	var prev map[string]any
-	for i, it := range hist.Items {
-		header := "rv=" + it.ResourceVersion
-		if it.Time != nil {
-			header += " " + it.Time.UTC().Format(time.RFC3339)
+	for _, n := range hist.Notes() {
+		fmt.Fprintln(out, "# "+n)
+	}
+	for _, r := range hist.Revisions() {
+		fmt.Fprintln(out, p.paint(ansiBold, r.Header))
+		for _, c := range r.Changes {
+			fmt.Fprintln(out, p.changeLine(c))
 		}
-		switch {
-		case it.Author != nil:
-			header += " " + it.Author.who()
-		case i == 0 && hist.Complete:
-			header += " created"
-		}
-		if it.Deleted {
-			header += " deleted"
-			if it.InGap {
-				header += " (at some revision within the gap)"
-			}
-		}
-		fmt.Fprintln(out, p.paint(ansiBold, header))
-		switch {
-		case it.Deleted, i > 0 && hist.Items[i-1].Deleted:
-			// A deletion, or a new object of the same name: the header
-			// says it all, as for the first creation.
-		case i == 0 && !hist.Complete:
-			for _, c := range change.Between(map[string]any{}, change.WithoutNoise(it.Object)).Changes() {
-				fmt.Fprintln(out, p.changeLine(c))
-			}
-		case i > 0:
-			for _, c := range change.Between(change.WithoutNoise(prev), change.WithoutNoise(it.Object)).Changes() {
-				fmt.Fprintln(out, p.changeLine(c))
-			}
-		}
-		prev = it.Object
 	}
 	return nil
-}
-
-// printHistoryNotes says where a history comes from and what it lacks.
-func printHistoryNotes(out io.Writer, hist *objectHistory) {
-	authors := false
-	for _, it := range hist.Items {
-		authors = authors || it.Author != nil
-	}
-	if hist.Source != "history" {
-		fmt.Fprintln(out, "# from etcd's own history (this server keeps no history store: objwatch serve --history); compaction removes it")
-		if !authors {
-			fmt.Fprintln(out, "# authors unknown: without a history store they come only from the server's audit log (objwatch serve --audit-log-path)")
-		}
-	}
-	for _, g := range hist.Gaps {
-		fmt.Fprintf(out, "# revisions %d-%d could not be recorded (etcd compacted them while the history store was not reading)\n", g.From, g.To)
-	}
-	if !hist.Complete {
-		switch {
-		case hist.CompactedRevision > 0:
-			fmt.Fprintf(out, "# revisions before %d were compacted; the oldest one kept is shown whole\n", hist.CompactedRevision)
-		case hist.CompactedRevision < 0:
-			fmt.Fprintln(out, "# older revisions were compacted; the oldest one kept is shown whole")
-		case hist.Source == "history":
-			fmt.Fprintf(out, "# the history store retains revisions from %d on; the oldest one shown is whole\n", hist.OldestRevision)
-		default:
-			fmt.Fprintln(out, "# older revisions are not shown; the oldest one shown is whole")
-		}
-	}
 }
 
 // object connects to the server of the flags and resolves resource: it

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,42 +14,8 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"github.com/objwatch/objwatch/client"
+	"github.com/objwatch/objwatch/internal/explain"
 )
-
-// parseMoment reads a moment: an RFC 3339 time, or a duration ago (2h,
-// 90m, 3d; Go's units plus d for days).
-func parseMoment(s string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	d, err := time.ParseDuration(s)
-	if days, ok := strings.CutSuffix(s, "d"); ok && err != nil {
-		var n float64
-		if n, err = strconv.ParseFloat(days, 64); err == nil {
-			d = time.Duration(n * float64(24*time.Hour))
-		}
-	}
-	if err != nil || d < 0 {
-		return time.Time{}, fmt.Errorf("%q: want an RFC 3339 time (2026-12-04T09:30:00Z) or a duration ago (2h, 90m, 3d)", s)
-	}
-	return now.Add(-d), nil
-}
-
-// requireHistory fails plainly when the server keeps no history store
-// (not objwatch, or objwatch serve --history=false): it would answer the
-// present instead of the past asked for, or nothing.
-func requireHistory(ctx context.Context, rc *client.REST, what string) error {
-	b, err := rc.Raw(ctx, "/version")
-	if err != nil {
-		return fmt.Errorf("%s: reading the server's version: %w", what, err)
-	}
-	var v map[string]string
-	if err := json.Unmarshal(b, &v); err != nil || v["history"] == "" {
-		return fmt.Errorf("%s: this server keeps no history store (it is not objwatch, or runs with --history=false), so it cannot show the past; objwatch history shows what etcd itself still has", what)
-	}
-	return nil
-}
 
 // getCmd is `objwatch get`.
 type getCmd struct {
@@ -96,7 +61,7 @@ func (g *getCmd) run(ctx context.Context, out io.Writer, resource, name string) 
 	if g.asOf == "" {
 		return errors.New("--as-of is required (objwatch get shows the past; kubectl get shows the present)")
 	}
-	at, err := parseMoment(g.asOf, g.now())
+	at, err := explain.ParseMoment(g.asOf, g.now())
 	if err != nil {
 		return fmt.Errorf("--as-of %w", err)
 	}
@@ -110,7 +75,7 @@ func (g *getCmd) run(ctx context.Context, out io.Writer, resource, name string) 
 		return err
 	}
 	defer rc.CloseIdleConnections()
-	if err := requireHistory(ctx, rc, "--as-of"); err != nil {
+	if err := explain.RequireHistory(ctx, rc, "--as-of"); err != nil {
 		return err
 	}
 	q := url.Values{"asOf": {at.UTC().Format(time.RFC3339Nano)}}
@@ -215,38 +180,18 @@ shown. An objwatch server with a history store answers it
 	return cmd
 }
 
-// changeList is the server's answer (server/endpoints.ChangeList).
-type changeList struct {
-	FromResourceVersion string `json:"fromResourceVersion"`
-	ToResourceVersion   string `json:"toResourceVersion"`
-	Continue            string `json:"continue"`
-	HistoryStartsLater  bool   `json:"historyStartsLater"`
-	Items               []struct {
-		Type            string          `json:"type"`
-		Group           string          `json:"group"`
-		Resource        string          `json:"resource"`
-		Namespace       string          `json:"namespace"`
-		Name            string          `json:"name"`
-		ResourceVersion string          `json:"resourceVersion"`
-		Time            time.Time       `json:"time"`
-		Author          *historyAuthor  `json:"author"`
-		InGap           bool            `json:"inGap"`
-		Patch           json.RawMessage `json:"patch"`
-	} `json:"items"`
-}
-
 func (c *changesCmd) run(ctx context.Context, out io.Writer, resource string) error {
 	if c.since == "" {
 		return errors.New("--since is required (e.g. --since 1h)")
 	}
 	now := c.now()
-	since, err := parseMoment(c.since, now)
+	since, err := explain.ParseMoment(c.since, now)
 	if err != nil {
 		return fmt.Errorf("--since %w", err)
 	}
 	q := url.Values{"since": {since.UTC().Format(time.RFC3339Nano)}}
 	if c.until != "" {
-		until, err := parseMoment(c.until, now)
+		until, err := explain.ParseMoment(c.until, now)
 		if err != nil {
 			return fmt.Errorf("--until %w", err)
 		}
@@ -262,7 +207,7 @@ func (c *changesCmd) run(ctx context.Context, out io.Writer, resource string) er
 		return err
 	}
 	defer rc.CloseIdleConnections()
-	if err := requireHistory(ctx, rc, "changes"); err != nil {
+	if err := explain.RequireHistory(ctx, rc, "changes"); err != nil {
 		return err
 	}
 	if resource != "" {
@@ -299,7 +244,7 @@ func (c *changesCmd) run(ctx context.Context, out io.Writer, resource string) er
 		if c.output == "json" {
 			fmt.Fprintf(out, "%s\n", strings.TrimSpace(string(b)))
 		}
-		var l changeList
+		var l explain.ChangeList
 		if err := json.Unmarshal(b, &l); err != nil {
 			return fmt.Errorf("changes: %w", err)
 		}
@@ -324,7 +269,7 @@ func (c *changesCmd) run(ctx context.Context, out io.Writer, resource string) er
 	return nil
 }
 
-func (c *changesCmd) printChange(out io.Writer, p *watchRun, typ, resource, group, ns, name, rv string, t time.Time, a *historyAuthor, inGap bool, patch json.RawMessage) {
+func (c *changesCmd) printChange(out io.Writer, p *watchRun, typ, resource, group, ns, name, rv string, t time.Time, a *explain.Author, inGap bool, patch json.RawMessage) {
 	obj := resource
 	if group != "" {
 		obj += "." + group
@@ -335,7 +280,7 @@ func (c *changesCmd) printChange(out io.Writer, p *watchRun, typ, resource, grou
 	}
 	who := "unknown author"
 	if a != nil {
-		who = a.who()
+		who = a.Who()
 	}
 	header := fmt.Sprintf("rv=%s %s %s %s  %s", rv, t.UTC().Format(time.RFC3339), typ, obj, who)
 	if inGap {
@@ -345,38 +290,7 @@ func (c *changesCmd) printChange(out io.Writer, p *watchRun, typ, resource, grou
 	if typ != "MODIFIED" {
 		return
 	}
-	for _, line := range patchLines(patch) {
+	for _, line := range explain.PatchLines(patch) {
 		fmt.Fprintln(out, line)
 	}
-}
-
-// patchLines renders a change's JSON patch as one line per operation.
-func patchLines(patch json.RawMessage) []string {
-	var ops []struct {
-		Op    string `json:"op"`
-		Path  string `json:"path"`
-		Value any    `json:"value"`
-	}
-	if json.Unmarshal(patch, &ops) != nil {
-		return nil
-	}
-	var out []string
-	for _, op := range ops {
-		path := strings.ReplaceAll(strings.TrimPrefix(op.Path, "/"), "/", ".")
-		if strings.HasPrefix(path, "metadata.managedFields") || path == "metadata.resourceVersion" {
-			continue
-		}
-		switch op.Op {
-		case "remove":
-			out = append(out, "    - "+path)
-		default:
-			v, _ := json.Marshal(op.Value)
-			sign := "~"
-			if op.Op == "add" {
-				sign = "+"
-			}
-			out = append(out, fmt.Sprintf("    %s %s: %s", sign, path, v))
-		}
-	}
-	return out
 }

@@ -20,10 +20,10 @@ import (
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/objwatch/objwatch/change"
 	"github.com/objwatch/objwatch/client"
+	"github.com/objwatch/objwatch/internal/explain"
 )
 
 // watchCmd is `objwatch watch`. Its fields are the flags plus hooks tests
@@ -346,26 +346,10 @@ func (r *watchRun) relist(ctx context.Context) error {
 	return nil
 }
 
-// listPage is the page size of lists.
-const listPage = 500
-
 // list reads every matching object, a page at a time, and the list's
 // resourceVersion.
 func (r *watchRun) list(ctx context.Context) ([]*unstructured.Unstructured, string, error) {
-	opts := r.opts
-	opts.Limit = listPage
-	var items []*unstructured.Unstructured
-	for {
-		l, err := r.c.List(ctx, r.ns, opts)
-		if err != nil {
-			return nil, "", fmt.Errorf("list %s: %w", r.res, err)
-		}
-		items = append(items, l.Items...)
-		if l.Continue == "" {
-			return items, l.ResourceVersion, nil
-		}
-		opts.Continue = l.Continue
-	}
+	return explain.ListAll(ctx, r.c, r.ns, r.opts)
 }
 
 // relistNote explains a relist in one line.
@@ -411,20 +395,13 @@ func (r *watchRun) modified(old, obj *unstructured.Unstructured) {
 	r.event(client.Modified, obj, changes, d.Patch())
 }
 
-type jsonChange struct {
-	Path string    `json:"path"`
-	Op   change.Op `json:"op"`
-	Old  *any      `json:"old,omitempty"` // set, maybe to null, unless the op is add
-	New  *any      `json:"new,omitempty"` // set, maybe to null, unless the op is remove
-}
-
 type jsonEvent struct {
-	Type            client.EventType `json:"type"`
-	Namespace       string           `json:"namespace,omitempty"`
-	Name            string           `json:"name"`
-	ResourceVersion string           `json:"resourceVersion"`
-	Time            string           `json:"time"`
-	Changes         []jsonChange     `json:"changes,omitempty"`
+	Type            client.EventType     `json:"type"`
+	Namespace       string               `json:"namespace,omitempty"`
+	Name            string               `json:"name"`
+	ResourceVersion string               `json:"resourceVersion"`
+	Time            string               `json:"time"`
+	Changes         []explain.JSONChange `json:"changes,omitempty"`
 	// Patch is the RFC 6902 JSON Patch of a MODIFIED event.
 	Patch []change.Operation `json:"patch,omitempty"`
 }
@@ -455,17 +432,7 @@ func (r *watchRun) event(typ client.EventType, obj *unstructured.Unstructured, c
 			if e.Patch == nil {
 				e.Patch = []change.Operation{}
 			}
-			e.Changes = make([]jsonChange, 0, len(changes))
-			for _, c := range changes {
-				jc := jsonChange{Path: c.Path.String(), Op: c.Op}
-				if c.Op != change.OpAdd {
-					jc.Old = &c.Old
-				}
-				if c.Op != change.OpRemove {
-					jc.New = &c.New
-				}
-				e.Changes = append(e.Changes, jc)
-			}
+			e.Changes = explain.JSONChanges(changes)
 		}
 		b, err := json.Marshal(e)
 		if err != nil {
@@ -570,12 +537,7 @@ func (r *watchRun) where() string {
 	return s
 }
 
-func keyOf(obj *unstructured.Unstructured) string {
-	if ns := obj.GetNamespace(); ns != "" {
-		return ns + "/" + obj.GetName()
-	}
-	return obj.GetName()
-}
+func keyOf(obj *unstructured.Unstructured) string { return explain.KeyOf(obj) }
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -623,52 +585,8 @@ func restClient(kubeconfig, context string, wrap func(http.RoundTripper) http.Ro
 	return rc, cfg, nil
 }
 
-// resolveResource finds the resource a command-line name means, the way
-// kubectl does: a plural, singular or short name or a kind, case
-// insensitive, optionally followed by .group or .version.group; the core
-// group first, then the others in the server's order, each at its
-// preferred version.
+// resolveResource finds the resource a command-line name means
+// (explain.ResolveResource).
 func resolveResource(ctx context.Context, rc *client.REST, arg string) (client.Resource, error) {
-	name, group, qualified := strings.Cut(strings.ToLower(arg), ".")
-	var gvs []schema.GroupVersion
-	if !qualified || group == "v1" {
-		gvs = append(gvs, schema.GroupVersion{Version: "v1"})
-	}
-	b, err := rc.Raw(ctx, "/apis")
-	if err != nil {
-		return client.Resource{}, fmt.Errorf("discovery: %w", err)
-	}
-	var groups metav1.APIGroupList
-	if err := json.Unmarshal(b, &groups); err != nil {
-		return client.Resource{}, fmt.Errorf("discovery: %w", err)
-	}
-	for _, g := range groups.Groups {
-		if !qualified {
-			gvs = append(gvs, schema.GroupVersion{Group: g.Name, Version: g.PreferredVersion.Version})
-			continue
-		}
-		if g.Name == group {
-			gvs = append(gvs, schema.GroupVersion{Group: g.Name, Version: g.PreferredVersion.Version})
-		}
-		for _, v := range g.Versions { // deployments.v1.apps
-			if v.Version+"."+g.Name == group {
-				gvs = append(gvs, schema.GroupVersion{Group: g.Name, Version: v.Version})
-			}
-		}
-	}
-	for _, gv := range gvs {
-		ars, err := apiResources(ctx, rc, gv)
-		if err != nil {
-			return client.Resource{}, err
-		}
-		for _, ar := range ars {
-			if strings.Contains(ar.Name, "/") || (len(ar.Verbs) > 0 && !slices.Contains(ar.Verbs, "watch")) {
-				continue
-			}
-			if ar.Name == name || ar.SingularName == name || strings.ToLower(ar.Kind) == name || slices.Contains(ar.ShortNames, name) {
-				return client.Resource{GVR: gv.WithResource(ar.Name), Namespaced: ar.Namespaced, Kind: ar.Kind}, nil
-			}
-		}
-	}
-	return client.Resource{}, fmt.Errorf("resource %q: %w", arg, client.ErrNotFound)
+	return explain.ResolveResource(ctx, rc, arg)
 }

@@ -55,6 +55,20 @@ func TestClientLibraryIsStandalone(t *testing.T) {
 	}
 }
 
+// TestWebPageIsAClient: objwatch ui (internal/ui) and the explanations
+// it shares with the command line (internal/explain) are clients of any
+// Kubernetes API server: they never pull in the server, the storage
+// layer, etcd, client-go or the command line.
+func TestWebPageIsAClient(t *testing.T) {
+	for _, d := range goList(t, "-deps", module+"/internal/ui", module+"/internal/explain") {
+		for _, banned := range []string{module + "/server", module + "/storage", module + "/internal/cli", module + "/testenv", "go.etcd.io/etcd/", "k8s.io/client-go", "k8s.io/kubernetes/"} {
+			if strings.HasPrefix(d, banned) {
+				t.Errorf("internal/ui or internal/explain depends on %s", d)
+			}
+		}
+	}
+}
+
 // TestServerImportsPointDown: the server's subpackages never import the
 // facade (server) or the command line, and the watch wire knows nothing of
 // resources or storage.
