@@ -31,8 +31,9 @@ func masked(msg string) string {
 // wrongly, fails a read in the version it converts to and a create
 // through it with kube-apiserver's code, reason and message (v1.37.2,
 // the same webhook and CRD, host and port masked). The read's message is
-// kube's storage error around the webhook's failure, the create's the
-// failure alone.
+// kube's storage error around the webhook's failure, the list's kube's
+// StorageReadError around the same (the key with its /registry prefix),
+// the create's the failure alone.
 func TestConversionWebhookFaults(t *testing.T) {
 	env, w := servertest.StartWidgets(t)
 	a := servertest.NewAPI(t, env)
@@ -41,6 +42,7 @@ func TestConversionWebhookFaults(t *testing.T) {
 	const (
 		crdPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com"
 		read    = `Internal error occurred: StorageError: corrupt object, Code: 7, Key: /example.com/widgets/default/b, ResourceVersion: 0, AdditionalErrorMsg: object not decodable revision=N: conversion webhook for example.com/v1, Kind=Widget `
+		list    = `failed to read one or more widgets.example.com from the storage: StorageError: corrupt object, Code: 7, Key: /registry/example.com/widgets/default/b, ResourceVersion: 0, AdditionalErrorMsg: object not decodable revision=N: conversion webhook for example.com/v1, Kind=Widget `
 		write   = `conversion webhook for example.com/v2, Kind=Widget `
 		post    = `failed: Post "https://HOST/convert?timeout=30s": `
 	)
@@ -87,9 +89,10 @@ func TestConversionWebhookFaults(t *testing.T) {
 			if tc.write == "" {
 				tc.write = tc.read
 			}
-			var got, created servertest.Response
+			var got, listed, created servertest.Response
 			var wg sync.WaitGroup // a slow webhook takes its 30 s for each
 			wg.Go(func() { got = a.JSON("GET", servertest.WidgetsV2+"/b", "") })
+			wg.Go(func() { listed = a.JSON("GET", servertest.WidgetsV2+"?limit=10", "") })
 			wg.Go(func() { created = a.JSON("POST", servertest.WidgetsV2, servertest.WidgetV2("x-"+tc.fault, 1)) })
 			wg.Wait()
 			check := func(what string, r servertest.Response, reason, want string) {
@@ -100,6 +103,7 @@ func TestConversionWebhookFaults(t *testing.T) {
 				}
 			}
 			check("get in v2", got, "InternalError", read+tc.read)
+			check("list in v2", listed, "StorageReadError", list+tc.read)
 			check("create in v2", created, "", write+tc.write)
 			servertest.MustCode(t, "nothing created", a.JSON("GET", servertest.WidgetsV1+"/x-"+tc.fault, ""), http.StatusNotFound)
 		})

@@ -102,8 +102,21 @@ func (e *ConversionError) Error() string {
 		return e.Err.Error()
 	}
 	// kube-apiserver's keys are relative to its /registry prefix.
-	return fmt.Sprintf("StorageError: corrupt object, Code: 7, Key: %s, ResourceVersion: 0, AdditionalErrorMsg: object not decodable revision=%d: %v",
-		strings.TrimPrefix(e.Key, strings.TrimSuffix(registry.Root, "/")), e.Rev, e.Err)
+	return e.corrupt(strings.TrimPrefix(e.Key, strings.TrimSuffix(registry.Root, "/")))
+}
+
+func (e *ConversionError) corrupt(key string) string {
+	return fmt.Sprintf("StorageError: corrupt object, Code: 7, Key: %s, ResourceVersion: 0, AdditionalErrorMsg: object not decodable revision=%d: %v", key, e.Rev, e.Err)
+}
+
+// listError is kube-apiserver's answer to a list that meets an object it
+// cannot decode: 500 StorageReadError naming the resource, and the object
+// by its whole key (this one with the /registry prefix).
+func (e *ConversionError) listError(gr schema.GroupResource) error {
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure, Code: http500, Reason: metav1.StatusReasonStoreReadError,
+		Message: fmt.Sprintf("failed to read one or more %s from the storage: %s", gr, e.corrupt(e.Key)),
+	}}
 }
 
 func (e *ConversionError) Unwrap() error { return e.Err }

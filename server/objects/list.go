@@ -296,6 +296,9 @@ func (r *storeReader) list(ctx context.Context, res *registry.Resource, ns strin
 		// One conversion for the page: the selectors match the objects
 		// in the version read.
 		objs, err := decodeStored(ctx, res, lr.KVs)
+		if conv := (*ConversionError)(nil); errors.As(err, &conv) {
+			return nil, meta, conv.listError(gr(res))
+		}
 		if err != nil {
 			return nil, meta, apierrors.NewInternalError(err)
 		}
