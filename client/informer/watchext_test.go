@@ -471,7 +471,18 @@ func TestMaskedDeltasAcrossCutsAndRelists(t *testing.T) {
 			return forgotten(rv)
 		})
 	}
+	relists := func(inf *informer.SharedInformer[CM]) float64 {
+		return metricValue(t, reg, "objwatch_informer_relists_total", inf.Name(), "")
+	}
+	before := []float64{relists(infs[0]), relists(infs[1])}
 	e.cut.Release()
+	// Both relist the same state: nothing is written until both have
+	// (a write between the two relists would be collapsed into the
+	// later one's update and seen as a change of its own by the other).
+	for i, inf := range infs {
+		waitFor(t, inf.Name()+" to relist", func() bool { return relists(inf) > before[i] })
+	}
+	caughtUp()
 	write(10)
 	if _, err := e.writer.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "end", Namespace: "default",
 		Labels: map[string]string{"app": "cuts"}}}, metav1.CreateOptions{}); err != nil {
@@ -483,9 +494,6 @@ func TestMaskedDeltasAcrossCutsAndRelists(t *testing.T) {
 	// A relist collapses the changes it missed into one update, so the
 	// calls compare only when both relisted alike (the resumption after
 	// the first cut can, rarely, come too late for one of them).
-	relists := func(inf *informer.SharedInformer[CM]) float64 {
-		return metricValue(t, reg, "objwatch_informer_relists_total", inf.Name(), "")
-	}
 	if a, b := logs[0].calls(), logs[1].calls(); relists(infs[0]) == relists(infs[1]) && !slices.Equal(a, b) {
 		t.Errorf("server and emulated calls differ:\n%s\n---\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
 	}
