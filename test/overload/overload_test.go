@@ -10,6 +10,7 @@ package overload_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -326,17 +327,25 @@ func TestOverload(t *testing.T) {
 
 // tokenClient trusts the server's CA and presents no client certificate.
 func tokenClient(t *testing.T, kubeconfig string) *http.Client {
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tlsFor(t, kubeconfig, false), MaxIdleConnsPerHost: 128, ForceAttemptHTTP2: false}}
+}
+
+// tlsFor is the TLS configuration of kubeconfig's cluster, with its
+// client certificate or without.
+func tlsFor(t *testing.T, kubeconfig string, withCert bool) *tls.Config {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.TLSClientConfig.CertData, cfg.TLSClientConfig.KeyData = nil, nil
-	cfg.TLSClientConfig.CertFile, cfg.TLSClientConfig.KeyFile = "", ""
+	if !withCert {
+		cfg.TLSClientConfig.CertData, cfg.TLSClientConfig.KeyData = nil, nil
+		cfg.TLSClientConfig.CertFile, cfg.TLSClientConfig.KeyFile = "", ""
+	}
 	tc, err := rest.TLSConfigFor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc, MaxIdleConnsPerHost: 128, ForceAttemptHTTP2: false}}
+	return tc
 }
 
 // smallWindowClient opens one connection per request with a 16 KiB
@@ -344,14 +353,7 @@ func tokenClient(t *testing.T, kubeconfig string) *http.Client {
 // writes after a few events rather than after the tens of megabytes a
 // loopback connection's buffers grow to.
 func smallWindowClient(t *testing.T, kubeconfig string) *http.Client {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tc, err := rest.TLSConfigFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tc := tlsFor(t, kubeconfig, true)
 	d := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10) })
