@@ -102,8 +102,9 @@ func (c *Caches) For(res *registry.Resource) *watchcache.Cache {
 // Watchers is how many watches the caches of res's objects hold: the
 // caches of every version stored under res's prefix. It starts no cache.
 func (c *Caches) Watchers(res *registry.Resource) int {
+	var buf [4]*watchcache.Cache // a resource has few versions: no allocation per write
+	caches := buf[:0]
 	c.mu.Lock()
-	var caches []*watchcache.Cache
 	for r, wc := range c.m {
 		if r.StoragePrefix == res.StoragePrefix {
 			caches = append(caches, wc)
