@@ -129,6 +129,11 @@ type Config struct {
 	// work estimator (default endpoints.DefaultWatchEventCPU; negative:
 	// none). See package endpoints, "Delivery".
 	WatchEventCPU time.Duration
+	// WatchWriters is how many watches write their events at once; the
+	// others wait parked, so that requests are not queued behind every
+	// watch's write in Go's scheduler (default
+	// endpoints.DefaultWatchWritersPerCPU per CPU; negative: no limit).
+	WatchWriters int
 	// RequestTimeout bounds non-watch requests (default 60 s).
 	RequestTimeout time.Duration
 	// MinWatchTimeout: watches without timeoutSeconds end after a random
@@ -495,7 +500,7 @@ func (s *Server) build() error {
 		Objects: s.objects, Registry: s.registry, Authenticator: cfg.Authenticator, Authorize: s.access.Authorize,
 		Log: cfg.Log, Metrics: cfg.Metrics, Pacer: s.pacer, Audit: s.audit, FieldManager: fm,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxReadInFlight: cfg.MaxReadInFlight, MaxMutatingInFlight: cfg.MaxMutatingInFlight,
-		UserInFlightShare: cfg.UserInFlightShare, ExecutionSeats: cfg.ExecutionSeats, WatchEventCPU: cfg.WatchEventCPU,
+		UserInFlightShare: cfg.UserInFlightShare, ExecutionSeats: cfg.ExecutionSeats, WatchEventCPU: cfg.WatchEventCPU, WatchWriters: cfg.WatchWriters,
 		RequestTimeout: cfg.RequestTimeout, MinWatchTimeout: cfg.MinWatchTimeout, NoExtensions: cfg.WithoutWatchExtensions, WatchWriteTimeout: cfg.WatchWriteTimeout,
 	}); err != nil {
 		return err

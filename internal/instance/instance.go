@@ -193,7 +193,10 @@ func Start(ctx context.Context, o Options) (_ *Instance, err error) {
 	}
 	in.cli = cli
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The scheduler's metrics too: go_sched_latencies_seconds is how long
+	// runnable goroutines waited for a CPU, what a request waits behind
+	// thousands of watches being delivered (docs/OPERATIONS.md, "Overload").
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if in.Store, err = etcd.New(cli, reg); err != nil {
 		return nil, err
 	}

@@ -63,8 +63,20 @@
 //     As kube-apiserver's mutating work estimator (which adds latency per
 //     watcher to a write's seats), a successful write keeps its seat
 //     after it returns for the estimated delivery CPU (Config.WatchEventCPU
-//     per watch of the resource plus a nanosecond per byte, times the
-//     seats per CPU, at most maxDeliveryHold).
+//     per watch the event may go to plus a nanosecond per byte, times
+//     the seats per CPU, at most maxDeliveryHold). The watches counted
+//     are kube-apiserver's "interested" ones: those of the resource in
+//     every namespace and, for a namespaced object, those of its
+//     namespace.
+//   - Delivery, the writes: when an event reaches thousands of watches,
+//     each watch's goroutine becomes runnable at once, and Go's scheduler
+//     has no priorities: a request readied meanwhile would wait behind
+//     all of them (tens to hundreds of milliseconds on two CPUs). Watches
+//     write through a gate (watchstream.Gate, Config.WatchWriters, one
+//     per CPU): the others wait parked, so requests wait behind a few
+//     writes at most. A write keeps its place at most watchWriterPatience,
+//     and a watch whose write took longer (a client slow to read) passes
+//     by the gate until one of its writes is quick again.
 //
 // The server's own work (its controllers call the object service, not
 // this API) passes neither limit. Members of system:masters are exempt,
@@ -143,10 +155,14 @@ type Config struct {
 	ExecutionSeats int
 	// WatchEventCPU is the server CPU one watch event costs to deliver
 	// to one watch, besides a nanosecond per byte: a write's seat is held
-	// that long per watch of its resource after it returns (see the
+	// that long per watch its event may go to after it returns (see the
 	// package doc, "Delivery"). 0: DefaultWatchEventCPU; negative: no
 	// hold.
-	WatchEventCPU  time.Duration
+	WatchEventCPU time.Duration
+	// WatchWriters is how many watches write their events at once (0:
+	// DefaultWatchWritersPerCPU per CPU; negative: no limit); see the
+	// package doc, "Delivery".
+	WatchWriters   int
 	RequestTimeout time.Duration
 	// MinWatchTimeout: watches without timeoutSeconds end after a random
 	// duration in [MinWatchTimeout, 2*MinWatchTimeout).
@@ -193,7 +209,7 @@ func New(cfg Config) (*API, error) {
 	a := &API{
 		discovery: discovery{registry: cfg.Registry},
 		bodies:    bodies{maxBytes: cfg.MaxRequestBytes},
-		watches:   watches{metrics: m, pacer: cfg.Pacer},
+		watches:   watches{metrics: m, pacer: cfg.Pacer, gate: newDeliveryGate(cfg.WatchWriters)},
 		cfg:       cfg, objects: cfg.Objects, registry: cfg.Registry, metrics: m,
 		reads: reads, mutations: mutations, seats: seats,
 	}

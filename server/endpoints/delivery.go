@@ -9,6 +9,7 @@ import (
 
 	"github.com/objwatch/objwatch/server/auth"
 	"github.com/objwatch/objwatch/server/objects"
+	"github.com/objwatch/objwatch/server/watchstream"
 )
 
 // DefaultWatchEventCPU is Config.WatchEventCPU's default: the server CPU
@@ -51,7 +52,7 @@ func (a *API) deliveryHold(r *http.Request, req *objects.Request, verb string) t
 	if strings.Contains(r.URL.RawQuery, "dryRun") && r.URL.Query().Has("dryRun") {
 		return 0
 	}
-	watches := a.objects.Caches().Watchers(req.Resource)
+	watches := a.objects.Caches().Watchers(req.Resource, req.Namespace)
 	if watches == 0 {
 		return 0
 	}
@@ -64,6 +65,28 @@ func (a *API) deliveryHold(r *http.Request, req *objects.Request, verb string) t
 	perCPU := max(1, a.seats.seats/runtime.GOMAXPROCS(0))
 	d := time.Duration(watches) * (perEvent + time.Duration(size)) * time.Duration(perCPU)
 	return min(d, maxDeliveryHold)
+}
+
+// DefaultWatchWritersPerCPU is how many watches write at once per CPU
+// when Config.WatchWriters is 0.
+const DefaultWatchWritersPerCPU = 1
+
+// watchWriterPatience is how long one watch's write keeps its place in
+// the delivery gate (watchstream.Gate) at most: a few ordinary writes'
+// time, so that a write blocked on a client that stopped reading delays
+// the others little.
+const watchWriterPatience = 2 * time.Millisecond
+
+// newDeliveryGate returns the gate of n watches writing at once (0: the
+// default per CPU; negative: nil, no gate).
+func newDeliveryGate(n int) *watchstream.Gate {
+	switch {
+	case n < 0:
+		return nil
+	case n == 0:
+		n = DefaultWatchWritersPerCPU * runtime.GOMAXPROCS(0)
+	}
+	return watchstream.NewGate(n, watchWriterPatience)
 }
 
 // releaseAfter releases a seat after hold (at once for none), keeping it

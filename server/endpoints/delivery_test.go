@@ -13,8 +13,8 @@ import (
 // TestWriteKeepsItsSeatWhileItsEventIsDelivered: a write of a user who
 // takes a seat keeps it after it returns for the watch event's estimated
 // delivery (here 2 s per watch, capped at 1 s), and only while the
-// resource has watches; a dry run and an exempt user's write hold
-// nothing. The seat is
+// resource has watches its event may go to; a dry run, a write in a
+// namespace nobody watches and an exempt user's write hold nothing. The seat is
 // seen through objwatch_apiserver_executing_seats, sampled after the
 // write returned: a sample sent 300–900 ms after it must show the seat
 // held, and none sent 500 ms or more after it may where nothing is held.
@@ -77,6 +77,19 @@ func TestWriteKeepsItsSeatWhileItsEventIsDelivered(t *testing.T) {
 	}
 	noHold("flood's dry-run create (no event)", samples(func() servertest.Response {
 		return flood.JSON("POST", servertest.CMs+"?dryRun=All", servertest.CM("dry", ""))
+	}))
+	// The watch is of namespace default: an event in another namespace
+	// goes to none of it, so a write there holds nothing (as
+	// kube-apiserver counts the watches interested in a write).
+	servertest.MustCode(t, "namespace other", admin.JSON("POST", "/api/v1/namespaces", `{"metadata":{"name":"other"}}`), http.StatusCreated)
+	admin.Must("POST", "/apis/rbac.authorization.k8s.io/v1/namespaces/other/rolebindings",
+		`{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"flood-edit"},
+		"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"edit"},"subjects":[{"kind":"User","name":"flood"}]}`)
+	servertest.Eventually(t, "flood's binding in other", func() bool {
+		return flood.JSON("GET", "/api/v1/namespaces/other/configmaps", "").Code == http.StatusOK
+	})
+	noHold("flood's create in a namespace nobody watches", samples(func() servertest.Response {
+		return flood.JSON("POST", "/api/v1/namespaces/other/configmaps", servertest.CM("elsewhere", ""))
 	}))
 	noHold("admin's create (system:masters takes no seat)", samples(func() servertest.Response {
 		return admin.JSON("POST", servertest.CMs, servertest.CM("admin", ""))

@@ -125,6 +125,7 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, req *objects.Request
 type watches struct {
 	metrics *metrics
 	pacer   *watchstream.Pacer
+	gate    *watchstream.Gate // nil: none
 	// stopping is a lifetime watches owns, not a caller's context: it is
 	// never handed out, only joined to each watch's own context by
 	// context.AfterFunc, which needs no goroutine per watch (a done
@@ -181,12 +182,19 @@ func (ws *watches) serveWatch(ctx context.Context, ww *watchstream.Writer, res *
 			return ctx.Err()
 		}
 	}
+	// The watch writes inside the delivery gate and leaves it before it
+	// waits (see watchstream.Gate).
+	pass := watchstream.NewPass(ws.gate)
 	defer func() {
+		pass.Leave()
 		if timer != nil {
 			timer.Stop()
 		}
 	}()
 	for {
+		if pass.Enter(ctx) != nil {
+			return
+		}
 		it, ok := src.TryNext()
 		if !ok {
 			since := time.Since(lastFlush)
@@ -194,6 +202,7 @@ func (ws *watches) serveWatch(ctx context.Context, ww *watchstream.Writer, res *
 				flush()
 				continue
 			}
+			pass.Leave()
 			var err error
 			if since < flushEvery {
 				// Whatever arrives before the window ends waits for its

@@ -99,9 +99,11 @@ func (c *Caches) For(res *registry.Resource) *watchcache.Cache {
 	return wc
 }
 
-// Watchers is how many watches the caches of res's objects hold: the
-// caches of every version stored under res's prefix. It starts no cache.
-func (c *Caches) Watchers(res *registry.Resource) int {
+// Watchers is how many watches of res's objects an event of an object in
+// namespace may go to (watchcache.Cache.InterestedWatchers; "": every
+// watch), over the caches of every version stored under res's prefix. It
+// starts no cache.
+func (c *Caches) Watchers(res *registry.Resource, namespace string) int {
 	var buf [4]*watchcache.Cache // a resource has few versions: no allocation per write
 	caches := buf[:0]
 	c.mu.Lock()
@@ -113,7 +115,7 @@ func (c *Caches) Watchers(res *registry.Resource) int {
 	c.mu.Unlock()
 	n := 0
 	for _, wc := range caches {
-		n += wc.Watchers()
+		n += wc.InterestedWatchers(namespace)
 	}
 	return n
 }

@@ -216,6 +216,9 @@ type Cache struct {
 	// remainingItemCount of a namespace's first page.
 	perNamespace map[string]int
 	watchers     map[*Watcher]struct{}
+	// watchersIn counts the watchers by their filter's namespace ("": all
+	// namespaces), for InterestedWatchers; no zero entries.
+	watchersIn map[string]int
 	// queued is the events waiting in all watchers' queues (MaxQueued).
 	queued atomic.Int64
 	ready  bool
@@ -277,12 +280,13 @@ func New(cfg Config) *Cache {
 		cfg.Log = slog.Default()
 	}
 	return &Cache{
-		cfg:      cfg,
-		objects:  btree.NewG(32, less),
-		labels:   labelIndex{},
-		watchers: map[*Watcher]struct{}{},
-		changed:  make(chan struct{}),
-		progress: make(chan struct{}, 1),
+		cfg:        cfg,
+		objects:    btree.NewG(32, less),
+		labels:     labelIndex{},
+		watchers:   map[*Watcher]struct{}{},
+		watchersIn: map[string]int{},
+		changed:    make(chan struct{}),
+		progress:   make(chan struct{}, 1),
 	}
 }
 

@@ -202,6 +202,9 @@ type Watcher struct {
 	c     *Cache
 	match func(*Object) bool // the compiled filter
 	hold  func(Item) bool    // WatchOptions.Hold
+	// namespace is the filter's namespace ("": all), counted in
+	// Cache.watchersIn while the watcher is open.
+	namespace string
 	// batch is what Next is handing out (initially the replay); queue
 	// collects live items meanwhile. An idle watcher holds no buffer.
 	batch  []Item
@@ -229,7 +232,7 @@ func (c *Cache) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 		return nil, feedErr
 	}
 	w := &Watcher{
-		c: c, match: o.Filter.matcher(), hold: o.Hold, notify: make(chan struct{}, 1), done: make(chan struct{}),
+		c: c, match: o.Filter.matcher(), hold: o.Hold, namespace: o.Filter.Namespace, notify: make(chan struct{}, 1), done: make(chan struct{}),
 		bookmarkEvery: o.BookmarkEvery, deadline: o.Deadline,
 	}
 	c.mu.Lock()
@@ -266,6 +269,7 @@ func (c *Cache) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 	}
 	w.scheduleBookmark(time.Now())
 	c.watchers[w] = struct{}{}
+	c.watchersIn[w.namespace]++
 	return w, nil
 }
 
@@ -348,6 +352,9 @@ func (c *Cache) end_locked(w *Watcher, err error) {
 		return
 	}
 	delete(c.watchers, w)
+	if c.watchersIn[w.namespace]--; c.watchersIn[w.namespace] == 0 {
+		delete(c.watchersIn, w.namespace)
+	}
 	w.err = err
 	close(w.done)
 }
@@ -425,4 +432,18 @@ func (c *Cache) Watchers() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return len(c.watchers)
+}
+
+// InterestedWatchers is how many open watchers an event of an object in
+// namespace may be delivered to, counted as kube-apiserver's work
+// estimator counts them: the watchers of all namespaces and, for a
+// namespace other than "", those of that namespace (whatever else their
+// filters ask). For "" (a cluster-scoped object) it is every watcher.
+func (c *Cache) InterestedWatchers(namespace string) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if namespace == "" {
+		return len(c.watchers)
+	}
+	return c.watchersIn[""] + c.watchersIn[namespace]
 }

@@ -1,0 +1,109 @@
+package watchstream
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestGateBoundsWritersAtOnce: of many watches entering together, no more
+// than the gate's slots are inside at once, and every one gets through.
+func TestGateBoundsWritersAtOnce(t *testing.T) {
+	g := NewGate(3, time.Minute)
+	var inside, most atomic.Int32
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			p := NewPass(g)
+			for range 20 {
+				if err := p.Enter(t.Context()); err != nil {
+					t.Error(err)
+					return
+				}
+				n := inside.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				time.Sleep(50 * time.Microsecond)
+				inside.Add(-1)
+				p.Leave()
+			}
+		})
+	}
+	wg.Wait()
+	if m := most.Load(); m > 3 || m == 0 {
+		t.Errorf("%d watches inside at once, want at most 3 (the slots)", m)
+	}
+	if n := len(g.slots); n != 0 {
+		t.Errorf("%d slots still taken after every watch left", n)
+	}
+}
+
+// TestGatePatience: a watch that keeps its slot past the patience (a
+// write blocked on its client) loses it, so the others go on; its next
+// batch passes by the gate, and a quick one brings it back in line.
+func TestGatePatience(t *testing.T) {
+	g := NewGate(1, 20*time.Millisecond)
+	blocked := NewPass(g)
+	if err := blocked.Enter(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	other := NewPass(g)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	if err := other.Enter(ctx); err != nil {
+		t.Fatalf("the other watch never got the slot: %v", err)
+	}
+	if d := time.Since(t0); d < 15*time.Millisecond {
+		t.Errorf("the other watch got the slot after %v, before the patience", d)
+	}
+	blocked.Leave() // its write returns at last: the slot is not its to give
+	if n := len(g.slots); n != 1 {
+		t.Fatalf("%d slots taken, want 1 (the other watch's)", n)
+	}
+	// The slow watch passes by while the slot is taken...
+	if err := blocked.Enter(ctx); err != nil || !blocked.bypass {
+		t.Fatalf("slow watch: %v, bypassing %v", err, blocked.bypass)
+	}
+	blocked.Leave() // quick
+	other.Leave()
+	// ...and waits in line again after a quick write.
+	if err := blocked.Enter(ctx); err != nil || !blocked.inside {
+		t.Fatalf("after a quick write: %v, inside %v", err, blocked.inside)
+	}
+	blocked.Leave()
+	if n := len(g.slots); n != 0 {
+		t.Errorf("%d slots still taken", n)
+	}
+}
+
+// TestGateWaitEndsWithContext: a watch waiting for a slot stops waiting
+// when its context ends, holding none.
+func TestGateWaitEndsWithContext(t *testing.T) {
+	g := NewGate(1, time.Minute)
+	a := NewPass(g)
+	if err := a.Enter(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	b := NewPass(g)
+	if err := b.Enter(ctx); err == nil {
+		t.Fatal("entered a full gate")
+	}
+	b.Leave() // nothing to give back
+	a.Leave()
+	if n := len(g.slots); n != 0 {
+		t.Errorf("%d slots still taken", n)
+	}
+}
+
+func TestNilGate(t *testing.T) {
+	p := NewPass(nil)
+	if err := p.Enter(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	p.Leave()
+}
