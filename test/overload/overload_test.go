@@ -46,6 +46,8 @@ var (
 	limit    = flag.Int("overload.queue-limit", 1000000, "the server's --watch-queue-limit")
 	duration = flag.Duration("overload.duration", 15*time.Second, "length of the flood")
 	eventCPU = flag.String("overload.watch-event-cpu", "", "the server's --watch-event-cpu (default: the server's)")
+	writersN = flag.String("overload.watch-writers", "", "the server's --watch-writers (default: the server's)")
+	calmNS   = flag.String("overload.calm-namespace", "calm", "the namespace the calm user creates its ConfigMaps in (the watches are of \"default\"; \"default\": each of its creates is delivered to every watch too)")
 	strict   = flag.Bool("overload.strict", false, "also require the calm user's create p99 within 2× its unloaded p99 (a timing: by hand on a quiet machine)")
 )
 
@@ -86,7 +88,14 @@ func TestOverload(t *testing.T) {
 	if *eventCPU != "" {
 		args = append(args, "--watch-event-cpu", *eventCPU)
 	}
+	if *writersN != "" {
+		args = append(args, "--watch-writers", *writersN)
+	}
 	srv := start(t, filepath.Join(dir, "server.log"), objwatchBin, args...)
+	// OVERLOAD_KEEP_LOG=FILE keeps the server's log for a look after the run.
+	if keep := os.Getenv("OVERLOAD_KEEP_LOG"); keep != "" {
+		t.Cleanup(func() { b, _ := os.ReadFile(filepath.Join(dir, "server.log")); os.WriteFile(keep, b, 0o644) })
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	admin := waitServing(t, ctx, filepath.Join(dir, "server", "kubeconfig"))
@@ -100,16 +109,17 @@ func TestOverload(t *testing.T) {
 	const cms = "/api/v1/namespaces/default/configmaps"
 	payload := strings.Repeat("x", *size)
 
-	// The calm user's create latency before the flood.
+	// The calm user's create latency before the watches. It runs in a
+	// process of its own (this test binary again, TestCalmUser), as a
+	// user on another machine would: in this one, its goroutine would
+	// wait behind the watches' readers in this process's scheduler.
+	calmPath := "/api/v1/namespaces/" + *calmNS + "/configmaps"
+	if *calmNS != "default" {
+		do(t, ctx, admin.Client, admin.Host, "", "POST", "/api/v1/namespaces", `{"metadata":{"name":"`+*calmNS+`"}}`)
+	}
+	kubeconfig := filepath.Join(dir, "server", "kubeconfig")
 	calm := func(n int, prefix string) []time.Duration {
-		var lat []time.Duration
-		for i := range n {
-			t0 := time.Now()
-			do(t, ctx, users, admin.Host, "calm-token", "POST", cms, fmt.Sprintf(`{"metadata":{"name":"%s-%d"},"data":{"v":"calm"}}`, prefix, i))
-			lat = append(lat, time.Since(t0))
-			time.Sleep(50 * time.Millisecond)
-		}
-		return lat
+		return calmUser(t, ctx, kubeconfig, admin.Host+calmPath, n, prefix)
 	}
 	unloaded := calm(40, "calm-before")
 	base := float64(rssOf(srv.Process.Pid))
@@ -117,12 +127,6 @@ func TestOverload(t *testing.T) {
 
 	// The watches, all from startRV: the first half read everything, the
 	// others read their response headers and then nothing.
-	type fast struct {
-		mu     sync.Mutex
-		rvs    []int64
-		ended  string // the ERROR event or error that ended it
-		closed bool
-	}
 	fasts := make([]*fast, *watchers/2)
 	var slows []*http.Response
 	var wg sync.WaitGroup
@@ -147,26 +151,35 @@ func TestOverload(t *testing.T) {
 		f := &fast{}
 		fasts[i/2] = f
 		wg.Go(func() {
-			defer resp.Body.Close()
-			es := servertest.NewEvents(resp.Body)
-			for {
-				ev, err := es.Next()
+			defer func() {
 				f.mu.Lock()
-				switch {
-				case err != nil:
-					if wctx.Err() == nil {
-						f.ended = err.Error()
-					}
-					f.closed = true
-				case ev.Type == "ERROR":
-					f.ended = string(bytes.TrimSpace(ev.Line))
-				case ev.Type != "BOOKMARK":
-					rv, _ := strconv.ParseInt(ev.RV, 10, 64)
-					f.rvs = append(f.rvs, rv)
-				}
-				done := f.closed
+				f.closed = true
 				f.mu.Unlock()
-				if done {
+			}()
+			for {
+				gone := f.read(resp.Body, wctx)
+				resp.Body.Close()
+				if !gone || wctx.Err() != nil {
+					return
+				}
+				// Ended as too slow (the test's process reads 5,000
+				// watches on the server's two CPUs): resume from the
+				// last event, as a client does; nothing may be missing.
+				from := startRV
+				f.mu.Lock()
+				if n := len(f.rvs); n > 0 {
+					from = strconv.FormatInt(f.rvs[n-1], 10)
+				}
+				f.resumes++
+				f.mu.Unlock()
+				req, _ := http.NewRequestWithContext(wctx, "GET", admin.Host+cms+"?watch=true&resourceVersion="+from, nil)
+				var err error
+				if resp, err = admin.Watch.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+					f.mu.Lock()
+					if wctx.Err() == nil {
+						f.ended = fmt.Sprintf("resuming from %s: %v %v", from, resp, err)
+					}
+					f.mu.Unlock()
 					return
 				}
 			}
@@ -177,6 +190,10 @@ func TestOverload(t *testing.T) {
 			r.Body.Close()
 		}
 	}()
+
+	// The calm user's create latency with the watches open, before the
+	// flood: each of its creates is delivered to every watch too.
+	watched := calm(20, "calm-watched")
 
 	// The flood, the calm user beside it, and the server's RSS sampled.
 	var peak atomic.Int64
@@ -224,7 +241,9 @@ func TestOverload(t *testing.T) {
 		})
 	}
 	time.Sleep(*duration / 3)
+	sched0 := schedLatencies(t, ctx, admin)
 	loaded := calm(20, "calm-during")
+	sched := schedLatencies(t, ctx, admin).minus(sched0)
 	fw.Wait()
 	var last int64
 	for rv := range written {
@@ -257,8 +276,12 @@ func TestOverload(t *testing.T) {
 			}
 		}
 	})
-	var fastEnded int
+	var fastEnded, resumed, resumes int
 	for i, f := range fasts {
+		if f.resumes > 0 {
+			resumed++
+			resumes += f.resumes
+		}
 		if f.ended != "" {
 			fastEnded++
 			t.Errorf("fast watch %d ended: %.300s", i, f.ended)
@@ -279,6 +302,7 @@ func TestOverload(t *testing.T) {
 		}
 	}
 	var slowEnded, slowOpen int
+	slowCut := map[string]int{}
 	for i, r := range slows {
 		// What it did not read is still in the kernel's buffers: read it now.
 		rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
@@ -298,6 +322,7 @@ func TestOverload(t *testing.T) {
 		if i == 0 {
 			t.Logf("slow watch 0: %d events read at the end, last %s %s, then %v", n, lastEv.Type, lastEv.RV, err)
 		}
+		gaveUp := rctx.Err() != nil
 		stop()
 		rcancel()
 		switch {
@@ -305,11 +330,19 @@ func TestOverload(t *testing.T) {
 			slowEnded++
 		case errors.Is(err, io.EOF):
 			t.Errorf("slow watch %d: ended without a 410 ERROR event: last %.200s", i, lastEv.Line)
-		default:
+		case gaveUp:
 			slowOpen++
+		default:
+			// The server broke the connection: its write had been
+			// blocked for --watch-write-timeout (docs/OPERATIONS.md).
+			slowCut[err.Error()]++
 		}
 	}
+	if len(slowCut) > 0 {
+		t.Logf("slow watches whose connection the server broke (a write blocked past its timeout): %v", slowCut)
+	}
 	bound := rssBound(base, *watchers, *buffer, *limit, len(written)+60, *size+300)
+	t.Logf("fast watches ended as too slow and resumed: %d (%d times in all)", resumed, resumes)
 	t.Logf("watches: %d fast (%d ended), %d slow (%d ended with 410, %d still open); server RSS %.0f MiB before the watches, peak %.0f MiB, bound %.0f MiB",
 		len(fasts), fastEnded, len(slows), slowEnded, slowOpen, base/mib, float64(peak.Load())/mib, bound/mib)
 	if float64(peak.Load()) > bound {
@@ -318,11 +351,158 @@ func TestOverload(t *testing.T) {
 	if slowOpen > 0 {
 		t.Errorf("%d watches that stopped reading were not ended", slowOpen)
 	}
-	pu, pl := p99(unloaded), p99(loaded)
-	t.Logf("calm user's create p99: %v unloaded, %v during the flood (%.2f×)", pu, pl, float64(pl)/float64(pu))
+	t.Logf("server's goroutines waiting for a CPU while the calm user wrote during the flood: mean %v, %.1f%% over 10 ms, %.1f%% over 117 ms (go_sched_latencies_seconds)",
+		sched.mean(), 100*sched.over(0.0105), 100*sched.over(0.1175))
+	pu, pw, pl := p99(unloaded), p99(watched), p99(loaded)
+	t.Logf("calm user's create p99: %v unloaded, %v with the watches, %v during the flood (%.2f×, %.2f× with the watches)", pu, pw, pl, float64(pl)/float64(pu), float64(pl)/float64(pw))
 	if *strict && pl > 2*pu {
 		t.Errorf("calm user's p99 %v is more than 2× its unloaded %v", pl, pu)
 	}
+}
+
+// fast is a watch that reads everything, resuming from its last event
+// when the server ends it as too slow.
+type fast struct {
+	mu      sync.Mutex
+	rvs     []int64
+	ended   string // the ERROR event or error that ended it for good
+	resumes int    // times it was ended as too slow and resumed
+	closed  bool
+}
+
+// read reads one watch response until it ends; gone is true when it
+// ended with a 410 ERROR event (too slow, or expired), nothing else
+// having gone wrong.
+func (f *fast) read(body io.Reader, wctx context.Context) (gone bool) {
+	es := servertest.NewEvents(body)
+	for {
+		ev, err := es.Next()
+		f.mu.Lock()
+		switch {
+		case err != nil:
+			if !gone && wctx.Err() == nil && f.ended == "" {
+				f.ended = err.Error()
+			}
+		case ev.Type == "ERROR" && ev.Status().Code == http.StatusGone:
+			gone = true
+		case ev.Type == "ERROR":
+			f.ended = string(bytes.TrimSpace(ev.Line))
+		case ev.Type != "BOOKMARK":
+			rv, _ := strconv.ParseInt(ev.RV, 10, 64)
+			f.rvs = append(f.rvs, rv)
+		}
+		ended := f.ended != ""
+		f.mu.Unlock()
+		if err != nil {
+			return gone && !ended
+		}
+	}
+}
+
+// calmUser creates n ConfigMaps at url, one every 50 ms, as the calm
+// user, from a process of its own (TestCalmUser), and returns each
+// create's latency.
+func calmUser(t *testing.T, ctx context.Context, kubeconfig, url string, n int, prefix string) []time.Duration {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCalmUser$")
+	cmd.Env = append(os.Environ(), "OVERLOAD_CALM="+strings.Join([]string{kubeconfig, url, strconv.Itoa(n), prefix}, "\n"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("calm user: %v\n%s", err, out)
+	}
+	var lat []time.Duration
+	for line := range strings.Lines(string(out)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "calm-latency "); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				t.Fatalf("calm user: %q: %v", line, err)
+			}
+			lat = append(lat, d)
+		}
+	}
+	if len(lat) != n {
+		t.Fatalf("calm user: %d latencies of %d\n%s", len(lat), n, out)
+	}
+	return lat
+}
+
+// TestCalmUser is the calm user's process (calmUser): it runs only when
+// OVERLOAD_CALM holds its kubeconfig, URL, count and name prefix.
+func TestCalmUser(t *testing.T) {
+	args := strings.Split(os.Getenv("OVERLOAD_CALM"), "\n")
+	if len(args) != 4 {
+		t.Skip("the calm user's process of TestOverload")
+	}
+	n, err := strconv.Atoi(args[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := tokenClient(t, args[0])
+	for i := range n {
+		body := fmt.Sprintf(`{"metadata":{"name":"%s-%d"},"data":{"v":"calm"}}`, args[3], i)
+		t0 := time.Now()
+		if code, b := send(t.Context(), c, args[1], "calm-token", "POST", "", body); code != http.StatusCreated {
+			t.Fatalf("create = %d %.300s", code, b)
+		}
+		fmt.Printf("calm-latency %v\n", time.Since(t0))
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// histogram is a scrape of a Prometheus histogram: its cumulative
+// bucket counts by upper bound, its sum and count.
+type histogram struct {
+	buckets    map[float64]float64
+	sum, count float64
+}
+
+// schedLatencies scrapes the server's go_sched_latencies_seconds.
+func schedLatencies(t *testing.T, ctx context.Context, admin *bench.Target) histogram {
+	h := histogram{buckets: map[float64]float64{}}
+	const name = "go_sched_latencies_seconds"
+	for line := range strings.Lines(string(do(t, ctx, admin.Client, admin.Host, "", "GET", "/metrics", ""))) {
+		series, value, ok := strings.Cut(strings.TrimSpace(line), " ")
+		v, err := strconv.ParseFloat(value, 64)
+		if !ok || err != nil {
+			continue
+		}
+		switch {
+		case series == name+"_sum":
+			h.sum = v
+		case series == name+"_count":
+			h.count = v
+		case strings.HasPrefix(series, name+`_bucket{le="`):
+			le, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimPrefix(series, name+`_bucket{le="`), `"}`), 64)
+			if err == nil {
+				h.buckets[le] = v
+			}
+		}
+	}
+	return h
+}
+
+func (h histogram) minus(o histogram) histogram {
+	d := histogram{buckets: map[float64]float64{}, sum: h.sum - o.sum, count: h.count - o.count}
+	for le, v := range h.buckets {
+		d.buckets[le] = v - o.buckets[le]
+	}
+	return d
+}
+
+func (h histogram) mean() time.Duration {
+	return time.Duration(h.sum / max(1, h.count) * float64(time.Second))
+}
+
+// over is the fraction of observations above the bucket bound nearest
+// below limit.
+func (h histogram) over(limit float64) float64 {
+	var le float64
+	for b := range h.buckets {
+		if b <= limit && b > le {
+			le = b
+		}
+	}
+	return 1 - h.buckets[le]/max(1, h.count)
 }
 
 // tokenClient trusts the server's CA and presents no client certificate.
