@@ -26,11 +26,23 @@ type Handler[T client.Object] interface {
 	OnDelete(obj T, finalStateUnknown bool)
 }
 
-// HandlerFuncs adapts functions to a Handler; nil functions are skipped.
+// GoneHandler is a Handler that also wants to know when the server
+// answered a watch with 410 Gone: it had forgotten resourceVersion, the
+// point the watch resumed from. The informer then relists, and the
+// handler is told, after OnGone, what the relist found changed (updates,
+// adds, and deletes with finalStateUnknown). Most handlers need not know;
+// a recording does (Record).
+type GoneHandler interface {
+	OnGone(resourceVersion string)
+}
+
+// HandlerFuncs adapts functions to a Handler (and a GoneHandler); nil
+// functions are skipped.
 type HandlerFuncs[T client.Object] struct {
 	Add    func(obj T, initial bool)
 	Update func(old, new T)
 	Delete func(obj T, finalStateUnknown bool)
+	Gone   func(resourceVersion string)
 }
 
 var _ Handler[client.Object] = HandlerFuncs[client.Object]{}
@@ -50,6 +62,12 @@ func (f HandlerFuncs[T]) OnUpdate(old, new T) {
 func (f HandlerFuncs[T]) OnDelete(obj T, finalStateUnknown bool) {
 	if f.Delete != nil {
 		f.Delete(obj, finalStateUnknown)
+	}
+}
+
+func (f HandlerFuncs[T]) OnGone(resourceVersion string) {
+	if f.Gone != nil {
+		f.Gone(resourceVersion)
 	}
 }
 
@@ -80,6 +98,7 @@ const (
 	kindAdd kind = iota
 	kindUpdate
 	kindDelete
+	kindGone // a 410 (GoneHandler); its key is the zero Key, no object's
 )
 
 // notification is one queued call of a handler method.
@@ -92,10 +111,11 @@ type notification[T client.Object] struct {
 	// when delivered, not by the processor while it holds the informer.
 	blob    []byte
 	key     Key
-	initial bool // kindAdd
-	unknown bool // kindDelete: final state unknown
-	resync  bool // kindUpdate from a resync
-	dead    bool // merged away
+	initial bool   // kindAdd
+	unknown bool   // kindDelete: final state unknown
+	gone    string // kindGone: the resourceVersion the server forgot
+	resync  bool   // kindUpdate from a resync
+	dead    bool   // merged away
 	stamp   stamp
 }
 
@@ -328,6 +348,10 @@ func deliver[T client.Object](h Handler[T], n notification[T]) {
 		h.OnUpdate(n.old, n.obj)
 	case kindDelete:
 		h.OnDelete(n.obj, n.unknown)
+	case kindGone:
+		if g, ok := h.(GoneHandler); ok {
+			g.OnGone(n.gone)
+		}
 	}
 }
 

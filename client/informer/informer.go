@@ -633,6 +633,8 @@ func (i *SharedInformer[T]) apply(e entry[T]) {
 			final, unknown = old, true // the object we knew went away unseen
 		}
 		i.notify(notification[T]{kind: kindDelete, obj: final, key: e.key, unknown: unknown, stamp: e.stamp})
+	case opGone:
+		i.notify(notification[T]{kind: kindGone, gone: e.gone})
 	case opSynced:
 		e.from.synced = true
 		if i.syncedLogs++; i.syncedLogs < len(i.refls) {

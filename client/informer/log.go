@@ -17,6 +17,7 @@ const (
 	opDelete           // remove key; obj is the final state unless unknown
 	opSynced           // the initial list is complete
 	opMark             // nothing to store: only mark, which the store now reflects
+	opGone             // the server forgot gone, the watch's resume point (410 Gone): a relist follows
 )
 
 // entry is one record of the event log.
@@ -37,6 +38,8 @@ type entry[T client.Object] struct {
 	// entry is applied: a watch event's, a bookmark's, a finished list's;
 	// never a list item's (a list's items come in no order of revision).
 	mark string
+	// gone is opGone's resourceVersion.
+	gone string
 }
 
 // stamp is when a change happened, for the event lag metric: its commit

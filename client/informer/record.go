@@ -24,9 +24,11 @@ type Recorder[T client.Object] struct {
 // into w, whose header must name inf's resource (recording.ResourceName):
 // OnAdd as "initial" (initial list) or ADDED, OnUpdate as MODIFIED with
 // the new state, OnDelete as DELETED (marked unknown when the informer
-// missed the deletion). A relist after a 410 is recorded as what it
+// missed the deletion). A 410 Gone is recorded as a "gone" line with the
+// resourceVersion the server forgot, and the relist after it as what it
 // changed, as the informer's handlers see it: the updates it found and the
-// deletions it inferred. A recording.Player of the result makes the same
+// deletions it inferred (not as "relist" and "listed" lines: the handlers
+// are not told the relist's unchanged objects). A recording.Player of the result makes the same
 // calls, in the same order.
 //
 // The handler never merges notifications (its bound is unlimited), so a
@@ -59,6 +61,7 @@ func (r *Recorder[T]) handler() Handler[T] {
 			}
 			r.note(r.w.Object(recording.Deleted, r.resource, obj))
 		},
+		Gone: func(rv string) { r.note(r.w.Marker(recording.Gone, r.resource, rv)) },
 	}
 }
 

@@ -168,6 +168,25 @@ func TestRecordReplaysIdentically(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The 410 is in the recording, once, before the relist's effects
+	// (the deletions it inferred).
+	gone, firstUnknown := -1, -1
+	for i, it := range r.Items {
+		switch {
+		case it.Kind == recording.Gone && gone >= 0:
+			t.Errorf("items %d and %d are both gone lines; the informer relisted once", gone, i)
+		case it.Kind == recording.Gone:
+			gone = i
+			if it.ResourceVersion == "" {
+				t.Error("the gone line names no resourceVersion")
+			}
+		case it.Unknown && firstUnknown < 0:
+			firstUnknown = i
+		}
+	}
+	if gone < 0 || firstUnknown < 0 || gone > firstUnknown {
+		t.Errorf("gone line at item %d, first inferred deletion at %d: want the 410 recorded before the relist's effects", gone, firstUnknown)
+	}
 	player, err := recording.NewPlayer[CM](r, "v1/configmaps")
 	if err != nil {
 		t.Fatal(err)

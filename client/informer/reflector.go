@@ -102,6 +102,9 @@ func (r *reflector[T]) run(ctx context.Context) {
 			// The server compacted past resumeRV: relist (consistently),
 			// right away the first time.
 			r.log.Debug("resourceVersion expired, relisting", "resourceVersion", r.resumeRV, "err", err)
+			if r.out.push(ctx, entry[T]{op: opGone, gone: r.resumeRV}) != nil {
+				return
+			}
 			r.listed = false
 			if r.progress {
 				continue
