@@ -42,3 +42,7 @@ func ShapedFramesEncoded(s *Server) int64 { return s.objects.Counts().ShapedFram
 // CachedPages is how many lists with a limit, continue token or exact
 // resourceVersion s served from its watch cache.
 func CachedPages(s *Server) int64 { return s.objects.Counts().CachedPages }
+
+// EncodedFramesMade is how many watch-cache events s encoded in a binary
+// watch encoding (each shared by every watch of it).
+func EncodedFramesMade(s *Server) int64 { return s.objects.Counts().EncodedFrames }

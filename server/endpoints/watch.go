@@ -69,6 +69,7 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, req *objects.Request
 		List: o, Decoded: neg.as != "" || neg.enc != encJSON, DropManagedFields: neg.drop && neg.as == "",
 		Mask: ext.mask, Project: ext.project, Deltas: ext.deltas,
 	}
+	opts.Encode, opts.EncodeKey = sharedEncoding(res, neg)
 	if o.TimeoutSeconds != nil {
 		opts.Timeout = time.Duration(*o.TimeoutSeconds) * time.Second
 	}
@@ -236,6 +237,13 @@ func writeItem(enc *eventEncoder, ww *watchstream.Writer, res *registry.Resource
 	switch {
 	case it.Type == objects.Bookmark:
 		return enc.event(it.Type, bookmarkObject(res, wr.output, it.Rev, it.InitialEnd), nil)
+	case it.Frame != nil:
+		// The source's shared encoding: a JSON watch's (without
+		// managedFields when the watch drops them:
+		// objects.WatchOptions.DropManagedFields), or a binary watch's
+		// (objects.WatchOptions.Encode, see sharedEncoding).
+		_, err := ww.Write(it.Frame)
+		return err
 	case wr.enc != encJSON && wr.as == "" && !wr.drop && it.JSON != nil && typed(res):
 		// Straight from the stored encoding to the Go type.
 		obj, err := typedFromJSON(res.GVK(), it.JSON)
@@ -256,15 +264,33 @@ func writeItem(enc *eventEncoder, ww *watchstream.Writer, res *registry.Resource
 			return err
 		}
 		return enc.event(it.Type, v, nil)
-	case it.Frame != nil:
-		// The source's shared encoding (without managedFields when the
-		// watch drops them: objects.WatchOptions.DropManagedFields).
-		_, err := ww.Write(it.Frame)
-		return err
 	default:
 		v, _ := wr.object(res, it.Object)
 		return enc.event(it.Type, v, it.At)
 	}
+}
+
+// sharedEncoding is the encoding of a binary watch of plain objects of a
+// built-in kind, for the watch cache to make once per event for all such
+// watches (objects.WatchOptions.Encode): the event as writeItem would
+// write it, decoded from the stored JSON into its Go type. Other watches
+// (JSON, Tables, metadata only, managedFields dropped, custom
+// resources) get nil and render their own.
+func sharedEncoding(res *registry.Resource, o output) (func(typ string, json []byte) ([]byte, error), string) {
+	if o.enc == encJSON || o.as != "" || o.drop || !typed(res) {
+		return nil, ""
+	}
+	return func(typ string, b []byte) ([]byte, error) {
+		obj, err := typedFromJSON(res.GVK(), b)
+		if err != nil {
+			return nil, err
+		}
+		var buf bytes.Buffer
+		if err := newEventEncoder(&buf, res, o).event(typ, obj, nil); err != nil {
+			return nil, err
+		}
+		return buf.Bytes(), nil
+	}, o.enc.contentType(true)
 }
 
 // eventEncoder writes one watch's events in its encoding: JSON lines, or

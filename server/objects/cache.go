@@ -42,6 +42,9 @@ type Caches struct {
 	// dropped are the frames without managedFields of recent events,
 	// shared by the watches that drop them.
 	dropped frameMemo
+	// encoded keeps recent events in the binary encodings of watches
+	// (WatchOptions.Encode), each made once for all the watches of one.
+	encoded frameMemo
 	// shapes are what watches with extensions make of recent events
 	// (projections, masked decisions, delta frames), shared among them.
 	shapes shapeMemo

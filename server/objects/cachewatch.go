@@ -92,6 +92,9 @@ func (c *Caches) watch(ctx context.Context, req *Request, wr watchRequest) (*cac
 	if wr.drop {
 		src.dropped = &c.dropped
 	}
+	if wr.encode != nil {
+		src.encode, src.encodeKey, src.encoded = wr.encode, wr.encodeKey, &c.encoded
+	}
 	return src, nil
 }
 
@@ -117,6 +120,11 @@ type cacheSource struct {
 	decoded   bool       // the watch renders objects itself, not the shared frames
 	dropped   *frameMemo // set when the watch drops managedFields
 	shape     *shaper    // set when the watch has a mask or deltas
+	// encode, when set, makes the watch's binary frames, shared through
+	// encoded by encodeKey (WatchOptions.Encode).
+	encode    func(typ string, json []byte) ([]byte, error)
+	encodeKey string
+	encoded   *frameMemo
 }
 
 func (c *cacheSource) TryNext() (Item, bool) {
@@ -130,6 +138,13 @@ func (c *cacheSource) TryNext() (Item, bool) {
 				continue
 			}
 			return Item{Type: it.Type, Rev: it.Rev, InitialEnd: it.InitialEnd}, true
+		case c.encode != nil:
+			b, err := c.encoded.encoded(it, c.encodeKey, c.encode)
+			if err != nil {
+				// Not an object the watch can encode: the caller renders it.
+				return Item{Type: it.Type, JSON: it.Object.JSON}, true
+			}
+			return Item{Type: it.Type, Frame: b}, true
 		case c.decoded:
 			return Item{Type: it.Type, JSON: it.Object.JSON}, true
 		case c.shape != nil:

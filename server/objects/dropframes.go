@@ -35,7 +35,8 @@ type frameMemo struct {
 type frameKey struct {
 	obj *watchcache.Object
 	typ string
-	n   int // length of the full frame
+	n   int    // length of the full frame (frames without managedFields)
+	enc string // WatchOptions.EncodeKey (encoded events), "" otherwise
 }
 
 type memoFrame struct {
@@ -47,7 +48,17 @@ type memoFrame struct {
 // frame returns it's frame without managedFields.
 func (m *frameMemo) frame(it watchcache.Item) ([]byte, error) {
 	full := it.Frame()
-	k := frameKey{it.Object, it.Type, len(full)}
+	return m.get(frameKey{obj: it.Object, typ: it.Type, n: len(full)}, func() ([]byte, error) { return droppedFrame(it, full) })
+}
+
+// encoded returns it encoded by encode, the encoding named key
+// (WatchOptions.Encode).
+func (m *frameMemo) encoded(it watchcache.Item, key string, encode func(typ string, json []byte) ([]byte, error)) ([]byte, error) {
+	return m.get(frameKey{obj: it.Object, typ: it.Type, enc: key}, func() ([]byte, error) { return encode(it.Type, it.Object.JSON) })
+}
+
+// get returns the frame of k, made by mk the first time it is asked for.
+func (m *frameMemo) get(k frameKey, mk func() ([]byte, error)) ([]byte, error) {
 	m.mu.Lock()
 	e := m.cur[k]
 	if e == nil {
@@ -64,7 +75,7 @@ func (m *frameMemo) frame(it watchcache.Item) ([]byte, error) {
 	}
 	m.mu.Unlock()
 	e.once.Do(func() {
-		e.b, e.err = droppedFrame(it, full)
+		e.b, e.err = mk()
 		m.mu.Lock()
 		m.made++
 		m.mu.Unlock()
@@ -72,8 +83,8 @@ func (m *frameMemo) frame(it watchcache.Item) ([]byte, error) {
 	return e.b, e.err
 }
 
-// encoded is how many frames m has made.
-func (m *frameMemo) encoded() int64 {
+// made is how many frames m has made.
+func (m *frameMemo) madeCount() int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.made

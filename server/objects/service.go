@@ -341,6 +341,10 @@ type Counts struct {
 	// extensions (projections and patches, each shared by every watch
 	// with the same options).
 	ShapedFrames int64
+	// EncodedFrames counts the watch events the caches encoded in a
+	// watch's binary encoding (WatchOptions.Encode, each shared by every
+	// watch of that encoding).
+	EncodedFrames int64
 }
 
 // Counts returns the shortcut counters.
@@ -350,8 +354,8 @@ func (s *Service) Counts() Counts {
 		GuessesUsed: g.used.Load(), GuessesStale: g.stale.Load(),
 		GuessesRechecked: g.rechecked.Load(), GuessesFromLastWrite: g.fromLastWrite.Load(),
 		ConflictReads: s.conflictReads.Load(), HintsUsed: s.caches.hintsUsed.Load(),
-		CachedPages: s.caches.cachedPages.Load(), DroppedFrames: s.caches.dropped.encoded(),
-		ShapedFrames: s.caches.shapes.made.Load(),
+		CachedPages: s.caches.cachedPages.Load(), DroppedFrames: s.caches.dropped.madeCount(),
+		ShapedFrames: s.caches.shapes.made.Load(), EncodedFrames: s.caches.encoded.madeCount(),
 	}
 }
 

@@ -42,6 +42,15 @@ type WatchOptions struct {
 	// items sent as frames or objects, not to Decoded watches.
 	Mask            *fieldmask.Mask
 	Project, Deltas bool
+	// Encode, with Decoded, encodes an event (its type and the object's
+	// stored JSON) as the watch sends it, in a binary encoding. A watch
+	// served from the watch cache then gets items with that Frame,
+	// encoded once for every watch with the same EncodeKey (which must
+	// name the encoding and everything else the bytes depend on); a watch
+	// served from etcd gets decoded items as without it. Encode may be
+	// called from any goroutine.
+	Encode    func(typ string, json []byte) ([]byte, error)
+	EncodeKey string
 }
 
 // watchRequest is a parsed and validated watch request.
@@ -55,12 +64,14 @@ type watchRequest struct {
 	timeout    time.Duration
 	decoded    bool
 	drop       bool
+	encode     func(typ string, json []byte) ([]byte, error) // WatchOptions.Encode
+	encodeKey  string
 	shape      shapeOptions
 }
 
 func watchRequestOf(req *Request, opts WatchOptions) (watchRequest, error) {
 	o := opts.List
-	wr := watchRequest{timeout: opts.Timeout, decoded: opts.Decoded, drop: opts.DropManagedFields}
+	wr := watchRequest{timeout: opts.Timeout, decoded: opts.Decoded, drop: opts.DropManagedFields, encode: opts.Encode, encodeKey: opts.EncodeKey}
 	wr.shape = shapeOptions{mask: opts.Mask, project: opts.Project, deltas: opts.Deltas, drop: opts.DropManagedFields}
 	if opts.Decoded {
 		wr.shape.project, wr.shape.deltas = false, false
