@@ -53,7 +53,7 @@ type uiSetup struct {
 	// subresource it does not have (404 NotFound) and forwards the rest,
 	// as admin: objwatch as a server without objwatch's history.
 	kubeHistory bool
-	cfg   []func(*ui.Config)
+	cfg         []func(*ui.Config)
 }
 
 func startUIWith(t testing.TB, setup uiSetup) *uiEnv {
