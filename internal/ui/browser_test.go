@@ -263,37 +263,8 @@ func TestBrowserLiveLoad(t *testing.T) {
 	goroutines := runtime.NumGoroutine()
 	cpu0 := cpuTime()
 	start := time.Now()
-	// A ticker hands out 100 changes a second to the writers (one write
-	// takes longer than 10ms here); each object is written by one writer.
-	tick := time.NewTicker(10 * time.Millisecond)
-	work := make(chan int)
-	var wg sync.WaitGroup
-	var sentN atomic.Int64
-	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n := 0
-			for range work {
-				n++
-				obj := w + writers*(n%(objects/writers))
-				e.patchCM(t, "default", fmt.Sprintf("load-%d", obj), fmt.Sprintf(`{"data":{"n":"%d"}}`, n))
-				sentN.Add(1)
-			}
-		}()
-	}
-	for time.Since(start) < *soak {
-		<-tick.C
-		select {
-		case work <- 0:
-		default: // every writer busy: the change is not made
-		}
-	}
-	tick.Stop()
-	close(work)
-	wg.Wait()
+	sent := writeAtRate(t, e, "default", objects, writers, *soak, func(i int) string { return fmt.Sprintf("load-%d", i) })
 	elapsed := time.Since(start)
-	sent := int(sentN.Load())
 	poll(t, ctx, "every change", fmt.Sprintf(`live.count >= %d`, sent), 30*time.Second)
 	cpu := cpuTime() - cpu0
 	var rows, count int
@@ -319,6 +290,42 @@ func TestBrowserLiveLoad(t *testing.T) {
 	if float64(sent)/elapsed.Seconds() < 80 {
 		t.Logf("the machine made only %.0f changes/s", float64(sent)/elapsed.Seconds())
 	}
+}
+
+// writeAtRate patches the ConfigMaps name(0..objects-1) of ns at 100
+// changes a second for d, with writers goroutines (one write takes
+// longer than 10ms here), each writing its own objects; a tick when
+// every writer is busy makes no change. It returns how many it made,
+// once every writer has returned.
+func writeAtRate(t testing.TB, e *uiEnv, ns string, objects, writers int, d time.Duration, name func(int) string) int {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	work := make(chan int)
+	var wg sync.WaitGroup
+	var sent atomic.Int64
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := 0
+			for range work {
+				n++
+				obj := w + writers*(n%(objects/writers))
+				e.patchCM(t, ns, name(obj), fmt.Sprintf(`{"data":{"n":"%d"}}`, n))
+				sent.Add(1)
+			}
+		}()
+	}
+	for start := time.Now(); time.Since(start) < d; {
+		<-tick.C
+		select {
+		case work <- 0:
+		default:
+		}
+	}
+	close(work)
+	wg.Wait()
+	return int(sent.Load())
 }
 
 // cpuTime is the process's user and system CPU time.
