@@ -58,7 +58,9 @@ func TestBrowserBigNamespace(t *testing.T) {
 	eval[bool](t, ctx, longTasksJS)
 	t0 = time.Now()
 	done := make(chan int)
-	go func() { done <- writeAtRate(t, e, "big", n, 16, *soak, func(i int) string { return fmt.Sprintf("cm-%05d", i) }) }()
+	go func() {
+		done <- writeAtRate(t, e, "big", n, 16, *soak, func(i int) string { return fmt.Sprintf("cm-%05d", i) })
+	}()
 
 	// Halfway, the namespace's timeline in a second tab, while the
 	// writes go on: every creation and change so far, at most
