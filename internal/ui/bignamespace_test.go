@@ -93,21 +93,10 @@ func TestBrowserBigNamespace(t *testing.T) {
 	sent := <-done
 	elapsed := time.Since(t0)
 	poll(t, ctx, "every change", fmt.Sprintf(`live.count >= %d`, sent), 30*time.Second)
-	rows := eval[int](t, ctx, `document.querySelectorAll("#events li").length`)
-	count := eval[int](t, ctx, `live.count`)
-	heap := eval[float64](t, ctx, `performance.memory ? performance.memory.usedJSHeapSize : 0`)
+	rows, count, heap := checkLive(t, ctx, sent, bound)
 	long := eval[[]int](t, ctx, `window.longTasks`)
 	t.Logf("live page: %d objects, %d changes in %s (%.0f/s); received %d, holds %d rows, JS heap %.1f MiB, long tasks (ms) %v",
 		n, sent, elapsed.Round(time.Millisecond), float64(sent)/elapsed.Seconds(), count, rows, heap/(1<<20), long)
-	if count != sent {
-		t.Errorf("the page received %d changes, %d were made", count, sent)
-	}
-	if rows != min(sent, bound) {
-		t.Errorf("the page holds %d rows, want %d (its bound %d)", rows, min(sent, bound), bound)
-	}
-	if heap > 64<<20 {
-		t.Errorf("the page's JS heap is %.1f MiB, over 64 MiB", heap/(1<<20))
-	}
 	for _, d := range long {
 		if d > 200 {
 			t.Errorf("a task of %dms on the live page (over 200ms)", d)

@@ -57,11 +57,7 @@ var navFocus = []string{"a:Skip to content", "nav-live", "nav-object", "nav-time
 // object page; the revision pickers move with the arrow keys and Enter
 // on the diff button shows the diff.
 func TestBrowserKeyboard(t *testing.T) {
-	ctx := browser(t)
-	e := startUI(t)
-	e.createCM(t, "default", "app", map[string]any{"mode": "slow", "size": "3"})
-	e.login(t, ctx, "/live?resource=configmaps&namespace=default")
-	poll(t, ctx, "the stream ready", `document.getElementById("status").textContent.startsWith("watching")`, 10*time.Second)
+	ctx, e := liveOnApp(t)
 	e.patchCM(t, "default", "app", `{"data":{"mode":"fast"}}`)
 	poll(t, ctx, "the change", `document.querySelector("#events li.MODIFIED a")`, 5*time.Second)
 
