@@ -57,10 +57,16 @@ func TestBrowserBigNamespace(t *testing.T) {
 	t.Logf("the live page was watching %s after it was opened", time.Since(t0).Round(time.Millisecond))
 	eval[bool](t, ctx, longTasksJS)
 	t0 = time.Now()
-	done := make(chan int)
+	done := make(chan int, 1)
 	go func() {
 		done <- writeAtRate(t, e, "big", n, 16, *soak, func(i int) string { return fmt.Sprintf("cm-%05d", i) })
 	}()
+	sent := -1
+	t.Cleanup(func() { // the writers end before the server, also when the test fails early
+		if sent < 0 {
+			<-done
+		}
+	})
 
 	// Halfway, the namespace's timeline in a second tab, while the
 	// writes go on: every creation and change so far, at most
@@ -90,7 +96,7 @@ func TestBrowserBigNamespace(t *testing.T) {
 		}
 	}
 
-	sent := <-done
+	sent = <-done
 	elapsed := time.Since(t0)
 	poll(t, ctx, "every change", fmt.Sprintf(`live.count >= %d`, sent), 30*time.Second)
 	rows, count, heap := checkLive(t, ctx, sent, bound)
