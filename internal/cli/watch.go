@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -306,41 +304,19 @@ func (r *watchRun) relist(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	type pending struct {
-		typ      client.EventType
-		old, obj *unstructured.Unstructured
-	}
-	var evs []pending
-	seen := make(map[string]bool, len(items))
-	for _, obj := range items {
-		k := keyOf(obj)
-		seen[k] = true
-		old := r.cache[k]
-		switch {
-		case old == nil:
-			evs = append(evs, pending{client.Added, nil, obj})
-		case old.GetUID() != obj.GetUID():
-			evs = append(evs, pending{client.Deleted, nil, old}, pending{client.Added, nil, obj})
-		case old.GetResourceVersion() != obj.GetResourceVersion() && !r.between(old, obj).Empty():
-			evs = append(evs, pending{client.Modified, old, obj})
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(r.cache)) {
-		if !seen[k] {
-			evs = append(evs, pending{client.Deleted, nil, r.cache[k]})
+	var evs []explain.Relisted
+	for _, e := range explain.RelistChanges(r.cache, items) {
+		if e.Type != client.Modified || !r.between(e.Old, e.Obj).Empty() {
+			evs = append(evs, e)
 		}
 	}
 	r.note("%s", relistNote(expired, len(items), len(evs)))
-	clear(r.cache)
-	for _, obj := range items {
-		r.cache[keyOf(obj)] = obj
-	}
 	r.rv = rv
 	for _, e := range evs {
-		if e.typ == client.Modified {
-			r.modified(e.old, e.obj)
+		if e.Type == client.Modified {
+			r.modified(e.Old, e.Obj)
 		} else {
-			r.event(e.typ, e.obj, nil, nil)
+			r.event(e.Type, e.Obj, nil, nil)
 		}
 	}
 	return nil

@@ -127,14 +127,42 @@ func TestBrowserRefusesWithoutToken(t *testing.T) {
 	poll(t, ctx, "the live page", `document.querySelector("h1") && document.querySelector("h1").textContent === "Live changes"`, 5*time.Second)
 }
 
-// TestBrowserLive: the live page shows a patch's diff within a second,
-// and pause and resume lose and repeat nothing.
-func TestBrowserLive(t *testing.T) {
+// liveOnApp opens the live page of the ConfigMaps of default in a
+// browser, with one, app (mode slow, size 3), and waits for its stream.
+func liveOnApp(t *testing.T) (context.Context, *uiEnv) {
+	t.Helper()
 	ctx := browser(t)
 	e := startUI(t)
 	e.createCM(t, "default", "app", map[string]any{"mode": "slow", "size": "3"})
 	e.login(t, ctx, "/live?resource=configmaps&namespace=default")
 	poll(t, ctx, "the stream ready", `document.getElementById("status").textContent.startsWith("watching")`, 10*time.Second)
+	return ctx, e
+}
+
+// checkLive fails the test unless the live page received every one of
+// the sent changes, holds min(sent, bound) rows and a JS heap under 64
+// MiB; it returns the rows, the count and the heap for the log.
+func checkLive(t *testing.T, ctx context.Context, sent, bound int) (rows, count int, heap float64) {
+	t.Helper()
+	rows = eval[int](t, ctx, `document.querySelectorAll("#events li").length`)
+	count = eval[int](t, ctx, `live.count`)
+	heap = eval[float64](t, ctx, `performance.memory ? performance.memory.usedJSHeapSize : 0`)
+	if count != sent {
+		t.Errorf("the page received %d changes, %d were made", count, sent)
+	}
+	if rows != min(sent, bound) {
+		t.Errorf("the page holds %d rows, want %d (its bound %d)", rows, min(sent, bound), bound)
+	}
+	if heap > 64<<20 {
+		t.Errorf("the page's JS heap is %.1f MiB, over 64 MiB", heap/(1<<20))
+	}
+	return rows, count, heap
+}
+
+// TestBrowserLive: the live page shows a patch's diff within a second,
+// and pause and resume lose and repeat nothing.
+func TestBrowserLive(t *testing.T) {
+	ctx, e := liveOnApp(t)
 	e.patchCM(t, "default", "app", `{"data":{"mode":"fast"}}`)
 	took := poll(t, ctx, "the patch's diff", `[...document.querySelectorAll("#events li.MODIFIED .chg")].some(d => d.textContent === "~ data.mode: slow → fast")`, time.Second)
 	t.Logf("the diff was on the page %s after the patch returned", took)
@@ -263,12 +291,33 @@ func TestBrowserLiveLoad(t *testing.T) {
 	goroutines := runtime.NumGoroutine()
 	cpu0 := cpuTime()
 	start := time.Now()
-	// A ticker hands out 100 changes a second to the writers (one write
-	// takes longer than 10ms here); each object is written by one writer.
+	sent := writeAtRate(t, e, "default", objects, writers, *soak, func(i int) string { return fmt.Sprintf("load-%d", i) })
+	elapsed := time.Since(start)
+	poll(t, ctx, "every change", fmt.Sprintf(`live.count >= %d`, sent), 30*time.Second)
+	cpu := cpuTime() - cpu0
+	rows, count, heap := checkLive(t, ctx, sent, bound)
+	t.Logf("%d changes in %s (%.0f/s); the page received %d, holds %d rows, JS heap %.1f MiB; process CPU %s (%.2f ms per change, API server included); goroutines %d → %d",
+		sent, elapsed.Round(time.Millisecond), float64(sent)/elapsed.Seconds(), count, rows, heap/(1<<20), cpu.Round(time.Millisecond),
+		float64(cpu.Microseconds())/1000/float64(sent), goroutines, runtime.NumGoroutine())
+	if n := runtime.NumGoroutine(); n > goroutines+20 {
+		t.Errorf("goroutines grew from %d to %d while streaming", goroutines, n)
+	}
+	if float64(sent)/elapsed.Seconds() < 80 {
+		t.Logf("the machine made only %.0f changes/s", float64(sent)/elapsed.Seconds())
+	}
+}
+
+// writeAtRate patches the ConfigMaps name(0..objects-1) of ns at 100
+// changes a second for d, with writers goroutines (one write takes
+// longer than 10ms here), each writing its own objects; a tick when
+// every writer is busy makes no change. It returns how many it made,
+// once every writer has returned.
+func writeAtRate(t testing.TB, e *uiEnv, ns string, objects, writers int, d time.Duration, name func(int) string) int {
 	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	work := make(chan int)
 	var wg sync.WaitGroup
-	var sentN atomic.Int64
+	var sent atomic.Int64
 	for w := range writers {
 		wg.Add(1)
 		go func() {
@@ -277,48 +326,21 @@ func TestBrowserLiveLoad(t *testing.T) {
 			for range work {
 				n++
 				obj := w + writers*(n%(objects/writers))
-				e.patchCM(t, "default", fmt.Sprintf("load-%d", obj), fmt.Sprintf(`{"data":{"n":"%d"}}`, n))
-				sentN.Add(1)
+				e.patchCM(t, ns, name(obj), fmt.Sprintf(`{"data":{"n":"%d"}}`, n))
+				sent.Add(1)
 			}
 		}()
 	}
-	for time.Since(start) < *soak {
+	for start := time.Now(); time.Since(start) < d; {
 		<-tick.C
 		select {
 		case work <- 0:
-		default: // every writer busy: the change is not made
+		default:
 		}
 	}
-	tick.Stop()
 	close(work)
 	wg.Wait()
-	elapsed := time.Since(start)
-	sent := int(sentN.Load())
-	poll(t, ctx, "every change", fmt.Sprintf(`live.count >= %d`, sent), 30*time.Second)
-	cpu := cpuTime() - cpu0
-	var rows, count int
-	var heap float64
-	rows = eval[int](t, ctx, `document.querySelectorAll("#events li").length`)
-	count = eval[int](t, ctx, `live.count`)
-	heap = eval[float64](t, ctx, `performance.memory ? performance.memory.usedJSHeapSize : 0`)
-	t.Logf("%d changes in %s (%.0f/s); the page received %d, holds %d rows, JS heap %.1f MiB; process CPU %s (%.2f ms per change, API server included); goroutines %d → %d",
-		sent, elapsed.Round(time.Millisecond), float64(sent)/elapsed.Seconds(), count, rows, heap/(1<<20), cpu.Round(time.Millisecond),
-		float64(cpu.Microseconds())/1000/float64(sent), goroutines, runtime.NumGoroutine())
-	if count != sent {
-		t.Errorf("the page received %d changes, %d were made", count, sent)
-	}
-	if rows != min(sent, bound) {
-		t.Errorf("the page holds %d rows, want %d (its bound %d)", rows, min(sent, bound), bound)
-	}
-	if heap > 64<<20 {
-		t.Errorf("the page's JS heap is %.1f MiB, over 64 MiB", heap/(1<<20))
-	}
-	if n := runtime.NumGoroutine(); n > goroutines+20 {
-		t.Errorf("goroutines grew from %d to %d while streaming", goroutines, n)
-	}
-	if float64(sent)/elapsed.Seconds() < 80 {
-		t.Logf("the machine made only %.0f changes/s", float64(sent)/elapsed.Seconds())
-	}
+	return int(sent.Load())
 }
 
 // cpuTime is the process's user and system CPU time.

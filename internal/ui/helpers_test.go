@@ -23,22 +23,69 @@ import (
 // uiEnv is an objwatch ui served over a real in-process objwatch.
 type uiEnv struct {
 	env  *testenv.Env
-	rc   *client.REST
+	rc   *client.REST // admin, straight to the server
 	s    *ui.Server
 	addr string // host:port of the page
 	// web is a client holding the page's cookie (after login).
 	web *http.Client
 	cms *client.Client[*unstructured.Unstructured]
+	// proxy is between the page and the server (uiSetup.proxy), else nil.
+	proxy *cutProxy
 }
 
+// startUI serves objwatch ui over an objwatch that keeps a history
+// store, reading it as admin.
 func startUI(t testing.TB, opts ...func(*ui.Config)) *uiEnv {
 	t.Helper()
-	env := testenv.Start(t, testenv.WithHistoryStore())
-	rc, err := client.New(env.Config.ClientConfig())
+	return startUIWith(t, uiSetup{env: []testenv.Option{testenv.WithHistoryStore()}, cfg: opts})
+}
+
+// uiSetup says how startUIWith builds the server and the page.
+type uiSetup struct {
+	env []testenv.Option
+	// user, when set, is who the page reads the server as (a client
+	// certificate, with only the rights RBAC gives it); else admin.
+	user string
+	// proxy puts a cuttable TCP proxy between the page and the server.
+	proxy bool
+	// kubeHistory puts a reverse proxy between the page and the server
+	// that answers every .../history request as kube-apiserver answers a
+	// subresource it does not have (404 NotFound) and forwards the rest,
+	// as admin: objwatch as a server without objwatch's history.
+	kubeHistory bool
+	cfg         []func(*ui.Config)
+}
+
+func startUIWith(t testing.TB, setup uiSetup) *uiEnv {
+	t.Helper()
+	env := testenv.Start(t, setup.env...)
+	admin, err := client.New(env.Config.ClientConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(rc.CloseIdleConnections)
+	t.Cleanup(admin.CloseIdleConnections)
+	pageCfg := env.Config
+	if setup.user != "" {
+		pageCfg = env.User(t, setup.user)
+	}
+	var px *cutProxy
+	if setup.proxy {
+		px = startProxy(t, strings.TrimPrefix(pageCfg.Host, "https://"))
+		pageCfg.Host = "https://" + px.addr
+	}
+	rc := admin
+	switch {
+	case setup.kubeHistory:
+		if rc, err = client.New(&client.Config{Host: startNoHistoryProxy(t, env)}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(rc.CloseIdleConnections)
+	case setup.user != "" || setup.proxy:
+		if rc, err = client.New(pageCfg.ClientConfig()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(rc.CloseIdleConnections)
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +95,7 @@ func startUI(t testing.TB, opts ...func(*ui.Config)) *uiEnv {
 		t.Fatal(err)
 	}
 	cfg := ui.Config{REST: rc, Addr: l.Addr().String(), Token: token}
-	for _, o := range opts {
+	for _, o := range setup.cfg {
 		o(&cfg)
 	}
 	s, err := ui.New(cfg)
@@ -69,8 +116,8 @@ func startUI(t testing.TB, opts ...func(*ui.Config)) *uiEnv {
 		noUIGoroutines(t)
 	})
 	jar, _ := cookiejar.New(nil)
-	e := &uiEnv{env: env, rc: rc, s: s, addr: cfg.Addr, web: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
-	e.cms = client.NewUnstructured(rc, client.Resource{GVR: configMapsGVR, Namespaced: true, Kind: "ConfigMap"})
+	e := &uiEnv{env: env, rc: admin, s: s, addr: cfg.Addr, web: &http.Client{Jar: jar, Timeout: 30 * time.Second}, proxy: px}
+	e.cms = client.NewUnstructured(admin, client.Resource{GVR: configMapsGVR, Namespaced: true, Kind: "ConfigMap"})
 	resp, err := e.web.Get(s.URL())
 	if err != nil {
 		t.Fatal(err)

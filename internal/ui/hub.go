@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -319,19 +318,12 @@ func (h *hub) relist(ctx context.Context, cache map[string]*unstructured.Unstruc
 		return err
 	}
 	var evs []hubEvent
-	seen := map[string]bool{}
-	for _, o := range items {
-		k := explain.KeyOf(o)
-		seen[k] = true
-		if old := cache[k]; old == nil || old.GetResourceVersion() != o.GetResourceVersion() {
-			evs = append(evs, h.events(old, o)...)
-		}
-		cache[k] = o
-	}
-	for _, k := range slices.Sorted(maps.Keys(cache)) {
-		if !seen[k] {
-			evs = append(evs, hubEvent{typ: "DELETED", time: h.now(), obj: cache[k]})
-			delete(cache, k)
+	for _, c := range explain.RelistChanges(cache, items) {
+		switch c.Type {
+		case client.Deleted:
+			evs = append(evs, hubEvent{typ: "DELETED", time: h.now(), obj: c.Obj})
+		default:
+			evs = append(evs, h.events(c.Old, c.Obj)...)
 		}
 	}
 	for i := range evs {

@@ -118,7 +118,13 @@ func (e *uiEnv) createCM(t testing.TB, ns, name string, data map[string]any) {
 
 func (e *uiEnv) patchCM(t testing.TB, ns, name, patch string) {
 	t.Helper()
-	if _, err := e.cms.Patch(context.Background(), ns, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "test"}); err != nil {
+	e.patchCMAs(t, "test", ns, name, patch)
+}
+
+// patchCMAs merge-patches a ConfigMap as field manager manager.
+func (e *uiEnv) patchCMAs(t testing.TB, manager, ns, name, patch string) {
+	t.Helper()
+	if _, err := e.cms.Patch(context.Background(), ns, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: manager}); err != nil {
 		t.Fatal(err)
 	}
 }
