@@ -165,7 +165,7 @@ func (f *cborFrames) next() ([]byte, error) {
 			}
 			return nil, err
 		}
-		f.buf = append(f.buf, make([]byte, len(f.buf))...)
+		f.buf = append(f.buf, make([]byte, max(len(f.buf), 512))...)
 		f.buf = f.buf[:cap(f.buf)]
 	}
 }
