@@ -119,12 +119,7 @@ func (l *cborList) DeepCopyObject() runtime.Object { panic("cborList is not copi
 // cborMeta is an object's identity, decoded from CBOR.
 type cborMeta struct {
 	metav1.TypeMeta `json:",inline"`
-	Metadata        struct {
-		Namespace       string `json:"namespace"`
-		Name            string `json:"name"`
-		UID             string `json:"uid"`
-		ResourceVersion string `json:"resourceVersion"`
-	} `json:"metadata"`
+	metaOnly        `json:",inline"`
 }
 
 func (m *cborMeta) DeepCopyObject() runtime.Object { panic("cborMeta is not copied") }

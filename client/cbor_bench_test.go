@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/objwatch/objwatch/client"
 	"github.com/objwatch/objwatch/internal/testobj"
@@ -87,38 +87,23 @@ func BenchmarkListCBOR(b *testing.B) {
 	if _, err := nsc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}, metav1.CreateOptions{}); err != nil && !errors.Is(err, client.ErrAlreadyExists) {
 		b.Fatal(err)
 	}
-	crds, err := rc.Resource(ctx, schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	crd := &unstructured.Unstructured{}
-	if err := crd.UnmarshalJSON([]byte(widgetCRD)); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := client.NewUnstructured(rc, crds).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	var widgets client.Resource
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if widgets, err = rc.ResourceFor(ctx, schema.GroupVersionKind{Group: "bench.objwatch.io", Version: "v1", Kind: "Widget"}); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal(err)
-		}
-	}
+	widgets := installCRD(b, rc, widgetCRD, schema.GroupVersionKind{Group: "bench.objwatch.io", Version: "v1", Kind: "Widget"})
 	cms := client.NewClient[*corev1.ConfigMap](rc, configMaps)
 	ws := client.NewUnstructured(rc, widgets)
 	start := time.Now()
-	err = benchParallel(benchObjects, func(i int) error {
-		rnd := rand.New(rand.NewPCG(uint64(i), 1))
-		if _, err := cms.Create(ctx, testobj.ConfigMap(benchNamespace, i, rnd), metav1.CreateOptions{}); err != nil {
+	var g errgroup.Group
+	g.SetLimit(16)
+	for i := range benchObjects {
+		g.Go(func() error {
+			rnd := rand.New(rand.NewPCG(uint64(i), 1))
+			if _, err := cms.Create(ctx, testobj.ConfigMap(benchNamespace, i, rnd), metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			_, err := ws.Create(ctx, benchWidget(i, rnd), metav1.CreateOptions{})
 			return err
-		}
-		_, err := ws.Create(ctx, benchWidget(i, rnd), metav1.CreateOptions{})
-		return err
-	})
-	if err != nil {
+		})
+	}
+	if err := g.Wait(); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("created %d ConfigMaps and %d widgets in %v", benchObjects, benchObjects, time.Since(start).Round(time.Millisecond))
@@ -165,33 +150,4 @@ func BenchmarkListCBOR(b *testing.B) {
 			})
 		}
 	}
-}
-
-// benchParallel runs fn(i) for i in [0, n) on 16 goroutines and returns
-// the first error.
-func benchParallel(n int, fn func(i int) error) error {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	for range 16 {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				if err := fn(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return first
 }

@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"reflect"
@@ -389,7 +390,7 @@ func TestCBORWatch(t *testing.T) {
 func TestCBORUnstructured(t *testing.T) {
 	jrc, crc, w := startCBOR(t)
 	ctx := ctxFor(t)
-	res := installGizmos(t, jrc)
+	res := installCRD(t, jrc, gizmoCRD, schema.GroupVersionKind{Group: "test.objwatch.io", Version: "v1", Kind: "Gizmo"})
 	ju := client.NewUnstructured(jrc, res)
 	cu := client.NewUnstructured(crc, res)
 	for i := range 3 {
@@ -458,29 +459,29 @@ func TestCBORUnstructured(t *testing.T) {
 	}
 }
 
-// installGizmos creates the gizmo CRD and waits until it is served.
-func installGizmos(t *testing.T, rc *client.REST) client.Resource {
-	t.Helper()
-	ctx := ctxFor(t)
+// installCRD creates the CRD crdJSON and waits until gvk is served.
+func installCRD(tb testing.TB, rc *client.REST, crdJSON string, gvk schema.GroupVersionKind) client.Resource {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	crds, err := rc.Resource(ctx, schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	crd := &unstructured.Unstructured{}
-	if err := crd.UnmarshalJSON([]byte(gizmoCRD)); err != nil {
-		t.Fatal(err)
+	if err := crd.UnmarshalJSON([]byte(crdJSON)); err != nil {
+		tb.Fatal(err)
 	}
 	if _, err := client.NewUnstructured(rc, crds).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create CRD: %v", err)
+		tb.Fatalf("create CRD: %v", err)
 	}
-	gvk := schema.GroupVersionKind{Group: "test.objwatch.io", Version: "v1", Kind: "Gizmo"}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		res, err := rc.ResourceFor(ctx, gvk)
 		if err == nil {
 			return res
 		}
 		if !errors.Is(err, client.ErrNotFound) || time.Now().After(deadline) {
-			t.Fatalf("ResourceFor(%v): %v", gvk, err)
+			tb.Fatalf("ResourceFor(%v): %v", gvk, err)
 		}
 	}
 }
