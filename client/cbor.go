@@ -110,8 +110,31 @@ func decodeCBORMap(data []byte) (map[string]any, error) {
 // cborList is a list's envelope in CBOR, its items kept undecoded.
 type cborList struct {
 	metav1.TypeMeta `json:",inline"`
-	Metadata        metav1.ListMeta        `json:"metadata"`
-	Items           []runtime.RawExtension `json:"items"`
+	Metadata        metav1.ListMeta `json:"metadata"`
+	Items           []cborItem      `json:"items"`
+}
+
+// cborItem is one data item, undecoded: a slice of the input it was
+// decoded from (the CBOR decoder passes Unmarshalers their bytes in
+// place), valid as long as that input.
+type cborItem []byte
+
+func (i *cborItem) UnmarshalCBOR(b []byte) error {
+	*i = b
+	return nil
+}
+
+// MarshalCBOR writes the item as it is (null when empty).
+func (i cborItem) MarshalCBOR() ([]byte, error) {
+	if len(i) == 0 {
+		return []byte{0xf6}, nil
+	}
+	return i, nil
+}
+
+// isCBORNull reports whether b is empty or the CBOR null (or undefined).
+func isCBORNull(b []byte) bool {
+	return len(b) == 0 || (len(b) == 1 && (b[0] == 0xf6 || b[0] == 0xf7))
 }
 
 func (l *cborList) DeepCopyObject() runtime.Object { panic("cborList is not copied") }

@@ -41,7 +41,7 @@ func cborSeeds(t testing.TB) (watch, list []byte) {
 	b, _ := direct.Marshal(&metav1.WatchEvent{Type: "ERROR", Object: runtime.RawExtension{Raw: st}})
 	w.Write(b)
 	l := cborList{TypeMeta: metav1.TypeMeta{Kind: "ConfigMapList", APIVersion: "v1"}, Metadata: metav1.ListMeta{ResourceVersion: "9", Continue: "c"},
-		Items: []runtime.RawExtension{{Raw: obj("a", "1")}, {Raw: obj("b", "2")}}}
+		Items: []cborItem{obj("a", "1"), obj("b", "2")}}
 	lb, err := direct.Marshal(&l)
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func FuzzCBORList(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := NewClient[*corev1.ConfigMap](&REST{}, fuzzCMs)
 		n := 0
-		meta, err := c.listCBOR(bytes.NewReader(data), func(raw Raw[*corev1.ConfigMap]) error {
+		meta, err := c.listCBOR(bytes.NewReader(data), int64(len(data)), func(raw Raw[*corev1.ConfigMap]) error {
 			n++
 			if !raw.IsCBOR() {
 				t.Fatal("item not CBOR")

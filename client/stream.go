@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,7 +42,7 @@ func (c *Client[T]) ListRaw(ctx context.Context, namespace string, opts metav1.L
 	}
 	defer resp.Body.Close()
 	if isCBOR(resp.Header.Get("Content-Type")) {
-		return c.listCBOR(resp.Body, fn)
+		return c.listCBOR(resp.Body, resp.ContentLength, fn)
 	}
 	dec := sigsjson.NewDecoderCaseSensitivePreserveInts(resp.Body)
 	if err := expectDelim(dec, '{'); err != nil {
@@ -91,23 +92,23 @@ func (c *Client[T]) ListRaw(ctx context.Context, namespace string, opts metav1.L
 	return meta, nil
 }
 
-// listCBOR reads a list answered in CBOR: one data item, read whole (CBOR
-// has no streaming decoder here), whose items are then passed to fn one
-// by one, undecoded.
-func (c *Client[T]) listCBOR(body io.Reader, fn func(Raw[T]) error) (metav1.ListMeta, error) {
-	data, err := io.ReadAll(body)
-	if err != nil {
+// listCBOR reads a list answered in CBOR: one data item of size bytes
+// (-1: unknown), read whole (CBOR has no streaming decoder here), whose
+// items are then passed to fn one by one, undecoded (slices of the body).
+func (c *Client[T]) listCBOR(body io.Reader, size int64, fn func(Raw[T]) error) (metav1.ListMeta, error) {
+	var buf bytes.Buffer
+	if size > 0 && size <= maxPreallocatedList {
+		buf.Grow(int(size) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(body); err != nil {
 		return metav1.ListMeta{}, fmt.Errorf("list %s: %w", c.res, err)
 	}
 	var l cborList
-	if err := decodeCBORWith(data, &l, false); err != nil {
+	if err := decodeCBORWith(buf.Bytes(), &l, false); err != nil {
 		return metav1.ListMeta{}, fmt.Errorf("list %s: decode CBOR: %w", c.res, err)
 	}
-	data = nil
-	for i := range l.Items {
-		raw := l.Items[i].Raw
-		l.Items[i].Raw = nil // let it go once fn is done with it
-		if len(raw) == 0 {
+	for i, raw := range l.Items {
+		if isCBORNull(raw) {
 			return l.Metadata, fmt.Errorf("list %s: decode CBOR: item %d is null", c.res, i)
 		}
 		if err := fn(Raw[T]{data: raw, codec: &c.codec, cbor: true}); err != nil {
@@ -116,6 +117,10 @@ func (c *Client[T]) listCBOR(body io.Reader, fn func(Raw[T]) error) (metav1.List
 	}
 	return l.Metadata, nil
 }
+
+// maxPreallocatedList bounds the buffer a CBOR list's Content-Length
+// reserves before its bytes arrive.
+const maxPreallocatedList = 256 << 20
 
 func expectDelim(dec sigsjson.Decoder, d json.Delim) error {
 	tok, err := dec.Token()
