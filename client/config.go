@@ -86,6 +86,14 @@ type Config struct {
 	// UserAgent is sent with each request (default "objwatch").
 	UserAgent string
 
+	// PreferCBOR makes typed clients ask for CBOR (KEP-4222's
+	// application/cbor) in their reads: Get, List, ListRaw and Watch send
+	// Accept: application/cbor, application/json;q=0.9, and decode each
+	// answer by its Content-Type, so a server without CBOR (Kubernetes
+	// before it serves CBOR, or one with the feature off) answers JSON and
+	// still works. Off by default: see the package doc, "CBOR".
+	PreferCBOR bool
+
 	// Timeout bounds each request except watches (0: none).
 	Timeout time.Duration
 

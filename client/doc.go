@@ -136,6 +136,36 @@
 // access at start and say what is missing, instead of failing later with
 // 403s; client/informer reports the refusals it meets (RefusedError).
 //
+// # CBOR
+//
+// Config.PreferCBOR (or Client.WithCBOR for one client) makes a Client's
+// reads ask for CBOR (KEP-4222): Get, List, ListRaw and Watch send
+// Accept: application/cbor, application/json;q=0.9 (with the drop
+// parameter under WithoutManagedFields), and every answer is decoded by
+// its Content-Type, so a server that does not offer CBOR answers JSON
+// and the client works the same: no discovery is needed. Objects are
+// decoded by apimachinery's CBOR serializer (json tags honoured, unknown
+// fields ignored, RawExtension fields transcoded to JSON), into the same
+// Go values the JSON path gives; a list in CBOR is read whole before its
+// items are passed on (JSON lists stream); a watch is a CBOR sequence of
+// WatchEvents, whose ERROR Status becomes the same *StatusError, as does
+// a CBOR error response. Raw.IsCBOR tells which encoding Raw.Bytes holds;
+// PeekMeta of a CBOR object decodes its identity (with allocations).
+//
+// Only what CBOR can carry uses it: typed clients whose T is a
+// runtime.Object (k8s.io/api types, or structs with generated deep
+// copies; the lenient decoder needs one) and unstructured clients. Other
+// T, clients with watch extensions (projection, deltas: their events'
+// additions are JSON only), and objwatch's commit times (not in CBOR
+// events: Event.CommitTime stays zero) read JSON. Request bodies
+// (create, update, patch, delete options) and write answers stay JSON.
+//
+// It is off by default: against objwatch the measured list of 10,000
+// objects is slower and allocates more over CBOR than over JSON (the
+// server transcodes its cached JSON, and the decoder does more work per
+// object; docs/PERFORMANCE.md, "Client library: CBOR"), so a client
+// should turn it on where its server encodes CBOR natively.
+//
 // # Concurrency
 //
 // Config is plain data. REST and Client are safe for concurrent use and

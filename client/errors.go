@@ -126,7 +126,13 @@ const maxErrorBody = 4 << 10
 func responseError(resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	var st metav1.Status
-	if err := json.UnmarshalCaseSensitivePreserveInts(body, &st); err == nil && st.Kind == "Status" {
+	var err error
+	if isCBOR(resp.Header.Get("Content-Type")) {
+		st, err = decodeCBORStatus(body)
+	} else {
+		err = json.UnmarshalCaseSensitivePreserveInts(body, &st)
+	}
+	if err == nil && st.Kind == "Status" {
 		if st.Code == 0 {
 			st.Code = int32(resp.StatusCode)
 		}

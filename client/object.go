@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/json"
 )
@@ -24,6 +25,7 @@ type codec[T Object] struct {
 	elem         reflect.Type // T's element type
 	unstructured bool
 	gvk          schema.GroupVersionKind // filled into objects without a kind
+	cbor         bool                    // T can be decoded from CBOR (cborCapable)
 }
 
 func newCodec[T Object](res Resource) codec[T] {
@@ -32,6 +34,7 @@ func newCodec[T Object](res Resource) codec[T] {
 		panic(fmt.Sprintf("client: %v is not a pointer to a struct", t))
 	}
 	c := codec[T]{elem: t.Elem(), unstructured: t == reflect.TypeFor[*unstructured.Unstructured]()}
+	c.cbor = cborCapable(t, c.unstructured)
 	if res.Kind != "" {
 		c.gvk = res.GVK()
 	}
@@ -59,12 +62,51 @@ func (c codec[T]) decode(data []byte) (T, error) {
 		var zero T
 		return zero, fmt.Errorf("decode: %w", err)
 	}
+	c.fillKind(obj)
+	return obj, nil
+}
+
+// fillKind sets the resource's kind on an object decoded without one
+// (list items).
+func (c codec[T]) fillKind(obj T) {
 	if !c.gvk.Empty() {
 		if ok := obj.GetObjectKind(); ok.GroupVersionKind().Kind == "" {
 			ok.SetGroupVersionKind(c.gvk)
 		}
 	}
+}
+
+// decodeCBOR decodes one CBOR data item into a new T as apimachinery's
+// CBOR serializer does (json tags, unknown fields ignored); T must be
+// cborCapable.
+func (c codec[T]) decodeCBOR(data []byte) (T, error) {
+	var zero T
+	obj := c.New()
+	if c.unstructured {
+		m, err := decodeCBORMap(data)
+		if err != nil {
+			return zero, fmt.Errorf("decode CBOR: %w", err)
+		}
+		any(obj).(*unstructured.Unstructured).Object = m
+	} else {
+		ro, ok := any(obj).(runtime.Object)
+		if !ok {
+			return zero, fmt.Errorf("decode CBOR: %T is not a runtime.Object", obj)
+		}
+		if err := decodeCBORInto(data, ro); err != nil {
+			return zero, fmt.Errorf("decode CBOR: %w", err)
+		}
+	}
+	c.fillKind(obj)
 	return obj, nil
+}
+
+// decodeAs decodes data in the encoding of a response's Content-Type.
+func (c codec[T]) decodeAs(contentType string, data []byte) (T, error) {
+	if isCBOR(contentType) {
+		return c.decodeCBOR(data)
+	}
+	return c.decode(data)
 }
 
 // unmarshal decodes a non-object response (Status, discovery documents).
@@ -97,13 +139,26 @@ type metaOnly struct {
 type Raw[T Object] struct {
 	data  []byte
 	codec *codec[T]
+	cbor  bool // data is CBOR, not JSON
 }
 
-// Bytes returns the object's JSON.
+// Bytes returns the object as the server encoded it: JSON, or CBOR when
+// IsCBOR (see Config.PreferCBOR).
 func (r Raw[T]) Bytes() []byte { return r.data }
+
+// IsCBOR reports whether Bytes is a CBOR data item rather than JSON.
+func (r Raw[T]) IsCBOR() bool { return r.cbor }
 
 // Meta reads the object's identity, without decoding the rest.
 func (r Raw[T]) Meta() (Meta, error) {
+	if r.cbor {
+		var m cborMeta
+		if err := decodeCBORInto(r.data, &m); err != nil {
+			return Meta{}, fmt.Errorf("decode metadata: %w", err)
+		}
+		md := m.Metadata
+		return Meta{Namespace: md.Namespace, Name: md.Name, UID: md.UID, ResourceVersion: md.ResourceVersion}, nil
+	}
 	if m, ok := peekMeta(r.data); ok {
 		return Meta{Namespace: string(m.Namespace), Name: string(m.Name), UID: string(m.UID), ResourceVersion: string(m.ResourceVersion)}, nil
 	}
@@ -117,10 +172,13 @@ func (r Raw[T]) Meta() (Meta, error) {
 
 // PeekMeta reads the object's identity like Meta but allocates nothing:
 // the slices point into the object's bytes. Use it to compare a listed
-// object with a cached one.
+// object with a cached one. For CBOR it decodes the identity as Meta
+// does, with its allocations.
 func (r Raw[T]) PeekMeta() (RawMeta, error) {
-	if m, ok := peekMeta(r.data); ok {
-		return m, nil
+	if !r.cbor {
+		if m, ok := peekMeta(r.data); ok {
+			return m, nil
+		}
 	}
 	m, err := r.Meta()
 	if err != nil {
@@ -130,4 +188,9 @@ func (r Raw[T]) PeekMeta() (RawMeta, error) {
 }
 
 // Decode decodes the object.
-func (r Raw[T]) Decode() (T, error) { return r.codec.decode(r.data) }
+func (r Raw[T]) Decode() (T, error) {
+	if r.cbor {
+		return r.codec.decodeCBOR(r.data)
+	}
+	return r.codec.decode(r.data)
+}

@@ -344,14 +344,18 @@ func (r Result) Raw() ([]byte, error) { return r.body, r.err }
 // ContentType is the answer's Content-Type.
 func (r Result) ContentType() string { return r.contentType }
 
-// Into decodes the JSON body of a 2xx answer into obj, or returns the
-// error.
+// Into decodes the body of a 2xx answer into obj, or returns the error:
+// JSON, or CBOR when the answer's Content-Type says so (after
+// Accept("application/cbor")), decoded by apimachinery's CBOR serializer.
 func (r Result) Into(obj any) error {
 	if r.err != nil {
 		return r.err
 	}
 	if len(r.body) == 0 {
 		return errors.New("decode answer: empty body")
+	}
+	if isCBOR(r.contentType) {
+		return decodeCBORAnswer(r.body, obj)
 	}
 	if err := json.Unmarshal(r.body, obj); err != nil {
 		return fmt.Errorf("decode answer: %w", err)

@@ -36,6 +36,7 @@ type REST struct {
 	timeout        time.Duration
 	attemptTimeout time.Duration // 0: none
 	stallTimeout   time.Duration // 0: none
+	preferCBOR     bool          // Config.PreferCBOR
 
 	discoveryMu sync.Mutex
 	discovery   map[schema.GroupVersion][]apiResource // cache of resource lists
@@ -87,6 +88,7 @@ func New(cfg *Config) (*REST, error) {
 		timeout:        cfg.Timeout,
 		attemptTimeout: orDefault(cfg.AttemptTimeout, defaultAttemptTimeout),
 		stallTimeout:   orDefault(cfg.StallTimeout, defaultStallTimeout),
+		preferCBOR:     cfg.PreferCBOR,
 		discovery:      map[schema.GroupVersion][]apiResource{},
 	}, nil
 }
@@ -347,6 +349,12 @@ func retryAfter(resp *http.Response) (time.Duration, bool) {
 
 // call sends req and returns the response body.
 func (r *REST) call(ctx context.Context, req request) ([]byte, error) {
+	b, _, err := r.callType(ctx, req)
+	return b, err
+}
+
+// callType sends req and returns the response body and its Content-Type.
+func (r *REST) callType(ctx context.Context, req request) ([]byte, string, error) {
 	if r.timeout > 0 && !req.watch {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, r.timeout)
@@ -354,10 +362,11 @@ func (r *REST) call(ctx context.Context, req request) ([]byte, error) {
 	}
 	resp, err := r.do(ctx, req)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer resp.Body.Close()
-	return io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	return b, resp.Header.Get("Content-Type"), err
 }
 
 // Raw sends a GET for path (e.g. "/version") and returns the body. Non-2xx

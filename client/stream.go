@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,11 +36,14 @@ func (c *Client[T]) ListRaw(ctx context.Context, namespace string, opts metav1.L
 	}
 	q := listQuery(opts)
 	c.params.add(q, false)
-	resp, err := c.rest.do(ctx, request{method: http.MethodGet, path: p, query: q, accept: c.accept})
+	resp, err := c.rest.do(ctx, request{method: http.MethodGet, path: p, query: q, accept: c.readAccept()})
 	if err != nil {
 		return meta, err
 	}
 	defer resp.Body.Close()
+	if isCBOR(resp.Header.Get("Content-Type")) {
+		return c.listCBOR(resp.Body, resp.ContentLength, fn)
+	}
 	dec := sigsjson.NewDecoderCaseSensitivePreserveInts(resp.Body)
 	if err := expectDelim(dec, '{'); err != nil {
 		return meta, fmt.Errorf("list %s: %w", c.res, err)
@@ -87,6 +91,36 @@ func (c *Client[T]) ListRaw(ctx context.Context, namespace string, opts metav1.L
 	}
 	return meta, nil
 }
+
+// listCBOR reads a list answered in CBOR: one data item of size bytes
+// (-1: unknown), read whole (CBOR has no streaming decoder here), whose
+// items are then passed to fn one by one, undecoded (slices of the body).
+func (c *Client[T]) listCBOR(body io.Reader, size int64, fn func(Raw[T]) error) (metav1.ListMeta, error) {
+	var buf bytes.Buffer
+	if size > 0 && size <= maxPreallocatedList {
+		buf.Grow(int(size) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(body); err != nil {
+		return metav1.ListMeta{}, fmt.Errorf("list %s: %w", c.res, err)
+	}
+	var l cborList
+	if err := decodeCBORWith(buf.Bytes(), &l, false); err != nil {
+		return metav1.ListMeta{}, fmt.Errorf("list %s: decode CBOR: %w", c.res, err)
+	}
+	for i, raw := range l.Items {
+		if isCBORNull(raw) {
+			return l.Metadata, fmt.Errorf("list %s: decode CBOR: item %d is null", c.res, i)
+		}
+		if err := fn(Raw[T]{data: raw, codec: &c.codec, cbor: true}); err != nil {
+			return l.Metadata, err
+		}
+	}
+	return l.Metadata, nil
+}
+
+// maxPreallocatedList bounds the buffer a CBOR list's Content-Length
+// reserves before its bytes arrive.
+const maxPreallocatedList = 256 << 20
 
 func expectDelim(dec sigsjson.Decoder, d json.Delim) error {
 	tok, err := dec.Token()
@@ -138,7 +172,9 @@ var ErrStopped = errors.New("watch stopped")
 // must call it when done.
 type Watcher[T Object] struct {
 	resp    *http.Response
-	dec     sigsjson.Decoder
+	dec     sigsjson.Decoder // nil for CBOR
+	frames  *cborFrames      // a CBOR watch's sequence, else nil
+	cborEv  metav1.WatchEvent
 	codec   *codec[T]
 	cancel  context.CancelFunc
 	stopped atomic.Bool
@@ -163,12 +199,33 @@ func (c *Client[T]) Watch(ctx context.Context, namespace string, opts metav1.Lis
 	ctx, cancel := context.WithCancel(ctx)
 	q := listQuery(opts)
 	c.params.add(q, true)
-	resp, err := c.rest.do(ctx, request{method: http.MethodGet, path: p, query: q, watch: true, accept: c.accept})
+	resp, err := c.rest.do(ctx, request{method: http.MethodGet, path: p, query: q, watch: true, accept: c.readAccept()})
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	return &Watcher[T]{resp: resp, dec: sigsjson.NewDecoderCaseSensitivePreserveInts(resp.Body), codec: &c.codec, cancel: cancel}, nil
+	w := &Watcher[T]{resp: resp, codec: &c.codec, cancel: cancel}
+	if isCBOR(resp.Header.Get("Content-Type")) {
+		w.frames = newCBORFrames(resp.Body)
+	} else {
+		w.dec = sigsjson.NewDecoderCaseSensitivePreserveInts(resp.Body)
+	}
+	return w, nil
+}
+
+// nextCBOR reads the next event of a CBOR watch into w.env: its type,
+// and its object's CBOR (the event has no commit time nor patch).
+func (w *Watcher[T]) nextCBOR() error {
+	frame, err := w.frames.next()
+	if err != nil {
+		return err
+	}
+	if err := cborEvent(frame, &w.cborEv); err != nil {
+		return err
+	}
+	w.env.Type = EventType(w.cborEv.Type)
+	w.env.Object = w.cborEv.Object.Raw
+	return nil
 }
 
 // NextRaw reads the next event without decoding its object. The Raw is
@@ -180,7 +237,13 @@ func (w *Watcher[T]) NextRaw() (EventType, Raw[T], error) {
 	w.env.Object = w.env.Object[:0]
 	w.env.CommitTime = w.env.CommitTime[:0]
 	w.env.Patch = w.env.Patch[:0]
-	if err := w.dec.Decode(&w.env); err != nil {
+	var err error
+	if w.frames != nil {
+		err = w.nextCBOR()
+	} else {
+		err = w.dec.Decode(&w.env)
+	}
+	if err != nil {
 		if w.stopped.Load() {
 			return "", Raw[T]{}, ErrStopped
 		}
@@ -194,11 +257,17 @@ func (w *Watcher[T]) NextRaw() (EventType, Raw[T], error) {
 	}
 	switch w.env.Type {
 	case Added, Modified, Deleted, Bookmark:
-		return w.env.Type, Raw[T]{data: w.env.Object, codec: w.codec}, nil
+		return w.env.Type, Raw[T]{data: w.env.Object, codec: w.codec, cbor: w.frames != nil}, nil
 	case Error:
 		var st metav1.Status
-		if err := unmarshal(w.env.Object, &st); err != nil || st.Kind != "Status" {
-			return "", Raw[T]{}, fmt.Errorf("watch: error event: %s", w.env.Object)
+		var err error
+		if w.frames != nil {
+			st, err = decodeCBORStatus(w.env.Object)
+		} else {
+			err = unmarshal(w.env.Object, &st)
+		}
+		if err != nil || st.Kind != "Status" {
+			return "", Raw[T]{}, fmt.Errorf("watch: error event: %s", errorEventText(w.env.Object, w.frames != nil))
 		}
 		if failover, _ := failoverStatus(int(st.Code)); failover {
 			serverFailed(w.resp) // the server cannot serve: the next request goes elsewhere

@@ -32,6 +32,37 @@ type Client[T Object] struct {
 	accept string
 	// params are the watch-extension parameters of lists and watches.
 	params WatchParams
+	// cbor overrides Config.PreferCBOR when set (WithCBOR).
+	cbor *bool
+}
+
+// WithCBOR returns a copy of c whose reads ask for CBOR (on) or JSON
+// only (off), whatever Config.PreferCBOR says. With CBOR asked for, Get,
+// List, ListRaw and Watch send Accept: application/cbor,
+// application/json;q=0.9 and decode the answer by its Content-Type.
+// Writes send and receive JSON either way.
+func (c *Client[T]) WithCBOR(on bool) *Client[T] {
+	out := *c
+	out.cbor = &on
+	return &out
+}
+
+// readAccept is the Accept header of reads: JSON (as WithoutManagedFields
+// says), or CBOR first when asked for and possible. CBOR is not asked
+// for when T cannot be decoded from it (see cborCapable) nor with watch
+// extensions (projection, deltas), whose additions the CBOR events lack.
+func (c *Client[T]) readAccept() string {
+	on := c.rest.preferCBOR
+	if c.cbor != nil {
+		on = *c.cbor
+	}
+	if !on || !c.codec.cbor || c.params.Projection || c.params.Deltas {
+		return c.accept
+	}
+	if c.accept == DropManagedFieldsAccept {
+		return cborDropAccept
+	}
+	return cborAccept
 }
 
 // DropManagedFieldsAccept is the Accept header with which a client asks
@@ -99,12 +130,12 @@ func (c *Client[T]) path(namespace, name, sub string) (string, error) {
 
 // object sends req and decodes the object in the answer.
 func (c *Client[T]) object(ctx context.Context, req request) (T, error) {
-	b, err := c.rest.call(ctx, req)
+	b, ct, err := c.rest.callType(ctx, req)
 	if err != nil {
 		var zero T
 		return zero, err
 	}
-	return c.codec.decode(b)
+	return c.codec.decodeAs(ct, b)
 }
 
 // Get reads one object from the server. An object that does not exist is
@@ -118,7 +149,7 @@ func (c *Client[T]) Get(ctx context.Context, namespace, name string, opts metav1
 	if err != nil {
 		return zero, fmt.Errorf("get %s: %w", c.res, err)
 	}
-	return c.object(ctx, request{method: http.MethodGet, path: p, query: getQuery(opts), accept: c.accept})
+	return c.object(ctx, request{method: http.MethodGet, path: p, query: getQuery(opts), accept: c.readAccept()})
 }
 
 // List is one page of a list, or a whole list.

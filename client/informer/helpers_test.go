@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/http"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,7 +35,43 @@ type env struct {
 	admin  *client.REST       // the writer's
 	reader *client.REST       // through the cutter
 	cut    *watchcut.Cutter
+	// cbor: the reader prefers CBOR (tests named TestCBOR..., or all
+	// with OBJWATCH_TEST_CBOR=1); readerTypes counts the Content-Types
+	// of the reader's list and watch answers.
+	cbor        bool
+	typesMu     sync.Mutex
+	readerTypes map[string]int
 }
+
+// preferCBOR reports whether t's reader should prefer CBOR.
+func preferCBOR(t *testing.T) bool {
+	return strings.HasPrefix(t.Name(), "TestCBOR") || os.Getenv("OBJWATCH_TEST_CBOR") == "1"
+}
+
+// recordTypes wraps the reader's transport to count answer Content-Types.
+func (e *env) recordTypes(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if err == nil && req.Method == http.MethodGet {
+			mt, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
+			e.typesMu.Lock()
+			e.readerTypes[mt]++
+			e.typesMu.Unlock()
+		}
+		return resp, err
+	})
+}
+
+// answerTypes returns the counts of the reader's answer Content-Types.
+func (e *env) answerTypes() map[string]int {
+	e.typesMu.Lock()
+	defer e.typesMu.Unlock()
+	return maps.Clone(e.readerTypes)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // compacting makes the server forget history fast: etcd compacts every
 // interval and the watch cache keeps about that much history, so watches
@@ -56,7 +95,9 @@ func startEnv(t *testing.T, opts ...testenv.Option) *env {
 	t.Cleanup(wr.CloseIdleConnections)
 	e.writer, e.admin = client.NewClient[CM](wr, configMaps), wr
 	rcfg := *cfg
-	rcfg.WrapTransport = e.cut.Wrap
+	e.cbor, e.readerTypes = preferCBOR(t), map[string]int{}
+	rcfg.PreferCBOR = e.cbor
+	rcfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return e.cut.Wrap(e.recordTypes(rt)) }
 	if e.reader, err = client.New(&rcfg); err != nil {
 		t.Fatal(err)
 	}

@@ -17,9 +17,13 @@ import (
 	"github.com/objwatch/objwatch/client/informer"
 )
 
-func TestInformerSeesEveryChange(t *testing.T) { bothModes(t, testInformerSeesEveryChange) }
+func TestInformerSeesEveryChange(t *testing.T) {
+	bothModes(t, func(t *testing.T, compact bool) { testInformerSeesEveryChange(t, compact) })
+}
 
-func testInformerSeesEveryChange(t *testing.T, compact bool) {
+// testInformerSeesEveryChange runs the test, and checks on the env at the
+// end of each run.
+func testInformerSeesEveryChange(t *testing.T, compact bool, checks ...func(*testing.T, *env)) {
 	for _, streaming := range []bool{true, false} {
 		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
 			e := startEnv(t)
@@ -89,6 +93,9 @@ func testInformerSeesEveryChange(t *testing.T, compact bool) {
 				t.Errorf("bookmarks received = 0, want some")
 			}
 			t.Logf("%d writes, %d watches, %d adds, %d updates, %d deletes", w.writes, e.cut.Watches.Load(), rec.adds, rec.updates, rec.deletes)
+			for _, check := range checks {
+				check(t, e)
+			}
 		})
 	}
 }
@@ -121,9 +128,13 @@ func TestStreamingListFallback(t *testing.T) {
 // TestRelistAppliesOnlyDifferences cuts the watch and keeps it down until
 // the server compacted its history, changes a few objects meanwhile, and
 // checks that the 410 relist delivers exactly those changes.
-func TestRelistAppliesOnlyDifferences(t *testing.T) { bothModes(t, testRelistAppliesOnlyDifferences) }
+func TestRelistAppliesOnlyDifferences(t *testing.T) {
+	bothModes(t, func(t *testing.T, compact bool) { testRelistAppliesOnlyDifferences(t, compact) })
+}
 
-func testRelistAppliesOnlyDifferences(t *testing.T, compact bool) {
+// testRelistAppliesOnlyDifferences runs the test, and checks on the env
+// at the end of each run.
+func testRelistAppliesOnlyDifferences(t *testing.T, compact bool, checks ...func(*testing.T, *env)) {
 	for _, streaming := range []bool{true, false} {
 		t.Run(fmt.Sprintf("streaming=%v", streaming), func(t *testing.T) {
 			e := startEnv(t, compacting(100*time.Millisecond)...)
@@ -190,6 +201,9 @@ func testRelistAppliesOnlyDifferences(t *testing.T, compact bool) {
 			}
 			if lists := counter(t, reg, "objwatch_informer_lists_total"); lists != 2 {
 				t.Errorf("lists = %v, want 2 (initial and one relist after 410)", lists)
+			}
+			for _, check := range checks {
+				check(t, e)
 			}
 		})
 	}

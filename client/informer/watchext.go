@@ -89,6 +89,10 @@ func (r *reflector[T]) resolve(ctx context.Context) error {
 	if p.FieldMask != nil || p.Deltas {
 		r.client = r.client.WithWatchParams(p)
 	}
+	if x.emulateProj {
+		// project reads the objects' JSON.
+		r.client = r.client.WithCBOR(false)
+	}
 	x.resolved = true
 	r.log.Debug("watch extensions", "serverMask", x.wireMask, "serverProjection", p.Projection,
 		"serverDeltas", x.wireDeltas, "emulatedProjection", x.emulateProj)
