@@ -147,6 +147,19 @@ func TestDropManagedFields(t *testing.T) {
 	}
 }
 
+// openInitialWatch opens a ConfigMap watch with its initial events and
+// bookmarks, in the encoding accept asks for.
+func openInitialWatch(t *testing.T, ctx context.Context, a *servertest.API, accept string) io.ReadCloser {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", a.Host+servertest.CMs+"?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true", nil)
+	req.Header.Set("Accept", accept)
+	resp, err := a.C.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("watch %s: %v %v", accept, err, resp)
+	}
+	return resp.Body
+}
+
 // watchBytes reads a watch's body until it has n events and returns them.
 func watchBytes(t *testing.T, body io.Reader, n int) [][]byte {
 	t.Helper()
@@ -175,15 +188,7 @@ func TestWatchDropManagedFields(t *testing.T) {
 			managedFieldsCM(t, a, "w0") // before the watches: an initial event
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			open := func(accept string) io.ReadCloser {
-				req, _ := http.NewRequestWithContext(ctx, "GET", a.Host+servertest.CMs+"?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true", nil)
-				req.Header.Set("Accept", accept)
-				resp, err := a.C.Do(req)
-				if err != nil || resp.StatusCode != 200 {
-					t.Fatalf("watch %s: %v %v", accept, err, resp)
-				}
-				return resp.Body
-			}
+			open := func(accept string) io.ReadCloser { return openInitialWatch(t, ctx, a, accept) }
 			fullW, d1, d2 := open("application/json"), open(dropAccept), open("application/yaml;drop=metadata.managedFields, "+dropAccept)
 			defer fullW.Close()
 			defer d1.Close()

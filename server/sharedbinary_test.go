@@ -35,15 +35,7 @@ func TestSharedBinaryWatchFrames(t *testing.T) {
 			servertest.MustCode(t, "create", a.JSON("POST", servertest.CMs, servertest.CM("b0", "")), http.StatusCreated)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			open := func(accept string) io.ReadCloser {
-				req, _ := http.NewRequestWithContext(ctx, "GET", a.Host+servertest.CMs+"?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true", nil)
-				req.Header.Set("Accept", accept)
-				resp, err := a.C.Do(req)
-				if err != nil || resp.StatusCode != http.StatusOK {
-					t.Fatalf("watch %s: %v %v", accept, err, resp)
-				}
-				return resp.Body
-			}
+			open := func(accept string) io.ReadCloser { return openInitialWatch(t, ctx, a, accept) }
 			const pb = "application/vnd.kubernetes.protobuf"
 			// Counted from before the watches open: their initial ADDED is
 			// encoded when each watch's goroutine first sends.
