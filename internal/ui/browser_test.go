@@ -271,8 +271,8 @@ func TestBrowserTimeline(t *testing.T) {
 
 // TestBrowserLiveLoad streams 100 changes/s to the live page for
 // -ui.soak (5s by default; a minute with -ui.soak=1m) and bounds what
-// the page holds (its rows, its JavaScript heap) and what the server
-// keeps (goroutines), and reports the process's CPU time per change.
+// the page holds (its rows, its JavaScript heap), what the server keeps
+// (goroutines) and the process's CPU time per change.
 func TestBrowserLiveLoad(t *testing.T) {
 	ctx := browser(t)
 	e := startUI(t)
@@ -301,6 +301,17 @@ func TestBrowserLiveLoad(t *testing.T) {
 		float64(cpu.Microseconds())/1000/float64(sent), goroutines, runtime.NumGoroutine())
 	if n := runtime.NumGoroutine(); n > goroutines+20 {
 		t.Errorf("goroutines grew from %d to %d while streaming", goroutines, n)
+	}
+	// The process (page server, API server, etcd, writers) measured
+	// 4.5 ms per change; a bound of several times that catches a page
+	// server that loops or re-encodes per subscriber, not a busy machine.
+	perChange := time.Duration(int64(cpu) / int64(max(1, sent)))
+	limit := 30 * time.Millisecond
+	if raceEnabled {
+		limit *= 10
+	}
+	if perChange > limit {
+		t.Errorf("the process spent %v of CPU per change, more than %v", perChange, limit)
 	}
 	if float64(sent)/elapsed.Seconds() < 80 {
 		t.Logf("the machine made only %.0f changes/s", float64(sent)/elapsed.Seconds())
