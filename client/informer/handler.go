@@ -65,6 +65,16 @@ func (f HandlerFuncs[T]) OnDelete(obj T, finalStateUnknown bool) {
 	}
 }
 
+// wantsGone reports whether h is told of 410s: a GoneHandler, but a
+// HandlerFuncs only with its Gone set.
+func wantsGone[T client.Object](h Handler[T]) bool {
+	if f, ok := h.(HandlerFuncs[T]); ok {
+		return f.Gone != nil
+	}
+	_, ok := h.(GoneHandler)
+	return ok
+}
+
 func (f HandlerFuncs[T]) OnGone(resourceVersion string) {
 	if f.Gone != nil {
 		f.Gone(resourceVersion)

@@ -634,7 +634,13 @@ func (i *SharedInformer[T]) apply(e entry[T]) {
 		}
 		i.notify(notification[T]{kind: kindDelete, obj: final, key: e.key, unknown: unknown, stamp: e.stamp})
 	case opGone:
-		i.notify(notification[T]{kind: kindGone, gone: e.gone})
+		// Only to the handlers that are told (no entry, no delivery
+		// counted, for the others).
+		for _, r := range i.handlers {
+			if wantsGone(r.h) {
+				r.q.push(notification[T]{kind: kindGone, gone: e.gone})
+			}
+		}
 	case opSynced:
 		e.from.synced = true
 		if i.syncedLogs++; i.syncedLogs < len(i.refls) {
