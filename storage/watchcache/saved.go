@@ -54,7 +54,8 @@ func (c *Cache) Resumed() (from int64, events int, ok bool) {
 // the store's revision as read after the load, so that no read is served
 // older than a list from the store would be. It returns, for the caller
 // to list the store, when there is no usable state (os.ErrNotExist when
-// none was saved), when the store's revision is older than the state's
+// none was saved; a store that fails to tell its revision is asked
+// again, the state kept), when the store's revision is older than the state's
 // (another store: the state is not its), or when the store has compacted
 // the revisions the cache needs (the state is discarded); otherwise, as
 // listAndWatch, once ctx ends or the feed needs a relist.
@@ -68,7 +69,7 @@ func (c *Cache) resume(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load: %w", err)
 	}
-	cur, err := c.cfg.Store.Revision(ctx)
+	cur, err := c.storeRevision(ctx)
 	if err != nil {
 		return fmt.Errorf("store revision: %w", err)
 	}
@@ -94,6 +95,27 @@ func (c *Cache) resume(ctx context.Context) error {
 		c.discard()
 	}
 	return err
+}
+
+// storeRevision reads the store's revision, asking again while the store
+// fails to answer: a state already loaded is worth waiting for, since a
+// list instead would need the same store and much more of it. It returns
+// an error only once ctx ends.
+func (c *Cache) storeRevision(ctx context.Context) (int64, error) {
+	backoff := 100 * time.Millisecond
+	for {
+		cur, err := c.cfg.Store.Revision(ctx)
+		if err == nil || ctx.Err() != nil {
+			return cur, err
+		}
+		c.cfg.Log.Warn("watch cache: store revision after loading the saved state; asking again", "prefix", c.cfg.Prefix, "err", err)
+		select {
+		case <-ctx.Done():
+			return 0, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
 }
 
 // caughtUp_locked makes the cache ready once it has caught up from its

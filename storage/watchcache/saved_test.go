@@ -2,6 +2,7 @@ package watchcache_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/objwatch/objwatch/storage"
 	"github.com/objwatch/objwatch/storage/watchcache"
@@ -229,4 +231,53 @@ func TestSaveSkipsUnchanged(t *testing.T) {
 	if from, events, ok := c.Resumed(); !ok || from < other.ModRevision || events != 0 {
 		t.Fatalf("Resumed = %d, %d events, %v; want from %d or later, no event", from, events, ok, other.ModRevision)
 	}
+}
+
+// busyStore is a store whose Revision fails until a moment, as a guarded
+// store refuses while etcd is too busy to answer its probes.
+type busyStore struct {
+	storage.Interface
+	until time.Time
+	fails atomic.Int32
+}
+
+func (s *busyStore) Revision(ctx context.Context) (int64, error) {
+	if time.Now().Before(s.until) {
+		s.fails.Add(1)
+		return 0, fmt.Errorf("%w: no answer for 4s", storage.ErrUnavailable)
+	}
+	return s.Interface.Revision(ctx)
+}
+
+// TestSavedStateKeptWhileStoreBusy: a store that cannot tell its revision
+// just after the saved state is loaded is asked again; the cache starts
+// from the state instead of listing every object (decoding none of them).
+func TestSavedStateKeptWhileStoreBusy(t *testing.T) {
+	e := newSavedEnv(t, 50)
+	saved := e.stop(t, e.start(t))
+	flaky := &busyStore{Interface: e.store, until: time.Now().Add(500 * time.Millisecond)}
+	e.decoded.Store(0)
+	c := watchcache.New(watchcache.Config{Store: flaky, Prefix: prefix, Log: quietLog, Saved: e.file,
+		Decode: func(kv storage.KeyValue) (*watchcache.Object, error) { e.decoded.Add(1); return decode(kv) }})
+	c.Start()
+	t.Cleanup(c.Stop)
+	for { // WaitFresh reads the store's revision too: it fails while the store does
+		_, err := c.WaitFresh(e.ctx)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, storage.ErrUnavailable) {
+			t.Fatal(err)
+		}
+	}
+	if from, _, ok := c.Resumed(); !ok || from != saved {
+		t.Fatalf("Resumed = %d, %v; want from the saved state at %d", from, ok, saved)
+	}
+	if flaky.fails.Load() == 0 {
+		t.Fatal("the store's Revision never failed")
+	}
+	if got := e.decoded.Load(); got != 0 {
+		t.Errorf("decoded %d values, want none (the saved state used)", got)
+	}
+	e.same(t, c)
 }
