@@ -17,7 +17,7 @@ func (s *Server) openHistory() error {
 	if hc.Dir == "" {
 		return nil
 	}
-	hs, err := history.Open(hc.Dir, history.Options{Retention: hc.Retention, MaxSize: hc.MaxSize, Log: s.cfg.Log})
+	hs, err := history.Open(hc.Dir, history.Options{Retention: hc.Retention, MaxSize: hc.MaxSize, ValueCache: int(hc.ValueCache), Log: s.cfg.Log})
 	if errors.Is(err, history.ErrCorrupt) {
 		s.historyErr = err
 		s.cfg.Log.Error("history: the store is damaged; serving without history (move it aside to start a new one)", "dir", hc.Dir, "err", err)

@@ -33,6 +33,7 @@ func newServeCommand() *cobra.Command {
 		keepHistory               bool
 		authorNotes               bool
 		historyMaxSize            string
+		historyValueCache         string
 		exitWithParent            bool
 		cacheSnapshots            bool
 	)
@@ -85,6 +86,16 @@ func newServeCommand() *cobra.Command {
 					return fmt.Errorf("--history-max-size %q: a size such as 4Gi or 500Mi", historyMaxSize)
 				}
 				o.Server.History.MaxSize = q.Value()
+			}
+			if historyValueCache != "" {
+				q, err := resource.ParseQuantity(historyValueCache)
+				if err != nil || q.Value() < 0 {
+					return fmt.Errorf("--history-value-cache %q: a size such as 128Mi, or 0 for none", historyValueCache)
+				}
+				o.Server.History.ValueCache = q.Value()
+				if q.Value() == 0 {
+					o.Server.History.ValueCache = -1
+				}
 			}
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
@@ -155,6 +166,7 @@ func newServeCommand() *cobra.Command {
 	f.StringVar(&o.Server.History.Dir, "history-dir", "", "directory of the history store (default DATA-DIR/history)")
 	f.DurationVar(&o.Server.History.Retention, "history-retention", 7*24*time.Hour, "how long the history store keeps a revision")
 	f.StringVar(&historyMaxSize, "history-max-size", "4Gi", "largest size of the history store on disk; past it the oldest revisions are dropped first")
+	f.StringVar(&historyValueCache, "history-value-cache", "128Mi", "memory for the last values of recently written keys, the bases of their next records' deltas; a key not in it has its base read back from the store, which costs an update several times the CPU of its record (0: none)")
 	f.BoolVar(&authorNotes, "history-author-notes", true, "write who made each change into etcd beside it, for the history stores of every server of the etcd: on for a server without a store whose peers keep one, off to save etcd a key per write and record no authors")
 	f.Lookup("history-author-notes").DefValue = "as --history"
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logging")

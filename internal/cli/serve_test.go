@@ -46,3 +46,24 @@ func TestServePrintsKubeconfigAndStops(t *testing.T) {
 		t.Fatalf("serve did not stop after its context ended")
 	}
 }
+
+// Sizes of the history store's flags that are not sizes are refused
+// before anything starts, naming the flag.
+func TestServeRefusesBadHistorySizes(t *testing.T) {
+	for _, args := range [][]string{
+		{"--history-max-size", "lots"},
+		{"--history-max-size", "0"},
+		{"--history-value-cache", "-1Mi"},
+		{"--history-value-cache", "big"},
+	} {
+		cmd := newServeCommand()
+		var out syncBuffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		cmd.SetArgs(append([]string{"--data-dir", filepath.Join(t.TempDir(), "data"), "--listen", "127.0.0.1:0"}, args...))
+		err := cmd.ExecuteContext(t.Context())
+		if err == nil || !strings.Contains(err.Error(), args[0]) {
+			t.Errorf("serve %v = %v, want an error naming %s", args, err, args[0])
+		}
+	}
+}

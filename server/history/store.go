@@ -45,8 +45,10 @@ type Options struct {
 	// FullEvery-1 deltas.
 	FullEvery int
 	// ValueCache bounds, in bytes, the keys' last values the writer keeps
-	// as the bases of their next deltas (default 32 MiB; negative: none,
-	// every base is rebuilt from the database).
+	// as the bases of their next deltas (default 32 MiB; objwatch serve's
+	// 128 MiB; negative: none, every base is rebuilt from the database).
+	// A base rebuilt costs a seek into the database, often a block read
+	// and decompressed: several times the record's own CPU.
 	ValueCache int
 	// DiskReserve is the free space, in bytes, the store leaves on its
 	// file system (default and least 128 MiB: four memtables; negative:
