@@ -256,7 +256,8 @@ func TestCaptureMatchesInformer(t *testing.T) {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	last := make(chan struct{}) // new's deletion was recorded
+	last := make(chan struct{})  // new's deletion was recorded
+	added := make(chan struct{}) // new's creation was recorded
 	bookmarks := make(chan struct{}, 1)
 	// watching waits until the capture's watch is up (a bookmark came):
 	// with history kept for 100 ms, a watch started later than that after
@@ -285,6 +286,9 @@ func TestCaptureMatchesInformer(t *testing.T) {
 			if it.Kind == recording.Deleted && bytes.Contains(it.Object, []byte(`"name":"new"`)) {
 				close(last)
 			}
+			if it.Kind == recording.Added && bytes.Contains(it.Object, []byte(`"name":"new"`)) {
+				close(added)
+			}
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -311,6 +315,14 @@ func TestCaptureMatchesInformer(t *testing.T) {
 	write("cm2", "", true)
 	write("new", "0", false)
 	waitConsistent(t, e.writer, "default", map[string]func() map[informer.Key]string{"live": live.rvs})
+	// The capture too has every write before the cut: one that lags
+	// (under -race) would learn of cm2's deletion from its relist instead,
+	// a different history from the informer's.
+	select {
+	case <-added:
+	case <-ctx.Done():
+		t.Fatal("the capture never recorded new's creation")
+	}
 
 	e.cut.Cut(1500 * time.Millisecond)
 	write("cm3", "1", false)
