@@ -106,6 +106,9 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, req *objects.Request)
 		return neg.write(w, res, http.StatusOK, v)
 	}
 	if neg.enc != encJSON {
+		if done, err := writeCachedList(w, res, l, neg); done {
+			return err
+		}
 		v, err := neg.wireList(res, l)
 		if err != nil {
 			return err
