@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -193,6 +194,7 @@ type List struct {
 	// same order, when the list was served from the cache: they keep the
 	// list's other encodings of them (Encoded). Shared: read only.
 	Cached []*watchcache.Object
+	made   *atomic.Int64 // counts the items Encoded encodes (Counts), if set
 }
 
 // Encoded returns the list's items in the encoding named key (see
@@ -203,6 +205,13 @@ type List struct {
 func (l *List) Encoded(key string, encode func(json []byte) ([]byte, error)) (items [][]byte, ok bool, err error) {
 	if l.Cached == nil || len(l.Cached) != len(l.Raw) {
 		return nil, false, nil
+	}
+	if l.made != nil {
+		enc := encode
+		encode = func(b []byte) ([]byte, error) {
+			l.made.Add(1)
+			return enc(b)
+		}
 	}
 	items = make([][]byte, len(l.Cached))
 	for i, o := range l.Cached {
