@@ -1,0 +1,98 @@
+package server_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/objwatch/objwatch/server"
+	"github.com/objwatch/objwatch/server/servertest"
+	"github.com/objwatch/objwatch/testenv"
+)
+
+// BenchmarkCachedListMemory: the heap a protobuf, then a CBOR, list of
+// every ConfigMap adds to the server process per object (the item
+// encodings the watch cache keeps for later lists), against the whole
+// process's heap per object before (server, watch cache and embedded
+// etcd). Objects: MEMORY_BENCH_OBJECTS (default 10,000) ConfigMaps of
+// ~1 KiB. One round; the timed loop lists in protobuf (served from the
+// kept encodings after the first).
+//
+//	go test -run '^$' -bench CachedListMemory -benchtime 3x ./server/
+func BenchmarkCachedListMemory(b *testing.B) {
+	n := 10000
+	if s := os.Getenv("MEMORY_BENCH_OBJECTS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
+			b.Fatalf("MEMORY_BENCH_OBJECTS: %v", err)
+		}
+	}
+	env := testenv.Start(b)
+	c, host := env.HTTPClient(), env.Config.Host
+	pad := strings.Repeat("x", 900)
+	var g errgroup.Group
+	g.SetLimit(16)
+	for i := range n {
+		g.Go(func() error {
+			body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%06d"},"data":{"pad":%q}}`, i, pad)
+			if code, out := servertest.RawJSON(b, c, host+servertest.CMs, "POST", body); code != http.StatusCreated {
+				return fmt.Errorf("create %d = %d %s", i, code, out)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	list := func(accept string) int {
+		req, err := http.NewRequest("GET", host+servertest.CMs, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		req.Header.Set("Accept", accept)
+		resp, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Body.Close()
+		m, err := io.Copy(io.Discard, resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != accept {
+			b.Fatalf("list in %s = %d %s, %d bytes, %v", accept, resp.StatusCode, resp.Header.Get("Content-Type"), m, err)
+		}
+		return int(m)
+	}
+	heap := func() float64 {
+		var ms runtime.MemStats
+		for range 3 {
+			runtime.GC()
+		}
+		runtime.ReadMemStats(&ms)
+		return float64(ms.HeapAlloc)
+	}
+	list("application/json") // the cache has every object
+	base := heap()
+	made := server.ListItemsEncoded(env.Server)
+	list(pbType)
+	withPB := heap()
+	list(cborType)
+	withCBOR := heap()
+	if got := server.ListItemsEncoded(env.Server) - made; got != int64(2*n) {
+		b.Fatalf("the lists encoded %d items, want %d", got, 2*n)
+	}
+	var bytes int
+	for b.Loop() {
+		bytes = list(pbType)
+	}
+	// After the loop: b.Loop's start resets what was reported.
+	b.ReportMetric(base/float64(n), "heap-B/obj")
+	b.ReportMetric((withPB-base)/float64(n), "protobuf-B/obj")
+	b.ReportMetric((withCBOR-withPB)/float64(n), "cbor-B/obj")
+	b.ReportMetric(float64(bytes)/float64(n), "pb-resp-B/obj")
+}
