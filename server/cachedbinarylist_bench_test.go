@@ -21,9 +21,9 @@ import (
 // every ConfigMap adds to the server process per object (the item
 // encodings the watch cache keeps for later lists), against the whole
 // process's heap per object before (server, watch cache and embedded
-// etcd). Objects: MEMORY_BENCH_OBJECTS (default 10,000) ConfigMaps of
-// ~1 KiB. One round; the timed loop lists in protobuf (served from the
-// kept encodings after the first).
+// etcd), in the "memory" sub-benchmark. Objects: MEMORY_BENCH_OBJECTS
+// (default 10,000) ConfigMaps of ~1 KiB. Then whole lists in JSON,
+// protobuf and CBOR over HTTP.
 //
 //	go test -run '^$' -bench CachedListMemory -benchtime 3x ./server/
 func BenchmarkCachedListMemory(b *testing.B) {
@@ -86,13 +86,22 @@ func BenchmarkCachedListMemory(b *testing.B) {
 	if got := server.ListItemsEncoded(env.Server) - made; got != int64(2*n) {
 		b.Fatalf("the lists encoded %d items, want %d", got, 2*n)
 	}
-	var bytes int
-	for b.Loop() {
-		bytes = list(pbType)
+	b.Run("memory", func(b *testing.B) {
+		for b.Loop() {
+		}
+		b.ReportMetric(base/float64(n), "heap-B/obj")
+		b.ReportMetric((withPB-base)/float64(n), "protobuf-B/obj")
+		b.ReportMetric((withCBOR-withPB)/float64(n), "cbor-B/obj")
+	})
+	// Whole lists over HTTP, read and discarded (not decoded), the binary
+	// ones from the kept encodings.
+	for _, accept := range []string{"application/json", pbType, cborType} {
+		b.Run("list/"+accept, func(b *testing.B) {
+			var bytes int
+			for b.Loop() {
+				bytes = list(accept)
+			}
+			b.ReportMetric(float64(bytes)/float64(n), "resp-B/obj")
+		})
 	}
-	// After the loop: b.Loop's start resets what was reported.
-	b.ReportMetric(base/float64(n), "heap-B/obj")
-	b.ReportMetric((withPB-base)/float64(n), "protobuf-B/obj")
-	b.ReportMetric((withCBOR-withPB)/float64(n), "cbor-B/obj")
-	b.ReportMetric(float64(bytes)/float64(n), "pb-resp-B/obj")
 }

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
 )
@@ -74,7 +72,7 @@ func BenchmarkListEncoding(b *testing.B) {
 	cached := func(b *testing.B, res *registry.Resource, enc encoding, first bool) {
 		w := &countingWriter{discard: discard{h: http.Header{}}}
 		o := output{enc: enc}
-		cl := cachedList(metav1.ListMeta{ResourceVersion: "10100"}, l.Raw)
+		cl := cachedList(l.Meta, l.Raw)
 		if !first {
 			if done, err := writeCachedList(w, res, cl, o); !done || err != nil {
 				b.Fatal(done, err)
@@ -83,7 +81,7 @@ func BenchmarkListEncoding(b *testing.B) {
 		for b.Loop() {
 			if first {
 				b.StopTimer()
-				cl = cachedList(metav1.ListMeta{ResourceVersion: "10100"}, l.Raw)
+				cl = cachedList(l.Meta, l.Raw)
 				b.StartTimer()
 			}
 			w.n = 0
