@@ -35,22 +35,8 @@ func BenchmarkCachedListMemory(b *testing.B) {
 		}
 	}
 	env := testenv.Start(b)
+	createPaddedConfigMaps(b, env, n)
 	c, host := env.HTTPClient(), env.Config.Host
-	pad := strings.Repeat("x", 900)
-	var g errgroup.Group
-	g.SetLimit(16)
-	for i := range n {
-		g.Go(func() error {
-			body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%06d"},"data":{"pad":%q}}`, i, pad)
-			if code, out := servertest.RawJSON(b, c, host+servertest.CMs, "POST", body); code != http.StatusCreated {
-				return fmt.Errorf("create %d = %d %s", i, code, out)
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		b.Fatal(err)
-	}
 	list := func(accept string) int {
 		req, err := http.NewRequest("GET", host+servertest.CMs, nil)
 		if err != nil {
@@ -103,5 +89,26 @@ func BenchmarkCachedListMemory(b *testing.B) {
 			}
 			b.ReportMetric(float64(bytes)/float64(n), "resp-B/obj")
 		})
+	}
+}
+
+// createPaddedConfigMaps creates n ConfigMaps of ~1 KiB (cm-000000 on) in
+// env's default namespace, 16 at a time.
+func createPaddedConfigMaps(tb testing.TB, env *testenv.Env, n int) {
+	c, host := env.HTTPClient(), env.Config.Host
+	pad := strings.Repeat("x", 900)
+	var g errgroup.Group
+	g.SetLimit(16)
+	for i := range n {
+		g.Go(func() error {
+			body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%06d"},"data":{"pad":%q}}`, i, pad)
+			if code, out := servertest.RawJSON(tb, c, host+servertest.CMs, "POST", body); code != http.StatusCreated {
+				return fmt.Errorf("create %d = %d %s", i, code, out)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		tb.Fatal(err)
 	}
 }

@@ -110,27 +110,22 @@ func TestCachedBinaryLists(t *testing.T) {
 	}
 	servertest.EventuallyWithin(t, 10*time.Second, func() bool { return a.JSON("GET", servertest.Widgets, "").Code == http.StatusOK })
 
-	jsonCfg := env.Config.RESTConfig()
-	jsonCfg.ContentType, jsonCfg.AcceptContentTypes = "application/json", "application/json"
-	js, err := kubernetes.NewForConfig(jsonCfg)
-	if err != nil {
-		t.Fatal(err)
+	// clientset is a typed client in encoding ct (recording its list
+	// responses' Content-Types in wire, if set).
+	clientset := func(ct string, wire *contentTypes) *kubernetes.Clientset {
+		cfg := env.Config.RESTConfig()
+		cfg.ContentType, cfg.AcceptContentTypes = ct, ct
+		if wire != nil {
+			wire.wrap(cfg)
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
 	}
 	var pbWire, cborWire, dynWire contentTypes
-	pbCfg := env.Config.RESTConfig()
-	pbCfg.ContentType, pbCfg.AcceptContentTypes = pbType, pbType
-	pbWire.wrap(pbCfg)
-	pb, err := kubernetes.NewForConfig(pbCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cborCfg := env.Config.RESTConfig()
-	cborCfg.ContentType, cborCfg.AcceptContentTypes = cborType, cborType
-	cborWire.wrap(cborCfg)
-	cb, err := kubernetes.NewForConfig(cborCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js, pb, cb := clientset("application/json", nil), clientset(pbType, &pbWire), clientset(cborType, &cborWire)
 	dynCfg := env.Config.RESTConfig()
 	dynWire.wrap(dynCfg)
 	dyn, err := dynamic.NewForConfig(dynCfg)
@@ -187,26 +182,28 @@ func TestCachedBinaryLists(t *testing.T) {
 	if len(want) != n {
 		t.Fatalf("JSON list of %d ConfigMaps, want %d", len(want), n)
 	}
-	for _, c := range []struct {
+	binary := []struct {
 		name string
 		cs   *kubernetes.Clientset
-	}{{"protobuf", pb}, {"cbor", cb}} {
-		before := encoded()
-		got, _, err := cmsIn(c.cs)(metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		same(c.name+" ConfigMaps", got, want)
-		if made := encoded() - before; made != n {
-			t.Errorf("first %s list encoded %d items, want %d", c.name, made, n)
-		}
-		before = encoded()
-		got, _, _ = cmsIn(c.cs)(metav1.ListOptions{})
-		same(c.name+" ConfigMaps, again", got, want)
-		if made := encoded() - before; made != 0 {
-			t.Errorf("second %s list encoded %d items, want none", c.name, made)
+	}{{"protobuf", pb}, {"cbor", cb}}
+	// listAll lists every ConfigMap in each binary encoding: the lists
+	// must be want, and encode wantMade items each.
+	listAll := func(what string, want []corev1.ConfigMap, wantMade int64) {
+		t.Helper()
+		for _, c := range binary {
+			before := encoded()
+			got, _, err := cmsIn(c.cs)(metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			same(c.name+" ConfigMaps, "+what, got, want)
+			if made := encoded() - before; made != wantMade {
+				t.Errorf("%s list, %s, encoded %d items, want %d", c.name, what, made, wantMade)
+			}
 		}
 	}
+	listAll("first", want, n)
+	listAll("again", want, 0)
 
 	// An update: the next lists have the new revision, encoded anew.
 	cm := want[5].DeepCopy()
@@ -219,20 +216,7 @@ func TestCachedBinaryLists(t *testing.T) {
 	if want[5].Data["k"] != "updated" || want[5].ResourceVersion != updated.ResourceVersion {
 		t.Fatalf("JSON list after the update has %v", want[5])
 	}
-	for _, c := range []struct {
-		name string
-		cs   *kubernetes.Clientset
-	}{{"protobuf", pb}, {"cbor", cb}} {
-		before := encoded()
-		got, _, err := cmsIn(c.cs)(metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		same(c.name+" ConfigMaps after an update", got, want)
-		if made := encoded() - before; made != 1 {
-			t.Errorf("%s list after one update encoded %d items, want 1", c.name, made)
-		}
-	}
+	listAll("after an update", want, 1)
 
 	// Pages and selectors.
 	for _, opts := range []metav1.ListOptions{{}, {LabelSelector: "app=b"}, {LabelSelector: "app!=a"}, {FieldSelector: "metadata.name=cm-07"}} {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
-	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -163,26 +162,18 @@ func writeCachedList(w http.ResponseWriter, res *registry.Resource, l *objects.L
 			n += 1 + uvarintLen(uint64(len(b)))
 		}
 	}
-	w.Header().Set("Content-Type", o.enc.contentType(false))
-	w.Header().Set("Content-Length", strconv.Itoa(n))
-	w.WriteHeader(http.StatusOK)
-	bw := listWriters.Get().(*bufio.Writer)
-	bw.Reset(w)
-	defer func() {
-		bw.Reset(nil)
-		listWriters.Put(bw)
-	}()
-	bw.Write(head)
-	var field [1 + binary.MaxVarintLen64]byte
-	for _, b := range items {
-		if o.enc == encProtobuf {
-			field[0] = protoItemsTag
-			bw.Write(binary.AppendUvarint(field[:1], uint64(len(b))))
+	streamList(w, o.enc.contentType(false), n, func(bw *bufio.Writer) {
+		bw.Write(head)
+		var field [1 + binary.MaxVarintLen64]byte
+		for _, b := range items {
+			if o.enc == encProtobuf {
+				field[0] = protoItemsTag
+				bw.Write(binary.AppendUvarint(field[:1], uint64(len(b))))
+			}
+			bw.Write(b)
 		}
-		bw.Write(b)
-	}
-	bw.Write(tail)
-	bw.Flush()
+		bw.Write(tail)
+	})
 	return true, nil
 }
 
@@ -268,7 +259,7 @@ func cborListEnvelope(res *registry.Resource, typed bool, meta metav1.ListMeta, 
 	return head, tail, nil
 }
 
-// CBOR major types (RFC 8949 section 3.1), in a head's top three bits.
+// CBOR major types, in the top three bits of a data item's head.
 const (
 	cborArray = 4 << 5
 	cborMap   = 5 << 5
