@@ -11,6 +11,12 @@ import (
 	"testing"
 
 	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	clientfeatures "k8s.io/client-go/features"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-base/featuregate"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
 	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/server/servertest"
@@ -23,7 +29,8 @@ import (
 // process's heap per object before (server, watch cache and embedded
 // etcd), in the "memory" sub-benchmark. Objects: MEMORY_BENCH_OBJECTS
 // (default 10,000) ConfigMaps of ~1 KiB. Then whole lists in JSON,
-// protobuf and CBOR over HTTP.
+// protobuf and CBOR over HTTP, read and discarded ("list"), and through
+// client-go's typed client, decoded ("client-go").
 //
 //	go test -run '^$' -bench CachedListMemory -benchtime 3x ./server/
 func BenchmarkCachedListMemory(b *testing.B) {
@@ -88,6 +95,27 @@ func BenchmarkCachedListMemory(b *testing.B) {
 				bytes = list(accept)
 			}
 			b.ReportMetric(float64(bytes)/float64(n), "resp-B/obj")
+		})
+	}
+	// The same lists through client-go's typed client, decoded: what a
+	// controller's first list costs it and the server together.
+	featuregatetesting.SetFeatureGatesDuringTest(b, utilfeature.DefaultFeatureGate, featuregatetesting.FeatureOverrides{
+		featuregate.Feature(clientfeatures.ClientsAllowCBOR): true, featuregate.Feature(clientfeatures.ClientsPreferCBOR): true,
+	})
+	for _, ct := range []string{"application/json", pbType, cborType} {
+		cfg := env.Config.RESTConfig()
+		cfg.ContentType, cfg.AcceptContentTypes = ct, ct
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("client-go/"+ct, func(b *testing.B) {
+			for b.Loop() {
+				l, err := cs.CoreV1().ConfigMaps("default").List(b.Context(), metav1.ListOptions{})
+				if err != nil || len(l.Items) != n {
+					b.Fatalf("list: %d items, %v", len(l.Items), err)
+				}
+			}
 		})
 	}
 }
