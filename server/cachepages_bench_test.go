@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
@@ -41,22 +39,7 @@ func BenchmarkPagedList(b *testing.B) {
 		etcd := testenv.StartEtcd(b)
 		cached := testenv.Start(b, testenv.WithEtcd(etcd))
 		direct := testenv.Start(b, testenv.WithEtcd(etcd), testenv.WithServerConfig(func(c *server.Config) { c.DisableWatchCache = true }))
-		c, host := cached.HTTPClient(), cached.Config.Host
-		pad := strings.Repeat("x", 900)
-		var g errgroup.Group
-		g.SetLimit(16)
-		for i := range n {
-			g.Go(func() error {
-				body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-%06d"},"data":{"pad":%q}}`, i, pad)
-				if code, out := servertest.RawJSON(b, c, host+servertest.CMs, "POST", body); code != http.StatusCreated {
-					return fmt.Errorf("create %d = %d %s", i, code, out)
-				}
-				return nil
-			})
-		}
-		if err := g.Wait(); err != nil {
-			b.Fatal(err)
-		}
+		createPaddedConfigMaps(b, cached, n)
 		// The cache has caught up with the load before anything is timed.
 		for _, env := range []*testenv.Env{cached, direct} {
 			listPage500(b, env.HTTPClient(), env.Config.Host+servertest.CMs+"?limit=500")

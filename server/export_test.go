@@ -46,3 +46,7 @@ func CachedPages(s *Server) int64 { return s.objects.Counts().CachedPages }
 // EncodedFramesMade is how many watch-cache events s encoded in a binary
 // watch encoding (each shared by every watch of it).
 func EncodedFramesMade(s *Server) int64 { return s.objects.Counts().EncodedFrames }
+
+// ListItemsEncoded is how many list items s's watch caches encoded for
+// binary lists (each kept with its object for later lists).
+func ListItemsEncoded(s *Server) int64 { return s.objects.Counts().ListItemsEncoded }

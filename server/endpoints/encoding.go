@@ -33,6 +33,11 @@ import (
 //     kind through its Go type (as kube-apiserver encodes it: byte fields
 //     as byte strings), a custom resource as its unstructured content.
 //
+// A protobuf or CBOR list served from the watch cache is not encoded
+// whole: each item's encoding is made once per object revision and kept
+// with the cached object, and the list is written around them
+// (listencoded.go), the same bytes.
+//
 // A watch in protobuf is a stream of length-prefixed metav1.WatchEvent
 // messages (apimachinery's LengthDelimitedFramer) whose objects are
 // enveloped protobuf; a watch in CBOR is a CBOR sequence

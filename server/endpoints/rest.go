@@ -106,6 +106,9 @@ func (a *API) list(w http.ResponseWriter, r *http.Request, req *objects.Request)
 		return neg.write(w, res, http.StatusOK, v)
 	}
 	if neg.enc != encJSON {
+		if done, err := writeCachedList(w, res, l, neg); done {
+			return err
+		}
 		v, err := neg.wireList(res, l)
 		if err != nil {
 			return err
@@ -175,11 +178,30 @@ func writeRawList(w http.ResponseWriter, res *registry.Resource, l *objects.List
 			n += len(o)
 		}
 	}
-	// Streamed through a small buffer with its length known up front, not
-	// gathered into one buffer of the whole list: a list of 10,000 objects
-	// is 12 MB, and allocating and filling that took most of a cached
-	// list's CPU.
-	w.Header().Set("Content-Type", "application/json")
+	streamList(w, "application/json", n, func(bw *bufio.Writer) {
+		bw.Write(head)
+		for i, o := range raw {
+			if i > 0 {
+				bw.WriteByte(',')
+			}
+			if parts != nil {
+				parts[i].writeTo(bw)
+			} else {
+				bw.Write(o)
+			}
+		}
+		bw.WriteString(listTail)
+	})
+	return nil
+}
+
+// streamList writes a list response of n bytes, the body written by
+// write. Streamed through a small buffer with its length known up front,
+// not gathered into one buffer of the whole list: a list of 10,000
+// objects is 12 MB, and allocating and filling that took most of a cached
+// list's CPU.
+func streamList(w http.ResponseWriter, contentType string, n int, write func(*bufio.Writer)) {
+	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("Content-Length", strconv.Itoa(n))
 	w.WriteHeader(http.StatusOK)
 	bw := listWriters.Get().(*bufio.Writer)
@@ -188,20 +210,8 @@ func writeRawList(w http.ResponseWriter, res *registry.Resource, l *objects.List
 		bw.Reset(nil)
 		listWriters.Put(bw)
 	}()
-	bw.Write(head)
-	for i, o := range raw {
-		if i > 0 {
-			bw.WriteByte(',')
-		}
-		if parts != nil {
-			parts[i].writeTo(bw)
-		} else {
-			bw.Write(o)
-		}
-	}
-	bw.WriteString(listTail)
+	write(bw)
 	bw.Flush()
-	return nil
 }
 
 const listTail = "]}"

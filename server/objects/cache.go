@@ -50,6 +50,7 @@ type Caches struct {
 	shapes shapeMemo
 
 	hintsUsed, cachedPages atomic.Int64 // see Counts
+	listItemsEncoded       atomic.Int64 // see Counts
 }
 
 // errNoCache sends a request down the storage path.

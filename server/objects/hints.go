@@ -85,7 +85,9 @@ func (h *writeHints) take(kv storage.KeyValue) (*watchcache.Object, bool) {
 	if b == nil {
 		return nil, false
 	}
-	o := *cur.obj
-	o.Rev, o.JSON = kv.ModRevision, b
-	return &o, true
+	h0 := cur.obj
+	return &watchcache.Object{
+		Key: h0.Key, Namespace: h0.Namespace, Name: h0.Name,
+		Labels: h0.Labels, Fields: h0.Fields, Rev: kv.ModRevision, JSON: b,
+	}, true
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +21,7 @@ import (
 	"github.com/objwatch/objwatch/server/history"
 	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/storage"
+	"github.com/objwatch/objwatch/storage/watchcache"
 )
 
 // maxEtcdPage bounds one etcd range read, as Kubernetes does.
@@ -188,6 +190,36 @@ type List struct {
 	// them then, each a JSON object with its resourceVersion.
 	Items []*unstructured.Unstructured
 	Raw   [][]byte
+	// Cached are the watch cache's objects whose JSON Raw holds, in the
+	// same order, when the list was served from the cache: they keep the
+	// list's other encodings of them (Encoded). Shared: read only.
+	Cached []*watchcache.Object
+	made   *atomic.Int64 // counts the items Encoded encodes (Counts), if set
+}
+
+// Encoded returns the list's items in the encoding named key (see
+// watchcache.Object.Encoded: each made by encode from the item's JSON
+// once per object revision, and kept with the cached object for every
+// later list). ok is false, and nothing is encoded, when the list was not
+// served from the watch cache. Safe for concurrent use.
+func (l *List) Encoded(key string, encode func(json []byte) ([]byte, error)) (items [][]byte, ok bool, err error) {
+	if l.Cached == nil || len(l.Cached) != len(l.Raw) {
+		return nil, false, nil
+	}
+	if l.made != nil {
+		enc := encode
+		encode = func(b []byte) ([]byte, error) {
+			l.made.Add(1)
+			return enc(b)
+		}
+	}
+	items = make([][]byte, len(l.Cached))
+	for i, o := range l.Cached {
+		if items[i], err = o.Encoded(key, encode); err != nil {
+			return nil, true, err
+		}
+	}
+	return items, true, nil
 }
 
 // Objects returns the items decoded.

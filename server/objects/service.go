@@ -345,6 +345,10 @@ type Counts struct {
 	// watch's binary encoding (WatchOptions.Encode, each shared by every
 	// watch of that encoding).
 	EncodedFrames int64
+	// ListItemsEncoded counts the list items the caches' objects were
+	// encoded in for binary lists (List.Encoded): once per object
+	// revision and encoding, then reused by every list.
+	ListItemsEncoded int64
 }
 
 // Counts returns the shortcut counters.
@@ -356,6 +360,7 @@ func (s *Service) Counts() Counts {
 		ConflictReads: s.conflictReads.Load(), HintsUsed: s.caches.hintsUsed.Load(),
 		CachedPages: s.caches.cachedPages.Load(), DroppedFrames: s.caches.dropped.madeCount(),
 		ShapedFrames: s.caches.shapes.made.Load(), EncodedFrames: s.caches.encoded.madeCount(),
+		ListItemsEncoded: s.caches.listItemsEncoded.Load(),
 	}
 }
 

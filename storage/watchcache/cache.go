@@ -128,6 +128,9 @@ var ErrNotReady = errors.New("watch cache not ready")
 
 // Object is an object as the cache keeps it: metadata extracted once for
 // filtering, and its wire JSON (with metadata.resourceVersion) encoded once.
+// Its exported fields do not change once it is in the cache (readers share
+// it without locks); other encodings of it are made on demand and kept
+// with it (Encoded). An Object must not be copied: build a new one.
 type Object struct {
 	Key       string
 	Namespace string
@@ -136,6 +139,68 @@ type Object struct {
 	Fields    fields.Set
 	Rev       int64
 	JSON      []byte
+
+	// encoded are the encodings Encoded made, newest first; nil (8
+	// bytes) until one is asked for.
+	encoded atomic.Pointer[encodedObject]
+}
+
+// encodedObject is one encoding of an Object, linked to the ones made
+// before it. It does not change once published.
+type encodedObject struct {
+	key  string
+	b    []byte
+	next *encodedObject
+}
+
+// Encoded returns o in the encoding named key: made by encode from o.JSON
+// the first time it is asked for, then kept with o for as long as o is
+// (a new revision of the object is a new Object, so an encoding is never
+// stale). key must name one encoding of the cache's objects (encode must
+// give the same bytes for the same JSON every time), and the caller must
+// not modify the bytes returned. An error is returned, not kept.
+//
+// Encoded is safe for concurrent use, without locks: two readers that ask
+// for the same new encoding at once may both make it; one of theirs is
+// kept and returned to both. Each encoding kept adds its bytes to o's
+// memory: a second copy of the object per encoding in use.
+func (o *Object) Encoded(key string, encode func(json []byte) ([]byte, error)) ([]byte, error) {
+	head := o.encoded.Load()
+	if b, ok := head.find(key); ok {
+		return b, nil
+	}
+	b, err := encode(o.JSON)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		e := &encodedObject{key: key, b: b, next: head}
+		if o.encoded.CompareAndSwap(head, e) {
+			return b, nil
+		}
+		head = o.encoded.Load()
+		if kept, ok := head.find(key); ok {
+			return kept, nil // another reader made it meanwhile
+		}
+	}
+}
+
+// EncodedSize is the bytes of the encodings kept with o (Encoded).
+func (o *Object) EncodedSize() int {
+	n := 0
+	for e := o.encoded.Load(); e != nil; e = e.next {
+		n += len(e.b)
+	}
+	return n
+}
+
+func (e *encodedObject) find(key string) ([]byte, bool) {
+	for ; e != nil; e = e.next {
+		if e.key == key {
+			return e.b, true
+		}
+	}
+	return nil, false
 }
 
 // Decoder turns a stored value into an Object. kv.ModRevision is the

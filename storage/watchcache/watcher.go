@@ -161,8 +161,7 @@ func (e *Event) leftObject() *Object {
 // stamped is a copy of o whose revision and metadata.resourceVersion are
 // rev.
 func stamped(o *Object, rev int64) *Object {
-	s := *o
-	s.Rev = rev
+	s := &Object{Key: o.Key, Namespace: o.Namespace, Name: o.Name, Labels: o.Labels, Fields: o.Fields, Rev: rev, JSON: o.JSON}
 	var m map[string]any
 	if err := json.Unmarshal(o.JSON, &m); err == nil {
 		if md, ok := m["metadata"].(map[string]any); ok {
@@ -172,7 +171,7 @@ func stamped(o *Object, rev int64) *Object {
 			s.JSON = b
 		}
 	}
-	return &s
+	return s
 }
 
 // WatchOptions say where a watch starts and what it sees.
