@@ -119,3 +119,32 @@ const benchHistory = 10 * time.Second
 // TestBenchServer is BenchmarkInformer's server process; it does nothing in
 // a normal test run.
 func TestBenchServer(t *testing.T) { testenv.ServeProcess(t, testenv.WithHistory(benchHistory)) }
+
+// BenchmarkConfigMapLists: lists of 1,000 ConfigMaps, whole, in pages,
+// and decoded by the client from JSON and protobuf.
+func BenchmarkConfigMapLists(b *testing.B) {
+	run(b, bench.Options{Objects: 1000, Clients: 16, ListRuns: max(b.N, 3)}, bench.ConfigMapLists)
+}
+
+// TestConfigMapLists: the scenario lists what it created in every form,
+// the client's decode of JSON and of protobuf included.
+func TestConfigMapLists(t *testing.T) {
+	env := testenv.Start(t)
+	tg, err := bench.LoadTarget("objwatch", env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := bench.ConfigMapLists(t.Context(), tg, &bench.Options{Namespace: "default", Objects: 50, Clients: 4, ObjectSize: 512, ListRuns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, r := range rs {
+		got[r.Metric] = r.Value
+	}
+	for _, m := range []string{"configmap list 50 p50", "configmap list 50, JSON, client decode p50", "configmap list 50, protobuf, client decode p50"} {
+		if v, ok := got[m]; !ok || v <= 0 {
+			t.Errorf("%s = %v (present %v), want a time; results %v", m, v, ok, rs)
+		}
+	}
+}

@@ -14,6 +14,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 )
 
 // Options are the settings every side runs with.
@@ -669,8 +673,16 @@ func ConfigMapLists(ctx context.Context, t *Target, o *Options) ([]Result, error
 		return nil, fmt.Errorf("%s configmaps: %w", t.Name, err)
 	}
 	var full, paged latencies
+	decoded := map[string]latencies{}
 	for i := range o.ListRuns {
 		o.progress("%s: configmap list %d/%d", t.Name, i+1, o.ListRuns)
+		for _, accept := range []string{"application/json", "application/vnd.kubernetes.protobuf"} {
+			d, err := decodedList(ctx, t, path, accept, o.Objects)
+			if err != nil {
+				return nil, err
+			}
+			decoded[accept] = append(decoded[accept], d)
+		}
 		t0 := time.Now()
 		n, cont := 0, ""
 		for {
@@ -697,5 +709,40 @@ func ConfigMapLists(ctx context.Context, t *Target, o *Options) ([]Result, error
 	return []Result{
 		{t.Name, fmt.Sprintf("configmap list %d p50", o.Objects), ms(full.pct(0.5)), "ms"},
 		{t.Name, fmt.Sprintf("configmap list %d in pages of 500 p50", o.Objects), ms(paged.pct(0.5)), "ms"},
+		{t.Name, fmt.Sprintf("configmap list %d, JSON, client decode p50", o.Objects), ms(decoded["application/json"].pct(0.5)), "ms"},
+		{t.Name, fmt.Sprintf("configmap list %d, protobuf, client decode p50", o.Objects), ms(decoded["application/vnd.kubernetes.protobuf"].pct(0.5)), "ms"},
 	}, nil
+}
+
+// configMapDecoder decodes ConfigMap lists as client-go's typed clients
+// do, JSON or protobuf by the body's form.
+var configMapDecoder = func() runtime.Decoder {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	return serializer.NewCodecFactory(scheme).UniversalDeserializer()
+}()
+
+// decodedList times a whole list of path in the encoding accept names,
+// the client's decode into a typed ConfigMapList included, and checks it
+// has want items.
+func decodedList(ctx context.Context, t *Target, path, accept string, want int) (time.Duration, error) {
+	t0 := time.Now()
+	b, err := t.doAccept(ctx, "GET", path, "", accept, nil)
+	if err != nil {
+		return 0, err
+	}
+	if strings.Contains(accept, "protobuf") && !bytes.HasPrefix(b, []byte("k8s\x00")) {
+		return 0, fmt.Errorf("%s: configmap list: asked for %s, got %.20q", t.Name, accept, b)
+	}
+	var list corev1.ConfigMapList
+	if _, _, err := configMapDecoder.Decode(b, nil, &list); err != nil {
+		return 0, fmt.Errorf("%s: configmap list (%s): %w", t.Name, accept, err)
+	}
+	d := time.Since(t0)
+	if len(list.Items) < want {
+		return 0, fmt.Errorf("%s: configmap list (%s) returned %d objects, want %d", t.Name, accept, len(list.Items), want)
+	}
+	return d, nil
 }

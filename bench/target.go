@@ -102,6 +102,11 @@ func sourceAddr(i uint32, n int) net.IP {
 
 // do sends a request and returns the body; non-2xx is an error.
 func (t *Target) do(ctx context.Context, method, path, ctype string, body []byte) ([]byte, error) {
+	return t.doAccept(ctx, method, path, ctype, "application/json", body)
+}
+
+// doAccept is do with the Accept header given.
+func (t *Target) doAccept(ctx context.Context, method, path, ctype, accept string, body []byte) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, method, t.Host+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
@@ -109,7 +114,7 @@ func (t *Target) do(ctx context.Context, method, path, ctype string, body []byte
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}
-	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Accept", accept)
 	resp, err := t.Client.Do(req)
 	if err != nil {
 		return nil, err
