@@ -351,3 +351,47 @@ func TestCachedBinaryLists(t *testing.T) {
 	cborWire.only(t, cborType)
 	dynWire.only(t, cborType)
 }
+
+// TestBinaryListsWithoutKeptEncodings: with NoListEncodings
+// (--watch-cache-list-encodings=false) protobuf and CBOR lists from the
+// watch cache still equal the JSON list, and no encoding is kept: every
+// list encodes its items anew.
+func TestBinaryListsWithoutKeptEncodings(t *testing.T) {
+	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.NoListEncodings = true }))
+	ctx := t.Context()
+	typed := func(ct string) *kubernetes.Clientset {
+		cfg := env.Config.RESTConfig()
+		cfg.ContentType, cfg.AcceptContentTypes = ct, ct
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	js := typed("application/json")
+	for i := range 10 {
+		if _, err := js.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}, Data: map[string]string{"k": fmt.Sprint(i)},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := js.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ct := range []string{pbType, cborType} {
+		for range 2 {
+			got, err := typed(ct).CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{ResourceVersion: want.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got.Items, want.Items) {
+				t.Fatalf("%s list differs from the JSON list:\n got %+v\nwant %+v", ct, got.Items, want.Items)
+			}
+		}
+	}
+	if n := server.ListItemsEncoded(env.Server); n != 0 {
+		t.Errorf("%d list items kept encoded, want none", n)
+	}
+}

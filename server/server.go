@@ -273,6 +273,10 @@ type Config struct {
 	// "Restarting".
 	WatchCacheSnapshots        string
 	WatchCacheSnapshotInterval time.Duration
+	// NoListEncodings: protobuf and CBOR lists from the watch caches
+	// encode their items anew each time instead of keeping each object's
+	// encoding with it (objects.Config's).
+	NoListEncodings bool
 	// History keeps every revision of every object past etcd's
 	// compaction, with who made it (package history). An empty Dir keeps
 	// none; the servers of one etcd should all keep one, or all write
@@ -495,7 +499,7 @@ func (s *Server) build() error {
 		DisableWatchCache: cfg.DisableWatchCache, WatchCacheWindow: cfg.WatchCacheWindow,
 		WatchCacheCompactionPoll: cfg.WatchCacheCompactionPoll, WatchBufferEvents: cfg.WatchBufferEvents, WatchQueueLimit: max(0, cfg.WatchQueueLimit), Verify: cfg.Verify,
 		Hooks: chainHooks(s.admission), FieldManager: fm, DebugFault: cfg.DebugFault, CacheStartDelay: cfg.WatchCacheStartDelay, CustomCacheStartDelay: cfg.WatchCacheStartDelayCustom,
-		WatchCacheSnapshots: snapshotDir(cfg), WatchCacheSnapshotInterval: cfg.WatchCacheSnapshotInterval,
+		WatchCacheSnapshots: snapshotDir(cfg), WatchCacheSnapshotInterval: cfg.WatchCacheSnapshotInterval, NoListEncodings: cfg.NoListEncodings,
 		AuthorNotes: (cfg.History.Dir != "" || cfg.History.WriteAuthorNotes) && !cfg.History.NoAuthorNotes, ServerName: cfg.History.ServerName, History: s.history, AtRest: s.atRest,
 	}); err != nil {
 		return err

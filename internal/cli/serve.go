@@ -34,6 +34,7 @@ func newServeCommand() *cobra.Command {
 		authorNotes               bool
 		historyMaxSize            string
 		historyValueCache         string
+		listEncodings             bool
 		exitWithParent            bool
 		cacheSnapshots            bool
 	)
@@ -71,6 +72,7 @@ func newServeCommand() *cobra.Command {
 				}
 				o.EtcdTLS = tc
 			}
+			o.Server.NoListEncodings = !listEncodings
 			if cacheSnapshots {
 				o.Server.WatchCacheSnapshots = filepath.Join(o.DataDir, "watchcache")
 			}
@@ -143,6 +145,7 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&o.Server.WatchWriteTimeout, "watch-write-timeout", time.Minute, "longest a write of watch output may block before the watch is ended (negative: no limit)")
 	f.StringVar(&o.Server.ServiceClusterIPRange, "service-cluster-ip-range", "10.0.0.0/24", "IPv4 CIDR that Services' cluster IPs are allocated from (the same on every server of an etcd); its first address is the default/kubernetes service's")
 	f.DurationVar(&o.Server.StorageInitializationTimeout, "storage-initialization-timeout", time.Minute, "longest /readyz waits for the watch caches of the resources served at start to load, as kube-apiserver's (negative: do not wait)")
+	f.BoolVar(&listEncodings, "watch-cache-list-encodings", true, "keep, with each cached object, its protobuf or CBOR encoding once a list has asked for it, so that later binary lists copy bytes instead of encoding every item (a second copy of each object per binary encoding in use; off: each binary list encodes its items anew)")
 	f.BoolVar(&cacheSnapshots, "watch-cache-snapshots", true, "keep each watch cache's state in DATA-DIR/watchcache (written every --watch-cache-snapshot-interval while it changes, and at shutdown) and start from it, catching up with etcd from its revision, instead of reading and decoding every object; this server's own, never shared; none with --encryption-provider-config (the files are plaintext)")
 	f.DurationVar(&o.Server.WatchCacheSnapshotInterval, "watch-cache-snapshot-interval", 5*time.Minute, "how often a changed watch cache's state is written (with --watch-cache-snapshots); after a crash, a state older than etcd's compaction is not used")
 	f.IntVar(&o.Server.GCWorkers, "gc-workers", 4, "objects the garbage collector processes at once")

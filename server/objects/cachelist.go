@@ -98,7 +98,10 @@ func (c *Caches) list(ctx context.Context, res *registry.Resource, ns string, se
 	if err != nil {
 		return nil, errNoCache
 	}
-	l := &List{Meta: metav1.ListMeta{ResourceVersion: strconv.FormatInt(p.Rev, 10)}, Raw: make([][]byte, len(p.Objects)), Cached: p.Objects, made: &c.listItemsEncoded}
+	l := &List{Meta: metav1.ListMeta{ResourceVersion: strconv.FormatInt(p.Rev, 10)}, Raw: make([][]byte, len(p.Objects))}
+	if !c.cfg.NoListEncodings {
+		l.Cached, l.made = p.Objects, &c.listItemsEncoded
+	}
 	for i, o := range p.Objects {
 		l.Raw[i] = o.JSON
 	}

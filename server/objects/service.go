@@ -135,6 +135,10 @@ type Config struct {
 	// Close, and loaded at start (see Caches); "" keeps none.
 	WatchCacheSnapshots        string
 	WatchCacheSnapshotInterval time.Duration
+	// NoListEncodings keeps no binary encoding of the cached objects for
+	// protobuf and CBOR lists (List.Encoded): each such list encodes its
+	// items anew, and the cache holds no second copy of any object.
+	NoListEncodings bool
 	// Verify checks the service's shortcuts against etcd and panics where
 	// one differs: write hints against decoding the etcd event, update
 	// guesses against a quorum read. For tests.
