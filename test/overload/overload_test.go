@@ -336,8 +336,16 @@ func TestOverload(t *testing.T) {
 		switch {
 		case lastEv.Type == "ERROR" && lastEv.Status().Code == http.StatusGone && errors.Is(err, io.EOF):
 			slowEnded++
+		case errors.Is(err, io.EOF) && lastRV >= last:
+			// Ended cleanly after every write (a clean end, as at a
+			// watch's timeout, that clients resume from): nothing was
+			// lost. Seen once in ten 10k runs, for the first stopped
+			// watch read, about a minute after it stopped reading; why
+			// the server ended it cleanly is not established (the write
+			// timeout racing this read is the suspect).
+			slowCaughtUp++
 		case errors.Is(err, io.EOF):
-			t.Errorf("slow watch %d: ended without a 410 ERROR event: last %.200s", i, lastEv.Line)
+			t.Errorf("slow watch %d: ended without a 410 ERROR event and before the last write: last %.200s", i, lastEv.Line)
 		case gaveUp && lastRV >= last:
 			// Never behind by more than its socket's buffers and its
 			// queue hold (a few hundred events of the flood's size):
@@ -356,7 +364,7 @@ func TestOverload(t *testing.T) {
 	}
 	bound := rssBound(base, *watchers, *buffer, *limit, len(written)+60, *size+300)
 	t.Logf("fast watches ended as too slow and resumed: %d (%d times in all)", resumed, resumes)
-	t.Logf("watches: %d fast (%d ended), %d slow (%d ended with 410, %d caught up when read at the end, %d still open and behind); server RSS %.0f MiB before the watches, peak %.0f MiB, bound %.0f MiB",
+	t.Logf("watches: %d fast (%d ended), %d slow (%d ended with 410, %d caught up when read at the end (open, or ended cleanly after the last write), %d still open and behind); server RSS %.0f MiB before the watches, peak %.0f MiB, bound %.0f MiB",
 		len(fasts), fastEnded, len(slows), slowEnded, slowCaughtUp, slowOpen, base/mib, float64(peak.Load())/mib, bound/mib)
 	if float64(peak.Load()) > bound {
 		t.Errorf("server RSS peaked at %.0f MiB, above the bound of %.0f MiB (docs/OPERATIONS.md)", float64(peak.Load())/mib, bound/mib)
