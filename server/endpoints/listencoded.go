@@ -3,16 +3,13 @@ package endpoints
 import (
 	"bufio"
 	"encoding/binary"
-	"fmt"
 	"net/http"
-	"reflect"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor/direct"
-	sigsjson "sigs.k8s.io/json"
 
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
@@ -82,52 +79,39 @@ func cachedListEncoding(res *registry.Resource, o output) (key string, encode fu
 			return direct.Marshal(u.Object)
 		}, true
 	}
-	elem, err := itemType(listGVK)
-	if err != nil {
-		return "", nil, false
-	}
-	decode := func(b []byte) (reflect.Value, error) {
-		v := reflect.New(elem)
-		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(b, v.Interface()); err != nil {
-			return v, fmt.Errorf("decode %s: %w", res.Kind, err)
-		}
-		if tm := v.Elem().FieldByName("TypeMeta"); tm.IsValid() {
-			tm.SetZero() // as Kubernetes sends a list's items
-		}
-		return v, nil
-	}
-	if o.enc == encProtobuf {
-		if _, ok := reflect.New(elem).Interface().(interface{ Marshal() ([]byte, error) }); !ok {
-			return "", nil, false
-		}
-		return protobufItemKey, func(b []byte) ([]byte, error) {
-			v, err := decode(b)
-			if err != nil {
-				return nil, err
-			}
-			return v.Interface().(interface{ Marshal() ([]byte, error) }).Marshal()
-		}, true
-	}
-	return cborItemKey, func(b []byte) ([]byte, error) {
-		v, err := decode(b)
+	// Each item as wireList decodes it: its Go type, without apiVersion
+	// and kind, as Kubernetes sends a list's items.
+	gvk := res.GVK()
+	decode := func(b []byte) (runtime.Object, error) {
+		obj, err := typedFromJSON(gvk, b)
 		if err != nil {
 			return nil, err
 		}
-		return direct.Marshal(v.Interface())
+		obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+		return obj, nil
+	}
+	type marshaler interface{ Marshal() ([]byte, error) }
+	if o.enc == encProtobuf {
+		if obj, err := registry.Scheme.New(gvk); err != nil {
+			return "", nil, false
+		} else if _, ok := obj.(marshaler); !ok {
+			return "", nil, false
+		}
+		return protobufItemKey, func(b []byte) ([]byte, error) {
+			obj, err := decode(b)
+			if err != nil {
+				return nil, err
+			}
+			return obj.(marshaler).Marshal()
+		}, true
+	}
+	return cborItemKey, func(b []byte) ([]byte, error) {
+		obj, err := decode(b)
+		if err != nil {
+			return nil, err
+		}
+		return direct.Marshal(obj)
 	}, true
-}
-
-// itemType is the Go type of the items of the list kind gvk.
-func itemType(gvk schema.GroupVersionKind) (reflect.Type, error) {
-	list, err := registry.Scheme.New(gvk)
-	if err != nil {
-		return nil, err
-	}
-	f, ok := reflect.TypeOf(list).Elem().FieldByName("Items")
-	if !ok || f.Type.Kind() != reflect.Slice {
-		return nil, fmt.Errorf("%s has no items", gvk.Kind)
-	}
-	return f.Type.Elem(), nil
 }
 
 // writeCachedList writes l in o's encoding from its items' cached
