@@ -298,7 +298,7 @@ type HistoryConfig struct {
 	Retention time.Duration
 	MaxSize   int64
 	// ValueCache bounds the memory for recently written keys' last values
-	// (history.Options.ValueCache; default 128 MiB, negative: none).
+	// (history.Options.ValueCache, whose default it takes; negative: none).
 	ValueCache int64
 	// ServerName names this server in the authors of its writes (default
 	// the host name).
@@ -326,9 +326,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.History.MaxSize == 0 {
 		c.History.MaxSize = 4 << 30
-	}
-	if c.History.ValueCache == 0 {
-		c.History.ValueCache = 128 << 20
 	}
 	if c.History.ServerName == "" {
 		c.History.ServerName, _ = os.Hostname()

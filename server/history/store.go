@@ -45,8 +45,9 @@ type Options struct {
 	// FullEvery-1 deltas.
 	FullEvery int
 	// ValueCache bounds, in bytes, the keys' last values the writer keeps
-	// as the bases of their next deltas (default 32 MiB; objwatch serve's
-	// 128 MiB; negative: none, every base is rebuilt from the database).
+	// as the bases of their next deltas (default 128 MiB, about 100,000
+	// objects of 1.3 KiB; negative: none, every base is rebuilt from the
+	// database).
 	// A base rebuilt costs a seek into the database, often a block read
 	// and decompressed: several times the record's own CPU.
 	ValueCache int
@@ -66,7 +67,7 @@ func (o *Options) defaults() {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.ValueCache == 0 {
-		o.ValueCache = 32 << 20
+		o.ValueCache = 128 << 20
 	}
 	if o.DiskReserve == 0 {
 		o.DiskReserve = 128 << 20
