@@ -411,12 +411,9 @@ func (c *Cache) run(ctx context.Context) {
 			return
 		}
 		c.cfg.Log.Warn("watch cache: relisting", "prefix", c.cfg.Prefix, "err", err)
-		select {
-		case <-ctx.Done():
+		if !pause(ctx, &backoff, 5*time.Second) {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
@@ -489,13 +486,24 @@ func (c *Cache) watch(ctx context.Context) error {
 		}
 		c.feedFailed(err)
 		c.cfg.Log.Warn("watch cache: watch failed, resuming", "prefix", c.cfg.Prefix, "revision", c.Revision(), "err", err)
-		select {
-		case <-ctx.Done():
+		if !pause(ctx, &backoff, time.Second) {
 			return nil
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// pause waits *d, or until ctx ends (false), and doubles *d up to max:
+// the backoff of the cache's retries.
+func pause(ctx context.Context, d *time.Duration, max time.Duration) bool {
+	t := time.NewTimer(*d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	*d = min(2**d, max)
+	return true
 }
 
 // load reads every key under the prefix at one revision, which it

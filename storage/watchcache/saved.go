@@ -109,12 +109,9 @@ func (c *Cache) storeRevision(ctx context.Context) (int64, error) {
 			return cur, err
 		}
 		c.cfg.Log.Warn("watch cache: store revision after loading the saved state; asking again", "prefix", c.cfg.Prefix, "err", err)
-		select {
-		case <-ctx.Done():
+		if !pause(ctx, &backoff, 5*time.Second) {
 			return 0, err
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
