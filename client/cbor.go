@@ -3,7 +3,6 @@ package client
 import (
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"reflect"
 
@@ -155,39 +154,6 @@ func decodeCBORStatus(data []byte) (metav1.Status, error) {
 	return st, err
 }
 
-// cborFrames reads a CBOR sequence's data items one at a time (with
-// apimachinery's CBOR framer), each into a buffer reused across calls.
-type cborFrames struct {
-	r   io.ReadCloser
-	buf []byte
-}
-
-func newCBORFrames(body io.ReadCloser) *cborFrames {
-	return &cborFrames{r: cbor.NewFramer().NewFrameReader(body), buf: make([]byte, 0, 4<<10)}
-}
-
-// next returns the next data item, valid until the next call; io.EOF at
-// the end of the sequence.
-func (f *cborFrames) next() ([]byte, error) {
-	f.buf = f.buf[:cap(f.buf)]
-	n := 0
-	for {
-		m, err := f.r.Read(f.buf[n:])
-		n += m
-		if err == nil {
-			return f.buf[:n], nil
-		}
-		if !errors.Is(err, io.ErrShortBuffer) {
-			if n > 0 && errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, err
-		}
-		f.buf = append(f.buf, make([]byte, max(len(f.buf), 512))...)
-		f.buf = f.buf[:cap(f.buf)]
-	}
-}
-
 // cborEvent decodes one watch event of a CBOR sequence.
 func cborEvent(frame []byte, ev *metav1.WatchEvent) error {
 	ev.Type = ""
@@ -199,15 +165,19 @@ func cborEvent(frame []byte, ev *metav1.WatchEvent) error {
 }
 
 // errorEventText is an ERROR event's object that is not a Status, for
-// its error: JSON as it is, CBOR in diagnostic notation.
-func errorEventText(obj []byte, isCBOR bool) string {
-	if !isCBOR {
-		return string(obj)
+// its error: JSON as it is, CBOR in diagnostic notation, protobuf by its
+// size.
+func errorEventText(obj []byte, enc wireEncoding) string {
+	switch enc {
+	case wireCBOR:
+		if d, err := direct.Diagnose(obj); err == nil {
+			return d
+		}
+		return fmt.Sprintf("%d bytes of invalid CBOR", len(obj))
+	case wireProtobuf:
+		return fmt.Sprintf("%d bytes of protobuf that are not a Status", len(obj))
 	}
-	if d, err := direct.Diagnose(obj); err == nil {
-		return d
-	}
-	return fmt.Sprintf("%d bytes of invalid CBOR", len(obj))
+	return string(obj)
 }
 
 // decodeCBORAnswer decodes a CBOR answer into obj: leniently for a

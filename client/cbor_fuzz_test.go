@@ -63,7 +63,7 @@ func FuzzCBORWatch(f *testing.F) {
 		// The frames are the input's data items in order (the decoder
 		// drops their self-described tags), all of it when the sequence
 		// ended cleanly.
-		fr := &cborFrames{r: cbor.NewFramer().NewFrameReader(io.NopCloser(bytes.NewReader(data)))}
+		fr := newFrameReader(cbor.NewFramer().NewFrameReader(io.NopCloser(bytes.NewReader(data))))
 		rest := data
 		var err error
 		for range len(data) + 1 {
@@ -84,7 +84,7 @@ func FuzzCBORWatch(f *testing.F) {
 		c := newCodec[*corev1.ConfigMap](fuzzCMs)
 		body := io.NopCloser(bytes.NewReader(data))
 		wt := &Watcher[*corev1.ConfigMap]{resp: &http.Response{Body: body}, codec: &c, cancel: func() {}}
-		wt.frames = &cborFrames{r: cbor.NewFramer().NewFrameReader(body)}
+		wt.enc, wt.frames = wireCBOR, newFrameReader(cbor.NewFramer().NewFrameReader(body))
 		for range len(data) + 1 {
 			typ, raw, err := wt.NextRaw()
 			if err != nil {
@@ -93,11 +93,7 @@ func FuzzCBORWatch(f *testing.F) {
 			if typ == "" || !raw.IsCBOR() {
 				t.Fatalf("event %q without type or not CBOR", typ)
 			}
-			obj, derr := raw.Decode()
-			m, merr := raw.Meta()
-			if derr == nil && merr == nil && (m.Name != obj.Name || m.Namespace != obj.Namespace || m.UID != string(obj.UID) || m.ResourceVersion != obj.ResourceVersion) {
-				t.Fatalf("Meta %+v disagrees with the decoded object's %+v", m, obj.ObjectMeta)
-			}
+			checkRawIdentity(t, raw)
 		}
 	})
 }
@@ -117,11 +113,7 @@ func FuzzCBORList(f *testing.F) {
 			if !raw.IsCBOR() {
 				t.Fatal("item not CBOR")
 			}
-			obj, derr := raw.Decode()
-			m, merr := raw.Meta()
-			if derr == nil && merr == nil && (m.Name != obj.Name || m.ResourceVersion != obj.ResourceVersion) {
-				t.Fatalf("Meta %+v disagrees with the decoded object's %+v", m, obj.ObjectMeta)
-			}
+			checkRawIdentity(t, raw)
 			return nil
 		})
 		if err == nil && n == 0 && meta.ResourceVersion == "" && bytes.Equal(data, l) {

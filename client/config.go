@@ -93,6 +93,17 @@ type Config struct {
 	// before it serves CBOR, or one with the feature off) answers JSON and
 	// still works. Off by default: see the package doc, "CBOR".
 	PreferCBOR bool
+	// PreferProtobuf makes typed clients of generated protobuf types (the
+	// k8s.io/api types: ConfigMaps, Pods, Deployments, ...) ask for
+	// Kubernetes' protobuf (application/vnd.kubernetes.protobuf) in their
+	// reads, as kube-controller-manager and the kubelet do: Get, List,
+	// ListRaw and Watch send Accept: application/vnd.kubernetes.protobuf,
+	// application/json;q=0.9 and decode each answer by its Content-Type,
+	// so a server that does not offer protobuf for a resource answers
+	// JSON and still works. Clients of other types (custom-resource
+	// structs, Unstructured) are not affected. Off by default: see the
+	// package doc, "Protobuf".
+	PreferProtobuf bool
 
 	// Timeout bounds each request except watches (0: none).
 	Timeout time.Duration

@@ -127,9 +127,12 @@ func responseError(resp *http.Response) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	var st metav1.Status
 	var err error
-	if isCBOR(resp.Header.Get("Content-Type")) {
+	switch ct := resp.Header.Get("Content-Type"); {
+	case isCBOR(ct):
 		st, err = decodeCBORStatus(body)
-	} else {
+	case isProtobuf(ct):
+		st, err = decodeProtobufStatus(body)
+	default:
 		err = json.UnmarshalCaseSensitivePreserveInts(body, &st)
 	}
 	if err == nil && st.Kind == "Status" {

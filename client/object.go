@@ -26,6 +26,7 @@ type codec[T Object] struct {
 	unstructured bool
 	gvk          schema.GroupVersionKind // filled into objects without a kind
 	cbor         bool                    // T can be decoded from CBOR (cborCapable)
+	protobuf     bool                    // T can be decoded from protobuf (protobufCapable)
 }
 
 func newCodec[T Object](res Resource) codec[T] {
@@ -35,6 +36,7 @@ func newCodec[T Object](res Resource) codec[T] {
 	}
 	c := codec[T]{elem: t.Elem(), unstructured: t == reflect.TypeFor[*unstructured.Unstructured]()}
 	c.cbor = cborCapable(t, c.unstructured)
+	c.protobuf = protobufCapable(t)
 	if res.Kind != "" {
 		c.gvk = res.GVK()
 	}
@@ -101,10 +103,35 @@ func (c codec[T]) decodeCBOR(data []byte) (T, error) {
 	return obj, nil
 }
 
+// decodeProtobuf decodes an object's protobuf message (without its
+// envelope) into a new T, its kind set from env (the envelope it came in)
+// if given, else as fillKind sets it. T must be protobufCapable.
+func (c codec[T]) decodeProtobuf(data []byte, env *envelope) (T, error) {
+	var zero T
+	obj := c.New()
+	pm, ok := any(obj).(protoMessage)
+	if !ok {
+		return zero, fmt.Errorf("decode protobuf: %T is not a protobuf message", obj)
+	}
+	if err := unmarshalProtobuf(pm, data, env); err != nil {
+		return zero, fmt.Errorf("decode protobuf: %w", err)
+	}
+	c.fillKind(obj)
+	return obj, nil
+}
+
 // decodeAs decodes data in the encoding of a response's Content-Type.
 func (c codec[T]) decodeAs(contentType string, data []byte) (T, error) {
-	if isCBOR(contentType) {
+	switch {
+	case isCBOR(contentType):
 		return c.decodeCBOR(data)
+	case isProtobuf(contentType):
+		env, err := openEnvelope(data)
+		if err != nil {
+			var zero T
+			return zero, fmt.Errorf("decode protobuf: %w", err)
+		}
+		return c.decodeProtobuf(env.raw, &env)
 	}
 	return c.decode(data)
 }
@@ -139,19 +166,41 @@ type metaOnly struct {
 type Raw[T Object] struct {
 	data  []byte
 	codec *codec[T]
-	cbor  bool // data is CBOR, not JSON
+	enc   wireEncoding
+	env   *envelope // a protobuf object's envelope, for its kind; nil for list items
 }
 
-// Bytes returns the object as the server encoded it: JSON, or CBOR when
-// IsCBOR (see Config.PreferCBOR).
+// wireEncoding is the encoding of a Raw's bytes.
+type wireEncoding uint8
+
+const (
+	wireJSON     wireEncoding = iota
+	wireCBOR                  // one CBOR data item
+	wireProtobuf              // an object's protobuf message, without its envelope
+)
+
+// Bytes returns the object as the server encoded it: JSON, CBOR when
+// IsCBOR (see Config.PreferCBOR), or when IsProtobuf the object's protobuf
+// message without the envelope ("k8s\x00" and a runtime.Unknown) it came
+// in (see Config.PreferProtobuf).
 func (r Raw[T]) Bytes() []byte { return r.data }
 
 // IsCBOR reports whether Bytes is a CBOR data item rather than JSON.
-func (r Raw[T]) IsCBOR() bool { return r.cbor }
+func (r Raw[T]) IsCBOR() bool { return r.enc == wireCBOR }
+
+// IsProtobuf reports whether Bytes is a protobuf message rather than JSON.
+func (r Raw[T]) IsProtobuf() bool { return r.enc == wireProtobuf }
 
 // Meta reads the object's identity, without decoding the rest.
 func (r Raw[T]) Meta() (Meta, error) {
-	if r.cbor {
+	if r.enc == wireProtobuf {
+		m, err := protoPeekMeta(r.data)
+		if err != nil {
+			return Meta{}, fmt.Errorf("decode metadata: %w", err)
+		}
+		return Meta{Namespace: string(m.Namespace), Name: string(m.Name), UID: string(m.UID), ResourceVersion: string(m.ResourceVersion)}, nil
+	}
+	if r.enc == wireCBOR {
 		var m cborMeta
 		if err := decodeCBORInto(r.data, &m); err != nil {
 			return Meta{}, fmt.Errorf("decode metadata: %w", err)
@@ -172,10 +221,17 @@ func (r Raw[T]) Meta() (Meta, error) {
 
 // PeekMeta reads the object's identity like Meta but allocates nothing:
 // the slices point into the object's bytes. Use it to compare a listed
-// object with a cached one. For CBOR it decodes the identity as Meta
-// does, with its allocations.
+// object with a cached one (JSON or protobuf). For CBOR it decodes the
+// identity as Meta does, with its allocations.
 func (r Raw[T]) PeekMeta() (RawMeta, error) {
-	if !r.cbor {
+	if r.enc == wireProtobuf {
+		m, err := protoPeekMeta(r.data)
+		if err != nil {
+			return RawMeta{}, fmt.Errorf("decode metadata: %w", err)
+		}
+		return m, nil
+	}
+	if r.enc == wireJSON {
 		if m, ok := peekMeta(r.data); ok {
 			return m, nil
 		}
@@ -189,8 +245,11 @@ func (r Raw[T]) PeekMeta() (RawMeta, error) {
 
 // Decode decodes the object.
 func (r Raw[T]) Decode() (T, error) {
-	if r.cbor {
+	switch r.enc {
+	case wireCBOR:
 		return r.codec.decodeCBOR(r.data)
+	case wireProtobuf:
+		return r.codec.decodeProtobuf(r.data, r.env)
 	}
 	return r.codec.decode(r.data)
 }

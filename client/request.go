@@ -346,7 +346,10 @@ func (r Result) ContentType() string { return r.contentType }
 
 // Into decodes the body of a 2xx answer into obj, or returns the error:
 // JSON, or CBOR when the answer's Content-Type says so (after
-// Accept("application/cbor")), decoded by apimachinery's CBOR serializer.
+// Accept("application/cbor")), decoded by apimachinery's CBOR serializer,
+// or protobuf (after Accept("application/vnd.kubernetes.protobuf")) into
+// a generated protobuf type (the k8s.io/api types), its kind set from
+// the answer.
 func (r Result) Into(obj any) error {
 	if r.err != nil {
 		return r.err
@@ -356,6 +359,9 @@ func (r Result) Into(obj any) error {
 	}
 	if isCBOR(r.contentType) {
 		return decodeCBORAnswer(r.body, obj)
+	}
+	if isProtobuf(r.contentType) {
+		return decodeProtobufAnswer(r.body, obj)
 	}
 	if err := json.Unmarshal(r.body, obj); err != nil {
 		return fmt.Errorf("decode answer: %w", err)

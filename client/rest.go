@@ -37,6 +37,7 @@ type REST struct {
 	attemptTimeout time.Duration // 0: none
 	stallTimeout   time.Duration // 0: none
 	preferCBOR     bool          // Config.PreferCBOR
+	preferProtobuf bool          // Config.PreferProtobuf
 
 	discoveryMu sync.Mutex
 	discovery   map[schema.GroupVersion][]apiResource // cache of resource lists
@@ -89,6 +90,7 @@ func New(cfg *Config) (*REST, error) {
 		attemptTimeout: orDefault(cfg.AttemptTimeout, defaultAttemptTimeout),
 		stallTimeout:   orDefault(cfg.StallTimeout, defaultStallTimeout),
 		preferCBOR:     cfg.PreferCBOR,
+		preferProtobuf: cfg.PreferProtobuf,
 		discovery:      map[schema.GroupVersion][]apiResource{},
 	}, nil
 }

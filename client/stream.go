@@ -14,6 +14,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	sigsjson "sigs.k8s.io/json"
 )
 
@@ -41,8 +43,11 @@ func (c *Client[T]) ListRaw(ctx context.Context, namespace string, opts metav1.L
 		return meta, err
 	}
 	defer resp.Body.Close()
-	if isCBOR(resp.Header.Get("Content-Type")) {
+	switch ct := resp.Header.Get("Content-Type"); {
+	case isCBOR(ct):
 		return c.listCBOR(resp.Body, resp.ContentLength, fn)
+	case isProtobuf(ct):
+		return c.listProtobuf(resp.Body, resp.ContentLength, fn)
 	}
 	dec := sigsjson.NewDecoderCaseSensitivePreserveInts(resp.Body)
 	if err := expectDelim(dec, '{'); err != nil {
@@ -96,29 +101,62 @@ func (c *Client[T]) ListRaw(ctx context.Context, namespace string, opts metav1.L
 // (-1: unknown), read whole (CBOR has no streaming decoder here), whose
 // items are then passed to fn one by one, undecoded (slices of the body).
 func (c *Client[T]) listCBOR(body io.Reader, size int64, fn func(Raw[T]) error) (metav1.ListMeta, error) {
-	var buf bytes.Buffer
-	if size > 0 && size <= maxPreallocatedList {
-		buf.Grow(int(size) + bytes.MinRead)
-	}
-	if _, err := buf.ReadFrom(body); err != nil {
+	data, err := readBody(body, size)
+	if err != nil {
 		return metav1.ListMeta{}, fmt.Errorf("list %s: %w", c.res, err)
 	}
 	var l cborList
-	if err := decodeCBORWith(buf.Bytes(), &l, false); err != nil {
+	if err := decodeCBORWith(data, &l, false); err != nil {
 		return metav1.ListMeta{}, fmt.Errorf("list %s: decode CBOR: %w", c.res, err)
 	}
 	for i, raw := range l.Items {
 		if isCBORNull(raw) {
 			return l.Metadata, fmt.Errorf("list %s: decode CBOR: item %d is null", c.res, i)
 		}
-		if err := fn(Raw[T]{data: raw, codec: &c.codec, cbor: true}); err != nil {
+		if err := fn(Raw[T]{data: raw, codec: &c.codec, enc: wireCBOR}); err != nil {
 			return l.Metadata, err
 		}
 	}
 	return l.Metadata, nil
 }
 
-// maxPreallocatedList bounds the buffer a CBOR list's Content-Length
+// listProtobuf reads a list answered in protobuf: one envelope of size
+// bytes (-1: unknown), read whole, whose items are then passed to fn one
+// by one, undecoded (slices of the body).
+func (c *Client[T]) listProtobuf(body io.Reader, size int64, fn func(Raw[T]) error) (metav1.ListMeta, error) {
+	data, err := readBody(body, size)
+	if err != nil {
+		return metav1.ListMeta{}, fmt.Errorf("list %s: %w", c.res, err)
+	}
+	env, err := openEnvelope(data)
+	if err != nil {
+		return metav1.ListMeta{}, fmt.Errorf("list %s: decode protobuf: %w", c.res, err)
+	}
+	var fnErr error
+	meta, err := protoList(env.raw, func(item []byte) error {
+		fnErr = fn(Raw[T]{data: item, codec: &c.codec, enc: wireProtobuf})
+		return fnErr
+	})
+	if err != nil && err == fnErr {
+		return meta, err
+	}
+	if err != nil {
+		return meta, fmt.Errorf("list %s: decode protobuf: %w", c.res, err)
+	}
+	return meta, nil
+}
+
+// readBody reads a list's body of size bytes (-1: unknown) whole.
+func readBody(body io.Reader, size int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if size > 0 && size <= maxPreallocatedList {
+		buf.Grow(int(size) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(body)
+	return buf.Bytes(), err
+}
+
+// maxPreallocatedList bounds the buffer a binary list's Content-Length
 // reserves before its bytes arrive.
 const maxPreallocatedList = 256 << 20
 
@@ -172,9 +210,11 @@ var ErrStopped = errors.New("watch stopped")
 // must call it when done.
 type Watcher[T Object] struct {
 	resp    *http.Response
-	dec     sigsjson.Decoder // nil for CBOR
-	frames  *cborFrames      // a CBOR watch's sequence, else nil
+	dec     sigsjson.Decoder // nil for CBOR and protobuf
+	frames  *frameReader     // a CBOR or protobuf watch's frames, else nil
+	enc     wireEncoding     // the events' encoding
 	cborEv  metav1.WatchEvent
+	pbObj   envelope // the last protobuf event's object
 	codec   *codec[T]
 	cancel  context.CancelFunc
 	stopped atomic.Bool
@@ -205,9 +245,12 @@ func (c *Client[T]) Watch(ctx context.Context, namespace string, opts metav1.Lis
 		return nil, err
 	}
 	w := &Watcher[T]{resp: resp, codec: &c.codec, cancel: cancel}
-	if isCBOR(resp.Header.Get("Content-Type")) {
-		w.frames = newCBORFrames(resp.Body)
-	} else {
+	switch ct := resp.Header.Get("Content-Type"); {
+	case isCBOR(ct):
+		w.enc, w.frames = wireCBOR, newFrameReader(cbor.NewFramer().NewFrameReader(resp.Body))
+	case isProtobuf(ct):
+		w.enc, w.frames = wireProtobuf, newFrameReader(protobuf.LengthDelimitedFramer.NewFrameReader(resp.Body))
+	default:
 		w.dec = sigsjson.NewDecoderCaseSensitivePreserveInts(resp.Body)
 	}
 	return w, nil
@@ -228,6 +271,22 @@ func (w *Watcher[T]) nextCBOR() error {
 	return nil
 }
 
+// nextProtobuf reads the next event of a protobuf watch into w.env: its
+// type, and its object's message (w.pbObj its envelope; the event has no
+// commit time nor patch).
+func (w *Watcher[T]) nextProtobuf() error {
+	frame, err := w.frames.next()
+	if err != nil {
+		return err
+	}
+	typ, obj, err := protobufEvent(frame)
+	if err != nil {
+		return err
+	}
+	w.env.Type, w.env.Object, w.pbObj = typ, obj.raw, obj
+	return nil
+}
+
 // NextRaw reads the next event without decoding its object. The Raw is
 // valid until the next call. It returns io.EOF when the server ended the
 // watch, ErrStopped after Stop, and a *StatusError for an ERROR event
@@ -238,9 +297,12 @@ func (w *Watcher[T]) NextRaw() (EventType, Raw[T], error) {
 	w.env.CommitTime = w.env.CommitTime[:0]
 	w.env.Patch = w.env.Patch[:0]
 	var err error
-	if w.frames != nil {
+	switch w.enc {
+	case wireCBOR:
 		err = w.nextCBOR()
-	} else {
+	case wireProtobuf:
+		err = w.nextProtobuf()
+	default:
 		err = w.dec.Decode(&w.env)
 	}
 	if err != nil {
@@ -257,17 +319,24 @@ func (w *Watcher[T]) NextRaw() (EventType, Raw[T], error) {
 	}
 	switch w.env.Type {
 	case Added, Modified, Deleted, Bookmark:
-		return w.env.Type, Raw[T]{data: w.env.Object, codec: w.codec, cbor: w.frames != nil}, nil
+		raw := Raw[T]{data: w.env.Object, codec: w.codec, enc: w.enc}
+		if w.enc == wireProtobuf {
+			raw.env = &w.pbObj
+		}
+		return w.env.Type, raw, nil
 	case Error:
 		var st metav1.Status
 		var err error
-		if w.frames != nil {
+		switch w.enc {
+		case wireCBOR:
 			st, err = decodeCBORStatus(w.env.Object)
-		} else {
+		case wireProtobuf:
+			st, err = protobufStatus(w.pbObj)
+		default:
 			err = unmarshal(w.env.Object, &st)
 		}
 		if err != nil || st.Kind != "Status" {
-			return "", Raw[T]{}, fmt.Errorf("watch: error event: %s", errorEventText(w.env.Object, w.frames != nil))
+			return "", Raw[T]{}, fmt.Errorf("watch: error event: %s", errorEventText(w.env.Object, w.enc))
 		}
 		if failover, _ := failoverStatus(int(st.Code)); failover {
 			serverFailed(w.resp) // the server cannot serve: the next request goes elsewhere
@@ -345,4 +414,38 @@ func (w *Watcher[T]) Stop() {
 		w.cancel()
 		w.resp.Body.Close()
 	})
+}
+
+// frameReader reads a binary watch's frames one at a time (from
+// apimachinery's CBOR or length-delimited protobuf frame reader), each
+// into a buffer reused across calls.
+type frameReader struct {
+	r   io.ReadCloser
+	buf []byte
+}
+
+func newFrameReader(r io.ReadCloser) *frameReader {
+	return &frameReader{r: r, buf: make([]byte, 0, 4<<10)}
+}
+
+// next returns the next frame, valid until the next call; io.EOF at the
+// end of the stream.
+func (f *frameReader) next() ([]byte, error) {
+	f.buf = f.buf[:cap(f.buf)]
+	n := 0
+	for {
+		m, err := f.r.Read(f.buf[n:])
+		n += m
+		if err == nil {
+			return f.buf[:n], nil
+		}
+		if !errors.Is(err, io.ErrShortBuffer) {
+			if n > 0 && errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		f.buf = append(f.buf, make([]byte, max(len(f.buf), 512))...)
+		f.buf = f.buf[:cap(f.buf)]
+	}
 }

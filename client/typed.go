@@ -34,6 +34,8 @@ type Client[T Object] struct {
 	params WatchParams
 	// cbor overrides Config.PreferCBOR when set (WithCBOR).
 	cbor *bool
+	// protobuf overrides Config.PreferProtobuf when set (WithProtobuf).
+	protobuf *bool
 }
 
 // WithCBOR returns a copy of c whose reads ask for CBOR (on) or JSON
@@ -47,22 +49,50 @@ func (c *Client[T]) WithCBOR(on bool) *Client[T] {
 	return &out
 }
 
+// WithProtobuf returns a copy of c whose reads ask for protobuf (on) or
+// not (off), whatever Config.PreferProtobuf says. With protobuf asked for
+// and T a generated protobuf type (the k8s.io/api types), Get, List,
+// ListRaw and Watch send Accept: application/vnd.kubernetes.protobuf,
+// application/json;q=0.9 and decode the answer by its Content-Type.
+// Writes send and receive JSON either way.
+func (c *Client[T]) WithProtobuf(on bool) *Client[T] {
+	out := *c
+	out.protobuf = &on
+	return &out
+}
+
 // readAccept is the Accept header of reads: JSON (as WithoutManagedFields
-// says), or CBOR first when asked for and possible. CBOR is not asked
-// for when T cannot be decoded from it (see cborCapable) nor with watch
-// extensions (projection, deltas), whose additions the CBOR events lack.
+// says), or protobuf or CBOR first when asked for and possible (protobuf
+// before CBOR: it is the faster of the two to decode). Neither is asked
+// for when T cannot be decoded from it (see protobufCapable and
+// cborCapable) nor with watch extensions (projection, deltas), whose
+// additions binary events lack.
 func (c *Client[T]) readAccept() string {
-	on := c.rest.preferCBOR
-	if c.cbor != nil {
-		on = *c.cbor
-	}
-	if !on || !c.codec.cbor || c.params.Projection || c.params.Deltas {
+	if c.params.Projection || c.params.Deltas {
 		return c.accept
 	}
-	if c.accept == DropManagedFieldsAccept {
-		return cborDropAccept
+	drop := c.accept == DropManagedFieldsAccept
+	switch {
+	case c.codec.protobuf && setting(c.protobuf, c.rest.preferProtobuf):
+		if drop {
+			return protobufDropAccept
+		}
+		return protobufAccept
+	case c.codec.cbor && setting(c.cbor, c.rest.preferCBOR):
+		if drop {
+			return cborDropAccept
+		}
+		return cborAccept
 	}
-	return cborAccept
+	return c.accept
+}
+
+// setting is a client's override if it has one, else the REST's default.
+func setting(override *bool, def bool) bool {
+	if override != nil {
+		return *override
+	}
+	return def
 }
 
 // DropManagedFieldsAccept is the Accept header with which a client asks

@@ -30,3 +30,26 @@ func TestCBORInformer(t *testing.T) {
 		testRelistAppliesOnlyDifferences(t, false, check)
 	})
 }
+
+// TestProtobufInformer runs the same tests as TestCBORInformer with the
+// reader preferring protobuf, and checks its lists and watches were
+// answered in protobuf only.
+func TestProtobufInformer(t *testing.T) {
+	check := func(t *testing.T, e *env) {
+		t.Helper()
+		// Lists and watches share the media type (a watch's has
+		// ;stream=watch, which answerTypes drops).
+		types := e.answerTypes()
+		if types["application/vnd.kubernetes.protobuf"] < 2 || len(types) != 1 {
+			t.Errorf("reader's answers by Content-Type = %v, want protobuf only", types)
+		}
+	}
+	t.Run("SeesEveryChange", func(t *testing.T) {
+		bothModes(t, func(t *testing.T, compact bool) {
+			testInformerSeesEveryChange(t, compact, check)
+		})
+	})
+	t.Run("RelistAppliesOnlyDifferences", func(t *testing.T) {
+		testRelistAppliesOnlyDifferences(t, false, check)
+	})
+}

@@ -36,16 +36,23 @@ type env struct {
 	reader *client.REST       // through the cutter
 	cut    *watchcut.Cutter
 	// cbor: the reader prefers CBOR (tests named TestCBOR..., or all
-	// with OBJWATCH_TEST_CBOR=1); readerTypes counts the Content-Types
-	// of the reader's list and watch answers.
-	cbor        bool
-	typesMu     sync.Mutex
-	readerTypes map[string]int
+	// with OBJWATCH_TEST_CBOR=1); protobuf: the reader prefers protobuf
+	// (tests named TestProtobuf..., or all with OBJWATCH_TEST_PROTOBUF=1);
+	// readerTypes counts the Content-Types of the reader's list and watch
+	// answers.
+	cbor, protobuf bool
+	typesMu        sync.Mutex
+	readerTypes    map[string]int
 }
 
 // preferCBOR reports whether t's reader should prefer CBOR.
 func preferCBOR(t *testing.T) bool {
 	return strings.HasPrefix(t.Name(), "TestCBOR") || os.Getenv("OBJWATCH_TEST_CBOR") == "1"
+}
+
+// preferProtobuf reports whether t's reader should prefer protobuf.
+func preferProtobuf(t *testing.T) bool {
+	return strings.HasPrefix(t.Name(), "TestProtobuf") || os.Getenv("OBJWATCH_TEST_PROTOBUF") == "1"
 }
 
 // recordTypes wraps the reader's transport to count answer Content-Types.
@@ -97,6 +104,8 @@ func startEnv(t *testing.T, opts ...testenv.Option) *env {
 	rcfg := *cfg
 	e.cbor, e.readerTypes = preferCBOR(t), map[string]int{}
 	rcfg.PreferCBOR = e.cbor
+	e.protobuf = preferProtobuf(t)
+	rcfg.PreferProtobuf = e.protobuf
 	rcfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return e.cut.Wrap(e.recordTypes(rt)) }
 	if e.reader, err = client.New(&rcfg); err != nil {
 		t.Fatal(err)

@@ -91,7 +91,7 @@ func (r *reflector[T]) resolve(ctx context.Context) error {
 	}
 	if x.emulateProj {
 		// project reads the objects' JSON.
-		r.client = r.client.WithCBOR(false)
+		r.client = r.client.WithCBOR(false).WithProtobuf(false)
 	}
 	x.resolved = true
 	r.log.Debug("watch extensions", "serverMask", x.wireMask, "serverProjection", p.Projection,

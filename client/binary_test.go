@@ -62,9 +62,46 @@ func (w *wire) last(t *testing.T, method, path string) string {
 	return ts[len(ts)-1]
 }
 
+// binaryEncoding is one of the binary encodings a client can prefer
+// (Config.PreferCBOR, Config.PreferProtobuf), as the tests of both see
+// it.
+type binaryEncoding struct {
+	name      string
+	object    string // the Content-Type of objects, lists and errors
+	watch     string // the Content-Type of watches
+	configure func(*client.Config)
+	is        func(client.Raw[*corev1.ConfigMap]) bool
+	off       func(*client.Client[*corev1.ConfigMap]) *client.Client[*corev1.ConfigMap]
+}
+
+var (
+	cborEncoding = binaryEncoding{
+		name: "CBOR", object: "application/cbor", watch: "application/cbor-seq",
+		configure: func(c *client.Config) { c.PreferCBOR = true },
+		is:        client.Raw[*corev1.ConfigMap].IsCBOR,
+		off: func(c *client.Client[*corev1.ConfigMap]) *client.Client[*corev1.ConfigMap] {
+			return c.WithCBOR(false)
+		},
+	}
+	protobufEncoding = binaryEncoding{
+		name: "protobuf", object: "application/vnd.kubernetes.protobuf", watch: "application/vnd.kubernetes.protobuf;stream=watch",
+		configure: func(c *client.Config) { c.PreferProtobuf = true },
+		is:        client.Raw[*corev1.ConfigMap].IsProtobuf,
+		off: func(c *client.Client[*corev1.ConfigMap]) *client.Client[*corev1.ConfigMap] {
+			return c.WithProtobuf(false)
+		},
+	}
+)
+
 // startCBOR starts a server and returns a JSON REST and a REST with
 // PreferCBOR whose responses w records.
 func startCBOR(t *testing.T, opts ...testenv.Option) (jsonRC, cborRC *client.REST, w *wire) {
+	return startBinary(t, cborEncoding, opts...)
+}
+
+// startBinary starts a server and returns a JSON REST and a REST
+// preferring enc whose responses w records.
+func startBinary(t *testing.T, enc binaryEncoding, opts ...testenv.Option) (jsonRC, binRC *client.REST, w *wire) {
 	t.Helper()
 	env, jsonRC := start(t, opts...)
 	w = &wire{types: map[string][]string{}}
@@ -72,13 +109,13 @@ func startCBOR(t *testing.T, opts ...testenv.Option) (jsonRC, cborRC *client.RES
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.PreferCBOR = true
+	enc.configure(cfg)
 	cfg.WrapTransport = w.wrap
-	if cborRC, err = client.New(cfg); err != nil {
+	if binRC, err = client.New(cfg); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(cborRC.CloseIdleConnections)
-	return jsonRC, cborRC, w
+	t.Cleanup(binRC.CloseIdleConnections)
+	return jsonRC, binRC, w
 }
 
 const cmPath = "/api/v1/namespaces/default/configmaps"
@@ -91,11 +128,14 @@ func cborTestCM(i int) *corev1.ConfigMap {
 	return cm
 }
 
-// TestCBORTyped reads ConfigMaps over CBOR (get, list, list pages,
-// ListRaw, errors) and checks the wire was CBOR and the objects equal what
-// the JSON path decodes.
-func TestCBORTyped(t *testing.T) {
-	jrc, crc, w := startCBOR(t)
+// TestCBORTyped and TestProtobufTyped read ConfigMaps over CBOR and
+// protobuf (get, list, list pages, ListRaw, errors) and check the wire was
+// in that encoding and the objects equal what the JSON path decodes.
+func TestCBORTyped(t *testing.T)     { testBinaryTyped(t, cborEncoding) }
+func TestProtobufTyped(t *testing.T) { testBinaryTyped(t, protobufEncoding) }
+
+func testBinaryTyped(t *testing.T, enc binaryEncoding) {
+	jrc, crc, w := startBinary(t, enc)
 	ctx := ctxFor(t)
 	jc := client.NewClient[*corev1.ConfigMap](jrc, configMaps)
 	cc := client.NewClient[*corev1.ConfigMap](crc, configMaps)
@@ -111,16 +151,16 @@ func TestCBORTyped(t *testing.T) {
 	}
 	got, err := cc.Get(ctx, "default", "cm-3", metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("CBOR Get: %v", err)
+		t.Fatalf("binary Get: %v", err)
 	}
-	if ct := w.last(t, "GET", cmPath+"/cm-3"); ct != "application/cbor" {
-		t.Errorf("Get answered %q, want application/cbor", ct)
+	if ct := w.last(t, "GET", cmPath+"/cm-3"); ct != enc.object {
+		t.Errorf("Get answered %q, want %s", ct, enc.object)
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("CBOR Get =\n%+v\nJSON Get =\n%+v", got, want)
+		t.Errorf("binary Get =\n%+v\nJSON Get =\n%+v", got, want)
 	}
 	if string(got.BinaryData["bin"]) != "\x00\x01\x02\xff\x03" || len(got.ManagedFields) == 0 {
-		t.Errorf("CBOR Get binaryData = %q, managedFields %d; want the bytes written and managedFields", got.BinaryData["bin"], len(got.ManagedFields))
+		t.Errorf("binary Get binaryData = %q, managedFields %d; want the bytes written and managedFields", got.BinaryData["bin"], len(got.ManagedFields))
 	}
 
 	wantList, err := jc.List(ctx, "default", metav1.ListOptions{})
@@ -129,13 +169,13 @@ func TestCBORTyped(t *testing.T) {
 	}
 	gotList, err := cc.List(ctx, "default", metav1.ListOptions{})
 	if err != nil {
-		t.Fatalf("CBOR List: %v", err)
+		t.Fatalf("binary List: %v", err)
 	}
-	if ct := w.last(t, "GET", cmPath); ct != "application/cbor" {
-		t.Errorf("List answered %q, want application/cbor", ct)
+	if ct := w.last(t, "GET", cmPath); ct != enc.object {
+		t.Errorf("List answered %q, want %s", ct, enc.object)
 	}
 	if len(gotList.Items) != 5 || gotList.ResourceVersion == "" || !reflect.DeepEqual(gotList, wantList) {
-		t.Errorf("CBOR List = %d items rv %q, JSON List = %d items rv %q; want 5 equal items", len(gotList.Items), gotList.ResourceVersion, len(wantList.Items), wantList.ResourceVersion)
+		t.Errorf("binary List = %d items rv %q, JSON List = %d items rv %q; want 5 equal items", len(gotList.Items), gotList.ResourceVersion, len(wantList.Items), wantList.ResourceVersion)
 	}
 
 	// Pages: the continue token and remaining count come through.
@@ -147,7 +187,7 @@ func TestCBORTyped(t *testing.T) {
 		}
 		page, err := cc.List(ctx, "default", opts)
 		if err != nil {
-			t.Fatalf("CBOR List page: %v", err)
+			t.Fatalf("binary List page: %v", err)
 		}
 		for _, cm := range page.Items {
 			names = append(names, cm.Name)
@@ -161,14 +201,14 @@ func TestCBORTyped(t *testing.T) {
 		opts.Continue = page.Continue
 	}
 	if want := []string{"cm-0", "cm-1", "cm-2", "cm-3", "cm-4"}; !reflect.DeepEqual(names, want) {
-		t.Errorf("paged CBOR list names = %v, want %v", names, want)
+		t.Errorf("paged binary list names = %v, want %v", names, want)
 	}
 
 	// ListRaw: CBOR items whose identity reads without decoding the rest.
 	i := 0
 	_, err = cc.ListRaw(ctx, "default", metav1.ListOptions{}, func(r client.Raw[*corev1.ConfigMap]) error {
-		if !r.IsCBOR() {
-			t.Errorf("ListRaw item %d is not CBOR", i)
+		if !enc.is(r) {
+			t.Errorf("ListRaw item %d is not in the binary encoding", i)
 		}
 		m, err := r.Meta()
 		if err != nil {
@@ -187,57 +227,61 @@ func TestCBORTyped(t *testing.T) {
 		return nil
 	})
 	if err != nil || i != 5 {
-		t.Errorf("CBOR ListRaw: %d items, %v", i, err)
+		t.Errorf("binary ListRaw: %d items, %v", i, err)
 	}
 
 	// Errors in CBOR are the same Go errors as in JSON.
 	_, jerr := jc.Get(ctx, "default", "missing", metav1.GetOptions{})
 	_, cerr := cc.Get(ctx, "default", "missing", metav1.GetOptions{})
-	if ct := w.last(t, "GET", cmPath+"/missing"); ct != "application/cbor" {
-		t.Errorf("404 answered %q, want application/cbor", ct)
+	if ct := w.last(t, "GET", cmPath+"/missing"); ct != enc.object {
+		t.Errorf("404 answered %q, want %s", ct, enc.object)
 	}
 	var jse, cse *client.StatusError
 	if !errors.As(jerr, &jse) || !errors.As(cerr, &cse) || !errors.Is(cerr, client.ErrNotFound) {
-		t.Fatalf("Get(missing): JSON %v, CBOR %#v; want StatusErrors matching ErrNotFound", jerr, cerr)
+		t.Fatalf("Get(missing): JSON %v, binary %#v; want StatusErrors matching ErrNotFound", jerr, cerr)
 	}
 	if !reflect.DeepEqual(cse.ErrStatus, jse.ErrStatus) {
-		t.Errorf("CBOR Status = %+v\nJSON Status = %+v", cse.ErrStatus, jse.ErrStatus)
+		t.Errorf("binary Status = %+v\nJSON Status = %+v", cse.ErrStatus, jse.ErrStatus)
 	}
 	_, err = cc.List(ctx, "default", metav1.ListOptions{LabelSelector: "a b c"})
 	if !errors.Is(err, client.ErrBadRequest) {
-		t.Errorf("List(bad selector) over CBOR = %v, want ErrBadRequest", err)
+		t.Errorf("List(bad selector) in the binary encoding = %v, want ErrBadRequest", err)
 	}
 
 	// WithoutManagedFields keeps asking for CBOR, without them.
 	got, err = cc.WithoutManagedFields().Get(ctx, "default", "cm-3", metav1.GetOptions{})
 	if err != nil || len(got.ManagedFields) != 0 || got.Data["k"] != "v3" {
-		t.Errorf("CBOR Get without managedFields = %+v, %v", got, err)
+		t.Errorf("binary Get without managedFields = %+v, %v", got, err)
 	}
-	if ct := w.last(t, "GET", cmPath+"/cm-3"); ct != "application/cbor" {
-		t.Errorf("Get without managedFields answered %q, want application/cbor", ct)
+	if ct := w.last(t, "GET", cmPath+"/cm-3"); ct != enc.object {
+		t.Errorf("Get without managedFields answered %q, want %s", ct, enc.object)
 	}
 
 	// WithCBOR(false) and writes stay JSON.
-	if _, err := cc.WithCBOR(false).Get(ctx, "default", "cm-3", metav1.GetOptions{}); err != nil {
+	if _, err := enc.off(cc).Get(ctx, "default", "cm-3", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if ct := w.last(t, "GET", cmPath+"/cm-3"); ct != "application/json" {
-		t.Errorf("WithCBOR(false) Get answered %q, want application/json", ct)
+		t.Errorf("turned off Get answered %q, want application/json", ct)
 	}
 	got.Data["k"] = "updated"
 	if _, err := cc.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("Update over the CBOR client: %v", err)
+		t.Fatalf("Update over the binary client: %v", err)
 	}
 	if ct := w.last(t, "PUT", cmPath+"/cm-3"); ct != "application/json" {
 		t.Errorf("Update answered %q, want application/json", ct)
 	}
 }
 
-// TestCBORServerWithoutCBOR checks that a client preferring CBOR works
+// TestCBORServerWithoutCBOR and TestProtobufServerWithoutProtobuf check
+// that a client preferring CBOR or protobuf works
 // with a server that answers JSON (here the Accept header is rewritten on
-// the way, as if the server did not offer CBOR).
-func TestCBORServerWithoutCBOR(t *testing.T) {
-	jrc, crc, w := startCBOR(t)
+// the way, as if the server did not offer the encoding).
+func TestCBORServerWithoutCBOR(t *testing.T)         { testBinaryServerWithoutIt(t, cborEncoding) }
+func TestProtobufServerWithoutProtobuf(t *testing.T) { testBinaryServerWithoutIt(t, protobufEncoding) }
+
+func testBinaryServerWithoutIt(t *testing.T, enc binaryEncoding) {
+	jrc, crc, w := startBinary(t, enc)
 	w.jsonOnly = true
 	ctx := ctxFor(t)
 	jc := client.NewClient[*corev1.ConfigMap](jrc, configMaps)
@@ -277,12 +321,16 @@ func TestCBORServerWithoutCBOR(t *testing.T) {
 	}
 }
 
-// TestCBORWatch watches over CBOR and over JSON from the same
-// resourceVersion and checks both see the same events, the wire being a
-// CBOR sequence; then a watch from a compacted resourceVersion ends with
-// ErrGone from a CBOR ERROR event.
-func TestCBORWatch(t *testing.T) {
-	jrc, crc, w := startCBOR(t, testenv.WithHistory(100*time.Millisecond), testenv.WithBookmarkInterval(200*time.Millisecond))
+// TestCBORWatch and TestProtobufWatch watch over CBOR or protobuf and
+// over JSON from the same resourceVersion and check both see the same
+// events, the wire being the encoding's stream; then a watch from a
+// compacted resourceVersion ends with ErrGone from an ERROR event in the
+// encoding.
+func TestCBORWatch(t *testing.T)     { testBinaryWatch(t, cborEncoding) }
+func TestProtobufWatch(t *testing.T) { testBinaryWatch(t, protobufEncoding) }
+
+func testBinaryWatch(t *testing.T, enc binaryEncoding) {
+	jrc, crc, w := startBinary(t, enc, testenv.WithHistory(100*time.Millisecond), testenv.WithBookmarkInterval(200*time.Millisecond))
 	ctx := ctxFor(t)
 	jc := client.NewClient[*corev1.ConfigMap](jrc, configMaps)
 	cc := client.NewClient[*corev1.ConfigMap](crc, configMaps)
@@ -301,8 +349,8 @@ func TestCBORWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cw.Stop()
-	if ct := w.last(t, "GET", cmPath); ct != "application/cbor-seq" {
-		t.Errorf("watch answered %q, want application/cbor-seq", ct)
+	if ct := w.last(t, "GET", cmPath); ct != enc.watch {
+		t.Errorf("watch answered %q, want %s", ct, enc.watch)
 	}
 	cm, err := jc.Create(ctx, cborTestCM(7), metav1.CreateOptions{})
 	if err != nil {
@@ -322,17 +370,17 @@ func TestCBORWatch(t *testing.T) {
 		}
 		typR, raw, err := cw.NextRaw()
 		if err != nil {
-			t.Fatalf("CBOR event %d: %v", i, err)
+			t.Fatalf("binary event %d: %v", i, err)
 		}
-		if !raw.IsCBOR() {
-			t.Errorf("CBOR event %d's Raw is not CBOR", i)
+		if !enc.is(raw) {
+			t.Errorf("binary event %d's Raw is not in the binary encoding", i)
 		}
 		obj, err := raw.Decode()
 		if err != nil {
-			t.Fatalf("CBOR event %d decode: %v", i, err)
+			t.Fatalf("binary event %d decode: %v", i, err)
 		}
 		if je.Type != typ || typR != typ || !reflect.DeepEqual(obj, je.Object) {
-			t.Errorf("event %d: CBOR %s %+v, JSON %s %+v; want equal %s", i, typR, obj, je.Type, je.Object, typ)
+			t.Errorf("event %d: binary %s %+v, JSON %s %+v; want equal %s", i, typR, obj, je.Type, je.Object, typ)
 		}
 	}
 
@@ -381,7 +429,7 @@ func TestCBORWatch(t *testing.T) {
 	}
 	var se *client.StatusError
 	if !errors.Is(gone, client.ErrGone) || !errors.As(gone, &se) || se.ErrStatus.Code != http.StatusGone {
-		t.Errorf("watch from a compacted resourceVersion over CBOR = %v, want a 410 StatusError", gone)
+		t.Errorf("watch from a compacted resourceVersion in the binary encoding = %v, want a 410 StatusError", gone)
 	}
 }
 
