@@ -2,6 +2,7 @@ package objects_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -61,10 +62,12 @@ type cachedObject struct {
 }
 
 // golden is the cached form of the stored values, made by the decoding
-// that Form and Modules name.
+// that Form and Modules name from the inputs (crd.json and stored.json)
+// whose SHA-256 is Inputs.
 type golden struct {
 	Form    int            `json:"form"`
 	Modules string         `json:"modules"`
+	Inputs  string         `json:"inputs"`
 	Objects []cachedObject `json:"objects"`
 }
 
@@ -111,7 +114,11 @@ func TestCachedFormGolden(t *testing.T) {
 	// The server only serves the resources (its registry); its own caches
 	// are off, so that what decodes the values is this test alone.
 	env, _ := startFormServer(t, testenv.WithServerConfig(func(c *server.Config) { c.DisableWatchCache = true }))
-	got := golden{Form: objects.CachedForm, Modules: moduleVersions(t)}
+	crd, err := os.ReadFile(filepath.Join(formDir, "crd.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := golden{Form: objects.CachedForm, Modules: moduleVersions(t), Inputs: fmt.Sprintf("%x", sha256.Sum256(append(crd, b...)))}
 	for _, sv := range stored {
 		kv := storage.KeyValue{Key: sv.Key, Value: []byte(sv.Value), CreateRevision: sv.Rev, ModRevision: sv.Rev}
 		n := 0
@@ -142,7 +149,7 @@ func TestCachedFormGolden(t *testing.T) {
 		t.Fatalf("%v: make it with -update", err)
 	}
 	diff := objectsDiff(want.Objects, got.Objects)
-	sameDecoding := want.Form == got.Form && want.Modules == got.Modules
+	sameDecoding := want.Form == got.Form && want.Modules == got.Modules && want.Inputs == got.Inputs
 	if *update {
 		if sameDecoding && diff != "" {
 			t.Fatalf("the cached form changed and objects.CachedForm (%d) did not: bump it, then regenerate with -update\n%s", got.Form, diff)
@@ -159,6 +166,8 @@ func TestCachedFormGolden(t *testing.T) {
 	switch {
 	case want.Form != got.Form:
 		t.Fatalf("objects.CachedForm is %d, %s was made for form %d: regenerate it with -update", got.Form, goldenFile, want.Form)
+	case want.Inputs != got.Inputs:
+		t.Fatalf("%s was made from other inputs (%s and crd.json changed): regenerate it with -update", goldenFile, storedFile)
 	case diff != "" && want.Modules != got.Modules:
 		t.Fatalf("the cached form changed with the modules of the decoding (%s was made with %s, this build has %s), which the saved states' fingerprint names: regenerate it with -update (no bump of objects.CachedForm needed)\n%s",
 			goldenFile, want.Modules, got.Modules, diff)
