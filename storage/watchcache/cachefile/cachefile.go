@@ -564,8 +564,10 @@ func Name(group, version, resource string) string {
 // Where the versions do not name the code, Decoding falls back to the
 // executable's identity (path, size, modification time), so that such a
 // binary keeps discarding the files of any other: a binary without build
-// information, and one in which a module of modules is replaced by a
-// directory (a local replace, whose code changes with no version).
+// information, one built from a modified work tree (vcs.modified=true:
+// the caller's decoding may have changed with its version not bumped
+// yet), and one in which a module of modules is replaced by a directory
+// (a local replace, whose code changes with no version).
 //
 // Decoding is safe for concurrent use.
 func Decoding(modules ...string) string {
@@ -587,6 +589,9 @@ func decoding(bi *debug.BuildInfo, exe func() string, modules []string) string {
 	}
 	fmt.Fprintf(&b, " %s", goVersion)
 	local := false
+	for _, st := range bi.Settings {
+		local = local || st.Key == "vcs.modified" && st.Value == "true"
+	}
 	for _, path := range modules {
 		m := module(bi, path)
 		switch {

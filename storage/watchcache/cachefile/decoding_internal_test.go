@@ -18,7 +18,8 @@ func build(goVersion string, deps ...*debug.Module) *debug.BuildInfo {
 // two binaries that differ in nothing else (whatever their executables),
 // and different when a named module's version, its replacement or the Go
 // release differs. The executable is named only where versions cannot
-// name the code: no build information, a module replaced by a directory.
+// name the code: no build information, a modified work tree, a module
+// replaced by a directory.
 func TestDecodingNamesModulesNotTheExecutable(t *testing.T) {
 	mods := []string{"k8s.io/api", "k8s.io/apimachinery", "k8s.io/kubernetes"}
 	api := &debug.Module{Path: "k8s.io/api", Version: "v0.37.2"}
@@ -59,6 +60,16 @@ func TestDecodingNamesModulesNotTheExecutable(t *testing.T) {
 	local := decoding(build("go1.26.8", api, &debug.Module{Path: "k8s.io/apimachinery", Version: "v0.37.2", Replace: &debug.Module{Path: "../apimachinery"}}), exe, mods)
 	if !strings.HasSuffix(local, " exe /bin/objwatch 1234 5678") {
 		t.Errorf("a module replaced by a directory: decoding = %q, want the executable named", local)
+	}
+	dirty := build("go1.26.8", api, machinery)
+	dirty.Settings = []debug.BuildSetting{{Key: "vcs.revision", Value: "abc"}, {Key: "vcs.modified", Value: "true"}}
+	if got := decoding(dirty, exe, mods); got != base+" exe /bin/objwatch 1234 5678" {
+		t.Errorf("a build from a modified work tree: decoding = %q, want the executable named", got)
+	}
+	clean := build("go1.26.8", api, machinery)
+	clean.Settings = []debug.BuildSetting{{Key: "vcs.revision", Value: "abc"}, {Key: "vcs.modified", Value: "false"}}
+	if got := decoding(clean, exe, mods); got != base {
+		t.Errorf("a build from a clean work tree: decoding = %q, want %q", got, base)
 	}
 	if got := decoding(nil, exe, mods); got != "format 1 exe /bin/objwatch 1234 5678" {
 		t.Errorf("no build information: decoding = %q, want the format and the executable", got)
