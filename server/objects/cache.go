@@ -263,19 +263,23 @@ func (c *Caches) prune(all bool) []*watchcache.Cache {
 }
 
 // savedState is where res's cache keeps its state across restarts: a
-// file in the WatchCacheSnapshots directory, fingerprinted with the
-// binary (cachefile.Build) and what res was built from (for a custom
-// resource its CRD's uid, generation and accepted names, which the
-// registry's token holds; a CRD's schema, versions, storage version and
-// selectable fields change its generation), so that a state made by
-// another binary or for another definition is not used. None for a
-// version a conversion webhook converts (the webhook's answers may
-// change with nothing stored changing).
+// file in the WatchCacheSnapshots directory, fingerprinted with what
+// shapes the cached form (decodingID: CachedForm, the versions of the
+// modules the decoding uses and the Go release; see cacheform.go) and
+// what res was built from (its group, version, resource, kind and
+// storage prefix; for a custom resource its CRD's uid, generation and
+// accepted names, which the registry's token holds; a CRD's schema,
+// versions, storage version and selectable fields change its
+// generation), so that a state made by a binary that decodes differently
+// or for another definition is not used, and one made by another binary
+// that decodes the same (a rebuild, an upgrade that changed other code)
+// is. None for a version a conversion webhook converts (the webhook's
+// answers may change with nothing stored changing).
 func (c *Caches) savedState(res *registry.Resource) watchcache.SavedState {
 	if c.cfg.WatchCacheSnapshots == "" || (res.Versions != nil && res.Versions.Remote()) {
 		return nil
 	}
-	fp := fmt.Sprintf("%s|%s|%s|%s", buildID(), res.GVR(), res.Kind, res.StoragePrefix)
+	fp := fmt.Sprintf("%s|%s|%s|%s", decodingID(), res.GVR(), res.Kind, res.StoragePrefix)
 	if res.Custom {
 		token, ok := c.cfg.Registry.CustomToken(res.Plural + "." + res.Group)
 		if !ok {
@@ -288,9 +292,6 @@ func (c *Caches) savedState(res *registry.Resource) watchcache.SavedState {
 		Prefix: res.StoragePrefix, Fingerprint: fp,
 	}
 }
-
-// buildID is cachefile.Build, computed once.
-var buildID = sync.OnceValue(cachefile.Build)
 
 func customDelay(res *registry.Resource, d time.Duration) time.Duration {
 	if res.Custom {

@@ -2,6 +2,7 @@ package objects
 
 import (
 	"context"
+	"slices"
 
 	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/storage"
@@ -63,3 +64,21 @@ func HoldUpdateTurn(s *Service, res *registry.Resource, namespace, name string, 
 
 // CacheStarted reports whether res's watch cache runs, without starting it.
 func CacheStarted(s *Service, res *registry.Resource) bool { return s.caches.existing(res) != nil }
+
+// SetCachedForm makes the watch caches started from now on fingerprint
+// their saved states with form instead of CachedForm, as a binary whose
+// decoding changed would, until restore.
+func SetCachedForm(form int) (restore func()) {
+	was := cachedForm.Swap(int64(form))
+	return func() { cachedForm.Store(was) }
+}
+
+// DecodeForCache decodes kv as res's watch cache does a value it has no
+// write hint for.
+func DecodeForCache(res *registry.Resource, kv storage.KeyValue) (*watchcache.Object, error) {
+	return decodeForCache(res, false)(kv)
+}
+
+// CachedDecodeModules are the modules whose versions the saved states'
+// fingerprints hold.
+func CachedDecodeModules() []string { return slices.Clone(cachedDecodeModules) }

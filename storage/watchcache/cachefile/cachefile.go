@@ -21,10 +21,27 @@
 //
 // Records are in strictly increasing key order, every key under the
 // prefix, every revision positive and not above the header's. The
-// fingerprint is the caller's: whatever shaped the cached form (the
-// binary, the resource's definition); a file whose prefix or fingerprint
-// differs from what the caller expects is ErrMismatch, any other damage
+// fingerprint is the caller's: whatever shaped the cached form, so that a
+// file is used only by a binary that would have made the same objects
+// from the same stored values; a file whose prefix or fingerprint differs
+// from what the caller expects is ErrMismatch, any other damage
 // ErrDamaged. Nothing read from a file is used before its trailer checks.
+//
+// # Fingerprints
+//
+// The fingerprint names the decoding, not the executable: Decoding gives
+// the part outside the caller's own code (this format, the Go release,
+// the versions of the modules the caller names), and the caller adds a
+// version of its own decoding that it bumps by hand, and what the
+// resource's objects were defined by. So a new binary whose decoding did
+// not change (a rebuild, a release that changed other code) uses the
+// files of the one before, which is what makes a rolling upgrade start
+// from them; a binary whose decoding changed (its own version bumped, a
+// module of the decode at another version, another Go release) discards
+// them and lists the store. A decoding changed without its version being
+// bumped would serve the old form until the next list; the caller guards
+// its version with a golden test of its decoding (server/objects,
+// TestCachedFormGolden).
 //
 // # Concurrency
 //
@@ -38,6 +55,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"go/version"
 	"hash"
 	"hash/crc32"
 	"io"
@@ -69,7 +87,7 @@ const (
 var ErrDamaged = errors.New("cache file damaged")
 
 // ErrMismatch: the file is well formed but was written for another prefix
-// or fingerprint (another binary, another definition of the resource).
+// or fingerprint (another decoding, another definition of the resource).
 var ErrMismatch = errors.New("cache file does not match")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -532,25 +550,89 @@ func Name(group, version, resource string) string {
 	return resource + "." + version + "." + group + ".cache"
 }
 
-// Build identifies the running binary for fingerprints: its module
-// version, VCS revision and modification flag, and the executable's size
-// and modification time, so that any rebuilt binary (whose decoding may
-// differ) discards the files of the one before.
-func Build() string {
+// Decoding identifies, for fingerprints, the code outside the caller
+// that shapes a cached form: the file format, the Go release (major.minor:
+// encoding/json's output and strconv's number formatting change only with
+// a release, not with a patch) and, for each module path in modules, the
+// version the running binary was built with (debug.ReadBuildInfo; its
+// replacement's path and version when it is replaced, "none" when the
+// binary does not use it). The caller adds the version of its own decoding,
+// which its own module's version cannot give: binaries built from one
+// commit, or releases whose decoding did not change, get the same
+// fingerprint, whatever their executables' sizes and times.
+//
+// Where the versions do not name the code, Decoding falls back to the
+// executable's identity (path, size, modification time), so that such a
+// binary keeps discarding the files of any other: a binary without build
+// information, one built from a modified work tree (vcs.modified=true:
+// the caller's decoding may have changed with its version not bumped
+// yet), and one in which a module of modules is replaced by a directory
+// (a local replace, whose code changes with no version).
+//
+// Decoding is safe for concurrent use.
+func Decoding(modules ...string) string {
+	bi, _ := debug.ReadBuildInfo()
+	return decoding(bi, executable, modules)
+}
+
+// decoding is Decoding of the build bi (nil: none), exe giving the
+// executable's identity.
+func decoding(bi *debug.BuildInfo, exe func() string, modules []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "format %d", Format)
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		fmt.Fprintf(&b, " %s %s", bi.GoVersion, bi.Main.Version)
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" || s.Key == "vcs.modified" {
-				fmt.Fprintf(&b, " %s=%s", s.Key, s.Value)
-			}
+	if bi == nil {
+		return b.String() + " exe " + exe()
+	}
+	goVersion := version.Lang(bi.GoVersion)
+	if goVersion == "" {
+		goVersion = bi.GoVersion // a development toolchain: its whole name
+	}
+	fmt.Fprintf(&b, " %s", goVersion)
+	local := false
+	for _, st := range bi.Settings {
+		local = local || st.Key == "vcs.modified" && st.Value == "true"
+	}
+	for _, path := range modules {
+		m := module(bi, path)
+		switch {
+		case m == nil:
+			fmt.Fprintf(&b, " %s@none", path)
+		case m.Replace != nil:
+			fmt.Fprintf(&b, " %s=>%s@%s", path, m.Replace.Path, m.Replace.Version)
+			local = local || m.Replace.Version == ""
+		default:
+			fmt.Fprintf(&b, " %s@%s", path, m.Version)
 		}
 	}
-	if exe, err := os.Executable(); err == nil {
-		if st, err := os.Stat(exe); err == nil {
-			fmt.Fprintf(&b, " exe %d %d", st.Size(), st.ModTime().UnixNano())
-		}
+	if local {
+		b.WriteString(" exe " + exe())
 	}
 	return b.String()
+}
+
+// module is the module of bi with path, nil if there is none.
+func module(bi *debug.BuildInfo, path string) *debug.Module {
+	if bi.Main.Path == path {
+		return &bi.Main
+	}
+	for _, m := range bi.Deps {
+		if m.Path == path {
+			return m
+		}
+	}
+	return nil
+}
+
+// executable is the running executable's path, size and modification
+// time ("unknown" when it cannot be found).
+func executable() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "unknown"
+	}
+	st, err := os.Stat(exe)
+	if err != nil {
+		return "unknown"
+	}
+	return fmt.Sprintf("%s %d %d", exe, st.Size(), st.ModTime().UnixNano())
 }
