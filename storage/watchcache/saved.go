@@ -18,7 +18,7 @@ import (
 type SavedState interface {
 	// Load calls add with each saved object, in key order, and returns
 	// the revision they are at. An error (none saved, damaged, made for
-	// another binary or definition) means the cache lists the store; the
+	// another decoding or definition) means the cache lists the store; the
 	// objects added before it are dropped.
 	Load(add func(*Object)) (int64, error)
 	// Save replaces the saved state with objs, the state at rev in key
