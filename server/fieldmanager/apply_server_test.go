@@ -275,3 +275,57 @@ func TestApplyBadInput(t *testing.T) {
 		t.Errorf("the dry run changed the object: %s", servertest.Truncate(got.Body))
 	}
 }
+
+// TestUnknownFieldsOfCustomResourcesTracked: a create or update of a
+// custom resource with fields its schema does not declare (pruned, with a
+// warning) records its managedFields as kube-apiserver does, which tracks
+// the decoded and pruned object: the declared fields it set, nothing of
+// the unknown ones. (The field manager used to refuse such an object and
+// the write went without an entry: none on a create, the last one kept on
+// an update.) A client's own managedFields sent beside unknown fields are
+// treated as they are without them.
+func TestUnknownFieldsOfCustomResourcesTracked(t *testing.T) {
+	env := testenv.Start(t)
+	a := servertest.NewAPI(t, env)
+	servertest.MustCode(t, "create CRD", a.JSON("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", listMapCRD), http.StatusCreated)
+	deadline := time.Now().Add(10 * time.Second)
+	for a.JSON("GET", routers, "").Code != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("routers not served")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r := a.Do("POST", routers+"?fieldManager=maker", "application/json", router(`{"tags":["x"],"bogus":1}`))
+	servertest.MustCode(t, "create with an unknown field", r, http.StatusCreated)
+	if w := r.Header.Get("Warning"); !strings.Contains(w, `unknown field \"spec.bogus\"`) {
+		t.Errorf("create warning %q, want one for spec.bogus", w)
+	}
+	maker := `maker/Update ssa.objwatch.io/v1 {"f:spec":{".":{},"f:tags":{".":{},"v:\"x\"":{}}}}`
+	servertest.WantEntries(t, "create", r, maker)
+
+	obj := r.Object()
+	spec := obj["spec"].(map[string]any)
+	spec["config"] = map[string]any{"k": "v"}
+	spec["other"] = "x"
+	body, _ := json.Marshal(obj)
+	r = a.Do("PUT", routers+"/r?fieldManager=editor", "application/json", body)
+	servertest.MustCode(t, "update with an unknown field", r, http.StatusOK)
+	servertest.WantEntries(t, "update", r, `editor/Update ssa.objwatch.io/v1 {"f:spec":{"f:config":{}}}`, maker)
+
+	// managedFields sent by the client: the same entries with an unknown
+	// field as without.
+	sent := func(name, extra string) []byte {
+		return []byte(`{"apiVersion":"ssa.objwatch.io/v1","kind":"Router","metadata":{"name":"` + name + `","managedFields":[` +
+			`{"manager":"someone","operation":"Apply","apiVersion":"ssa.objwatch.io/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:tags":{}}}}]},` +
+			`"spec":{"tags":["y"]` + extra + `}}`)
+	}
+	plain := a.Do("POST", routers+"?fieldManager=maker", "application/json", sent("plain", ""))
+	servertest.MustCode(t, "create with managedFields", plain, http.StatusCreated)
+	r = a.Do("POST", routers+"?fieldManager=maker", "application/json", sent("unknown", `,"bogus":2`))
+	servertest.MustCode(t, "create with managedFields and an unknown field", r, http.StatusCreated)
+	want := servertest.Entries(t, plain)
+	if len(want) == 0 {
+		t.Fatal("no managedFields on the create without an unknown field")
+	}
+	servertest.WantEntries(t, "sent", r, want...)
+}

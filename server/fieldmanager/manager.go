@@ -174,6 +174,10 @@ func (m *Manager) Update(res *registry.Resource, subresource string, live, obj *
 		}
 	}
 	var shape shapeKey
+	var old map[string]any // live's content for Normalize (nil for a create)
+	if live != nil {
+		old = live.Object
+	}
 	if live == nil {
 		live = empty(res)
 		if subresource == "" {
@@ -190,16 +194,52 @@ func (m *Manager) Update(res *registry.Resource, subresource string, live, obj *
 	} else if m.fast(fm, res, subresource, live, tracked, obj, manager) {
 		return obj
 	}
-	out, ok := fm.UpdateNoErrors(live, tracked, manager).(*unstructured.Unstructured)
+	out, used, ok := trackPruned(fm, res, live, tracked, old, manager)
 	if !ok {
 		return obj
 	}
-	m.creates.record(shape, out)
-	if tracked != obj {
+	if used == tracked {
+		// A shape is remembered only for what the field manager took as
+		// it is (its fast answer must be the field manager's for it).
+		m.creates.record(shape, out)
+	}
+	if used != obj {
 		obj.SetManagedFields(out.GetManagedFields())
 		return obj
 	}
 	return out
+}
+
+// trackPruned runs the field manager's update of live to tracked and
+// returns its answer and the object it tracked. A custom resource's object
+// is tracked as the client sent it, unpruned (the object service prunes
+// it later, in normalize, and the fast paths stay clear of a second
+// pass); when the field manager refuses it (a field its schema does not
+// declare), a pruned copy is tracked instead, as kube-apiserver tracks
+// the decoded and pruned object, and the client's managedFields, which
+// the refused attempt took off, are put back first. old is live's content
+// for the pruning (nil for a create). Other failures keep live's
+// managedFields, as kube-apiserver's UpdateNoErrors does.
+func trackPruned(fm *managedfields.FieldManager, res *registry.Resource, live, tracked *unstructured.Unstructured, old map[string]any, manager string) (*unstructured.Unstructured, *unstructured.Unstructured, bool) {
+	if !res.Custom || res.Strategy == nil {
+		out, ok := fm.UpdateNoErrors(live, tracked, manager).(*unstructured.Unstructured)
+		return out, tracked, ok
+	}
+	md, _ := tracked.Object["metadata"].(map[string]any)
+	sent, hadSent := md["managedFields"]
+	if out, err := fm.Update(live, tracked, manager); err == nil {
+		u, ok := out.(*unstructured.Unstructured)
+		return u, tracked, ok
+	}
+	if hadSent {
+		md["managedFields"] = sent
+	}
+	pruned := tracked.DeepCopy()
+	if _, err := res.Strategy.Normalize(pruned.Object, old); err != nil {
+		pruned = tracked
+	}
+	out, ok := fm.UpdateNoErrors(live, pruned, manager).(*unstructured.Unstructured)
+	return out, pruned, ok
 }
 
 // fast sets obj's managedFields to fastUpdate's answer for tracked (obj,
