@@ -213,7 +213,11 @@ type Event struct {
 // Watcher is a running watch. Its owner must call Stop.
 type Watcher interface {
 	// Events delivers the watch's events until the watch ends (Stop, context
-	// cancellation, or an Error event); then it is closed.
+	// cancellation, or an Error event); then it is closed. The events of
+	// one revision are delivered whole: a watch ended by its context or a
+	// failure of the store ends between revisions, so its owner may
+	// resume from the last revision it saw plus one. (Only Stop, and a
+	// value that cannot be transformed back, may end it inside one.)
 	Events() <-chan Event
 	// RequestProgress asks for a Progress event at the store's current
 	// revision, delivered after every earlier change.

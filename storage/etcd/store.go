@@ -494,12 +494,28 @@ func (w *watcher) run(ctx context.Context, ch clientv3.WatchChan, from int64) {
 }
 
 // follow sends the events of ch until ctx ends or the watch fails.
+//
+// The events of one etcd response — every event of one revision is in
+// one response — are sent whole even when ctx ends meanwhile (a guard
+// cancelling the watch, see Watch): only Stop interrupts them. A
+// consumer that resumes after a failure from the revision of the last
+// event it saw plus one (the watch cache, the history's recorder) would
+// otherwise miss the rest of a revision of several keys (a transaction,
+// a DeletePrefix) cut in the middle.
 func (w *watcher) follow(ctx context.Context, ch clientv3.WatchChan, from int64) {
 	send := func(e storage.Event) bool {
 		select {
 		case w.out <- e:
 			return true
 		case <-ctx.Done():
+			return false
+		}
+	}
+	sendWhole := func(e storage.Event) bool {
+		select {
+		case w.out <- e:
+			return true
+		case <-w.stopped:
 			return false
 		}
 	}
@@ -528,7 +544,7 @@ func (w *watcher) follow(ctx context.Context, ch clientv3.WatchChan, from int64)
 				send(storage.Event{Type: storage.Error, Err: fmt.Errorf("watch: %w", err), Revision: ev.Kv.ModRevision})
 				return
 			}
-			if !send(e) {
+			if !sendWhole(e) {
 				return
 			}
 		}

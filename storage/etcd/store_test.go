@@ -2,10 +2,13 @@ package etcd_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 
 	"github.com/objwatch/objwatch/storage"
@@ -92,6 +95,61 @@ func TestCompactedByAnotherStore(t *testing.T) {
 	for _, tc := range []struct{ rev, want int64 }{{revs[0], revs[3]}, {revs[2], revs[3]}, {revs[3], 0}, {revs[4], 0}, {revs[4] + 100, 0}} {
 		if got, err := s.Compacted(ctx, tc.rev); err != nil || got != tc.want {
 			t.Fatalf("Compacted(%d) = %d, %v; want %d", tc.rev, got, err, tc.want)
+		}
+	}
+}
+
+// TestWatchEndsBetweenRevisions: a watch whose context is cancelled (as
+// the health guard cancels it) while its owner has read only part of a
+// revision of many keys still delivers the rest of that revision before
+// it ends, so that an owner resuming from the last revision it saw plus
+// one misses nothing. (The watch cache resumed that way and lost 12 of
+// 1,000,000 objects written 100 to a transaction when the guard cut its
+// watch.)
+func TestWatchEndsBetweenRevisions(t *testing.T) {
+	s := startStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start, err := s.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keys = 100 // etcd's default --max-txn-ops is 128
+	ops := make([]clientv3.Op, keys)
+	for i := range ops {
+		ops[i] = clientv3.OpPut(fmt.Sprintf("/multi/%03d", i), "v")
+	}
+	resp, err := s.Client().Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := resp.Header.Revision
+	for round := range 20 {
+		wctx, stop := context.WithCancelCause(ctx)
+		w, err := s.Watch(wctx, "/multi/", start+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := <-w.Events()
+		if ev.Type != storage.Put || ev.Revision != rev {
+			t.Fatalf("first event %+v, want a put at %d", ev, rev)
+		}
+		stop(errors.New("cut by the test"))
+		seen := 1
+		var end storage.Event
+		for e := range w.Events() {
+			if e.Type == storage.Error {
+				end = e
+				break
+			}
+			seen++
+		}
+		w.Stop()
+		if seen != keys {
+			t.Fatalf("round %d: %d of the revision's %d events before the watch ended (%v)", round, seen, keys, end.Err)
+		}
+		if end.Err == nil || !strings.Contains(end.Err.Error(), "cut by the test") {
+			t.Fatalf("round %d: the watch ended with %+v, want the cause", round, end)
 		}
 	}
 }
