@@ -135,8 +135,7 @@ func openEnvelope(data []byte) (envelope, error) {
 		switch num {
 		case unknownRaw:
 			e.raw = v
-		case unknownTypeMeta:
-			e.apiVersion, e.kind = nil, nil
+		case unknownTypeMeta: // occurrences merge, as in a decode
 			ierr = protoFields(v, func(num protowire.Number, v []byte) bool {
 				switch num {
 				case typeMetaAPIVersion:
@@ -176,33 +175,31 @@ func protoList(data []byte, fn func(item []byte) error) (metav1.ListMeta, error)
 }
 
 // protoPeekMeta reads an object message's identity in place (the slices
-// point into data).
+// point into data). Occurrences of metadata merge, field by field, as in
+// a decode.
 func protoPeekMeta(data []byte) (RawMeta, error) {
 	var m RawMeta
-	var md []byte
-	err := protoFields(data, func(num protowire.Number, v []byte) bool {
-		if num == objectMetadata {
-			md = v // the last one wins, as in a decode
+	var ierr error
+	err := protoFields(data, func(num protowire.Number, md []byte) bool {
+		if num != objectMetadata {
+			return true
 		}
-		return true
+		ierr = protoFields(md, func(num protowire.Number, v []byte) bool {
+			switch num {
+			case metaName:
+				m.Name = v
+			case metaNamespace:
+				m.Namespace = v
+			case metaUID:
+				m.UID = v
+			case metaResourceVersion:
+				m.ResourceVersion = v
+			}
+			return true
+		})
+		return ierr == nil
 	})
-	if err != nil {
-		return m, err
-	}
-	err = protoFields(md, func(num protowire.Number, v []byte) bool {
-		switch num {
-		case metaName:
-			m.Name = v
-		case metaNamespace:
-			m.Namespace = v
-		case metaUID:
-			m.UID = v
-		case metaResourceVersion:
-			m.ResourceVersion = v
-		}
-		return true
-	})
-	return m, err
+	return m, cmp.Or(err, ierr)
 }
 
 // decodeProtobufStatus decodes a metav1.Status envelope (an error
@@ -237,8 +234,7 @@ func protobufEvent(frame []byte) (EventType, envelope, error) {
 		switch num {
 		case eventType:
 			typ = v
-		case eventObject:
-			obj = nil
+		case eventObject: // occurrences merge, as in a decode
 			ierr = protoFields(v, func(num protowire.Number, v []byte) bool {
 				if num == rawExtensionRaw {
 					obj = v

@@ -164,6 +164,21 @@ const listMapCRD = `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResour
 
 const routers = "/apis/ssa.objwatch.io/v1/namespaces/default/routers"
 
+// startRouters starts a server serving listMapCRD's routers.
+func startRouters(t *testing.T) *servertest.API {
+	t.Helper()
+	a := servertest.NewAPI(t, testenv.Start(t))
+	servertest.MustCode(t, "create CRD", a.JSON("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", listMapCRD), http.StatusCreated)
+	deadline := time.Now().Add(10 * time.Second)
+	for a.JSON("GET", routers, "").Code != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatal("routers not served")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return a
+}
+
 func router(spec string) []byte {
 	return []byte(`{"apiVersion":"ssa.objwatch.io/v1","kind":"Router","metadata":{"name":"r"},"spec":` + spec + `}`)
 }
@@ -173,16 +188,7 @@ func router(spec string) []byte {
 // merge; an atomic map is replaced whole, its owner changed; status is
 // applied through /status only; duplicate list-map keys are refused.
 func TestApplyCustomResource(t *testing.T) {
-	env := testenv.Start(t)
-	a := servertest.NewAPI(t, env)
-	servertest.MustCode(t, "create CRD", a.JSON("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", listMapCRD), http.StatusCreated)
-	deadline := time.Now().Add(10 * time.Second)
-	for a.JSON("GET", routers, "").Code != http.StatusOK {
-		if time.Now().After(deadline) {
-			t.Fatal("routers not served")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	a := startRouters(t)
 	r := a.Do("PATCH", routers+"/r?fieldManager=a", servertest.ApplyType, router(`{"ports":[{"name":"http","port":80}],"tags":["x"],"config":{"k":"v"}}`))
 	servertest.MustCode(t, "apply a", r, http.StatusCreated)
 	r = a.Do("PATCH", routers+"/r?fieldManager=b", servertest.ApplyType, router(`{"ports":[{"name":"https","port":443}],"tags":["y"]}`))
@@ -285,16 +291,7 @@ func TestApplyBadInput(t *testing.T) {
 // an update.) A client's own managedFields sent beside unknown fields are
 // treated as they are without them.
 func TestUnknownFieldsOfCustomResourcesTracked(t *testing.T) {
-	env := testenv.Start(t)
-	a := servertest.NewAPI(t, env)
-	servertest.MustCode(t, "create CRD", a.JSON("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", listMapCRD), http.StatusCreated)
-	deadline := time.Now().Add(10 * time.Second)
-	for a.JSON("GET", routers, "").Code != http.StatusOK {
-		if time.Now().After(deadline) {
-			t.Fatal("routers not served")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	a := startRouters(t)
 	r := a.Do("POST", routers+"?fieldManager=maker", "application/json", router(`{"tags":["x"],"bogus":1}`))
 	servertest.MustCode(t, "create with an unknown field", r, http.StatusCreated)
 	if w := r.Header.Get("Warning"); !strings.Contains(w, `unknown field \"spec.bogus\"`) {
