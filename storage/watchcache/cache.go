@@ -161,6 +161,11 @@ type encodedObject struct {
 	budget *Budget // of a terminal node
 }
 
+// beforePublish, set by tests only, runs between a kept encoding's take
+// from the budget and its publication: where a departure or another
+// reader may come first.
+var beforePublish func(*Object)
+
 // retired ends the chain of an Object that has left its cache: nothing
 // more is kept with it.
 var retired = &encodedObject{}
@@ -195,6 +200,9 @@ func (o *Object) Encoded(key string, encode func(json []byte) ([]byte, error)) (
 		return b, nil // not in a cache, or no room: not kept
 	}
 	for {
+		if beforePublish != nil {
+			beforePublish(o)
+		}
 		e := &encodedObject{key: key, b: b, next: head}
 		if o.encoded.CompareAndSwap(head, e) {
 			return b, nil
