@@ -38,7 +38,7 @@ func TestEncodedKeptOnlyInCache(t *testing.T) {
 	a := &watchcache.Object{Key: "/a", JSON: []byte(`{"a":1}`)}
 	b := &watchcache.Object{Key: "/b", JSON: []byte(`{"b":22}`)}
 	for _, o := range []*watchcache.Object{a, b} {
-		watchcache.Adopt(o, budget)
+		budget.Hold(o)
 		if _, err := o.Encoded("upper", upper); err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +60,7 @@ func TestEncodedKeptOnlyInCache(t *testing.T) {
 	if made.Load() != 2 || a.EncodedSize() != 0 || budget.Used() != int64(len(b.JSON)) {
 		t.Fatalf("a retired object: made %d times, keeps %d, budget %d; want made each time, nothing kept", made.Load(), a.EncodedSize(), budget.Used())
 	}
-	watchcache.Adopt(a, budget) // a retired object is not taken in again
+	budget.Hold(a) // a retired object is not taken in again
 	if _, _ = a.Encoded("upper", upper); a.EncodedSize() != 0 {
 		t.Fatalf("a retired object adopted again keeps %d bytes", a.EncodedSize())
 	}
@@ -74,7 +74,7 @@ func TestEncodedBudgetBound(t *testing.T) {
 	budget := watchcache.NewBudget(3 * 10)
 	for i := range objs {
 		objs[i] = &watchcache.Object{Key: fmt.Sprint("/", i), JSON: fmt.Appendf(nil, `{"n":"%03d"}`, i)} // 11 bytes
-		watchcache.Adopt(objs[i], budget)
+		budget.Hold(objs[i])
 	}
 	for _, o := range objs {
 		if b, err := o.Encoded("upper", upper); err != nil || !bytes.Equal(b, bytes.ToUpper(o.JSON)) {
@@ -99,7 +99,7 @@ func TestEncodedBudgetBound(t *testing.T) {
 
 	none := watchcache.NewBudget(0)
 	o := &watchcache.Object{Key: "/x", JSON: []byte(`{}`)}
-	watchcache.Adopt(o, none)
+	none.Hold(o)
 	if _, _ = o.Encoded("upper", upper); o.EncodedSize() != 0 || none.Used() != 0 || none.Refused() != 1 {
 		t.Fatalf("budget 0: keeps %d, used %d, refused %d", o.EncodedSize(), none.Used(), none.Refused())
 	}
@@ -116,7 +116,7 @@ func TestEncodedRacesDeparture(t *testing.T) {
 	var kept atomic.Int64
 	for i := range 500 {
 		o := &watchcache.Object{Key: "/o", JSON: fmt.Appendf(nil, `{"n":%09d}`, i)} // 16 bytes
-		watchcache.Adopt(o, budget)
+		budget.Hold(o)
 		var wg sync.WaitGroup
 		for r := range 6 {
 			wg.Go(func() {

@@ -299,6 +299,13 @@ func NewBudget(max int64) *Budget {
 // unboundedBudget is the Budget of a cache configured without one.
 func unboundedBudget() *Budget { return NewBudget(math.MaxInt64) }
 
+// Hold takes o in under b, as a cache does with the objects it holds, so
+// that o keeps its encodings while b has room: for an Object that no
+// Cache holds (a test's). Its bytes stay counted in b for as long as o
+// lives, so such a budget should be o's own. An Object already held, or
+// one that has left its cache, is left as it is.
+func (b *Budget) Hold(o *Object) { o.adopt(b) }
+
 // Max is the budget's bound in bytes.
 func (b *Budget) Max() int64 { return b.max }
 

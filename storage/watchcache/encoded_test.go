@@ -16,7 +16,7 @@ import (
 func TestObjectEncoded(t *testing.T) {
 	o := &watchcache.Object{Key: "/a", JSON: []byte(`{"a":1}`)}
 	budget := watchcache.NewBudget(1 << 20)
-	watchcache.Adopt(o, budget)
+	budget.Hold(o)
 	var made atomic.Int64
 	upper := func(b []byte) ([]byte, error) {
 		made.Add(1)
