@@ -94,6 +94,27 @@
 // the cache) are still served, as Kubernetes' watch cache serves them. A
 // compacted revision (history gone while the store was away) relists.
 //
+// # Kept encodings
+//
+// A list in another encoding than JSON (protobuf, CBOR) asks each object
+// for it (Object.Encoded): made from the object's JSON the first time,
+// then kept with the object, so that later lists copy bytes. A Budget
+// (Config.Encodings), which the caches of a server share, bounds the
+// bytes kept: an encoding is kept only if the budget has room, taken
+// before it is published on the object (and given back if another
+// reader published first); otherwise it is returned without being kept,
+// and made anew by the next list. The bytes go back when the object
+// leaves the cache: replaced by a newer revision, deleted (with or
+// without its last value), dropped by a relist or the load of a saved
+// state, or the cache stopped. Leaving swaps the object's list of
+// encodings for a "retired" sentinel and gives back exactly what it
+// swapped out; a reader that finds the sentinel, or loses its
+// CompareAndSwap to it, keeps nothing and gives its bytes back, so that
+// a departure racing with readers neither leaks nor double-counts. An
+// object leaves once: snapshots and the history may still serve it,
+// making its encodings anew at each list. Objects the cache never held
+// (those of DELETED events, or built by callers) keep nothing.
+//
 // # Concurrency
 //
 // A Cache is safe for concurrent use. Run owns the feed goroutine; Stop
@@ -280,8 +301,9 @@ func (o *Object) retire() {
 // Budget bounds the bytes of the encodings kept with cached objects
 // (Object.Encoded), shared by every cache given it (Config.Encodings): an
 // encoding is kept only while the bytes kept stay within the budget, and
-// its bytes are given back when its object leaves the cache. Safe for
-// concurrent use, without locks.
+// its bytes are given back when its object leaves the cache. It counts
+// the encodings' bytes, not the bookkeeping around each (about 64 bytes).
+// Safe for concurrent use, without locks.
 type Budget struct {
 	max     int64
 	used    atomic.Int64
