@@ -358,9 +358,10 @@ func (b *Budget) give(n int64) {
 
 // Decoder turns a stored value into an Object, a new one at each call
 // (the cache takes it in: see "Kept encodings" in the package doc).
-// kv.ModRevision is the revision to stamp as resourceVersion. A value that does not decode is
-// logged and left out, unless the error wraps ErrRetry. It must be safe
-// for concurrent use: the initial list decodes on several goroutines.
+// kv.ModRevision is the revision to stamp as resourceVersion. A value
+// that does not decode is logged and left out, unless the error wraps
+// ErrRetry. It must be safe for concurrent use: the initial list decodes
+// on several goroutines.
 type Decoder func(kv storage.KeyValue) (*Object, error)
 
 // ErrRetry, wrapped by a Decoder's error, says the value may decode later
