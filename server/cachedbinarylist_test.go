@@ -370,15 +370,7 @@ func binaryListsWithoutKeptEncodings(t *testing.T, none func(*server.Config)) {
 	env := testenv.Start(t, testenv.WithServerConfig(none))
 	a := servertest.NewAPI(t, env)
 	ctx := t.Context()
-	typed := func(ct string) *kubernetes.Clientset {
-		cfg := env.Config.RESTConfig()
-		cfg.ContentType, cfg.AcceptContentTypes = ct, ct
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cs
-	}
+	typed := func(ct string) *kubernetes.Clientset { return typedClient(t, env, ct) }
 	js := typed("application/json")
 	for i := range 10 {
 		if _, err := js.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
@@ -410,10 +402,41 @@ func binaryListsWithoutKeptEncodings(t *testing.T, none func(*server.Config)) {
 	}
 }
 
+// typedClient is a typed client of env's server in encoding ct, without
+// client-go's rate limit.
+func typedClient(t *testing.T, env *testenv.Env, ct string) *kubernetes.Clientset {
+	t.Helper()
+	cfg := env.Config.RESTConfig()
+	cfg.ContentType, cfg.AcceptContentTypes = ct, ct
+	cfg.QPS, cfg.Burst = -1, 0
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
 // keptEncodingBytes is the server's gauge of the bytes kept with its
 // watch caches' objects for binary lists.
 func keptEncodingBytes(a *servertest.API) int {
 	return servertest.MetricValue(a, "objwatch_watch_cache_kept_encoding_bytes ")
+}
+
+// deleteAllKeepsNone deletes every ConfigMap of the default namespace
+// and fails unless the server then keeps no encoding: the consistent
+// list that finds none has waited for the cache to apply the deletions.
+func deleteAllKeepsNone(t *testing.T, a *servertest.API, js *kubernetes.Clientset) {
+	t.Helper()
+	ctx := t.Context()
+	if err := js.CoreV1().ConfigMaps("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := js.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
+		t.Fatalf("after deleting every ConfigMap: %d, %v", len(l.Items), err)
+	}
+	if kept := keptEncodingBytes(a); kept != 0 {
+		t.Fatalf("after every object was deleted, %d bytes kept, want 0", kept)
+	}
 }
 
 // TestBinaryListsBoundedKeptEncodings: with ListEncodingsMaxSize room for
@@ -427,16 +450,7 @@ func TestBinaryListsBoundedKeptEncodings(t *testing.T) {
 	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.ListEncodingsMaxSize = max }))
 	a := servertest.NewAPI(t, env)
 	ctx := t.Context()
-	typed := func(ct string) *kubernetes.Clientset {
-		cfg := env.Config.RESTConfig()
-		cfg.ContentType, cfg.AcceptContentTypes = ct, ct
-		cfg.QPS, cfg.Burst = -1, 0 // no client-side rate limit
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cs
-	}
+	typed := func(ct string) *kubernetes.Clientset { return typedClient(t, env, ct) }
 	js, pb, cb := typed("application/json"), typed(pbType), typed(cborType)
 	big := strings.Repeat("x", 1000)
 	for i := range n {
@@ -507,15 +521,7 @@ func TestBinaryListsBoundedKeptEncodings(t *testing.T) {
 	if after := keptEncodingBytes(a); after >= kept {
 		t.Fatalf("after a kept object was deleted, %d bytes kept, want fewer than %d", after, kept)
 	}
-	if err := js.CoreV1().ConfigMaps("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if l, err := js.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
-		t.Fatalf("after deleting every ConfigMap: %d, %v", len(l.Items), err)
-	}
-	if kept := keptEncodingBytes(a); kept != 0 {
-		t.Fatalf("after every object was deleted, %d bytes kept, want 0", kept)
-	}
+	deleteAllKeepsNone(t, a, js)
 }
 
 // TestBinaryListsKeptEncodingsRace: protobuf and CBOR lists concurrent
@@ -527,16 +533,7 @@ func TestBinaryListsKeptEncodingsRace(t *testing.T) {
 	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.ListEncodingsMaxSize = 1000 }))
 	a := servertest.NewAPI(t, env)
 	ctx := t.Context()
-	typed := func(ct string) *kubernetes.Clientset {
-		cfg := env.Config.RESTConfig()
-		cfg.ContentType, cfg.AcceptContentTypes = ct, ct
-		cfg.QPS, cfg.Burst = -1, 0 // no client-side rate limit
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cs
-	}
+	typed := func(ct string) *kubernetes.Clientset { return typedClient(t, env, ct) }
 	js := typed("application/json")
 	for i := range n {
 		if _, err := js.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
@@ -580,13 +577,5 @@ func TestBinaryListsKeptEncodingsRace(t *testing.T) {
 	if kept := keptEncodingBytes(a); kept <= 0 || kept > 1000 {
 		t.Errorf("after the lists, %d bytes kept, want some, at most 1000", kept)
 	}
-	if err := js.CoreV1().ConfigMaps("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if l, err := js.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
-		t.Fatalf("after deleting every ConfigMap: %d, %v", len(l.Items), err)
-	}
-	if kept := keptEncodingBytes(a); kept != 0 {
-		t.Fatalf("after every object was deleted, %d bytes kept, want 0", kept)
-	}
+	deleteAllKeepsNone(t, a, js)
 }
