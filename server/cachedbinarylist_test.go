@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -352,22 +353,24 @@ func TestCachedBinaryLists(t *testing.T) {
 	dynWire.only(t, cborType)
 }
 
-// TestBinaryListsWithoutKeptEncodings: with NoListEncodings
-// (--watch-cache-list-encodings=false) protobuf and CBOR lists from the
-// watch cache still equal the JSON list, and no encoding is kept: every
-// list encodes its items anew.
+// TestBinaryListsWithoutKeptEncodings: with NoListEncodings, or a
+// negative ListEncodingsMaxSize (--watch-cache-list-encodings-max-size=0)
+// protobuf and CBOR lists from the watch cache still equal the JSON
+// list, and no encoding is kept: every list encodes its items anew.
 func TestBinaryListsWithoutKeptEncodings(t *testing.T) {
-	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.NoListEncodings = true }))
-	ctx := t.Context()
-	typed := func(ct string) *kubernetes.Clientset {
-		cfg := env.Config.RESTConfig()
-		cfg.ContentType, cfg.AcceptContentTypes = ct, ct
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cs
+	for name, none := range map[string]func(*server.Config){
+		"NoListEncodings":        func(c *server.Config) { c.NoListEncodings = true },
+		"ListEncodingsMaxSize<0": func(c *server.Config) { c.ListEncodingsMaxSize = -1 },
+	} {
+		t.Run(name, func(t *testing.T) { binaryListsWithoutKeptEncodings(t, none) })
 	}
+}
+
+func binaryListsWithoutKeptEncodings(t *testing.T, none func(*server.Config)) {
+	env := testenv.Start(t, testenv.WithServerConfig(none))
+	a := servertest.NewAPI(t, env)
+	ctx := t.Context()
+	typed := func(ct string) *kubernetes.Clientset { return typedClient(t, env, ct) }
 	js := typed("application/json")
 	for i := range 10 {
 		if _, err := js.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
@@ -394,4 +397,185 @@ func TestBinaryListsWithoutKeptEncodings(t *testing.T) {
 	if n := server.ListItemsEncoded(env.Server); n != 0 {
 		t.Errorf("%d list items kept encoded, want none", n)
 	}
+	if n := keptEncodingBytes(a); n != 0 {
+		t.Errorf("%d bytes of encodings kept, want none", n)
+	}
+}
+
+// typedClient is a typed client of env's server in encoding ct, without
+// client-go's rate limit.
+func typedClient(t *testing.T, env *testenv.Env, ct string) *kubernetes.Clientset {
+	t.Helper()
+	cfg := env.Config.RESTConfig()
+	cfg.ContentType, cfg.AcceptContentTypes = ct, ct
+	cfg.QPS, cfg.Burst = -1, 0
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// keptEncodingBytes is the server's gauge of the bytes kept with its
+// watch caches' objects for binary lists.
+func keptEncodingBytes(a *servertest.API) int {
+	return servertest.MetricValue(a, "objwatch_watch_cache_kept_encoding_bytes ")
+}
+
+// deleteAllKeepsNone deletes every ConfigMap of the default namespace
+// and fails unless the server then keeps no encoding: the consistent
+// list that finds none has waited for the cache to apply the deletions.
+func deleteAllKeepsNone(t *testing.T, a *servertest.API, js *kubernetes.Clientset) {
+	t.Helper()
+	ctx := t.Context()
+	if err := js.CoreV1().ConfigMaps("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := js.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{}); err != nil || len(l.Items) != 0 {
+		t.Fatalf("after deleting every ConfigMap: %d, %v", len(l.Items), err)
+	}
+	if kept := keptEncodingBytes(a); kept != 0 {
+		t.Fatalf("after every object was deleted, %d bytes kept, want 0", kept)
+	}
+}
+
+// TestBinaryListsBoundedKeptEncodings: with ListEncodingsMaxSize room for
+// some of the ConfigMaps' protobuf encodings, a list keeps those that
+// fit (the gauge never passes the bound) and encodes the others anew at
+// every list, and every list is still the JSON list; the bytes come back
+// when the objects are updated or deleted: after every object was
+// deleted the gauge is 0.
+func TestBinaryListsBoundedKeptEncodings(t *testing.T) {
+	const n, max = 20, 10000 // about 8 of the 1.1 KB ConfigMaps
+	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.ListEncodingsMaxSize = max }))
+	a := servertest.NewAPI(t, env)
+	ctx := t.Context()
+	typed := func(ct string) *kubernetes.Clientset { return typedClient(t, env, ct) }
+	js, pb, cb := typed("application/json"), typed(pbType), typed(cborType)
+	big := strings.Repeat("x", 1000)
+	for i := range n {
+		if _, err := js.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}, Data: map[string]string{"k": big},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts := func() (made int64, notKept int, kept int) {
+		return server.ListItemsEncoded(env.Server), servertest.MetricValue(a, "objwatch_watch_cache_encodings_not_kept_total "), keptEncodingBytes(a)
+	}
+	// list lists the ConfigMaps through c, checks them against the JSON
+	// list and the gauge against the bound, and returns how many items it
+	// encoded and how many of those it did not keep.
+	list := func(what string, c *kubernetes.Clientset) (made int64, notKept int) {
+		t.Helper()
+		want, err := js.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		made0, notKept0, _ := counts()
+		got, err := c.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{ResourceVersion: want.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.Items, want.Items) {
+			t.Fatalf("%s: list differs from the JSON list:\n got %+v\nwant %+v", what, got.Items, want.Items)
+		}
+		made1, notKept1, kept := counts()
+		if kept > max {
+			t.Fatalf("%s: %d bytes kept, over the bound of %d", what, kept, max)
+		}
+		return made1 - made0, notKept1 - notKept0
+	}
+
+	made, notKept := list("first protobuf list", pb)
+	kept := keptEncodingBytes(a)
+	if made != n || notKept <= 0 || notKept >= n || kept <= max/2 {
+		t.Fatalf("first protobuf list: encoded %d, %d not kept, %d bytes kept; want %d encoded, some but not all kept, more than half the bound", made, notKept, kept, n)
+	}
+	if again, notAgain := list("second protobuf list", pb); again != int64(notKept) || notAgain != notKept || keptEncodingBytes(a) != kept {
+		t.Fatalf("second protobuf list: encoded %d, %d not kept, %d bytes kept; want the %d not kept encoded again, %d bytes", again, notAgain, keptEncodingBytes(a), notKept, kept)
+	}
+	list("a CBOR list (the budget is shared)", cb)
+
+	// Updates: the new revisions keep nothing until listed; the old ones'
+	// bytes are back.
+	for i := range n {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}, Data: map[string]string{"k": big, "v": "2"}}
+		if _, err := js.CoreV1().ConfigMaps("default").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list("after the updates, in JSON", js)
+	if kept := keptEncodingBytes(a); kept != 0 {
+		t.Fatalf("after every object was updated, %d bytes kept, want 0", kept)
+	}
+	list("a protobuf list after the updates", pb)
+	kept = keptEncodingBytes(a)
+	if kept <= max/2 {
+		t.Fatalf("protobuf list after the updates kept %d bytes, want more than half the bound", kept)
+	}
+	if err := js.CoreV1().ConfigMaps("default").Delete(ctx, "cm-00", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	list("after a deletion, in JSON", js)
+	if after := keptEncodingBytes(a); after >= kept {
+		t.Fatalf("after a kept object was deleted, %d bytes kept, want fewer than %d", after, kept)
+	}
+	deleteAllKeepsNone(t, a, js)
+}
+
+// TestBinaryListsKeptEncodingsRace: protobuf and CBOR lists concurrent
+// with updates of the same objects, with a bound that keeps some of
+// their encodings, then every object deleted: the gauge is exactly 0. Run
+// with -race.
+func TestBinaryListsKeptEncodingsRace(t *testing.T) {
+	const n = 8
+	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.ListEncodingsMaxSize = 1000 }))
+	a := servertest.NewAPI(t, env)
+	ctx := t.Context()
+	typed := func(ct string) *kubernetes.Clientset { return typedClient(t, env, ct) }
+	js := typed("application/json")
+	for i := range n {
+		if _, err := js.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}, Data: map[string]string{"k": "0"},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, ct := range []string{pbType, pbType, cborType} {
+		c := typed(ct)
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l, err := c.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, it := range l.Items {
+					if n, ok := it.Labels["n"]; ok && it.Data["k"] != n {
+						t.Errorf("%s: data %v with label n=%s", it.Name, it.Data, n)
+					}
+				}
+			}
+		})
+	}
+	for i := range 60 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i%n), Labels: map[string]string{"n": fmt.Sprint(i)}}, Data: map[string]string{"k": fmt.Sprint(i)}}
+		if _, err := js.CoreV1().ConfigMaps("default").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if kept := keptEncodingBytes(a); kept <= 0 || kept > 1000 {
+		t.Errorf("after the lists, %d bytes kept, want some, at most 1000", kept)
+	}
+	deleteAllKeepsNone(t, a, js)
 }

@@ -277,6 +277,10 @@ type Config struct {
 	// encode their items anew each time instead of keeping each object's
 	// encoding with it (objects.Config's).
 	NoListEncodings bool
+	// ListEncodingsMaxSize bounds the bytes of those kept encodings over
+	// every watch cache (objects.Config's: 0 is 1 GiB, negative keeps
+	// none); past it, items are encoded anew for each list.
+	ListEncodingsMaxSize int64
 	// History keeps every revision of every object past etcd's
 	// compaction, with who made it (package history). An empty Dir keeps
 	// none; the servers of one etcd should all keep one, or all write
@@ -496,7 +500,7 @@ func (s *Server) build() error {
 		DisableWatchCache: cfg.DisableWatchCache, WatchCacheWindow: cfg.WatchCacheWindow,
 		WatchCacheCompactionPoll: cfg.WatchCacheCompactionPoll, WatchBufferEvents: cfg.WatchBufferEvents, WatchQueueLimit: max(0, cfg.WatchQueueLimit), Verify: cfg.Verify,
 		Hooks: chainHooks(s.admission), FieldManager: fm, DebugFault: cfg.DebugFault, CacheStartDelay: cfg.WatchCacheStartDelay, CustomCacheStartDelay: cfg.WatchCacheStartDelayCustom,
-		WatchCacheSnapshots: snapshotDir(cfg), WatchCacheSnapshotInterval: cfg.WatchCacheSnapshotInterval, NoListEncodings: cfg.NoListEncodings,
+		WatchCacheSnapshots: snapshotDir(cfg), WatchCacheSnapshotInterval: cfg.WatchCacheSnapshotInterval, NoListEncodings: cfg.NoListEncodings, ListEncodingsMaxSize: cfg.ListEncodingsMaxSize,
 		AuthorNotes: (cfg.History.Dir != "" || cfg.History.WriteAuthorNotes) && !cfg.History.NoAuthorNotes, ServerName: cfg.History.ServerName, History: s.history, AtRest: s.atRest,
 	}); err != nil {
 		return err
@@ -514,6 +518,7 @@ func (s *Server) build() error {
 	}
 	if cfg.Metrics != nil {
 		cs := append(s.gc.Metrics(), s.healthMetrics()...)
+		cs = append(cs, s.watchCacheMetrics()...)
 		if s.audit != nil {
 			cs = append(cs, s.audit.Collectors()...)
 		}
@@ -529,6 +534,22 @@ func (s *Server) build() error {
 	s.openapi = openapi.New(s.registry, cfg.Log, cfg.Version)
 	s.routes()
 	return nil
+}
+
+// watchCacheMetrics are the watch caches' metrics: the bytes of the
+// binary encodings kept with their objects for lists (bounded by
+// ListEncodingsMaxSize), and the encodings not kept for lack of room.
+func (s *Server) watchCacheMetrics() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "objwatch_watch_cache_kept_encoding_bytes",
+			Help: "Bytes of the protobuf and CBOR encodings kept with the watch caches' objects for lists (at most --watch-cache-list-encodings-max-size).",
+		}, func() float64 { return float64(s.objects.Counts().KeptEncodingBytes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "objwatch_watch_cache_encodings_not_kept_total",
+			Help: "List item encodings made but not kept with their watch cache object because --watch-cache-list-encodings-max-size was reached.",
+		}, func() float64 { return float64(s.objects.Counts().EncodingsNotKept) }),
+	}
 }
 
 // wire gives the parts built before the object service that service and

@@ -35,6 +35,7 @@ func newServeCommand() *cobra.Command {
 		historyMaxSize            string
 		historyValueCache         string
 		listEncodings             bool
+		listEncodingsMaxSize      string
 		exitWithParent            bool
 		cacheSnapshots            bool
 	)
@@ -72,7 +73,9 @@ func newServeCommand() *cobra.Command {
 				}
 				o.EtcdTLS = tc
 			}
-			o.Server.NoListEncodings = !listEncodings
+			if err := listEncodingsSize(&o, listEncodings, listEncodingsMaxSize, cmd.Flags().Changed("watch-cache-list-encodings-max-size")); err != nil {
+				return err
+			}
 			if cacheSnapshots {
 				o.Server.WatchCacheSnapshots = filepath.Join(o.DataDir, "watchcache")
 			}
@@ -145,7 +148,9 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&o.Server.WatchWriteTimeout, "watch-write-timeout", time.Minute, "longest a write of watch output may block before the watch is ended (negative: no limit)")
 	f.StringVar(&o.Server.ServiceClusterIPRange, "service-cluster-ip-range", "10.0.0.0/24", "IPv4 CIDR that Services' cluster IPs are allocated from (the same on every server of an etcd); its first address is the default/kubernetes service's")
 	f.DurationVar(&o.Server.StorageInitializationTimeout, "storage-initialization-timeout", time.Minute, "longest /readyz waits for the watch caches of the resources served at start to load, as kube-apiserver's (negative: do not wait)")
-	f.BoolVar(&listEncodings, "watch-cache-list-encodings", true, "keep, with each cached object, its protobuf or CBOR encoding once a list has asked for it, so that later binary lists copy bytes instead of encoding every item (a second copy of each object per binary encoding in use; off: each binary list encodes its items anew)")
+	f.StringVar(&listEncodingsMaxSize, "watch-cache-list-encodings-max-size", "1Gi", "memory for the protobuf and CBOR encodings kept with the watch caches' objects once a list has asked for them, so that later binary lists copy bytes instead of encoding every item (about 1.2 KB per ConfigMap and encoding in use), over every resource; past it, items are encoded anew for each list (0: keep none)")
+	f.BoolVar(&listEncodings, "watch-cache-list-encodings", true, "keep list encodings with the watch caches' objects (off: as --watch-cache-list-encodings-max-size=0)")
+	_ = f.MarkDeprecated("watch-cache-list-encodings", "use --watch-cache-list-encodings-max-size (0 keeps none)")
 	f.BoolVar(&cacheSnapshots, "watch-cache-snapshots", true, "keep each watch cache's state in DATA-DIR/watchcache (written every --watch-cache-snapshot-interval while it changes, and at shutdown) and start from it, catching up with etcd from its revision, instead of reading and decoding every object; this server's own, never shared; none with --encryption-provider-config (the files are plaintext)")
 	f.DurationVar(&o.Server.WatchCacheSnapshotInterval, "watch-cache-snapshot-interval", 5*time.Minute, "how often a changed watch cache's state is written (with --watch-cache-snapshots); after a crash, a state older than etcd's compaction is not used")
 	f.IntVar(&o.Server.GCWorkers, "gc-workers", 4, "objects the garbage collector processes at once")
@@ -181,6 +186,24 @@ func newServeCommand() *cobra.Command {
 	f.StringVar(&o.Server.DebugFault, "debug-fault", "", "TEST ONLY, in builds with -tags "+objects.DebugFaultTag+": break the server on purpose ("+objects.FaultDropEventAfterRestart+")")
 	_ = f.MarkHidden("debug-fault")
 	return cmd
+}
+
+// listEncodingsSize sets o's bound on the encodings kept for lists from
+// --watch-cache-list-encodings-max-size (size; explicit when it was
+// given) and the deprecated --watch-cache-list-encodings (on).
+func listEncodingsSize(o *instance.Options, on bool, size string, explicit bool) error {
+	q, err := resource.ParseQuantity(size)
+	if err != nil || q.Sign() < 0 {
+		return fmt.Errorf("--watch-cache-list-encodings-max-size %q: a size such as 512Mi, or 0 for none", size)
+	}
+	if !on && explicit && !q.IsZero() {
+		return fmt.Errorf("--watch-cache-list-encodings=false keeps no encodings, but --watch-cache-list-encodings-max-size is %s: give only the size", size)
+	}
+	o.Server.ListEncodingsMaxSize = q.Value()
+	if !on || q.Value() == 0 {
+		o.Server.NoListEncodings, o.Server.ListEncodingsMaxSize = true, -1
+	}
+	return nil
 }
 
 func etcdTLS(ca, cert, key string) (*tls.Config, error) {

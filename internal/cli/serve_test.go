@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/objwatch/objwatch/internal/instance"
 )
 
 // serve prints one line telling the user how to use the kubeconfig it
@@ -44,6 +46,58 @@ func TestServePrintsKubeconfigAndStops(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatalf("serve did not stop after its context ended")
+	}
+}
+
+// A bound on the watch caches' list encodings that is not a size, or
+// negative, is refused before anything starts, naming the flag; so is a
+// size given with the deprecated switch off.
+func TestServeRefusesBadListEncodingSizes(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--watch-cache-list-encodings-max-size", "lots"}, "a size such as"},
+		{[]string{"--watch-cache-list-encodings-max-size", "-1Mi"}, "a size such as"},
+		{[]string{"--watch-cache-list-encodings-max-size", ""}, "a size such as"},
+		{[]string{"--watch-cache-list-encodings=false", "--watch-cache-list-encodings-max-size", "1Gi"}, "give only the size"},
+	} {
+		cmd := newServeCommand()
+		var out syncBuffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		cmd.SetArgs(append([]string{"--data-dir", filepath.Join(t.TempDir(), "data"), "--listen", "127.0.0.1:0"}, c.args...))
+		err := cmd.ExecuteContext(t.Context())
+		if err == nil || !strings.Contains(err.Error(), "--watch-cache-list-encodings-max-size") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("serve %v = %v, want an error naming the flag and %q", c.args, err, c.want)
+		}
+	}
+}
+
+// listEncodingsSize maps the flags to the server's configuration: a
+// size is the bound; 0, or the deprecated switch off, keeps none.
+func TestServeListEncodingSizes(t *testing.T) {
+	for _, c := range []struct {
+		on       bool
+		size     string
+		explicit bool
+		max      int64
+		none     bool
+	}{
+		{true, "1Gi", false, 1 << 30, false},
+		{true, "512Mi", true, 512 << 20, false},
+		{true, "1G", true, 1e9, false},
+		{true, "0", true, -1, true},
+		{false, "1Gi", false, -1, true},
+		{false, "0", true, -1, true},
+	} {
+		var o instance.Options
+		if err := listEncodingsSize(&o, c.on, c.size, c.explicit); err != nil {
+			t.Fatalf("%+v: %v", c, err)
+		}
+		if o.Server.ListEncodingsMaxSize != c.max || o.Server.NoListEncodings != c.none {
+			t.Errorf("%+v: max %d, none %v; want %d, %v", c, o.Server.ListEncodingsMaxSize, o.Server.NoListEncodings, c.max, c.none)
+		}
 	}
 }
 

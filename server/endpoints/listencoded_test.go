@@ -26,8 +26,10 @@ import (
 // cache serves it.
 func cachedList(meta metav1.ListMeta, raw [][]byte) *objects.List {
 	l := &objects.List{Meta: meta, Raw: raw, Cached: make([]*watchcache.Object, len(raw))}
+	budget := watchcache.NewBudget(1 << 30) // as a cache's objects keep theirs
 	for i, b := range raw {
 		l.Cached[i] = &watchcache.Object{Key: strconv.Itoa(i), JSON: b}
+		budget.Hold(l.Cached[i])
 	}
 	return l
 }

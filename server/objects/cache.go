@@ -95,7 +95,7 @@ func (c *Caches) For(res *registry.Resource) *watchcache.Cache {
 		Store: store, Prefix: res.StoragePrefix, Decode: decode,
 		Window: c.cfg.WatchCacheWindow, Buffer: c.cfg.WatchBufferEvents, MaxQueued: c.cfg.WatchQueueLimit,
 		FreshTimeout: c.cfg.FutureRVWait, CompactionPoll: c.cfg.WatchCacheCompactionPoll, Log: c.cfg.Log,
-		Saved: c.savedState(res), SaveInterval: c.cfg.WatchCacheSnapshotInterval,
+		Saved: c.savedState(res), SaveInterval: c.cfg.WatchCacheSnapshotInterval, Encodings: c.cfg.encodings,
 	})
 	wc.Start()
 	c.m[res] = wc

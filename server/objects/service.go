@@ -96,6 +96,7 @@ import (
 	"github.com/objwatch/objwatch/server/history"
 	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/storage"
+	"github.com/objwatch/objwatch/storage/watchcache"
 )
 
 // Config configures a Service. Zero durations take the documented
@@ -139,6 +140,14 @@ type Config struct {
 	// protobuf and CBOR lists (List.Encoded): each such list encodes its
 	// items anew, and the cache holds no second copy of any object.
 	NoListEncodings bool
+	// ListEncodingsMaxSize bounds the bytes of those kept encodings,
+	// over every watch cache of the service (a watchcache.Budget): past
+	// it, items are encoded anew for each list until kept ones leave
+	// their caches (0: DefaultListEncodingsMaxSize; negative: none kept,
+	// as NoListEncodings).
+	ListEncodingsMaxSize int64
+	// encodings is the budget of ListEncodingsMaxSize (New makes it).
+	encodings *watchcache.Budget
 	// Verify checks the service's shortcuts against etcd and panics where
 	// one differs: write hints against decoding the etcd event, update
 	// guesses against a quorum read. For tests.
@@ -288,6 +297,16 @@ func New(cfg Config) (*Service, error) {
 	if cfg.BookmarkInterval == 0 {
 		cfg.BookmarkInterval = time.Minute
 	}
+	switch {
+	case cfg.ListEncodingsMaxSize < 0:
+		cfg.NoListEncodings = true
+	case cfg.ListEncodingsMaxSize == 0:
+		cfg.ListEncodingsMaxSize = DefaultListEncodingsMaxSize
+	}
+	if cfg.NoListEncodings {
+		cfg.ListEncodingsMaxSize = 0
+	}
+	cfg.encodings = watchcache.NewBudget(cfg.ListEncodingsMaxSize)
 	fault, err := newDebugFault(cfg.DebugFault)
 	if err != nil {
 		return nil, err
@@ -351,9 +370,19 @@ type Counts struct {
 	EncodedFrames int64
 	// ListItemsEncoded counts the list items the caches' objects were
 	// encoded in for binary lists (List.Encoded): once per object
-	// revision and encoding, then reused by every list.
+	// revision and encoding, then reused by every list, as long as
+	// ListEncodingsMaxSize has room for them.
 	ListItemsEncoded int64
+	// KeptEncodingBytes is the bytes of the encodings kept with the
+	// caches' objects now (at most ListEncodingsMaxSize), and
+	// EncodingsNotKept counts the encodings made for a list but not kept
+	// for lack of room.
+	KeptEncodingBytes, EncodingsNotKept int64
 }
+
+// DefaultListEncodingsMaxSize is ListEncodingsMaxSize's default: 1 GiB,
+// the protobuf encodings of about 850,000 ConfigMaps of 1.2 KB.
+const DefaultListEncodingsMaxSize = 1 << 30
 
 // Counts returns the shortcut counters.
 func (s *Service) Counts() Counts {
@@ -364,7 +393,8 @@ func (s *Service) Counts() Counts {
 		ConflictReads: s.conflictReads.Load(), HintsUsed: s.caches.hintsUsed.Load(),
 		CachedPages: s.caches.cachedPages.Load(), DroppedFrames: s.caches.dropped.madeCount(),
 		ShapedFrames: s.caches.shapes.made.Load(), EncodedFrames: s.caches.encoded.madeCount(),
-		ListItemsEncoded: s.caches.listItemsEncoded.Load(),
+		ListItemsEncoded:  s.caches.listItemsEncoded.Load(),
+		KeptEncodingBytes: s.cfg.encodings.Used(), EncodingsNotKept: s.cfg.encodings.Refused(),
 	}
 }
 

@@ -94,6 +94,27 @@
 // the cache) are still served, as Kubernetes' watch cache serves them. A
 // compacted revision (history gone while the store was away) relists.
 //
+// # Kept encodings
+//
+// A list in another encoding than JSON (protobuf, CBOR) asks each object
+// for it (Object.Encoded): made from the object's JSON the first time,
+// then kept with the object, so that later lists copy bytes. A Budget
+// (Config.Encodings), which the caches of a server share, bounds the
+// bytes kept: an encoding is kept only if the budget has room, taken
+// before it is published on the object (and given back if another
+// reader published first); otherwise it is returned without being kept,
+// and made anew by the next list. The bytes go back when the object
+// leaves the cache: replaced by a newer revision, deleted (with or
+// without its last value), dropped by a relist or the load of a saved
+// state, or the cache stopped. Leaving swaps the object's list of
+// encodings for a "retired" sentinel and gives back exactly what it
+// swapped out; a reader that finds the sentinel, or loses its
+// CompareAndSwap to it, keeps nothing and gives its bytes back, so that
+// a departure racing with readers neither leaks nor double-counts. An
+// object leaves once: snapshots and the history may still serve it,
+// making its encodings anew at each list. Objects the cache never held
+// (those of DELETED events, or built by callers) keep nothing.
+//
 // # Concurrency
 //
 // A Cache is safe for concurrent use. Run owns the feed goroutine; Stop
@@ -106,6 +127,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"runtime"
 	"sync"
@@ -130,7 +152,8 @@ var ErrNotReady = errors.New("watch cache not ready")
 // filtering, and its wire JSON (with metadata.resourceVersion) encoded once.
 // Its exported fields do not change once it is in the cache (readers share
 // it without locks); other encodings of it are made on demand and kept
-// with it (Encoded). An Object must not be copied: build a new one.
+// with it while it is in the cache and its Budget has room (Encoded). An
+// Object must not be copied: build a new one.
 type Object struct {
 	Key       string
 	Namespace string
@@ -140,30 +163,49 @@ type Object struct {
 	Rev       int64
 	JSON      []byte
 
-	// encoded are the encodings Encoded made, newest first; nil (8
-	// bytes) until one is asked for.
+	// encoded are the encodings Encoded kept, newest first, ending in a
+	// terminal node: its Budget's root while the object is in a cache,
+	// retired once it has left it. nil (8 bytes) before a cache takes the
+	// object in; nothing is kept then, nor once retired. See "Kept
+	// encodings" in the package doc.
 	encoded atomic.Pointer[encodedObject]
 }
 
 // encodedObject is one encoding of an Object, linked to the ones made
-// before it. It does not change once published.
+// before it; or, with next nil, the chain's terminal node (key and b
+// empty), whose budget (nil for retired) is the one the chain's bytes
+// are taken from. It does not change once published.
 type encodedObject struct {
-	key  string
-	b    []byte
-	next *encodedObject
+	key    string
+	b      []byte
+	next   *encodedObject
+	budget *Budget // of a terminal node
 }
 
+// beforePublish, set by tests only, runs between a kept encoding's take
+// from the budget and its publication: where a departure or another
+// reader may come first.
+var beforePublish func(*Object)
+
+// retired ends the chain of an Object that has left its cache: nothing
+// more is kept with it.
+var retired = &encodedObject{}
+
 // Encoded returns o in the encoding named key: made by encode from o.JSON
-// the first time it is asked for, then kept with o for as long as o is
-// (a new revision of the object is a new Object, so an encoding is never
-// stale). key must name one encoding of the cache's objects (encode must
-// give the same bytes for the same JSON every time), and the caller must
-// not modify the bytes returned. An error is returned, not kept.
+// the first time it is asked for, then kept with o while o is in its
+// cache, if the cache's Budget has room for it (a new revision of the
+// object is a new Object, so an encoding is never stale). Otherwise it is
+// made anew at every call: the bytes are the same, only the work is
+// repeated. key must name one encoding of the cache's objects (encode
+// must give the same bytes for the same JSON every time), and the caller
+// must not modify the bytes returned. An error is returned, not kept.
 //
-// Encoded is safe for concurrent use, without locks: two readers that ask
-// for the same new encoding at once may both make it; one of theirs is
-// kept and returned to both. Each encoding kept adds its bytes to o's
-// memory: a second copy of the object per encoding in use.
+// Encoded is safe for concurrent use, without locks, also with the
+// object's departure from its cache: two readers that ask for the same
+// new encoding at once may both make it; one of theirs is kept and
+// returned to both, and the other's bytes go back to the Budget. Each
+// encoding kept adds its bytes to o's memory: a second copy of the object
+// per encoding in use, counted in the Budget until o leaves the cache.
 func (o *Object) Encoded(key string, encode func(json []byte) ([]byte, error)) ([]byte, error) {
 	head := o.encoded.Load()
 	if b, ok := head.find(key); ok {
@@ -173,14 +215,29 @@ func (o *Object) Encoded(key string, encode func(json []byte) ([]byte, error)) (
 	if err != nil {
 		return nil, err
 	}
+	budget := head.owner()
+	n := int64(len(b))
+	if budget == nil || !budget.take(n) {
+		return b, nil // not in a cache, or no room: not kept
+	}
 	for {
+		if beforePublish != nil {
+			beforePublish(o)
+		}
 		e := &encodedObject{key: key, b: b, next: head}
 		if o.encoded.CompareAndSwap(head, e) {
 			return b, nil
 		}
+		// Taken but not published: give it back unless it is published
+		// on the next try.
 		head = o.encoded.Load()
 		if kept, ok := head.find(key); ok {
+			budget.give(n)
 			return kept, nil // another reader made it meanwhile
+		}
+		if head.owner() != budget {
+			budget.give(n)
+			return b, nil // o left the cache meanwhile
 		}
 	}
 }
@@ -194,8 +251,10 @@ func (o *Object) EncodedSize() int {
 	return n
 }
 
+// find returns the kept encoding named key: a node before the terminal
+// one.
 func (e *encodedObject) find(key string) ([]byte, bool) {
-	for ; e != nil; e = e.next {
+	for ; e != nil && e.next != nil; e = e.next {
 		if e.key == key {
 			return e.b, true
 		}
@@ -203,10 +262,106 @@ func (e *encodedObject) find(key string) ([]byte, bool) {
 	return nil, false
 }
 
-// Decoder turns a stored value into an Object. kv.ModRevision is the
-// revision to stamp as resourceVersion. A value that does not decode is
-// logged and left out, unless the error wraps ErrRetry. It must be safe
-// for concurrent use: the initial list decodes on several goroutines.
+// owner is the Budget of the chain starting at e: nil when its object is
+// in no cache (a nil chain) or has left it (retired).
+func (e *encodedObject) owner() *Budget {
+	if e == nil {
+		return nil
+	}
+	for e.next != nil {
+		e = e.next
+	}
+	return e.budget
+}
+
+// adopt makes o's encodings count against b, as o enters a cache (before
+// any reader sees it there). An object that left a cache is not taken
+// in again.
+func (o *Object) adopt(b *Budget) {
+	o.encoded.CompareAndSwap(nil, b.root)
+}
+
+// retire marks o as gone from its cache (replaced, deleted, dropped by a
+// relist, or the cache stopped) and gives back the bytes of the
+// encodings kept with it; later calls keep nothing and give back nothing.
+// The chain swapped out is given back exactly once: an Encoded racing
+// with it either published before the swap (its bytes are in the chain)
+// or fails its CompareAndSwap against retired and gives back its own.
+func (o *Object) retire() {
+	e := o.encoded.Swap(retired)
+	var n int64
+	for ; e != nil && e.next != nil; e = e.next {
+		n += int64(len(e.b))
+	}
+	if e != nil && e.budget != nil && n > 0 {
+		e.budget.give(n)
+	}
+}
+
+// Budget bounds the bytes of the encodings kept with cached objects
+// (Object.Encoded), shared by every cache given it (Config.Encodings): an
+// encoding is kept only while the bytes kept stay within the budget, and
+// its bytes are given back when its object leaves the cache. It counts
+// the encodings' bytes, not the bookkeeping around each (about 64 bytes).
+// Safe for concurrent use, without locks.
+type Budget struct {
+	max     int64
+	used    atomic.Int64
+	refused atomic.Int64
+	root    *encodedObject // the terminal node of its objects' chains
+}
+
+// NewBudget returns a Budget of max bytes (max <= 0: nothing is kept).
+func NewBudget(max int64) *Budget {
+	b := &Budget{max: max}
+	b.root = &encodedObject{budget: b}
+	return b
+}
+
+// unboundedBudget is the Budget of a cache configured without one.
+func unboundedBudget() *Budget { return NewBudget(math.MaxInt64) }
+
+// Hold takes o in under b, as a cache does with the objects it holds, so
+// that o keeps its encodings while b has room: for an Object that no
+// Cache holds (a test's). Its bytes stay counted in b for as long as o
+// lives, so such a budget should be o's own. An Object already held, or
+// one that has left its cache, is left as it is.
+func (b *Budget) Hold(o *Object) { o.adopt(b) }
+
+// Max is the budget's bound in bytes.
+func (b *Budget) Max() int64 { return b.max }
+
+// Used is the bytes of the encodings kept now.
+func (b *Budget) Used() int64 { return b.used.Load() }
+
+// Refused counts the encodings not kept for lack of room.
+func (b *Budget) Refused() int64 { return b.refused.Load() }
+
+// take reserves n bytes, if they fit.
+func (b *Budget) take(n int64) bool {
+	for {
+		u := b.used.Load()
+		if n > b.max-u {
+			b.refused.Add(1)
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+n) {
+			return true
+		}
+	}
+}
+
+// give returns n bytes taken.
+func (b *Budget) give(n int64) {
+	b.used.Add(-n)
+}
+
+// Decoder turns a stored value into an Object, a new one at each call
+// (the cache takes it in: see "Kept encodings" in the package doc).
+// kv.ModRevision is the revision to stamp as resourceVersion. A value
+// that does not decode is logged and left out, unless the error wraps
+// ErrRetry. It must be safe for concurrent use: the initial list decodes
+// on several goroutines.
 type Decoder func(kv storage.KeyValue) (*Object, error)
 
 // ErrRetry, wrapped by a Decoder's error, says the value may decode later
@@ -256,7 +411,11 @@ type Config struct {
 	// is written while the cache changes (default 5 min).
 	Saved        SavedState
 	SaveInterval time.Duration
-	Log          *slog.Logger
+	// Encodings bounds the bytes of the encodings kept with the cache's
+	// objects (Object.Encoded), shared with the other caches given it
+	// (nil: a bound of the cache's own, of no limit).
+	Encodings *Budget
+	Log       *slog.Logger
 }
 
 // Cache is one resource's watch cache.
@@ -344,6 +503,9 @@ func New(cfg Config) *Cache {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
+	if cfg.Encodings == nil {
+		cfg.Encodings = unboundedBudget()
+	}
 	return &Cache{
 		cfg:        cfg,
 		objects:    btree.NewG(32, less),
@@ -387,7 +549,18 @@ func (c *Cache) Stop() {
 	for w := range c.watchers {
 		c.end_locked(w, context.Canceled)
 	}
+	objects := c.objects
 	c.mu.Unlock()
+	retireAll(objects) // nothing writes the tree once the feed has ended
+}
+
+// retireAll retires the objects of a tree no longer written (see
+// "Kept encodings" in the package doc).
+func retireAll(objects *btree.BTreeG[*Object]) {
+	objects.Ascend(func(o *Object) bool {
+		o.retire()
+		return true
+	})
 }
 
 // run lists, then follows a watch (resumed from the cache's revision when
@@ -428,8 +601,10 @@ func (c *Cache) listAndWatch(ctx context.Context) error {
 			if o == nil {
 				continue // logged by decodeAll
 			}
+			o.adopt(c.cfg.Encodings)
 			if old, had := objects.ReplaceOrInsert(o); had {
 				index.remove(old)
+				old.retire()
 			}
 			index.add(o)
 		}
@@ -452,9 +627,12 @@ func (c *Cache) listAndWatch(ctx context.Context) error {
 // install makes objects (indexed by index) the cache's state at rev,
 // ending every watcher (the history they would need has a gap). The
 // cache is ready at once, or, with catchUp, once it reaches that
-// revision.
+// revision. The objects it replaces are retired, after it has released
+// the cache's lock.
 func (c *Cache) install(objects *btree.BTreeG[*Object], index labelIndex, rev, catchUp int64) {
 	c.mu.Lock()
+	old := c.objects
+	defer retireAll(old) // runs after the unlock below: nothing writes old now
 	defer c.mu.Unlock()
 	for wt := range c.watchers {
 		c.end_locked(wt, fmt.Errorf("watch cache relisted: %w", storage.ErrCompacted))
@@ -690,6 +868,9 @@ func (c *Cache) apply(ctx context.Context, ev storage.Event) error {
 	if had {
 		c.labels.remove(prev)
 	}
+	if had {
+		prev.retire()
+	}
 	if ev.Type == storage.Delete {
 		if had {
 			c.count_locked(obj.Key, -1)
@@ -699,6 +880,7 @@ func (c *Cache) apply(ctx context.Context, ev storage.Event) error {
 		if !had {
 			c.count_locked(obj.Key, 1)
 		}
+		obj.adopt(c.cfg.Encodings)
 		c.objects.ReplaceOrInsert(obj)
 		c.labels.add(obj)
 	}
@@ -748,6 +930,7 @@ func (c *Cache) applyBareDelete(ev storage.Event) error {
 		c.labels.remove(prev)
 		c.count_locked(prev.Key, -1)
 		c.objects.Delete(prev)
+		prev.retire()
 		c.publish_locked(e)
 		return nil
 	}

@@ -12,9 +12,11 @@ import (
 
 // TestObjectEncoded: an encoding is made once per object and key, kept
 // and shared by concurrent readers; other keys are separate; an error is
-// returned and not kept.
+// returned and not kept. The bytes kept are the budget's in use.
 func TestObjectEncoded(t *testing.T) {
 	o := &watchcache.Object{Key: "/a", JSON: []byte(`{"a":1}`)}
+	budget := watchcache.NewBudget(1 << 20)
+	budget.Hold(o)
 	var made atomic.Int64
 	upper := func(b []byte) ([]byte, error) {
 		made.Add(1)
@@ -61,5 +63,12 @@ func TestObjectEncoded(t *testing.T) {
 	}
 	if n := o.EncodedSize(); n != len(`{"A":1}`)+len("ok") {
 		t.Fatalf("EncodedSize %d", n)
+	}
+	if used := budget.Used(); used != int64(o.EncodedSize()) {
+		t.Fatalf("budget used %d, want the %d bytes kept", used, o.EncodedSize())
+	}
+	watchcache.Retire(o)
+	if used := budget.Used(); used != 0 {
+		t.Fatalf("budget used %d after the object left its cache, want 0", used)
 	}
 }

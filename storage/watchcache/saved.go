@@ -63,6 +63,7 @@ func (c *Cache) resume(ctx context.Context) error {
 	began := time.Now()
 	objects, index := btree.NewG(32, less), labelIndex{}
 	rev, err := c.cfg.Saved.Load(func(o *Object) {
+		o.adopt(c.cfg.Encodings)
 		objects.ReplaceOrInsert(o)
 		index.add(o)
 	})

@@ -281,3 +281,32 @@ func TestSavedStateKeptWhileStoreBusy(t *testing.T) {
 	}
 	e.same(t, c)
 }
+
+// TestSavedStateObjectsKeepEncodings: the objects of a cache started
+// from its saved state keep their encodings within its budget like
+// listed ones, and give them back when it stops.
+func TestSavedStateObjectsKeepEncodings(t *testing.T) {
+	e := newSavedEnv(t, 30)
+	e.stop(t, e.start(t))
+	budget := watchcache.NewBudget(1 << 20)
+	c := watchcache.New(watchcache.Config{Store: e.store, Prefix: prefix, Log: quietLog, Saved: e.file, Decode: decode, Encodings: budget})
+	c.Start()
+	t.Cleanup(c.Stop)
+	if _, err := c.WaitFresh(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := c.Resumed(); !ok {
+		t.Fatal("the cache did not start from its saved state")
+	}
+	objs, made := encodeAll(t, c, "upper")
+	if _, again := encodeAll(t, c, "upper"); made != len(objs) || again != 0 {
+		t.Fatalf("encoded %d then %d of %d objects, want each once", made, again, len(objs))
+	}
+	if used, kept := budget.Used(), keptBytes(t, c); used == 0 || used != kept {
+		t.Fatalf("budget used %d, objects keep %d: want equal, not 0", used, kept)
+	}
+	c.Stop()
+	if used := budget.Used(); used != 0 {
+		t.Fatalf("budget used %d after Stop, want 0", used)
+	}
+}
