@@ -313,7 +313,7 @@ func binaryRoundTrip(t *testing.T, cfg *rest.Config, kc kindCase) {
 		}
 		q.settle(t, c, kc.coll+"/"+name)
 		got := jsonRead(t, c, kc.coll+"/"+name)
-		if d := diffValues("", firstJSON, got, q.paths); len(d) > 0 {
+		if d := diffNamed("", firstJSON, got, q.paths, "from JSON", "from "+e.mediaType); len(d) > 0 {
 			t.Errorf("created from %s, read as JSON, differs from the object created from JSON:\n\t%s", e.mediaType, strings.Join(d, "\n\t"))
 		}
 	}
@@ -526,7 +526,8 @@ func watchBoth(t *testing.T, c *codecClients, kc kindCase, first runtime.Object,
 	}
 	item := kc.coll + "/" + kc.obj
 	patch := `{"metadata":{"labels":{"` + roundTripLabel + `":"patched"}}}`
-	if err := c.json.Patch("application/merge-patch+json").AbsPath(item).Body([]byte(patch)).Do(t.Context()).Error(); err != nil {
+	patched, err := c.json.Patch("application/merge-patch+json").AbsPath(item).Body([]byte(patch)).Do(t.Context()).Get()
+	if err != nil {
 		t.Fatalf("patch: %v", err)
 	}
 	if err := c.json.Delete().AbsPath(item).Param("gracePeriodSeconds", "0").Do(t.Context()).Error(); err != nil {
@@ -568,10 +569,18 @@ func watchBoth(t *testing.T, c *codecClients, kc kindCase, first runtime.Object,
 		}
 		if evs[0].Type != watch.Modified || labelOf(evs[0].Object) != "patched" {
 			t.Errorf("watch as %s: first event %s with label %q, want MODIFIED with the patched label", s.mediaType, evs[0].Type, labelOf(evs[0].Object))
+		} else if d := semanticDiff(withoutTypeMeta(patched), withoutTypeMeta(evs[0].Object)); d != "" {
+			t.Errorf("watch as %s: the MODIFIED object differs from the patch's answer (JSON):\n%s", s.mediaType, d)
 		}
-		for _, ev := range evs[1 : len(evs)-1] {
-			if ev.Type != watch.Modified {
+		for i, ev := range evs[1:] {
+			if ev.Type != watch.Modified && ev.Type != watch.Deleted {
 				t.Errorf("watch as %s: %s event before DELETED", s.mediaType, ev.Type)
+				continue
+			}
+			// Each later event's object is the one before but for
+			// what the delete changes.
+			if d := semanticDiff(deletedAs(evs[i].Object), deletedAs(ev.Object)); d != "" {
+				t.Errorf("watch as %s: the %s object differs from the one before:\n%s", s.mediaType, ev.Type, d)
 			}
 		}
 		seen = append(seen, evs)
@@ -591,6 +600,28 @@ func watchBoth(t *testing.T, c *codecClients, kc kindCase, first runtime.Object,
 			}
 		}
 	}
+}
+
+// deletedAs is o without what deleting it changes: apiVersion and kind,
+// resourceVersion, deletionTimestamp, deletionGracePeriodSeconds,
+// finalizers and managedFields (and a namespace's phase and conditions, which its deletion
+// changes too).
+func deletedAs(o runtime.Object) runtime.Object {
+	o = withoutTypeMeta(o)
+	m, err := meta.Accessor(o)
+	if err != nil {
+		return o
+	}
+	m.SetResourceVersion("")
+	m.SetDeletionTimestamp(nil)
+	m.SetDeletionGracePeriodSeconds(nil)
+	m.SetFinalizers(nil)
+	m.SetManagedFields(nil)
+	if ns, ok := o.(*corev1.Namespace); ok {
+		ns.Status = corev1.NamespaceStatus{}
+		ns.Spec.Finalizers = nil
+	}
+	return o
 }
 
 func labelOf(o runtime.Object) string {
