@@ -10,10 +10,12 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"mime"
 	"net"
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,24 +128,26 @@ func checkEveryKindCovered(t *testing.T, cfg *rest.Config, all []kindCase) {
 	for _, kc := range all {
 		covered[resourceOf(kc.coll)] = true
 	}
-	n := 0
+	served := map[string]bool{}
 	for _, l := range lists {
 		for _, r := range l.APIResources {
-			if strings.Contains(r.Name, "/") || !hasVerbs(r.Verbs, "create", "get") {
+			if strings.Contains(r.Name, "/") || !hasVerbs(r.Verbs, "create", "get", "list", "watch", "patch", "delete") {
 				continue
 			}
-			n++
 			key := l.GroupVersion + "/" + r.Name
 			if !strings.Contains(l.GroupVersion, "/") {
 				key = "core/" + key
 			}
+			served[key] = true
 			if !covered[key] && binarySkips[key] == "" {
 				t.Errorf("%s (%s) is served but has no binary round trip case", key, r.Kind)
 			}
 		}
 	}
-	if n < len(all) {
-		t.Errorf("discovery lists %d resources with create and get, fewer than the %d cases", n, len(all))
+	for _, kc := range all {
+		if !served[resourceOf(kc.coll)] {
+			t.Errorf("case %s: discovery lists no %s with every verb the round trip uses", kc.name, resourceOf(kc.coll))
+		}
 	}
 }
 
@@ -178,11 +182,20 @@ type codecClients struct {
 	json, protobuf, cbor *rest.RESTClient
 }
 
+// newCodecClients makes the clients of objects of gv; at the end of the
+// test, each request must have been sent and answered in its client's
+// media type (wireCheck).
 func newCodecClients(t *testing.T, base *rest.Config, gv schema.GroupVersion) *codecClients {
 	t.Helper()
 	codecs := serializer.NewCodecFactory(scheme.Scheme, serializer.WithSerializer(cbor.NewSerializerInfo))
 	client := func(mediaType string) *rest.RESTClient {
 		cfg := rest.CopyConfig(base)
+		wc := &wireCheck{mediaType: mediaType}
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			wc.rt = rt
+			return wc
+		})
+		t.Cleanup(func() { wc.report(t) })
 		// The group version objects are encoded as (client-go sets
 		// apiVersion from it).
 		cfg.GroupVersion = &gv
@@ -198,6 +211,55 @@ func newCodecClients(t *testing.T, base *rest.Config, gv schema.GroupVersion) *c
 		return c
 	}
 	return &codecClients{json: client(jsonType), protobuf: client(protobufType), cbor: client(cborType)}
+}
+
+// wireCheck wraps a client's transport: it records each request whose
+// body, or answer, is not in the client's media type (a watch's answer:
+// protobuf with stream=watch, or application/cbor-seq), so that a server
+// answering in another encoding the client also decodes does not pass
+// unseen. It is safe for concurrent use.
+type wireCheck struct {
+	rt        http.RoundTripper
+	mediaType string
+
+	mu  sync.Mutex
+	bad []string
+}
+
+func (w *wireCheck) RoundTrip(req *http.Request) (*http.Response, error) {
+	var bad []string
+	if ct := req.Header.Get("Content-Type"); req.Body != nil && req.Method == http.MethodPost && ct != w.mediaType {
+		bad = append(bad, fmt.Sprintf("%s %s sent as %q", req.Method, req.URL.Path, ct))
+	}
+	resp, err := w.rt.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	want, stream := w.mediaType, ""
+	if req.URL.Query().Get("watch") == "true" {
+		switch w.mediaType {
+		case protobufType:
+			stream = "watch"
+		case cborType:
+			want = "application/cbor-seq"
+		}
+	}
+	got := resp.Header.Get("Content-Type")
+	if mt, params, err := mime.ParseMediaType(got); err != nil || mt != want || params["stream"] != stream {
+		bad = append(bad, fmt.Sprintf("%s %s?%s answered %d in %q, want %s (stream %q)", req.Method, req.URL.Path, req.URL.RawQuery, resp.StatusCode, got, want, stream))
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.bad = append(w.bad, bad...)
+	return resp, nil
+}
+
+func (w *wireCheck) report(t *testing.T) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, b := range w.bad {
+		t.Errorf("%s client: %s", w.mediaType, b)
+	}
 }
 
 // byType is each client by the media type it speaks.
