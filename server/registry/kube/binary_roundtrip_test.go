@@ -57,8 +57,9 @@ const roundTripLabel = "binary-roundtrip"
 // clients (rest.RESTClientFor) whose negotiated serializer is client-go's
 // scheme (k8s.io/client-go/kubernetes/scheme) with apimachinery's CBOR
 // serializer added, one client per encoding, each sending and accepting
-// only its own media type. For every kind (the parity cases and
-// extraBinaryCases):
+// only its own media type (wireCheck fails the test for any request or
+// answer in another). For every kind (the parity cases and
+// extraBinaryCases), in one namespace of one server:
 //
 //   - the valid object is created from its JSON body and read back as
 //     JSON, protobuf and CBOR; the three typed decodes must be
@@ -66,24 +67,33 @@ const roundTripLabel = "binary-roundtrip"
 //     and equal quantities of different forms, are equal; nothing else is
 //     normalised);
 //   - that typed object, with name, uid, resourceVersion,
-//     creationTimestamp, generation and managedFields cleared, is created
-//     again as a protobuf body ("-pb") and as a CBOR body ("-cbor"); each
-//     must be created, and its JSON read equal the first object's but for
-//     name, uid, resourceVersion, generation, managedFields and the times
-//     the server sets;
+//     creationTimestamp, generation and managedFields cleared (and what
+//     the server generates from the name or uid, quirks), is encoded by
+//     client-go and created again from a protobuf body ("-pb") and from a
+//     CBOR body ("-cbor"); each must be created (201), and its JSON read
+//     equal the first object's but for those fields and the times the
+//     server sets;
 //   - the collection, listed as JSON, protobuf and CBOR, decodes to the
-//     kind's typed List, the three lists are semantically equal and hold
-//     the three objects, each equal to its single read;
+//     kind's typed List; the three lists are semantically equal and hold
+//     the three objects, the first equal to its single read;
 //   - a watch in protobuf (;stream=watch) and one in CBOR
 //     (application/cbor-seq) of the first object, from its
-//     resourceVersion, both deliver the label patch as MODIFIED and the
-//     delete as DELETED, decoded to the kind's Go type and equal in both.
+//     resourceVersion, both deliver the label patch as MODIFIED, equal to
+//     the patch's JSON answer, and then the delete as DELETED (any events
+//     between being MODIFIED), each decoded to the kind's Go type, equal
+//     to the event before but for what deleting changes (deletedAs), and
+//     the same in both watches.
 //
-// Every resource discovery lists with create and get must be a case here
-// or in binarySkips, which gives why it is not: the custom resource
-// definitions (apiextensions.k8s.io is not in client-go's scheme). The
-// create-only reviews (no get, nothing stored) are not listed by
-// discovery with get and so take no part.
+// Every resource discovery lists with the verbs used here (create, get,
+// list, watch, patch, delete) must be a case or in binarySkips, which
+// gives why it is not: only the custom resource definitions
+// (apiextensions.k8s.io is not in client-go's scheme). The create-only
+// reviews (tokenreviews, subjectaccessreviews and the like: nothing is
+// stored, nothing to read back or watch) are not listed with those verbs
+// and so take no part.
+//
+// The test sets client-go's process-wide ClientsAllowCBOR feature gate
+// for its run, so it must not run in parallel with other tests.
 func TestBinaryRoundTripEveryKind(t *testing.T) {
 	featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, featuregatetesting.FeatureOverrides{
 		featuregate.Feature(clientfeatures.ClientsAllowCBOR): true,
@@ -95,7 +105,7 @@ func TestBinaryRoundTripEveryKind(t *testing.T) {
 		{"/api/v1/namespaces", `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"` + parityNS + `"}}`},
 		{nsPath("/api/v1", "serviceaccounts"), `{"apiVersion":"v1","kind":"ServiceAccount","metadata":{"name":"default"}}`},
 	} {
-		if _, err := c.post(t, c.json, s.path, jsonType, []byte(s.body)); err != nil {
+		if err := post(t, c.json, s.path, jsonType, []byte(s.body)); err != nil {
 			t.Fatalf("setup POST %s: %v", s.path, err)
 		}
 	}
@@ -273,23 +283,20 @@ func (c *codecClients) byType() []struct {
 	}{{jsonType, c.json}, {protobufType, c.protobuf}, {cborType, c.cbor}}
 }
 
-// post creates from a body already encoded as contentType and returns
-// the created object as the client decodes it; an answer but 201 is an
-// error.
-func (c *codecClients) post(t *testing.T, rc *rest.RESTClient, path, contentType string, body []byte) (runtime.Object, error) {
+// post creates from a body already encoded as contentType; an answer but
+// 201 is an error.
+func post(t *testing.T, rc *rest.RESTClient, path, contentType string, body []byte) error {
 	t.Helper()
 	var code int
-	obj, err := rc.Post().AbsPath(path).SetHeader("Content-Type", contentType).Body(body).Do(t.Context()).StatusCode(&code).Get()
-	if err != nil {
-		return nil, err
+	err := rc.Post().AbsPath(path).SetHeader("Content-Type", contentType).Body(body).Do(t.Context()).StatusCode(&code).Error()
+	if err == nil && code != http.StatusCreated {
+		err = fmt.Errorf("POST %s: %d, want 201", path, code)
 	}
-	if code != http.StatusCreated {
-		return nil, fmt.Errorf("POST %s: %d, want 201", path, code)
-	}
-	return obj, nil
+	return err
 }
 
-// get reads path through rc and checks the answer's media type.
+// get reads path through rc, decoded by client-go to its Go type, and
+// checks the answer's media type.
 func get(t *testing.T, rc *rest.RESTClient, mediaType, path string) runtime.Object {
 	t.Helper()
 	var ct string
@@ -323,7 +330,7 @@ func binaryRoundTrip(t *testing.T, cfg *rest.Config, kc kindCase) {
 		t.Fatalf("%s is not in client-go's scheme", gvk)
 	}
 	c := newCodecClients(t, cfg, gvk.GroupVersion())
-	if _, err := c.post(t, c.json, kc.coll, jsonType, []byte(kc.valid)); err != nil {
+	if err := post(t, c.json, kc.coll, jsonType, []byte(kc.valid)); err != nil {
 		t.Fatalf("create from JSON: %v", err)
 	}
 	item := kc.coll + "/" + kc.obj
@@ -351,7 +358,6 @@ func binaryRoundTrip(t *testing.T, cfg *rest.Config, kc kindCase) {
 	names := []string{kc.obj}
 	for _, e := range c.byType()[1:] {
 		name := copyName(kc.obj, e.mediaType)
-		names = append(names, name)
 		o := first.DeepCopyObject()
 		m, err := meta.Accessor(o)
 		if err != nil {
@@ -373,6 +379,7 @@ func binaryRoundTrip(t *testing.T, cfg *rest.Config, kc kindCase) {
 			t.Errorf("create from %s: %d %v", e.mediaType, code, err)
 			continue
 		}
+		names = append(names, name)
 		q.settle(t, c, kc.coll+"/"+name)
 		got := jsonRead(t, c, kc.coll+"/"+name)
 		if d := diffNamed("", firstJSON, got, q.paths, "from JSON", "from "+e.mediaType); len(d) > 0 {
@@ -419,7 +426,7 @@ func binaryRoundTrip(t *testing.T, cfg *rest.Config, kc kindCase) {
 		}
 	}
 
-	watchBoth(t, c, kc, first, gvk)
+	watchBoth(t, c, kc, first)
 }
 
 // quirk is what differs in one kind's round trip.
@@ -560,11 +567,13 @@ func jsonRead(t *testing.T, c *codecClients, path string) map[string]any {
 	return normalise(m)
 }
 
-// watchBoth watches kc's object in protobuf and in CBOR from its
-// resourceVersion, patches a label in and deletes it: both watches must
-// deliver the patch as MODIFIED and then DELETED, decoded to first's Go
-// type, the same in both.
-func watchBoth(t *testing.T, c *codecClients, kc kindCase, first runtime.Object, gvk schema.GroupVersionKind) {
+// watchBoth watches kc's object (first, as read) in protobuf and in CBOR
+// from its resourceVersion, patches a label in and deletes it: both
+// watches must deliver the patch as MODIFIED, equal to the patch's
+// answer, and then DELETED (any events between being MODIFIED), each
+// decoded to first's Go type and equal to the one before but for what
+// deleting changes, the same in both watches.
+func watchBoth(t *testing.T, c *codecClients, kc kindCase, first runtime.Object) {
 	m, err := meta.Accessor(first)
 	if err != nil {
 		t.Fatal(err)
@@ -666,8 +675,8 @@ func watchBoth(t *testing.T, c *codecClients, kc kindCase, first runtime.Object,
 
 // deletedAs is o without what deleting it changes: apiVersion and kind,
 // resourceVersion, deletionTimestamp, deletionGracePeriodSeconds,
-// finalizers and managedFields (and a namespace's phase and conditions, which its deletion
-// changes too).
+// finalizers and managedFields (and a namespace's status and spec
+// finalizers, which its deletion changes too).
 func deletedAs(o runtime.Object) runtime.Object {
 	o = withoutTypeMeta(o)
 	m, err := meta.Accessor(o)
