@@ -450,19 +450,12 @@ func (q quirk) settle(t *testing.T, c *codecClients, path string) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, err := c.json.Get().AbsPath(path).Do(t.Context()).Raw()
-		if err != nil {
-			t.Fatalf("GET %s: %v", path, err)
-		}
-		var m map[string]any
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatal(err)
-		}
+		m := readMap(t, c, path)
 		if q.settled(m) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s not settled within 10s: %s", path, b)
+			t.Fatalf("%s not settled within 10s: %v", path, m)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -552,19 +545,26 @@ func copyName(name, mediaType string) string {
 // its own times) left out.
 func jsonRead(t *testing.T, c *codecClients, path string) map[string]any {
 	t.Helper()
+	m := readMap(t, c, path)
+	if md, ok := m["metadata"].(map[string]any); ok {
+		delete(md, "name")
+		delete(md, "generation")
+	}
+	return normalise(m)
+}
+
+// readMap reads path as JSON into a map.
+func readMap(t *testing.T, c *codecClients, path string) map[string]any {
+	t.Helper()
 	b, err := c.json.Get().AbsPath(path).Do(t.Context()).Raw()
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
+		t.Fatalf("GET %s: %v", path, err)
 	}
-	if md, ok := m["metadata"].(map[string]any); ok {
-		delete(md, "name")
-		delete(md, "generation")
-	}
-	return normalise(m)
+	return m
 }
 
 // watchBoth watches kc's object (first, as read) in protobuf and in CBOR
