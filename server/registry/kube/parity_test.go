@@ -290,8 +290,15 @@ func compareAnswers(want, got answer, ignore map[string]string) []string {
 	return append(d, diffValues("", want.Object, got.Object, ignore)...)
 }
 
-// diffValues lists the paths at which two decoded JSON values differ.
+// diffValues lists the paths at which two decoded JSON values differ,
+// want being kube-apiserver's and got objwatch's.
 func diffValues(path string, want, got any, ignore map[string]string) []string {
+	return diffNamed(path, want, got, ignore, "kube", "objwatch")
+}
+
+// diffNamed lists the paths at which two decoded JSON values differ,
+// naming them wantName and gotName.
+func diffNamed(path string, want, got any, ignore map[string]string, wantName, gotName string) []string {
 	if _, ok := ignore[path]; ok {
 		return nil
 	}
@@ -311,14 +318,14 @@ func diffValues(path string, want, got any, ignore map[string]string) []string {
 			if path != "" {
 				p = path + "." + k
 			}
-			d = append(d, diffValues(p, wm[k], gm[k], ignore)...)
+			d = append(d, diffNamed(p, wm[k], gm[k], ignore, wantName, gotName)...)
 		}
 		return d
 	}
 	if reflect.DeepEqual(want, got) {
 		return nil
 	}
-	return []string{fmt.Sprintf("%s: kube %s, objwatch %s", path, compact(want), compact(got))}
+	return []string{fmt.Sprintf("%s: %s %s, %s %s", path, wantName, compact(want), gotName, compact(got))}
 }
 
 func sortedKeys(m map[string]bool) []string {
