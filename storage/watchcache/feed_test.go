@@ -2,13 +2,17 @@ package watchcache_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/objwatch/objwatch/storage"
 	"github.com/objwatch/objwatch/storage/watchcache"
@@ -114,5 +118,66 @@ func TestFeedFailureKeepsHistory(t *testing.T) {
 	defer store.mu.Unlock()
 	if store.watches != 2 {
 		t.Errorf("%d store watches, want 2 (one resumed)", store.watches)
+	}
+}
+
+// TestFeedCutInsideARevision: a feed cut while the cache is in the middle
+// of a revision of many keys (a transaction, as a CRD's deletion or
+// another etcd writer makes) still gives the cache every key of it: the
+// cache resumes from the revision after the last it applied, so the
+// store's watch must end between revisions (storage.Watcher). The cut
+// lands while the cache decodes the revision's first event; before
+// storage/etcd delivered the rest first, the cache lost most of the keys
+// (as a 1M-object run lost 12).
+func TestFeedCutInsideARevision(t *testing.T) {
+	e := setup(t)
+	store := &cuttable{Interface: e.store}
+	const keys = 100 // etcd's default --max-txn-ops is 128
+	var once sync.Once
+	decoding, cutDone := make(chan struct{}), make(chan struct{})
+	dec := func(kv storage.KeyValue) (*watchcache.Object, error) {
+		if strings.HasPrefix(kv.Key, prefix+"multi/") {
+			once.Do(func() { close(decoding); <-cutDone })
+		}
+		return decode(kv)
+	}
+	c := watchcache.New(watchcache.Config{Store: store, Prefix: prefix, Decode: dec, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	c.Start()
+	defer c.Stop()
+	if err := c.WaitFor(e.ctx, e.put("ns", "before", "1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	ops := make([]clientv3.Op, keys)
+	for i := range ops {
+		b, _ := json.Marshal(value{Data: fmt.Sprint(i)})
+		ops[i] = clientv3.OpPut(fmt.Sprintf("%smulti/k%03d", prefix, i), string(b))
+	}
+	resp, err := e.store.Client().Txn(e.ctx).Then(ops...).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-decoding:
+	case <-e.ctx.Done():
+		t.Fatal("the cache never decoded the transaction's first key")
+	}
+	store.set(fmt.Errorf("%w: test cut", storage.ErrUnavailable))
+	store.set(nil)
+	close(cutDone)
+
+	after := e.put("ns", "after", "2", nil)
+	// Until the cache watches again, it says it cannot catch up.
+	for err := c.WaitFor(e.ctx, after); err != nil; err = c.WaitFor(e.ctx, after) {
+		if !errors.Is(err, watchcache.ErrNotReady) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	objs, _, _, err := c.List(watchcache.Filter{Namespace: "multi"}, "", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != keys {
+		t.Fatalf("the cache holds %d of the %d keys written at revision %d", len(objs), keys, resp.Header.Revision)
 	}
 }
