@@ -149,9 +149,14 @@ func (c *valueCache) put(key string, v []byte) {
 	if c.m == nil {
 		c.m = map[string][]byte{}
 	}
-	c.drop(key)
 	if len(v) > c.max/64 {
+		c.drop(key)
 		return // a large value would push out many small ones (and none fits a negative max)
+	}
+	// One lookup and one assignment, not a delete and an insert: most
+	// puts replace the key's last value.
+	if old, ok := c.m[key]; ok {
+		c.size -= len(key) + len(old)
 	}
 	c.m[key] = v
 	c.size += len(key) + len(v)
