@@ -87,7 +87,10 @@
 // objects and history, ends its watchers with the error, and watches
 // again from its revision with backoff (100 ms doubling to 1 s), so that
 // no event is lost and watches can later resume from their
-// resourceVersion on this cache. Until the watch is re-established its
+// resourceVersion on this cache. Resuming after the cache's revision
+// relies on the store's watch ending between revisions, never inside one
+// (storage.Watcher): a revision of many keys is applied whole before the
+// failure (TestFeedCutInsideARevision). Until the watch is re-established its
 // new watchers get the error, and reads newer than the cache ErrNotReady
 // (the caller asks the store, which says it is unavailable); reads that
 // the cache's state answers ("any" resourceVersion, or one not newer than
