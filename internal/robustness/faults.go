@@ -169,7 +169,14 @@ func (r *run) inject(ctx context.Context, kind string, rng *rand.Rand) FaultReco
 		if err = rerr; err == nil {
 			f.Target, f.Note = m.name, "replaced by "+nm.name
 			for _, s := range r.servers {
-				s.proxies[slot].setTarget(nm.clientURL[len("http://"):])
+				// The faulted cluster's proxy: with an override, s.proxies
+				// begins with the main cluster's, which must keep pointing
+				// there (it once took the new member's address, and a
+				// server reconnecting after a net-reset talked to the
+				// override cluster as its main one: creates answered 404
+				// for a namespace that cluster lacks, two collector
+				// leaders).
+				s.faulted[slot].setTarget(nm.clientURL[len("http://"):])
 			}
 		}
 	case FaultNetDelay:

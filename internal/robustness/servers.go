@@ -24,7 +24,11 @@ import (
 type apiServer struct {
 	name    string
 	url     string
-	proxies []*proxy
+	proxies []*proxy // every proxy to etcd: the main cluster's, then the override's
+	// faulted are the proxies to the faulted cluster's members, in its
+	// slot order (the override cluster with Config.Override, else the
+	// main one): a replaced member's new address goes to its slot here.
+	faulted []*proxy
 	proc    *process
 }
 
@@ -105,6 +109,7 @@ func newAPIServer(bin, name, dir, pki, logDir string, targets, overrides, extra 
 		s.close()
 		return nil, err
 	}
+	s.faulted = s.proxies
 	args := []string{
 		"serve", "--data-dir=" + data, fmt.Sprintf("--listen=127.0.0.1:%d", port),
 		"--etcd-servers=" + strings.Join(eps, ","),
@@ -112,11 +117,13 @@ func newAPIServer(bin, name, dir, pki, logDir string, targets, overrides, extra 
 		"--compaction-interval=0",
 	}
 	if len(overrides) > 0 {
+		n := len(s.proxies)
 		oeps, err := proxied(overrides)
 		if err != nil {
 			s.close()
 			return nil, err
 		}
+		s.faulted = s.proxies[n:]
 		args = append(args, "--etcd-servers-overrides=/configmaps#"+strings.Join(oeps, ";"))
 	}
 	args = append(args, extra...)
