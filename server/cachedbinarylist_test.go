@@ -353,21 +353,13 @@ func TestCachedBinaryLists(t *testing.T) {
 	dynWire.only(t, cborType)
 }
 
-// TestBinaryListsWithoutKeptEncodings: with NoListEncodings, or a
-// negative ListEncodingsMaxSize (--watch-cache-list-encodings-max-size=0)
-// protobuf and CBOR lists from the watch cache still equal the JSON
-// list, and no encoding is kept: every list encodes its items anew.
+// TestBinaryListsWithoutKeptEncodings: with a negative
+// ListEncodingsMaxSize (--watch-cache-list-encodings-max-size=0, or the
+// deprecated --watch-cache-list-encodings=false) protobuf and CBOR lists
+// from the watch cache still equal the JSON list, and no encoding is
+// kept: every list encodes its items anew.
 func TestBinaryListsWithoutKeptEncodings(t *testing.T) {
-	for name, none := range map[string]func(*server.Config){
-		"NoListEncodings":        func(c *server.Config) { c.NoListEncodings = true },
-		"ListEncodingsMaxSize<0": func(c *server.Config) { c.ListEncodingsMaxSize = -1 },
-	} {
-		t.Run(name, func(t *testing.T) { binaryListsWithoutKeptEncodings(t, none) })
-	}
-}
-
-func binaryListsWithoutKeptEncodings(t *testing.T, none func(*server.Config)) {
-	env := testenv.Start(t, testenv.WithServerConfig(none))
+	env := testenv.Start(t, testenv.WithServerConfig(func(c *server.Config) { c.ListEncodingsMaxSize = -1 }))
 	a := servertest.NewAPI(t, env)
 	ctx := t.Context()
 	typed := func(ct string) *kubernetes.Clientset { return typedClient(t, env, ct) }

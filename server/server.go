@@ -273,13 +273,11 @@ type Config struct {
 	// "Restarting".
 	WatchCacheSnapshots        string
 	WatchCacheSnapshotInterval time.Duration
-	// NoListEncodings: protobuf and CBOR lists from the watch caches
-	// encode their items anew each time instead of keeping each object's
-	// encoding with it (objects.Config's).
-	NoListEncodings bool
-	// ListEncodingsMaxSize bounds the bytes of those kept encodings over
-	// every watch cache (objects.Config's: 0 is 1 GiB, negative keeps
-	// none); past it, items are encoded anew for each list.
+	// ListEncodingsMaxSize bounds the bytes of the protobuf and CBOR
+	// encodings kept with the watch caches' objects for lists, over every
+	// watch cache (objects.Config's: 0 is 1 GiB; negative keeps none,
+	// and each binary list encodes its items anew); past it, items are
+	// encoded anew for each list.
 	ListEncodingsMaxSize int64
 	// History keeps every revision of every object past etcd's
 	// compaction, with who made it (package history). An empty Dir keeps
@@ -500,7 +498,7 @@ func (s *Server) build() error {
 		DisableWatchCache: cfg.DisableWatchCache, WatchCacheWindow: cfg.WatchCacheWindow,
 		WatchCacheCompactionPoll: cfg.WatchCacheCompactionPoll, WatchBufferEvents: cfg.WatchBufferEvents, WatchQueueLimit: max(0, cfg.WatchQueueLimit), Verify: cfg.Verify,
 		Hooks: chainHooks(s.admission), FieldManager: fm, DebugFault: cfg.DebugFault, CacheStartDelay: cfg.WatchCacheStartDelay, CustomCacheStartDelay: cfg.WatchCacheStartDelayCustom,
-		WatchCacheSnapshots: snapshotDir(cfg), WatchCacheSnapshotInterval: cfg.WatchCacheSnapshotInterval, NoListEncodings: cfg.NoListEncodings, ListEncodingsMaxSize: cfg.ListEncodingsMaxSize,
+		WatchCacheSnapshots: snapshotDir(cfg), WatchCacheSnapshotInterval: cfg.WatchCacheSnapshotInterval, ListEncodingsMaxSize: cfg.ListEncodingsMaxSize,
 		AuthorNotes: (cfg.History.Dir != "" || cfg.History.WriteAuthorNotes) && !cfg.History.NoAuthorNotes, ServerName: cfg.History.ServerName, History: s.history, AtRest: s.atRest,
 	}); err != nil {
 		return err

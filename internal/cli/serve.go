@@ -201,7 +201,7 @@ func listEncodingsSize(o *instance.Options, on bool, size string, explicit bool)
 	}
 	o.Server.ListEncodingsMaxSize = q.Value()
 	if !on || q.Value() == 0 {
-		o.Server.NoListEncodings, o.Server.ListEncodingsMaxSize = true, -1
+		o.Server.ListEncodingsMaxSize = -1 // none kept
 	}
 	return nil
 }

@@ -99,7 +99,7 @@ func (c *Caches) list(ctx context.Context, res *registry.Resource, ns string, se
 		return nil, errNoCache
 	}
 	l := &List{Meta: metav1.ListMeta{ResourceVersion: strconv.FormatInt(p.Rev, 10)}, Raw: make([][]byte, len(p.Objects))}
-	if !c.cfg.NoListEncodings {
+	if c.cfg.ListEncodingsMaxSize > 0 {
 		l.Cached, l.made = p.Objects, &c.listItemsEncoded
 	}
 	for i, o := range p.Objects {

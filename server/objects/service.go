@@ -136,15 +136,13 @@ type Config struct {
 	// Close, and loaded at start (see Caches); "" keeps none.
 	WatchCacheSnapshots        string
 	WatchCacheSnapshotInterval time.Duration
-	// NoListEncodings keeps no binary encoding of the cached objects for
-	// protobuf and CBOR lists (List.Encoded): each such list encodes its
-	// items anew, and the cache holds no second copy of any object.
-	NoListEncodings bool
-	// ListEncodingsMaxSize bounds the bytes of those kept encodings,
+	// ListEncodingsMaxSize bounds the bytes of the binary encodings of
+	// cached objects kept for protobuf and CBOR lists (List.Encoded),
 	// over every watch cache of the service (a watchcache.Budget): past
 	// it, items are encoded anew for each list until kept ones leave
 	// their caches (0: DefaultListEncodingsMaxSize; negative: none kept,
-	// as NoListEncodings).
+	// every such list encodes its items anew and the caches hold no
+	// second copy of any object).
 	ListEncodingsMaxSize int64
 	// encodings is the budget of ListEncodingsMaxSize (New makes it).
 	encodings *watchcache.Budget
@@ -297,16 +295,10 @@ func New(cfg Config) (*Service, error) {
 	if cfg.BookmarkInterval == 0 {
 		cfg.BookmarkInterval = time.Minute
 	}
-	switch {
-	case cfg.ListEncodingsMaxSize < 0:
-		cfg.NoListEncodings = true
-	case cfg.ListEncodingsMaxSize == 0:
+	if cfg.ListEncodingsMaxSize == 0 {
 		cfg.ListEncodingsMaxSize = DefaultListEncodingsMaxSize
 	}
-	if cfg.NoListEncodings {
-		cfg.ListEncodingsMaxSize = 0
-	}
-	cfg.encodings = watchcache.NewBudget(cfg.ListEncodingsMaxSize)
+	cfg.encodings = watchcache.NewBudget(cfg.ListEncodingsMaxSize) // negative: keeps nothing
 	fault, err := newDebugFault(cfg.DebugFault)
 	if err != nil {
 		return nil, err
