@@ -150,3 +150,24 @@ func FuzzProtobufWatch(f *testing.F) {
 		}
 	})
 }
+
+// TestProtobufPeekMetaAllocatesNothing: PeekMeta of a protobuf list item
+// reads its identity in place, as the package doc says.
+func TestProtobufPeekMetaAllocatesNothing(t *testing.T) {
+	_, l := protobufSeeds(t)
+	c := NewClient[*corev1.ConfigMap](&REST{}, fuzzCMs)
+	var item Raw[*corev1.ConfigMap]
+	if _, err := c.listProtobuf(bytes.NewReader(l), int64(len(l)), func(r Raw[*corev1.ConfigMap]) error {
+		item = Raw[*corev1.ConfigMap]{data: bytes.Clone(r.data), codec: r.codec, enc: r.enc}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := item.PeekMeta()
+	if err != nil || string(m.Name) != "b" || string(m.UID) != "u-b" || string(m.ResourceVersion) != "2" || string(m.Namespace) != "default" {
+		t.Fatalf("PeekMeta = %+v, %v; want default/b u-b rv 2", m, err)
+	}
+	if n := testing.AllocsPerRun(100, func() { item.PeekMeta() }); n != 0 {
+		t.Errorf("PeekMeta of a protobuf item allocates %v times, want 0", n)
+	}
+}
