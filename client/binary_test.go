@@ -533,3 +533,38 @@ func installCRD(tb testing.TB, rc *client.REST, crdJSON string, gvk schema.Group
 		}
 	}
 }
+
+// TestBothBinaryEncodingsPreferred: with PreferProtobuf and PreferCBOR
+// both, a client of a generated type reads protobuf and an unstructured
+// client (which protobuf cannot decode into) reads CBOR, as the package
+// doc says; WithProtobuf(false) falls back to CBOR.
+func TestBothBinaryEncodingsPreferred(t *testing.T) {
+	jrc, rc, w := startBinary(t, binaryEncoding{configure: func(c *client.Config) { c.PreferProtobuf, c.PreferCBOR = true, true }})
+	ctx := ctxFor(t)
+	if _, err := client.NewClient[*corev1.ConfigMap](jrc, configMaps).Create(ctx, cborTestCM(1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	typed := client.NewClient[*corev1.ConfigMap](rc, configMaps)
+	for _, c := range []struct {
+		what string
+		get  func() error
+		want string
+	}{
+		{"typed", func() error { _, err := typed.Get(ctx, "default", "cm-1", metav1.GetOptions{}); return err }, protobufEncoding.object},
+		{"unstructured", func() error {
+			_, err := client.NewUnstructured(rc, configMaps).Get(ctx, "default", "cm-1", metav1.GetOptions{})
+			return err
+		}, cborEncoding.object},
+		{"typed WithProtobuf(false)", func() error {
+			_, err := typed.WithProtobuf(false).Get(ctx, "default", "cm-1", metav1.GetOptions{})
+			return err
+		}, cborEncoding.object},
+	} {
+		if err := c.get(); err != nil {
+			t.Fatalf("%s Get: %v", c.what, err)
+		}
+		if ct := w.last(t, "GET", cmPath+"/cm-1"); ct != c.want {
+			t.Errorf("%s Get answered %q, want %s", c.what, ct, c.want)
+		}
+	}
+}
