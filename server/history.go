@@ -27,6 +27,9 @@ func (s *Server) openHistory() error {
 		return err
 	}
 	s.history = hs
+	if hc.LocalAuthors && !hc.WriteAuthorNotes {
+		s.authors = history.NewAuthors()
+	}
 	return nil
 }
 
@@ -40,7 +43,7 @@ func (s *Server) recordHistory(ctx context.Context) {
 		}
 		return
 	}
-	rec := &history.Recorder{Store: s.history, Source: s.rawStore, Log: s.cfg.Log}
+	rec := &history.Recorder{Store: s.history, Source: s.rawStore, Log: s.cfg.Log, Authors: s.authors}
 	rec.Run(ctx)
 }
 

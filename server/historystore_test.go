@@ -585,23 +585,42 @@ func TestHistoryStoreDamaged(t *testing.T) {
 	}
 }
 
-// A server told to write no author notes records its writes without
-// authors; the etcd transaction of a write then holds no note key.
-func TestHistoryStoreWithoutAuthorNotes(t *testing.T) {
-	env := testenv.Start(t, testenv.WithHistoryStore(), testenv.WithServerConfig(func(c *server.Config) { c.History.NoAuthorNotes = true }))
+// A server told to keep its authors in process (LocalAuthors) records its
+// writes with their authors, and the etcd transaction of a write holds no
+// note key; a write by a server without a store and without notes (as a
+// write etcd gets from elsewhere) is recorded without an author.
+func TestHistoryStoreLocalAuthors(t *testing.T) {
+	ep := testenv.StartEtcd(t)
+	env := testenv.Start(t, testenv.WithEtcd(ep), testenv.WithHistoryStore(), testenv.WithServerConfig(func(c *server.Config) { c.History.LocalAuthors = true }))
 	a := servertest.NewAPI(t, env)
 	servertest.MustCode(t, "create", a.JSON("POST", servertest.CMs, servertest.CM("plain", "")), http.StatusCreated)
+	servertest.MustCode(t, "update", a.Do("PATCH", servertest.CMs+"/plain", "application/merge-patch+json", []byte(`{"data":{"k":"2"}}`)), http.StatusOK)
+	servertest.MustCode(t, "delete", a.JSON("DELETE", servertest.CMs+"/plain", ""), http.StatusOK)
 	var h endpoints.ObjectHistory
-	servertest.Eventually(t, "the create in the history", func() bool {
+	servertest.Eventually(t, "the three writes in the history", func() bool {
 		h = objectHistory(t, a, "plain")
-		return len(h.Items) == 1
+		return len(h.Items) == 3
 	})
-	if h.Items[0].Author != nil {
-		t.Errorf("author %+v, want none", h.Items[0].Author)
+	for i, verb := range []string{"create", "patch", "delete"} {
+		au := h.Items[i].Author
+		if au == nil || au.User == "" || au.Verb != verb {
+			t.Errorf("revision %d: author %+v, want a user and verb %q", i, au, verb)
+		}
 	}
 	kv, err := servertest.RawStore(t, env).Get(context.Background(), history.AuthorKey)
 	if !errors.Is(err, storage.ErrNotFound) {
 		t.Errorf("the author key: %+v, %v; want none written", kv, err)
+	}
+
+	other := testenv.Start(t, testenv.WithEtcd(ep))
+	b := servertest.NewAPI(t, other)
+	servertest.MustCode(t, "create by a server without notes", b.JSON("POST", servertest.CMs, servertest.CM("elsewhere", "")), http.StatusCreated)
+	servertest.Eventually(t, "the other server's create in the history", func() bool {
+		h = objectHistory(t, a, "elsewhere")
+		return len(h.Items) == 1
+	})
+	if h.Items[0].Author != nil {
+		t.Errorf("the other server's write: author %+v, want none", h.Items[0].Author)
 	}
 }
 

@@ -308,9 +308,14 @@ type HistoryConfig struct {
 	// WriteAuthorNotes makes a server without a store write author notes
 	// all the same, for the servers of its etcd that keep one.
 	WriteAuthorNotes bool
-	// NoAuthorNotes makes a server with a store write none: its writes
-	// are recorded without authors, and cost etcd one key less each.
-	NoAuthorNotes bool
+	// LocalAuthors makes a server with a store hand the authors of its
+	// writes to its own recorder in process (history.Authors) instead of
+	// writing author notes into etcd: each write costs etcd one key less,
+	// but the stores of other servers on the etcd see no authors for its
+	// writes, and a server killed between a write and its record loses
+	// the authors of those few revisions. For a server alone on its etcd
+	// (objwatch serve's embedded one). WriteAuthorNotes overrides it.
+	LocalAuthors bool
 }
 
 // setDefaults fills in the defaults the server owns; the object
@@ -417,8 +422,11 @@ type Server struct {
 	// values as they are at rest.
 	history    *history.Store
 	historyErr error
-	rawStore   storage.Interface
-	atRest     storage.RestReader
+	// authors takes this server's author notes in process for its
+	// recorder (HistoryConfig.LocalAuthors); nil: notes go to etcd.
+	authors  *history.Authors
+	rawStore storage.Interface
+	atRest   storage.RestReader
 }
 
 // New returns a Server. It starts nothing; call Run.
@@ -499,7 +507,7 @@ func (s *Server) build() error {
 		WatchCacheCompactionPoll: cfg.WatchCacheCompactionPoll, WatchBufferEvents: cfg.WatchBufferEvents, WatchQueueLimit: max(0, cfg.WatchQueueLimit), Verify: cfg.Verify,
 		Hooks: chainHooks(s.admission), FieldManager: fm, DebugFault: cfg.DebugFault, CacheStartDelay: cfg.WatchCacheStartDelay, CustomCacheStartDelay: cfg.WatchCacheStartDelayCustom,
 		WatchCacheSnapshots: snapshotDir(cfg), WatchCacheSnapshotInterval: cfg.WatchCacheSnapshotInterval, ListEncodingsMaxSize: cfg.ListEncodingsMaxSize,
-		AuthorNotes: (cfg.History.Dir != "" || cfg.History.WriteAuthorNotes) && !cfg.History.NoAuthorNotes, ServerName: cfg.History.ServerName, History: s.history, AtRest: s.atRest,
+		AuthorNotes: cfg.History.Dir != "" || cfg.History.WriteAuthorNotes, Authors: s.authors, ServerName: cfg.History.ServerName, History: s.history, AtRest: s.atRest,
 	}); err != nil {
 		return err
 	}

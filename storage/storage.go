@@ -264,17 +264,33 @@ type Interface interface {
 
 // Note is a key written together with a change, in the same transaction
 // and revision, before it: who made the change, for the history's
-// recorder (see WithNote).
+// recorder (see WithNote). With a Taker, the note is handed over in
+// process instead of written.
 type Note struct {
 	Key   string
 	Value []byte
+	// Taker, if set, takes the note instead of the store: the store
+	// writes no note key, calls Taker.Writing(key) before the change and
+	// Taker.Written(key, rev, Value) once it knows the outcome, with the
+	// change's revision (0 if the write failed or its outcome is
+	// unknown). A recorder in the same process (the history's) reads it
+	// there, at no cost to the store.
+	Taker NoteTaker
+}
+
+// NoteTaker takes notes in process (Note.Taker). Its methods are called
+// concurrently by every writer.
+type NoteTaker interface {
+	Writing(key string)
+	Written(key string, rev int64, value []byte)
 }
 
 type noteKey struct{}
 
 // WithNote returns ctx carrying n: a store's Create, Update and Delete
 // with it also put n.Value at n.Key in the same transaction, first (a
-// watch sees it before the change). A write that fails writes no note.
+// watch sees it before the change), or hand it to n.Taker. A write that
+// fails writes no note.
 func WithNote(ctx context.Context, n Note) context.Context {
 	return context.WithValue(ctx, noteKey{}, n)
 }

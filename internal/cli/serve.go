@@ -82,8 +82,12 @@ func newServeCommand() *cobra.Command {
 			if keepHistory && o.Server.History.Dir == "" {
 				o.Server.History.Dir = filepath.Join(o.DataDir, "history")
 			}
-			if cmd.Flags().Changed("history-author-notes") {
-				o.Server.History.WriteAuthorNotes, o.Server.History.NoAuthorNotes = authorNotes, !authorNotes
+			switch {
+			case cmd.Flags().Changed("history-author-notes"):
+				o.Server.History.WriteAuthorNotes, o.Server.History.LocalAuthors = authorNotes, !authorNotes
+			case len(o.EtcdServers) == 0:
+				// Embedded etcd: no other server records its changes.
+				o.Server.History.LocalAuthors = true
 			}
 			if historyMaxSize != "" {
 				q, err := resource.ParseQuantity(historyMaxSize)
@@ -175,8 +179,8 @@ func newServeCommand() *cobra.Command {
 	f.DurationVar(&o.Server.History.Retention, "history-retention", 7*24*time.Hour, "how long the history store keeps a revision")
 	f.StringVar(&historyMaxSize, "history-max-size", "4Gi", "largest size of the history store on disk; past it the oldest revisions are dropped first")
 	f.StringVar(&historyValueCache, "history-value-cache", "128Mi", "memory for the last values of recently written keys, the bases of their next records' deltas; a key not in it has its base read back from the store, which costs an update several times the CPU of its record (0: none)")
-	f.BoolVar(&authorNotes, "history-author-notes", true, "write who made each change into etcd beside it, for the history stores of every server of the etcd: on for a server without a store whose peers keep one, off to save etcd a key per write and record no authors")
-	f.Lookup("history-author-notes").DefValue = "as --history"
+	f.BoolVar(&authorNotes, "history-author-notes", true, "write who made each change into etcd beside it, for the history stores of every server of the etcd: on for a server without a store whose peers keep one; off hands the authors of this server's writes to its own store in process, saving etcd a key per write (other servers' stores then see no authors for them)")
+	f.Lookup("history-author-notes").DefValue = "as --history with --etcd-servers; off with embedded etcd"
 	f.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
 	f.BoolVar(&exitWithParent, "exit-with-parent", startedByGoRun(), "shut down, as on SIGTERM, when the parent process exits (default: on when started by go run, whose go tool does not pass a kill's SIGTERM on to the server)")
 	// A test fault (server.Config.DebugFault) for the robustness

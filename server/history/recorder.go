@@ -119,6 +119,9 @@ type Recorder struct {
 	// RetainEvery is how often Run applies the retention rules (default
 	// 1 min).
 	RetainEvery time.Duration
+	// Authors, if set, holds the author notes this server's writes
+	// handed over in process (their revisions have no note in etcd).
+	Authors *Authors
 
 	// The author note of the revision being read.
 	noteRev    int64
@@ -240,6 +243,7 @@ func (r *Recorder) follow(ctx context.Context, retain, sync <-chan time.Time) er
 			}
 		}
 		revs, progress, err := r.revisions(batch)
+		r.handedNotes(ctx, revs)
 		if aerr := r.Store.Append(revs); aerr != nil {
 			return aerr
 		}
@@ -303,12 +307,45 @@ func (r *Recorder) revisions(events []storage.Event) (out []Revision, progress i
 	return out, progress, nil
 }
 
+// handedNotes gives the revisions without a note in etcd the notes
+// handed over in process (Authors), waiting for those still on their way.
+func (r *Recorder) handedNotes(ctx context.Context, revs []Revision) {
+	if r.Authors == nil {
+		return
+	}
+	var keys []string
+	for i := range revs {
+		rv := &revs[i]
+		if rv.AuthorJSON != nil || rv.Author != nil {
+			continue
+		}
+		keys = keys[:0]
+		for _, c := range rv.Changes {
+			keys = append(keys, c.Key)
+		}
+		v, ok := r.Authors.take(ctx, rv.Rev, keys, handOffWait)
+		if !ok {
+			continue
+		}
+		if t, aj, ok := decodeNote(v); ok {
+			rv.AuthorJSON, rv.Time = aj, t
+		}
+	}
+}
+
+// handOffWait bounds the wait for a note handed over in process: a write
+// whose etcd answer takes longer is recorded without its author.
+const handOffWait = 10 * time.Second
+
 // baseline records etcd's state at rev as the start of the history:
 // every key at its own mod revision; reads before rev are not retained.
 func (r *Recorder) baseline(ctx context.Context, rev int64) error {
 	found, _, err := r.state(ctx, rev)
 	if err != nil {
 		return err
+	}
+	if r.Authors != nil {
+		r.Authors.forget(rev)
 	}
 	return r.Store.Start(rev, found)
 }
@@ -337,6 +374,9 @@ func (r *Recorder) bridge(ctx context.Context, compacted int64) error {
 	}
 	if len(gone.Changes) > 0 {
 		found = append(found, gone)
+	}
+	if r.Authors != nil {
+		r.Authors.forget(compacted)
 	}
 	g := Gap{From: recorded + 1, To: compacted - 1, Found: r.Now()}
 	r.Log.Warn("history: etcd compacted revisions not yet recorded; keeping the gap", "from", g.From, "to", g.To)

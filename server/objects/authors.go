@@ -15,7 +15,8 @@ const serverUser = "system:objwatch"
 // noted returns ctx whose storage writes carry req's author note
 // (Config.AuthorNotes): the user and groups of the request, or for the
 // server's own writes the controller making them, with the verb, the
-// field manager and this server's name. The history's recorder reads it.
+// field manager and this server's name. The history's recorder reads it,
+// from etcd or handed over in process (Config.Authors).
 func (s *Service) noted(ctx context.Context, req *Request, manager string) context.Context {
 	if !s.cfg.AuthorNotes {
 		return ctx
@@ -28,6 +29,9 @@ func (s *Service) noted(ctx context.Context, req *Request, manager string) conte
 		a.User = req.Actor
 	default:
 		a.User = serverUser
+	}
+	if s.cfg.Authors != nil {
+		return storage.WithNote(ctx, s.cfg.Authors.Note(a, time.Now()))
 	}
 	return storage.WithNote(ctx, history.AuthorNote(a, time.Now()))
 }

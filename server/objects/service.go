@@ -169,6 +169,9 @@ type Config struct {
 	// package history), naming ServerName as the server that made it.
 	AuthorNotes bool
 	ServerName  string
+	// Authors, with AuthorNotes, takes the notes in process for this
+	// server's history recorder instead of etcd (history.Authors).
+	Authors *history.Authors
 	// History is the history store past reads are answered from when
 	// etcd has compacted them (nil: none); AtRest transforms its values,
 	// kept as they are at rest, back (nil: they are kept as written).

@@ -250,9 +250,12 @@ func (s *Store) Create(ctx context.Context, key string, value []byte) (storage.K
 	if err != nil {
 		return storage.KeyValue{}, err
 	}
+	ops, handed := withNote(ctx, key, clientv3.OpPut(key, stored))
+	var rev int64
+	defer func() { handed(rev) }()
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", 0)).
-		Then(withNote(ctx, clientv3.OpPut(key, stored))...).
+		Then(ops...).
 		Commit()
 	if err != nil {
 		return storage.KeyValue{}, writeErr("create", key, err)
@@ -260,7 +263,7 @@ func (s *Store) Create(ctx context.Context, key string, value []byte) (storage.K
 	if !resp.Succeeded {
 		return storage.KeyValue{}, fmt.Errorf("create %s: %w", key, storage.ErrExists)
 	}
-	rev := resp.Header.Revision
+	rev = resp.Header.Revision
 	return storage.KeyValue{Key: key, Value: value, CreateRevision: rev, ModRevision: rev}, nil
 }
 
@@ -271,9 +274,12 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, expectedRe
 	if err != nil {
 		return storage.KeyValue{}, err
 	}
+	ops, handed := withNote(ctx, key, clientv3.OpPut(key, stored, clientv3.WithPrevKV()))
+	var rev int64
+	defer func() { handed(rev) }()
 	resp, err := s.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", expectedRevision)).
-		Then(withNote(ctx, clientv3.OpPut(key, stored, clientv3.WithPrevKV()))...).
+		Then(ops...).
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
@@ -286,7 +292,7 @@ func (s *Store) Update(ctx context.Context, key string, value []byte, expectedRe
 		}
 		return storage.KeyValue{}, s.conflict(ctx, "update", kvs[0])
 	}
-	rev := resp.Header.Revision
+	rev = resp.Header.Revision
 	create := rev
 	if prev := lastResponse(resp).GetResponsePut().PrevKv; prev != nil {
 		create = prev.CreateRevision
@@ -308,8 +314,11 @@ func (s *Store) Delete(ctx context.Context, key string, expectedRevision int64) 
 		return s.cli.Txn(ctx).If(cmp).Then(ops...).Else(clientv3.OpGet(key)).Commit()
 	}
 	del := clientv3.OpDelete(key, clientv3.WithPrevKV())
-	resp, err := txn(withNote(ctx, del))
-	if err != nil && noSpace(err) {
+	ops, handed := withNote(ctx, key, del)
+	var rev int64
+	defer func() { handed(rev) }()
+	resp, err := txn(ops)
+	if err != nil && noSpace(err) && len(ops) > 1 {
 		// etcd at its quota refuses every transaction that puts a key,
 		// the note's too, but takes deletions (as it does
 		// Kubernetes'): the deletion goes without its note.
@@ -325,6 +334,7 @@ func (s *Store) Delete(ctx context.Context, key string, expectedRevision int64) 
 		}
 		return storage.KeyValue{}, s.conflict(ctx, "delete", kvs[0])
 	}
+	rev = resp.Header.Revision
 	prev := lastResponse(resp).GetResponseDeleteRange().PrevKvs
 	if len(prev) == 0 {
 		return storage.KeyValue{}, fmt.Errorf("delete %s: %w", key, storage.ErrNotFound)
@@ -334,18 +344,27 @@ func (s *Store) Delete(ctx context.Context, key string, expectedRevision int64) 
 		// Deleted all the same; only its last value is unreadable.
 		out = storage.KeyValue{Key: key, CreateRevision: prev[0].CreateRevision}
 	}
-	out.ModRevision = resp.Header.Revision
+	out.ModRevision = rev
 	return out, err
 }
 
 // withNote is a write's operations: op, after the note of ctx if it has
-// one (storage.WithNote), so that watchers see the note first.
-func withNote(ctx context.Context, op clientv3.Op) []clientv3.Op {
-	if n, ok := storage.NoteFrom(ctx); ok {
-		return []clientv3.Op{clientv3.OpPut(n.Key, string(n.Value)), op}
+// one (storage.WithNote), so that watchers see the note first; and what
+// to call with the write's revision once it is known (0: none), which
+// hands a note with a Taker over instead.
+func withNote(ctx context.Context, key string, op clientv3.Op) ([]clientv3.Op, func(rev int64)) {
+	n, ok := storage.NoteFrom(ctx)
+	switch {
+	case !ok:
+		return []clientv3.Op{op}, noNote
+	case n.Taker != nil:
+		n.Taker.Writing(key)
+		return []clientv3.Op{op}, func(rev int64) { n.Taker.Written(key, rev, n.Value) }
 	}
-	return []clientv3.Op{op}
+	return []clientv3.Op{clientv3.OpPut(n.Key, string(n.Value)), op}, noNote
 }
+
+func noNote(int64) {}
 
 // lastResponse is the response of a successful write's own operation
 // (after its note's).
