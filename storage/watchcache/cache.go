@@ -760,7 +760,10 @@ func (c *Cache) decodeAll(kvs []storage.KeyValue) ([]*Object, error) {
 // until the watch fails (its error) or ctx ends. Once the watch is
 // established, the feed counts as working again.
 func (c *Cache) follow(ctx context.Context) error {
-	w, err := c.cfg.Store.Watch(ctx, c.cfg.Prefix, c.Revision()+1)
+	// Without previous values: the cache holds each key's last object
+	// (a deletion is applied from it), so etcd need not read them, and
+	// the watch can be served by a store's shared one.
+	w, err := c.cfg.Store.Watch(storage.WithoutPrev(ctx), c.cfg.Prefix, c.Revision()+1)
 	if err != nil {
 		return fmt.Errorf("watch: %w", err)
 	}
