@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -79,6 +80,7 @@ type Feed struct {
 	ringBytes int
 	ringAge   time.Duration
 	probe     time.Duration
+	retry     time.Duration // the first backoff after a failure
 	// breakc fails the current shared watch with the error sent (tests).
 	breakc chan error
 
@@ -120,7 +122,7 @@ func (s *Store) ShareWatches(prefix string, log *slog.Logger) *Feed {
 	}
 	f := &Feed{
 		store: s, prefix: prefix, log: log,
-		ringBytes: feedRingBytes, ringAge: feedRingAge, probe: feedProbe,
+		ringBytes: feedRingBytes, ringAge: feedRingAge, probe: feedProbe, retry: 100 * time.Millisecond,
 		breakc: make(chan error),
 		subs:   make(map[*sub]struct{}),
 	}
@@ -167,7 +169,7 @@ func (f *Feed) Run(ctx context.Context) {
 		f.end_locked(errors.New("watch: the shared etcd watch stopped"))
 		f.mu.Unlock()
 	}()
-	backoff := 100 * time.Millisecond
+	backoff := f.retry
 	fresh := true
 	for ctx.Err() == nil {
 		if fresh {
@@ -191,7 +193,7 @@ func (f *Feed) Run(ctx context.Context) {
 		f.log.Warn("etcd feed: shared watch failed, restarting", "prefix", f.prefix, "err", err)
 		fresh = compacted
 		if received {
-			backoff = 100 * time.Millisecond
+			backoff = f.retry
 		}
 		if !feedPause(ctx, &backoff) {
 			return
@@ -427,9 +429,7 @@ func (s *sub) offer(header int64, evs []*clientv3.Event) {
 		return
 	}
 	s.next = evs[len(evs)-1].Kv.ModRevision + 1
-	resp := clientv3.WatchResponse{Events: evs}
-	resp.Header.Revision = header
-	s.push(resp)
+	s.push(clientv3.WatchResponse{Header: &etcdserverpb.ResponseHeader{Revision: header}, Events: evs})
 }
 
 // fail ends s with err after what is queued.
@@ -522,7 +522,7 @@ func (s *sub) catchUp(ctx context.Context, st *Store, dch clientv3.WatchChan, fr
 			}
 			return
 		case resp.Err() != nil:
-			s.fail(st.watchErr(resp, from), resp.Header.Revision)
+			s.fail(st.watchErr(resp, from), resp.Header.GetRevision())
 			return
 		case resp.IsProgressNotify():
 			r = resp.Header.Revision
