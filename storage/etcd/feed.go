@@ -560,21 +560,38 @@ func (s *sub) switchAt(r int64) bool {
 }
 
 // RequestProgress asks the dedicated watch, or once s is on the feed the
-// shared watch, for a progress notification.
+// shared watch, for a progress notification. A request that meets the
+// watch it went to closed meanwhile (s moved to the feed, the shared
+// watch failed and s is ending) is not an error.
 func (s *sub) RequestProgress(ctx context.Context) error {
 	s.mu.Lock()
 	d := s.dedicated
 	s.mu.Unlock()
 	if d != nil {
-		return d.RequestProgress(ctx)
+		err := d.RequestProgress(ctx)
+		s.mu.Lock()
+		moved := s.dedicated == nil
+		s.mu.Unlock()
+		if err == nil || !moved {
+			return err
+		}
 	}
-	s.feed.mu.Lock()
-	w := s.feed.shared
-	s.feed.mu.Unlock()
+	f := s.feed
+	f.mu.Lock()
+	w := f.shared
+	f.mu.Unlock()
 	if w == nil {
 		return nil // the shared watch is down: s has ended or is ending
 	}
-	return w.RequestProgress(ctx)
+	err := w.RequestProgress(ctx)
+	if err != nil {
+		f.mu.Lock()
+		if f.shared != w {
+			err = nil
+		}
+		f.mu.Unlock()
+	}
+	return err
 }
 
 // Close unregisters s and waits for its goroutines; the watcher has

@@ -1,7 +1,8 @@
 // Package etcd implements storage.Interface on etcd, the only package in
 // objwatch that imports etcd. It also starts an embedded etcd for the
-// default single-binary mode (embedded.go) and runs periodic compaction
-// (compactor.go).
+// default single-binary mode (embedded.go), runs periodic compaction
+// (compactor.go) and can serve the watches that need no previous values
+// from one shared etcd watch (feed.go).
 //
 // Every write is a single etcd transaction that compares the key's mod
 // revision (or absence) before writing, so a write either fully happens at
