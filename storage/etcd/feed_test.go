@@ -744,3 +744,32 @@ func TestFeedEtcdRestart(t *testing.T) {
 		t.Fatalf("stats %+v, want the feed live at %d or later", st, rev)
 	}
 }
+
+// TestFeedQuietPrefix: changes elsewhere reach a watch as nothing at all
+// (no Progress event: nobody asked for one), not as empty responses.
+func TestFeedQuietPrefix(t *testing.T) {
+	s := startStore(t)
+	runFeed(t, s, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := must(s.Revision(ctx))
+	w := must(s.Watch(noPrev(ctx), "/quiet/", start+1))
+	defer w.Stop()
+	noise := must(s.Watch(noPrev(ctx), "/noise/", start+1))
+	defer noise.Stop()
+	for i := range 20 {
+		must(s.Create(ctx, fmt.Sprintf("/noise/%d", i), nil))
+	}
+	q := must(s.Create(ctx, "/quiet/a", nil))
+	select {
+	case e := <-w.Events():
+		if e.Type != storage.Put || e.Revision != q.ModRevision {
+			t.Fatalf("quiet watch got %v@%d first, want the put at %d", e.Type, e.Revision, q.ModRevision)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no event")
+	}
+	if got := len(collect(t, noise, q.ModRevision)); got != 20 {
+		t.Fatalf("noise watch got %d events, want 20", got)
+	}
+}
