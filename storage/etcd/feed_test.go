@@ -49,6 +49,16 @@ func runFeedStop(t testing.TB, s *etcd.Store, tune func(*etcd.Feed)) (*etcd.Feed
 	return f, stop
 }
 
+// feedEnv is a store with a running feed (see runFeed), a context that
+// ends with the test (a minute at most) and the store's revision.
+func feedEnv(t *testing.T) (*etcd.Store, *etcd.Feed, context.Context, int64) {
+	s := startStore(t)
+	f := runFeed(t, s, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return s, f, ctx, must(s.Revision(ctx))
+}
+
 func waitFor(t testing.TB, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -254,13 +264,9 @@ func from(evs []ev, rev int64) []ev {
 // concurrent multi-key transactions and deletes, each see exactly what a
 // dedicated etcd watch of their prefix sees.
 func TestFeedManyPrefixes(t *testing.T) {
-	s := startStore(t)
-	f := runFeed(t, s, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	s, f, ctx, start := feedEnv(t)
 	const prefixes, writers, ops = 16, 4, 150
 	prefix := func(i int) string { return fmt.Sprintf("/p%02d/", i) }
-	start := must(s.Revision(ctx))
 	feedW, refW := make([]storage.Watcher, prefixes), make([]storage.Watcher, prefixes)
 	for i := range prefixes {
 		feedW[i] = must(s.Watch(noPrev(ctx), prefix(i), start+1))
@@ -400,12 +406,8 @@ func TestFeedLateJoinOlderThanRing(t *testing.T) {
 // the last revision seen plus one misses nothing, and the feed serves
 // them again once restarted.
 func TestFeedSharedWatchFails(t *testing.T) {
-	s := startStore(t)
-	f := runFeed(t, s, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	s, f, ctx, start := feedEnv(t)
 	const prefixes = 3
-	start := must(s.Revision(ctx))
 	var mu sync.Mutex
 	written := make([][]ev, prefixes)
 	stopWriting := make(chan struct{})
@@ -555,11 +557,7 @@ func TestFeedTransformers(t *testing.T) {
 // neither the shared watch nor another watch (which gets its changes and
 // a requested Progress event); it later reads all of its own, in order.
 func TestFeedSlowSubscriber(t *testing.T) {
-	s := startStore(t)
-	runFeed(t, s, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	start := must(s.Revision(ctx))
+	s, _, ctx, start := feedEnv(t)
 	slow := must(s.Watch(noPrev(ctx), "/slow/", start+1))
 	defer slow.Stop()
 	fast := must(s.Watch(noPrev(ctx), "/fast/", start+1))
@@ -748,11 +746,7 @@ func TestFeedEtcdRestart(t *testing.T) {
 // TestFeedQuietPrefix: changes elsewhere reach a watch as nothing at all
 // (no Progress event: nobody asked for one), not as empty responses.
 func TestFeedQuietPrefix(t *testing.T) {
-	s := startStore(t)
-	runFeed(t, s, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	start := must(s.Revision(ctx))
+	s, _, ctx, start := feedEnv(t)
 	w := must(s.Watch(noPrev(ctx), "/quiet/", start+1))
 	defer w.Stop()
 	noise := must(s.Watch(noPrev(ctx), "/noise/", start+1))
