@@ -31,6 +31,9 @@ const (
 	// asks etcd for progress, so that it can switch to the feed even when
 	// nothing under its prefix changes.
 	feedProbe = time.Second
+	// feedProgressWait is how long a progress request on the shared
+	// watch holds back others without an answer.
+	feedProgressWait = time.Second
 )
 
 // Feed is one etcd watch over a whole prefix (the keyspace, "/") shared
@@ -99,6 +102,12 @@ type Feed struct {
 	ringSize   int
 	subs       map[*sub]struct{}
 	catchingUp int // subscriptions on a dedicated watch
+	// Progress requests on the shared watch: at most one in flight
+	// (sent at progSent; zero: none), its answer going to every watch the
+	// feed serves; one asked for meanwhile (progWanted) is sent when it
+	// is answered, or after feedProgressWait without an answer.
+	progSent   time.Time
+	progWanted bool
 }
 
 // ringEntry is one response of the shared watch: whole revisions, the
@@ -228,9 +237,22 @@ func (f *Feed) session(ctx context.Context) (received, compacted bool, err error
 	from := f.pos + 1
 	ch := w.Watch(wctx, f.prefix, clientv3.WithPrefix(), clientv3.WithRev(from))
 	f.live, f.shared = true, w
+	f.progSent, f.progWanted = time.Time{}, false
 	f.mu.Unlock()
+	tick := time.NewTicker(feedProgressWait)
+	defer tick.Stop()
 	for err == nil {
 		select {
+		case now := <-tick.C:
+			f.mu.Lock()
+			ask := f.progWanted && now.Sub(f.progSent) >= feedProgressWait
+			if ask {
+				f.progSent, f.progWanted = now, false
+			}
+			f.mu.Unlock()
+			if ask {
+				_ = w.RequestProgress(wctx)
+			}
 		case resp, ok := <-ch:
 			switch {
 			case !ok:
@@ -246,8 +268,10 @@ func (f *Feed) session(ctx context.Context) (received, compacted bool, err error
 					err = fmt.Errorf("%w: etcd: %w", storage.ErrUnavailable, err)
 				}
 			default:
-				if f.deliver(resp) {
-					received = true
+				got, ask := f.deliver(resp)
+				received = received || got
+				if ask {
+					_ = w.RequestProgress(wctx)
 				}
 			}
 		case err = <-f.breakc:
@@ -271,8 +295,9 @@ func (f *Feed) end_locked(err error) {
 // deliver adds resp, a response of the shared watch, to the ring and
 // hands it to every watch it concerns, all under f.mu so that a watch
 // registering from the ring misses nothing. It reports whether resp
-// carried events or progress.
-func (f *Feed) deliver(resp clientv3.WatchResponse) bool {
+// carried events or progress, and whether a progress request waits to
+// be sent (its caller sends it).
+func (f *Feed) deliver(resp clientv3.WatchResponse) (got, ask bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if resp.IsProgressNotify() {
@@ -283,10 +308,15 @@ func (f *Feed) deliver(resp clientv3.WatchResponse) bool {
 				s.push(clientv3.WatchResponse{Header: resp.Header})
 			}
 		}
-		return true
+		f.progSent = time.Time{}
+		if f.progWanted {
+			f.progSent, f.progWanted = time.Now(), false
+			ask = true
+		}
+		return true, ask
 	}
 	if len(resp.Events) == 0 {
-		return false
+		return false, false
 	}
 	e := ringEntry{rev: resp.Events[len(resp.Events)-1].Kv.ModRevision, events: resp.Events, at: time.Now()}
 	for _, ev := range resp.Events {
@@ -299,7 +329,7 @@ func (f *Feed) deliver(resp clientv3.WatchResponse) bool {
 		s.offer(resp.Header.Revision, resp.Events)
 	}
 	f.trim_locked(e.at)
-	return true
+	return true, false
 }
 
 // trim_locked drops the oldest revisions beyond the ring's bounds.
@@ -560,7 +590,9 @@ func (s *sub) switchAt(r int64) bool {
 }
 
 // RequestProgress asks the dedicated watch, or once s is on the feed the
-// shared watch, for a progress notification. A request that meets the
+// shared watch, for a progress notification. Requests on the shared
+// watch are coalesced (see Feed.progSent): one in flight holds back the
+// next until it is answered, however many watches ask. A request that meets the
 // watch it went to closed meanwhile (s moved to the feed, the shared
 // watch failed and s is ending) is not an error.
 func (s *sub) RequestProgress(ctx context.Context) error {
@@ -579,9 +611,17 @@ func (s *sub) RequestProgress(ctx context.Context) error {
 	f := s.feed
 	f.mu.Lock()
 	w := f.shared
+	if w != nil && !f.progSent.IsZero() && time.Since(f.progSent) < feedProgressWait {
+		// The answer to the request in flight may predate this one's
+		// changes: one more follows it.
+		f.progWanted = true
+		w = nil
+	} else if w != nil {
+		f.progSent = time.Now()
+	}
 	f.mu.Unlock()
 	if w == nil {
-		return nil // the shared watch is down: s has ended or is ending
+		return nil // the shared watch is down (s has ended or is ending), or a request is queued
 	}
 	err := w.RequestProgress(ctx)
 	if err != nil {

@@ -767,3 +767,49 @@ func TestFeedQuietPrefix(t *testing.T) {
 		t.Fatalf("noise watch got %d events, want 20", got)
 	}
 }
+
+// TestFeedProgressForMany: many watches asking for progress at once, once
+// each, each get a Progress event at a revision after the last change
+// (the feed sends one request at a time and one more for those that
+// asked meanwhile).
+func TestFeedProgressForMany(t *testing.T) {
+	s, _, ctx, start := feedEnv(t)
+	const watches = 30
+	ws := make([]storage.Watcher, watches)
+	for i := range ws {
+		ws[i] = must(s.Watch(noPrev(ctx), fmt.Sprintf("/pm%02d/", i), start+1))
+		defer ws[i].Stop()
+	}
+	for round := range 5 {
+		last := must(s.Create(ctx, fmt.Sprintf("/pm-elsewhere/%d", round), nil)).ModRevision
+		var wg sync.WaitGroup
+		for i, w := range ws {
+			wg.Go(func() {
+				if err := w.RequestProgress(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+				timeout := time.After(10 * time.Second)
+				for {
+					select {
+					case e := <-w.Events():
+						if e.Type != storage.Progress {
+							t.Errorf("watch %d: %v event, want PROGRESS", i, e.Type)
+							return
+						}
+						if e.Revision >= last {
+							return
+						}
+					case <-timeout:
+						t.Errorf("round %d, watch %d: no progress to %d", round, i, last)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+	}
+}
