@@ -20,15 +20,16 @@ import (
 // recorder), until every watch has received every put under it.
 // "dedicated": one etcd watch each, the 60 with previous values (as the
 // watch caches watch today); "feed": all served by one Feed, without
-// previous values. cpu-ns/put is the process's user+sys CPU (etcd is
+// previous values; "dedicated-noprev": dedicated watches, all without
+// previous values (what the feed saves beyond them). cpu-ns/put is the process's user+sys CPU (etcd is
 // embedded: its encoding and sending count) per put.
 func BenchmarkWatchFanout(b *testing.B) {
-	for _, mode := range []string{"dedicated", "feed"} {
-		b.Run(mode, func(b *testing.B) { benchFanout(b, mode == "feed") })
+	for _, mode := range []string{"dedicated", "dedicated-noprev", "feed"} {
+		b.Run(mode, func(b *testing.B) { benchFanout(b, mode == "feed", mode == "dedicated") })
 	}
 }
 
-func benchFanout(b *testing.B, feed bool) {
+func benchFanout(b *testing.B, feed, prev bool) {
 	const prefixes, writers = 60, 16
 	s := etcdtest.Start(b)
 	var f *etcd.Feed
@@ -67,7 +68,7 @@ func benchFanout(b *testing.B, feed bool) {
 		}()
 	}
 	for p := range prefixes {
-		watch(fmt.Sprintf("/r%02d/", p), !feed)
+		watch(fmt.Sprintf("/r%02d/", p), prev)
 	}
 	watch("/", false)
 	if feed {
