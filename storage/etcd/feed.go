@@ -48,7 +48,8 @@ const (
 // transformers; RequestProgress answered by a Progress event at a
 // revision through which everything was delivered (the progress
 // notifications of the shared watch, which every watch the feed serves
-// may also receive unasked); the same Error events.
+// may also receive unasked; the requests of all its watches are
+// coalesced, one in flight at a time); the same Error events.
 //
 // The feed keeps a ring of the recent revisions it received (all keys,
 // at most about 8 MiB of keys and values and 30 s, dropped whole, oldest
@@ -166,7 +167,8 @@ func (f *Feed) Stats() FeedStats {
 
 // Run runs the shared watch until ctx ends; then every watch it serves
 // ends with an Error event and new watches are dedicated again. It
-// blocks; the caller owns the goroutine it runs in. Every goroutine it
+// blocks; the caller owns the goroutine it runs in, and runs it once at a
+// time (it may run it again after it returned). Every goroutine it
 // starts has ended when it returns.
 func (f *Feed) Run(ctx context.Context) {
 	f.mu.Lock()
