@@ -1,7 +1,8 @@
 // Package etcd implements storage.Interface on etcd, the only package in
 // objwatch that imports etcd. It also starts an embedded etcd for the
-// default single-binary mode (embedded.go) and runs periodic compaction
-// (compactor.go).
+// default single-binary mode (embedded.go), runs periodic compaction
+// (compactor.go) and can serve the watches that need no previous values
+// from one shared etcd watch (feed.go).
 //
 // Every write is a single etcd transaction that compares the key's mod
 // revision (or absence) before writing, so a write either fully happens at
@@ -26,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +55,10 @@ type Store struct {
 	// (its Compact calls, compacted errors), shared with the stores
 	// WithTransformers makes.
 	compacted *atomic.Int64
+	// feed, once ShareWatches sets it, serves the watches that do not
+	// want previous values (see Watch), shared with the stores
+	// WithTransformers makes.
+	feed *atomic.Pointer[Feed]
 }
 
 var _ storage.Transforming = (*Store)(nil)
@@ -70,7 +76,7 @@ func New(cli *clientv3.Client, reg prometheus.Registerer) (*Store, error) {
 			return nil, fmt.Errorf("etcd store: register metrics: %w", err)
 		}
 	}
-	return &Store{cli: cli, latency: h, compacted: new(atomic.Int64)}, nil
+	return &Store{cli: cli, latency: h, compacted: new(atomic.Int64), feed: new(atomic.Pointer[Feed])}, nil
 }
 
 // Client returns the underlying etcd client.
@@ -433,7 +439,11 @@ func (s *Store) Compacted(ctx context.Context, rev int64) (int64, error) {
 }
 
 // Watch streams the changes under prefix from fromRevision on. Each Watch
-// uses its own etcd watch stream so RequestProgress concerns it alone.
+// uses its own etcd watch stream so RequestProgress concerns it alone,
+// except a watch that a running Feed serves (see ShareWatches): one
+// whose ctx says storage.WithoutPrev, with fromRevision > 0 and prefix
+// under the feed's. Its events, errors and progress are as a dedicated
+// watch's (see Feed).
 //
 // The watch ends with an Error event when etcd ends it (a compacted
 // revision; the member lost its leader, wrapping storage.ErrUnavailable),
@@ -443,14 +453,14 @@ func (s *Store) Compacted(ctx context.Context, rev int64) (int64, error) {
 // unreachable) can say so to its consumer. A plain cancellation or Stop
 // ends it without one.
 func (s *Store) Watch(ctx context.Context, prefix string, fromRevision int64) (storage.Watcher, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	w := &watcher{
-		store:   s,
-		etcd:    clientv3.NewWatcher(s.cli),
-		out:     make(chan storage.Event),
-		cancel:  cancel,
-		stopped: make(chan struct{}),
+	if f := s.feed.Load(); f != nil && fromRevision > 0 && !storage.WantsPrev(ctx) && strings.HasPrefix(prefix, f.prefix) {
+		if w := f.watch(ctx, s, prefix, fromRevision); w != nil {
+			return w, nil
+		}
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	ew := clientv3.NewWatcher(s.cli)
+	w := newWatcher(s, ew, cancel)
 	ops := []clientv3.OpOption{clientv3.WithPrefix()}
 	if storage.WantsPrev(ctx) {
 		ops = append(ops, clientv3.WithPrevKV())
@@ -460,15 +470,32 @@ func (s *Store) Watch(ctx context.Context, prefix string, fromRevision int64) (s
 	}
 	// RequireLeader makes the watch fail instead of hanging when this etcd
 	// member loses its quorum.
-	ch := w.etcd.Watch(clientv3.WithRequireLeader(ctx), prefix, ops...)
+	ch := ew.Watch(clientv3.WithRequireLeader(ctx), prefix, ops...)
 	w.wg.Add(1)
 	go w.run(ctx, ch, fromRevision)
 	return w, nil
 }
 
+// watchSource is where a watcher's responses come from: an etcd watch
+// stream of its own, or a Feed's subscription.
+type watchSource interface {
+	// RequestProgress asks for a progress notification; ctx has the
+	// watch's RequireLeader metadata.
+	RequestProgress(ctx context.Context) error
+	// Close releases the source once the watcher's goroutine has ended.
+	Close() error
+}
+
+func newWatcher(s *Store, src watchSource, cancel context.CancelFunc) *watcher {
+	return &watcher{store: s, src: src, out: make(chan storage.Event), cancel: cancel, stopped: make(chan struct{})}
+}
+
 type watcher struct {
-	store   *Store // transforms the values back
-	etcd    clientv3.Watcher
+	store *Store // transforms the values back
+	src   watchSource
+	// ended, if set, is why the response channel was closed, when it was
+	// closed with the watch's context still live (a Feed's subscription).
+	ended   func() (error, int64)
 	out     chan storage.Event
 	cancel  context.CancelFunc
 	stopped chan struct{} // closed by Stop
@@ -481,7 +508,7 @@ func (w *watcher) Events() <-chan storage.Event { return w.out }
 func (w *watcher) RequestProgress(ctx context.Context) error {
 	// The etcd client routes the request by the context's metadata, which
 	// must match the watch's (see Watch).
-	return w.etcd.RequestProgress(clientv3.WithRequireLeader(ctx))
+	return w.src.RequestProgress(clientv3.WithRequireLeader(ctx))
 }
 
 func (w *watcher) Stop() {
@@ -489,7 +516,7 @@ func (w *watcher) Stop() {
 		close(w.stopped)
 		w.cancel()
 		w.wg.Wait()
-		w.etcd.Close()
+		w.src.Close()
 	})
 }
 
@@ -540,14 +567,7 @@ func (w *watcher) follow(ctx context.Context, ch clientv3.WatchChan, from int64)
 	}
 	for resp := range ch {
 		if err := resp.Err(); err != nil {
-			switch {
-			case resp.CompactRevision > 0:
-				w.store.sawCompacted(resp.CompactRevision)
-				err = &storage.CompactedError{Requested: from, Compacted: resp.CompactRevision}
-			case errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrGRPCNoLeader):
-				err = fmt.Errorf("%w: etcd: %w", storage.ErrUnavailable, err)
-			}
-			send(storage.Event{Type: storage.Error, Err: fmt.Errorf("watch: %w", err), Revision: resp.Header.Revision})
+			send(storage.Event{Type: storage.Error, Err: w.store.watchErr(resp, from), Revision: resp.Header.Revision})
 			return
 		}
 		if resp.IsProgressNotify() {
@@ -569,8 +589,28 @@ func (w *watcher) follow(ctx context.Context, ch clientv3.WatchChan, from int64)
 		}
 	}
 	if ctx.Err() == nil {
-		send(storage.Event{Type: storage.Error, Err: errors.New("watch: etcd watch channel closed")})
+		err, rev := errors.New("watch: etcd watch channel closed"), int64(0)
+		if w.ended != nil {
+			if e, r := w.ended(); e != nil {
+				err, rev = e, r
+			}
+		}
+		send(storage.Event{Type: storage.Error, Err: err, Revision: rev})
 	}
+}
+
+// watchErr is the error that ends a watch from from whose etcd watch
+// answered resp, an error response.
+func (s *Store) watchErr(resp clientv3.WatchResponse, from int64) error {
+	err := resp.Err()
+	switch {
+	case resp.CompactRevision > 0:
+		s.sawCompacted(resp.CompactRevision)
+		err = &storage.CompactedError{Requested: from, Compacted: resp.CompactRevision}
+	case errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrGRPCNoLeader):
+		err = fmt.Errorf("%w: etcd: %w", storage.ErrUnavailable, err)
+	}
+	return fmt.Errorf("watch: %w", err)
 }
 
 // event translates one etcd event, transforming its values back.
