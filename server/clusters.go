@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 
@@ -8,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/objwatch/objwatch/server/encryption"
+	"github.com/objwatch/objwatch/server/history"
 	"github.com/objwatch/objwatch/server/registry"
 	"github.com/objwatch/objwatch/storage"
 	"github.com/objwatch/objwatch/storage/health"
@@ -30,6 +32,25 @@ type cluster struct {
 	name    string // "" for the main cluster, else the resource ("events", "leases.coordination.k8s.io")
 	raw     storage.Interface
 	monitor *health.Monitor
+	// shared runs the cluster's shared etcd watch (nil: none, see
+	// Config.NoSharedWatch).
+	shared func(ctx context.Context)
+}
+
+// suffix names c in a component's name: "" for the main cluster.
+func (c *cluster) suffix() string {
+	if c.name == "" {
+		return ""
+	}
+	return " of " + c.name
+}
+
+// share makes the watches of c's stores without previous values share
+// one etcd watch of prefix, if its raw store can (storage.WatchSharer).
+func (c *cluster) share(cfg *Config, prefix string) {
+	if ws, ok := c.raw.(storage.WatchSharer); ok && !cfg.NoSharedWatch {
+		c.shared = ws.SharedWatch(prefix, cfg.Log)
+	}
 }
 
 // check is the readiness check of c: its monitor's verdict, naming the
@@ -59,6 +80,13 @@ func (s *Server) openClusters(reg *registry.Registry) (store storage.Interface, 
 		return nil, nil, err
 	}
 	s.clusters = []*cluster{{raw: cfg.Storage, monitor: monitor(mainEnc, cfg.Log)}}
+	// The history recorder watches every key of the main cluster; the
+	// watch caches, the objects' keys.
+	mainPrefix := registry.Root
+	if cfg.History.Dir != "" {
+		mainPrefix = history.Prefix
+	}
+	s.clusters[0].share(&cfg, mainPrefix)
 	atRest, _ = mainEnc.(storage.RestReader)
 	if len(cfg.StorageOverrides) == 0 {
 		return s.clusters[0].monitor.Store(), atRest, nil
@@ -77,6 +105,7 @@ func (s *Server) openClusters(reg *registry.Registry) (store storage.Interface, 
 			return nil, nil, fmt.Errorf("etcd servers override of %s: %w", o.Resource, err)
 		}
 		c := &cluster{name: o.Resource.String(), raw: o.Storage, monitor: monitor(enc, cfg.Log.With("etcd", o.Resource.String()))}
+		c.share(&cfg, registry.Root)
 		s.clusters = append(s.clusters, c)
 		routes = append(routes, shard.Route{Name: c.name, Prefix: prefix, Store: c.monitor.Store()})
 	}

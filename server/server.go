@@ -188,6 +188,10 @@ type Config struct {
 	DisableProfiling bool
 	// DisableWatchCache serves every list and watch from etcd directly.
 	DisableWatchCache bool
+	// NoSharedWatch gives every watch cache (and the history recorder)
+	// an etcd watch of its own instead of one shared watch per etcd
+	// cluster (storage.WatchSharer).
+	NoSharedWatch bool
 	// WatchCacheWindow is the minimum history a watch cache keeps for
 	// watches to resume from (default 75 s, as Kubernetes).
 	WatchCacheWindow time.Duration
@@ -609,13 +613,15 @@ func (s *Server) components() []rungroup.Component {
 	// wait on etcd, and the guard refuses at once what would wait in vain.
 	var cs []rungroup.Component
 	for _, c := range s.clusters {
-		name := "storage health"
-		if c.name != "" {
-			name += " of " + c.name
-		}
-		cs = append(cs, rungroup.Component{Name: name, Run: c.monitor.Run, Detached: true})
+		cs = append(cs, rungroup.Component{Name: "storage health" + c.suffix(), Run: c.monitor.Run, Detached: true})
 	}
 	cs = append(cs, rungroup.Component{Name: "etcd alarms", Run: s.alarms.Run, Detached: true})
+	for _, c := range s.clusters {
+		if c.shared != nil {
+			// Stopped once the caches and the recorder it feeds have.
+			cs = append(cs, rungroup.Component{Name: "shared etcd watch" + c.suffix(), Run: c.shared})
+		}
+	}
 	if s.history != nil {
 		// Closed once every reader stopped.
 		cs = append(cs, rungroup.Component{Name: "history", Run: s.recordHistory, Stop: func() { s.history.Close() }})

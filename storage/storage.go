@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"k8s.io/apiserver/pkg/storage/value"
 )
@@ -316,6 +317,15 @@ func WithoutPrev(ctx context.Context) context.Context {
 // changes (see WithoutPrev).
 func WantsPrev(ctx context.Context) bool {
 	return ctx.Value(noPrevKey{}) == nil
+}
+
+// WatchSharer is a store whose watches can share one watch of the store:
+// those without previous values (WithoutPrev) from a revision, under
+// prefix. SharedWatch returns the shared watch's loop, which its caller
+// runs until its context ends; until it runs, and after, every watch is
+// its own. The store is storage/etcd's (its Feed).
+type WatchSharer interface {
+	SharedWatch(prefix string, log *slog.Logger) (run func(ctx context.Context))
 }
 
 // RestReader is a store that can transform back a value kept in its form

@@ -32,6 +32,7 @@ func newServeCommand() *cobra.Command {
 		auditHeadroomMB           int
 		keepHistory               bool
 		authorNotes               bool
+		sharedWatch               bool
 		historyMaxSize            string
 		historyValueCache         string
 		listEncodings             bool
@@ -76,6 +77,7 @@ func newServeCommand() *cobra.Command {
 			if err := listEncodingsSize(&o, listEncodings, listEncodingsMaxSize, cmd.Flags().Changed("watch-cache-list-encodings-max-size")); err != nil {
 				return err
 			}
+			o.Server.NoSharedWatch = !sharedWatch
 			if cacheSnapshots {
 				o.Server.WatchCacheSnapshots = filepath.Join(o.DataDir, "watchcache")
 			}
@@ -149,6 +151,7 @@ func newServeCommand() *cobra.Command {
 	f.IntVar(&o.Server.WatchQueueLimit, "watch-queue-limit", 1000000, "events queued for all watches of one resource together; past it a watch holding more than its share (the limit over the resource's watches, at least 100) is ended with 410 Expired (negative: no limit)")
 	f.DurationVar(&o.Server.WatchEventCPU, "watch-event-cpu", 3*time.Microsecond, "server CPU taken to deliver one watch event to one watch: a write by a user who is not in system:masters keeps its execution seat that long per watch of its resource after it returns (plus 1ns per byte, at most 1s), so that a user's writes pay for their fan-out as with kube-apiserver's mutating work estimator (negative: no hold)")
 	f.IntVar(&o.Server.WatchWriters, "watch-writers", 0, "how many watches write their events at once (0: one per CPU; negative: no limit): the others wait parked, so that a request is not queued behind thousands of watches' writes in the Go scheduler; a write holds its place at most 2ms")
+	f.BoolVar(&sharedWatch, "etcd-shared-watch", true, "serve the watch caches and the history recorder from one etcd watch per etcd cluster (etcd sends each change once) instead of one watch each")
 	f.DurationVar(&o.Server.WatchWriteTimeout, "watch-write-timeout", time.Minute, "longest a write of watch output may block before the watch is ended (negative: no limit)")
 	f.StringVar(&o.Server.ServiceClusterIPRange, "service-cluster-ip-range", "10.0.0.0/24", "IPv4 CIDR that Services' cluster IPs are allocated from (the same on every server of an etcd); its first address is the default/kubernetes service's")
 	f.DurationVar(&o.Server.StorageInitializationTimeout, "storage-initialization-timeout", time.Minute, "longest /readyz waits for the watch caches of the resources served at start to load, as kube-apiserver's (negative: do not wait)")

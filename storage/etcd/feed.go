@@ -1,13 +1,13 @@
 package etcd
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -139,6 +139,14 @@ func (s *Store) ShareWatches(prefix string, log *slog.Logger) *Feed {
 	s.feed.Store(f)
 	return f
 }
+
+// SharedWatch makes the store's Feed of prefix (ShareWatches) and
+// returns its Run (storage.WatchSharer).
+func (s *Store) SharedWatch(prefix string, log *slog.Logger) func(ctx context.Context) {
+	return s.ShareWatches(prefix, log).Run
+}
+
+var _ storage.WatchSharer = (*Store)(nil)
 
 // FeedStats is a snapshot of a Feed's state.
 type FeedStats struct {
@@ -360,7 +368,7 @@ func (f *Feed) register_locked(s *sub) {
 // Store.Watch) for st, or nil when the feed is not running.
 func (f *Feed) watch(ctx context.Context, st *Store, prefix string, from int64) *watcher {
 	ctx, cancel := context.WithCancel(ctx)
-	s := &sub{feed: f, prefix: prefix, next: from, wake: make(chan struct{}, 1), ch: make(chan clientv3.WatchResponse)}
+	s := &sub{feed: f, prefix: prefix, prefixB: []byte(prefix), next: from, wake: make(chan struct{}, 1), ch: make(chan clientv3.WatchResponse)}
 	w := newWatcher(st, s, cancel)
 	w.ended = s.endErr
 	f.mu.Lock()
@@ -394,6 +402,8 @@ func (f *Feed) watch(ctx context.Context, st *Store, prefix string, from int64) 
 type sub struct {
 	feed   *Feed
 	prefix string
+	// prefixB is prefix, compared with the keys of every event.
+	prefixB []byte
 	// next is the first revision not yet delivered; f.mu guards it once
 	// registered (before, the catch-up goroutine owns it).
 	next int64
@@ -442,7 +452,7 @@ func (s *sub) offer(header int64, evs []*clientv3.Event) {
 	evs = evs[i:]
 	all := true
 	for _, ev := range evs {
-		if !strings.HasPrefix(string(ev.Kv.Key), s.prefix) {
+		if !bytes.HasPrefix(ev.Kv.Key, s.prefixB) {
 			all = false
 			break
 		}
@@ -450,7 +460,7 @@ func (s *sub) offer(header int64, evs []*clientv3.Event) {
 	if !all {
 		var mine []*clientv3.Event
 		for _, ev := range evs {
-			if strings.HasPrefix(string(ev.Kv.Key), s.prefix) {
+			if bytes.HasPrefix(ev.Kv.Key, s.prefixB) {
 				mine = append(mine, ev)
 			}
 		}

@@ -64,19 +64,41 @@ type Store struct {
 var _ storage.Transforming = (*Store)(nil)
 
 // New returns a Store on cli. If reg is not nil, etcd request latencies are
-// registered there as objwatch_etcd_request_duration_seconds{operation}.
+// registered there as objwatch_etcd_request_duration_seconds{operation},
+// and the shared watch's (ShareWatches) subscribers and switches.
 func New(cli *clientv3.Client, reg prometheus.Registerer) (*Store, error) {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "objwatch_etcd_request_duration_seconds",
 		Help:    "Latency of etcd requests made by the storage layer.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 	}, []string{"operation"})
+	s := &Store{cli: cli, latency: h, compacted: new(atomic.Int64), feed: new(atomic.Pointer[Feed])}
 	if reg != nil {
-		if err := reg.Register(h); err != nil {
-			return nil, fmt.Errorf("etcd store: register metrics: %w", err)
+		stat := func(v func(FeedStats) float64) func() float64 {
+			return func() float64 {
+				if f := s.feed.Load(); f != nil {
+					return v(f.Stats())
+				}
+				return 0
+			}
+		}
+		for _, c := range []prometheus.Collector{
+			h,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "objwatch_etcd_shared_watch_subscribers",
+				Help: "Watches served by the shared etcd watch (ShareWatches), those still catching up on their own included.",
+			}, stat(func(st FeedStats) float64 { return float64(st.Subscribers + st.CatchingUp) })),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "objwatch_etcd_shared_watch_switches_total",
+				Help: "Watches that caught up on their own etcd watch and moved to the shared one.",
+			}, stat(func(st FeedStats) float64 { return float64(st.Switches) })),
+		} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("etcd store: register metrics: %w", err)
+			}
 		}
 	}
-	return &Store{cli: cli, latency: h, compacted: new(atomic.Int64), feed: new(atomic.Pointer[Feed])}, nil
+	return s, nil
 }
 
 // Client returns the underlying etcd client.
