@@ -1,7 +1,6 @@
 package history
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -24,13 +23,7 @@ func TestRecorderHandedAuthors(t *testing.T) {
 	}
 	defer s.Close()
 	authors := NewAuthors()
-	rctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		(&Recorder{Store: s, Source: st, Authors: authors}).Run(rctx)
-	}()
-	defer func() { cancel(); <-done }()
+	defer run(&Recorder{Store: s, Source: st, Authors: authors}).stop()
 	// The history starts at etcd's state when the recorder first runs
 	// (no authors there): wait for it.
 	first, err := st.Create(ctx, "/registry/cm/first", []byte(`{}`))

@@ -20,9 +20,13 @@ type running struct {
 }
 
 func startRecorder(st storage.Interface, s *Store) *running {
+	return run(&Recorder{Store: s, Source: st})
+}
+
+// run runs rec in a goroutine until stop.
+func run(rec *Recorder) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{cancel: cancel, done: make(chan struct{})}
-	rec := &Recorder{Store: s, Source: st}
 	go func() { defer close(r.done); rec.Run(ctx) }()
 	return r
 }
