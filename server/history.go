@@ -27,7 +27,9 @@ func (s *Server) openHistory() error {
 		return err
 	}
 	s.history = hs
-	if hc.LocalAuthors && !hc.WriteAuthorNotes {
+	// In process only without overrides: the recorder follows the main
+	// cluster, and another cluster's revisions are not its.
+	if hc.LocalAuthors && !hc.WriteAuthorNotes && len(s.cfg.StorageOverrides) == 0 {
 		s.authors = history.NewAuthors()
 	}
 	return nil

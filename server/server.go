@@ -318,7 +318,9 @@ type HistoryConfig struct {
 	// but the stores of other servers on the etcd see no authors for its
 	// writes, and a server killed between a write and its record loses
 	// the authors of those few revisions. For a server alone on its etcd
-	// (objwatch serve's embedded one). WriteAuthorNotes overrides it.
+	// (objwatch serve's embedded one). WriteAuthorNotes overrides it, and
+	// so do StorageOverrides (the notes of writes to other clusters must
+	// not meet the main cluster's revisions).
 	LocalAuthors bool
 }
 

@@ -29,6 +29,10 @@ type Authors struct {
 	waiters int              // recorders waiting in take
 	changed chan struct{}    // closed (and replaced) by Written while waiters > 0
 	dropped int64            // notes dropped for want of room
+	// passed is the last revision the Recorder has recorded: a note of
+	// an earlier one (its write answered after the Recorder stopped
+	// waiting) is dropped, not kept for ever.
+	passed int64
 }
 
 // maxHanded bounds the notes kept for a Recorder that does not take them
@@ -65,7 +69,7 @@ func (a *Authors) Written(key string, rev int64, note []byte) {
 	} else {
 		delete(a.writing, key)
 	}
-	if rev > 0 {
+	if rev > a.passed {
 		if len(a.handed) < maxHanded {
 			a.handed[rev] = note
 		} else {
@@ -129,11 +133,19 @@ func (a *Authors) take(ctx context.Context, rev int64, keys []string, wait time.
 	}
 }
 
+// pass records that the Recorder has recorded every revision up to rev.
+func (a *Authors) pass(rev int64) {
+	a.mu.Lock()
+	a.passed = max(a.passed, rev)
+	a.mu.Unlock()
+}
+
 // forget drops the notes of revisions up to rev, which the Recorder has
 // passed without taking them (their events were in a gap).
 func (a *Authors) forget(rev int64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.passed = max(a.passed, rev)
 	for r := range a.handed {
 		if r <= rev {
 			delete(a.handed, r)

@@ -156,4 +156,13 @@ func TestAuthorsTake(t *testing.T) {
 	if len(a.handed) != 4 {
 		t.Errorf("%d notes after forget(15), want 4 (16..19)", len(a.handed))
 	}
+
+	// A note that comes after the recorder passed its revision (it
+	// stopped waiting) is not kept.
+	a.pass(30)
+	a.Writing("late")
+	a.Written("late", 25, []byte("late"))
+	if _, ok := a.handed[25]; ok {
+		t.Error("a note of a revision the recorder passed is kept")
+	}
 }

@@ -331,6 +331,9 @@ func (r *Recorder) handedNotes(ctx context.Context, revs []Revision) {
 			rv.AuthorJSON, rv.Time = aj, t
 		}
 	}
+	if len(revs) > 0 {
+		r.Authors.pass(revs[len(revs)-1].Rev)
+	}
 }
 
 // handOffWait bounds the wait for a note handed over in process: a write
