@@ -209,6 +209,10 @@ type Event struct {
 	PrevKV   *KeyValue
 	Revision int64
 	Err      error
+	// More: more events of the same revision follow (a transaction of
+	// several keys, a DeletePrefix). A consumer that must show a
+	// revision whole (the watch cache) applies it at the event without.
+	More bool
 }
 
 // Watcher is a running watch. Its owner must call Stop.

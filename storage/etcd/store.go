@@ -598,13 +598,14 @@ func (w *watcher) follow(ctx context.Context, ch clientv3.WatchChan, from int64)
 			}
 			continue
 		}
-		for _, ev := range resp.Events {
+		for i, ev := range resp.Events {
 			e, err := w.event(ctx, ev)
 			if err != nil {
 				// As Kubernetes' etcd watch: the watch ends with the error.
 				send(storage.Event{Type: storage.Error, Err: fmt.Errorf("watch: %w", err), Revision: ev.Kv.ModRevision})
 				return
 			}
+			e.More = i+1 < len(resp.Events) && resp.Events[i+1].Kv.ModRevision == ev.Kv.ModRevision
 			if !sendWhole(e) {
 				return
 			}

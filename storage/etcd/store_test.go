@@ -134,6 +134,9 @@ func TestWatchEndsBetweenRevisions(t *testing.T) {
 		if ev.Type != storage.Put || ev.Revision != rev {
 			t.Fatalf("first event %+v, want a put at %d", ev, rev)
 		}
+		if !ev.More {
+			t.Fatalf("round %d: the first of %d events of a revision is not marked More", round, keys)
+		}
 		stop(errors.New("cut by the test"))
 		seen := 1
 		var end storage.Event
@@ -143,6 +146,10 @@ func TestWatchEndsBetweenRevisions(t *testing.T) {
 				break
 			}
 			seen++
+			// Every event of the revision but its last says more follow.
+			if e.More != (seen < keys) {
+				t.Fatalf("round %d: event %d of %d has More %v", round, seen, keys, e.More)
+			}
 		}
 		w.Stop()
 		if seen != keys {

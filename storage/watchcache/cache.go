@@ -780,6 +780,7 @@ func (c *Cache) follow(ctx context.Context) error {
 
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var revision []storage.Event // the events of a revision not yet whole
 	for {
 		select {
 		case <-ctx.Done():
@@ -809,7 +810,16 @@ func (c *Cache) follow(ctx context.Context) error {
 				}
 				c.mu.Unlock()
 			default:
-				if err := c.apply(ctx, ev); err != nil {
+				// A revision of several keys (a transaction) is applied
+				// whole: its events come together, all but the last
+				// marked More.
+				revision = append(revision, ev)
+				if ev.More {
+					continue
+				}
+				err := c.apply(ctx, revision...)
+				revision = revision[:0]
+				if err != nil {
 					return err
 				}
 			}
@@ -844,37 +854,67 @@ func (c *Cache) listFailed(err error) {
 	c.advance_locked(c.rev) // wakes WaitFor
 }
 
-// apply adds one storage event to the state, the history and every watcher.
-// A value to retry (ErrRetry) is retried here until it decodes or ctx ends.
-func (c *Cache) apply(ctx context.Context, ev storage.Event) error {
-	if ev.Type == storage.Delete && len(ev.KV.Value) == 0 {
-		return c.applyBareDelete(ev)
+// apply adds the events of one revision (in key order) to the state,
+// the history and every watcher under one hold of the lock, so that no
+// list, bookmark or new watch sees the revision in part. A value to retry
+// (ErrRetry) is retried here until it decodes or ctx ends.
+func (c *Cache) apply(ctx context.Context, evs ...storage.Event) error {
+	var one [1]*Object
+	objs := one[:]
+	if len(evs) > 1 {
+		objs = make([]*Object, len(evs))
 	}
+	for i, ev := range evs {
+		if isBareDelete(ev) {
+			continue
+		}
+		obj, err := c.decode(ctx, ev)
+		if err != nil {
+			return err
+		}
+		objs[i] = obj
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, ev := range evs {
+		switch {
+		case isBareDelete(ev):
+			c.applyBareDelete_locked(ev)
+		case objs[i] != nil:
+			c.applyObject_locked(ev, objs[i])
+		}
+	}
+	return nil
+}
+
+// decode decodes ev's value, retrying a value to retry (ErrRetry) until
+// it decodes or ctx ends (its error). A value that does not decode is
+// logged and nil.
+func (c *Cache) decode(ctx context.Context, ev storage.Event) (*Object, error) {
 	obj, err := c.cfg.Decode(ev.KV)
 	for backoff := 100 * time.Millisecond; errors.Is(err, ErrRetry); backoff = min(2*backoff, 5*time.Second) {
 		c.cfg.Log.Warn("watch cache: decode, retrying", "key", ev.KV.Key, "err", err)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(backoff):
 		}
 		obj, err = c.cfg.Decode(ev.KV)
 	}
 	if err != nil {
 		c.cfg.Log.Error("watch cache: decode", "key", ev.KV.Key, "err", err)
-		return nil
+		return nil, nil
 	}
+	return obj, nil
+}
+
+// applyObject_locked applies ev, whose value decoded to obj.
+func (c *Cache) applyObject_locked(ev storage.Event, obj *Object) {
 	e := &Event{Type: ev.Type, Rev: ev.Revision, Obj: obj, At: time.Now()}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	prev, had := c.objects.Get(&Object{Key: obj.Key})
 	if had {
 		e.Prev = prev
-	}
-	if had {
 		c.labels.remove(prev)
-	}
-	if had {
 		prev.retire()
 	}
 	if ev.Type == storage.Delete {
@@ -891,7 +931,12 @@ func (c *Cache) apply(ctx context.Context, ev storage.Event) error {
 		c.labels.add(obj)
 	}
 	c.publish_locked(e)
-	return nil
+}
+
+// isBareDelete: ev is a deletion without the object's last value (see
+// applyBareDelete_locked).
+func isBareDelete(ev storage.Event) bool {
+	return ev.Type == storage.Delete && len(ev.KV.Value) == 0
 }
 
 // publish_locked records an applied event: history, the saved state's
@@ -927,9 +972,7 @@ func (c *Cache) advanceTo_locked(rev int64) {
 // copy is that last value; the event carries it stamped with the
 // deletion's revision, as any DELETED. A key the cache does not hold has
 // nothing to delete; the revision still advances.
-func (c *Cache) applyBareDelete(ev storage.Event) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c *Cache) applyBareDelete_locked(ev storage.Event) {
 	prev, had := c.objects.Get(&Object{Key: ev.KV.Key})
 	if had {
 		e := &Event{Type: storage.Delete, Rev: ev.Revision, Obj: stamped(prev, ev.Revision), Prev: prev, At: time.Now()}
@@ -938,11 +981,10 @@ func (c *Cache) applyBareDelete(ev storage.Event) error {
 		c.objects.Delete(prev)
 		prev.retire()
 		c.publish_locked(e)
-		return nil
+		return
 	}
 	c.cfg.Log.Warn("watch cache: a deletion without its last value, of a key the cache does not hold", "key", ev.KV.Key, "revision", ev.Revision)
 	c.advanceTo_locked(ev.Revision)
-	return nil
 }
 
 func (c *Cache) advance_locked(rev int64) {
