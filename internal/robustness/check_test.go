@@ -137,3 +137,65 @@ func TestCheckPagedLists(t *testing.T) {
 		t.Errorf("checkPagedLists(pages of two snapshots) = %v", vs)
 	}
 }
+
+// TestCheckWatchesMultiKey: revisions of several events (the multi-key
+// transactions) are compared whole: every event, in any key order.
+func TestCheckWatchesMultiKey(t *testing.T) {
+	history := []Event{
+		ev("ADDED", "a", 2, "1"),
+		ev("ADDED", "m1", 3, "t1"), ev("ADDED", "m0", 3, "t2"), ev("ADDED", "m2", 3, "t3"),
+		ev("MODIFIED", "a", 4, "2"),
+		ev("DELETED", "m1", 5, "t1"), ev("DELETED", "m2", 5, "t3"),
+		ev("MODIFIED", "a", 6, "3"),
+	}
+	bm := func(rv int64) Event { return Event{Type: "BOOKMARK", RV: rv} }
+	for _, tc := range []struct {
+		name string
+		seg  Segment
+		want []string
+	}{
+		{"whole", Segment{From: 1, Events: slices.Clone(history)}, nil},
+		{"keys reordered within a revision", Segment{From: 1, Events: []Event{history[0], history[3], history[1], history[2], history[4], history[6], history[5]}}, nil},
+		{"resumed after a whole revision", Segment{From: 3, Resumed: true, Events: history[4:]}, nil},
+		{"second event of a revision dropped", Segment{From: 1, Events: []Event{history[0], history[1], history[3], history[4]}}, []string{"atomic", "reliable"}},
+		{"last event of a revision dropped", Segment{From: 4, Resumed: true, Events: []Event{history[5], history[7]}}, []string{"atomic", "reliable"}},
+		{"ended inside a revision", Segment{From: 1, Events: []Event{history[0], history[1]}}, []string{"atomic", "reliable"}},
+		{"bookmark inside a revision's events", Segment{From: 1, Events: []Event{history[0], history[1], bm(3)}}, []string{"atomic", "reliable"}},
+		{"resumed inside a revision", Segment{From: 3, Resumed: true, Events: []Event{history[2], history[3], history[4]}}, []string{"atomic", "ordered", "reliable"}},
+		{"one key's value wrong", Segment{From: 1, Events: []Event{history[0], history[1], ev("ADDED", "m0", 3, "x"), history[3]}}, []string{"reliable"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vs, _ := checkWatches([]Segment{tc.seg}, history)
+			if got := checks(vs); !slices.Equal(got, tc.want) {
+				t.Errorf("checkWatches = %v, want %v: %v", got, tc.want, vs)
+			}
+		})
+	}
+}
+
+func TestCheckTxns(t *testing.T) {
+	history := []Event{
+		ev("ADDED", "m0", 3, "t1"), ev("ADDED", "m1", 3, "t2"),
+		ev("MODIFIED", "m0", 4, "t3"), ev("DELETED", "m1", 4, "t2"),
+	}
+	put := func(k, v string) TxnPut { return TxnPut{Key: k, Value: v, UID: "u-" + k} }
+	ok := []Txn{
+		{Rev: 3, Ops: []TxnPut{put("m0", "t1"), put("m1", "t2")}},
+		{Rev: 4, Ops: []TxnPut{put("m0", "t3"), {Key: "m1", UID: "u-m1", Delete: true}}},
+		{Ops: []TxnPut{put("m2", "t9")}, Err: "context deadline exceeded"}, // may not have happened
+	}
+	if vs, n := checkTxns(ok, history); len(vs) > 0 || n != 2 {
+		t.Errorf("checkTxns(correct) = %v, %d committed", vs, n)
+	}
+	for name, txn := range map[string]Txn{
+		"one key missing":   {Rev: 3, Ops: []TxnPut{put("m0", "t1"), put("m1", "t2"), put("m2", "t0")}},
+		"a key not written": {Rev: 3, Ops: []TxnPut{put("m0", "t1")}},
+		"wrong value":       {Rev: 4, Ops: []TxnPut{put("m0", "t4"), {Key: "m1", UID: "u-m1", Delete: true}}},
+		"put, not delete":   {Rev: 4, Ops: []TxnPut{put("m0", "t3"), put("m1", "t2")}},
+		"lost":              {Rev: 7, Ops: []TxnPut{put("m0", "t5"), put("m1", "t6")}},
+	} {
+		if vs, _ := checkTxns([]Txn{txn}, history); !slices.Equal(checks(vs), []string{"acknowledged write"}) {
+			t.Errorf("checkTxns(%s) = %v", name, vs)
+		}
+	}
+}
