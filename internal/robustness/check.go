@@ -152,8 +152,9 @@ func checkWatches(segs []Segment, history []Event) (vs []Violation, checked int)
 		sortWithinRevisions(got)
 		sortWithinRevisions(want)
 		// Atomic: the events of one revision arrive together, all of them.
-		for rev, evs := range groupByRev(got) {
-			if len(evs) != len(byRev[rev]) && len(byRev[rev]) > 0 {
+		gotByRev := groupByRev(got)
+		for _, rev := range slices.Sorted(maps.Keys(gotByRev)) {
+			if evs := gotByRev[rev]; len(evs) != len(byRev[rev]) && len(byRev[rev]) > 0 {
 				var ctx []string
 				for _, e := range byRev[rev] {
 					ctx = append(ctx, "etcd: "+e.String())
@@ -175,7 +176,7 @@ func checkWatches(segs []Segment, history []Event) (vs []Violation, checked int)
 				}
 				gi++
 				wi++
-			case wi < len(want) && (gi >= len(got) || want[wi].RV < got[gi].RV):
+			case wi < len(want) && (gi >= len(got) || byRevKey(want[wi], got[gi]) < 0):
 				check, what := "reliable", "gap: missing"
 				if gi == 0 {
 					check, what = "resumable", "missing at the start:"
@@ -190,12 +191,24 @@ func checkWatches(segs []Segment, history []Event) (vs []Violation, checked int)
 				vs = append(vs, Violation{check, fmt.Sprintf("%s: %s %s (stream reached rv %d)", name, what, want[wi], end), ctx})
 				wi++
 			default:
-				vs = append(vs, Violation{"reliable", fmt.Sprintf("%s: event %s is not in etcd's history", name, got[gi]), around(history, got[gi].RV, 2)})
+				what := "is not in etcd's history"
+				if g := got[gi]; slices.ContainsFunc(byRev[g.RV], func(e Event) bool { return e.Key == g.Key }) {
+					what = fmt.Sprintf("is outside the segment's span (rv %d, %d]", s.From, end)
+				}
+				vs = append(vs, Violation{"reliable", fmt.Sprintf("%s: event %s %s", name, got[gi], what), around(history, got[gi].RV, 2)})
 				gi++
 			}
 		}
 	}
 	return vs, checked
+}
+
+// byRevKey orders events by revision, then key.
+func byRevKey(a, b Event) int {
+	if c := cmp.Compare(a.RV, b.RV); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Key, b.Key)
 }
 
 // sortWithinRevisions sorts each run of events of one revision by key.

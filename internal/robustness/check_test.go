@@ -2,6 +2,7 @@ package robustness
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -150,24 +151,37 @@ func TestCheckWatchesMultiKey(t *testing.T) {
 	}
 	bm := func(rv int64) Event { return Event{Type: "BOOKMARK", RV: rv} }
 	for _, tc := range []struct {
-		name string
-		seg  Segment
-		want []string
+		name    string
+		seg     Segment
+		want    []string
+		missing int // events reported missing
 	}{
-		{"whole", Segment{From: 1, Events: slices.Clone(history)}, nil},
-		{"keys reordered within a revision", Segment{From: 1, Events: []Event{history[0], history[3], history[1], history[2], history[4], history[6], history[5]}}, nil},
-		{"resumed after a whole revision", Segment{From: 3, Resumed: true, Events: history[4:]}, nil},
-		{"second event of a revision dropped", Segment{From: 1, Events: []Event{history[0], history[1], history[3], history[4]}}, []string{"atomic", "reliable"}},
-		{"last event of a revision dropped", Segment{From: 4, Resumed: true, Events: []Event{history[5], history[7]}}, []string{"atomic", "reliable"}},
-		{"ended inside a revision", Segment{From: 1, Events: []Event{history[0], history[1]}}, []string{"atomic", "reliable"}},
-		{"bookmark inside a revision's events", Segment{From: 1, Events: []Event{history[0], history[1], bm(3)}}, []string{"atomic", "reliable"}},
-		{"resumed inside a revision", Segment{From: 3, Resumed: true, Events: []Event{history[2], history[3], history[4]}}, []string{"atomic", "ordered", "reliable"}},
-		{"one key's value wrong", Segment{From: 1, Events: []Event{history[0], history[1], ev("ADDED", "m0", 3, "x"), history[3]}}, []string{"reliable"}},
+		{"whole", Segment{From: 1, Events: slices.Clone(history)}, nil, 0},
+		{"keys reordered within a revision", Segment{From: 1, Events: []Event{history[0], history[3], history[1], history[2], history[4], history[6], history[5]}}, nil, 0},
+		{"resumed after a whole revision", Segment{From: 3, Resumed: true, Events: history[4:]}, nil, 0},
+		{"second event of a revision dropped", Segment{From: 1, Events: []Event{history[0], history[1], history[3], history[4]}}, []string{"atomic", "reliable"}, 1},
+		{"last event of a revision dropped", Segment{From: 4, Resumed: true, Events: []Event{history[5], history[7]}}, []string{"atomic", "reliable"}, 1},
+		{"ended inside a revision", Segment{From: 1, Events: []Event{history[0], history[1]}}, []string{"atomic", "reliable"}, 2},
+		{"bookmark inside a revision's events", Segment{From: 1, Events: []Event{history[0], history[1], bm(3)}}, []string{"atomic", "reliable"}, 2},
+		{"resumed inside a revision", Segment{From: 3, Resumed: true, Events: []Event{history[2], history[3], history[4]}}, []string{"atomic", "ordered", "reliable"}, 0},
+		{"one key's value wrong", Segment{From: 1, Events: []Event{history[0], history[1], ev("ADDED", "m0", 3, "x"), history[3]}}, []string{"reliable"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vs, _ := checkWatches([]Segment{tc.seg}, history)
 			if got := checks(vs); !slices.Equal(got, tc.want) {
 				t.Errorf("checkWatches = %v, want %v: %v", got, tc.want, vs)
+			}
+			missing := 0
+			for _, v := range vs {
+				if strings.Contains(v.Message, "not in etcd's history") {
+					t.Errorf("an event of etcd's history reported as not in it: %v", v)
+				}
+				if strings.Contains(v.Message, "missing") {
+					missing++
+				}
+			}
+			if missing != tc.missing {
+				t.Errorf("%d events reported missing, want %d: %v", missing, tc.missing, vs)
 			}
 		})
 	}

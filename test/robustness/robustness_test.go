@@ -173,7 +173,7 @@ func TestRobustnessCatchesDroppedEvent(t *testing.T) {
 // been committed and checked.
 func TestRobustnessCatchesSplitRevision(t *testing.T) {
 	rep := runHarness(t, robustness.Config{
-		Duration: 10 * time.Second, Servers: 2, Clients: 2, Watchers: 3,
+		Duration: 10 * time.Second, Servers: 2, Clients: 2, Watchers: 3, Seed: *seed, ReportDir: *report,
 		Faults: []string{robustness.FaultKillServer}, DebugFault: objects.FaultDropRestOfRevision,
 	})
 	if rep.Txns["committed"] == 0 {
