@@ -2,7 +2,8 @@
 // tests/robustness: a real etcd cluster of member processes, several
 // `objwatch serve` processes on it (each through TCP proxies that can
 // delay, blackhole or cut its etcd connections), Kubernetes-like traffic
-// over plain HTTP+JSON, faults injected at random times, and then checks
+// over plain HTTP+JSON beside multi-key etcd transactions written straight
+// to etcd (multikey.go), faults injected at random times, and then checks
 // of what every client saw against etcd's own history: watch streams
 // (ordered, unique, atomic, bookmarkable, reliable, resumable), lists,
 // linearizability of single-object reads and writes (porcupine, with the
