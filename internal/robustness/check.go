@@ -556,8 +556,8 @@ func checkTxns(txns []Txn, history []Event) (vs []Violation, committed int) {
 			}
 			delete(got, p.Key)
 		}
-		for _, e := range got {
-			bad = append(bad, fmt.Sprintf("etcd has %s, not written by the transaction", e))
+		for _, k := range slices.Sorted(maps.Keys(got)) {
+			bad = append(bad, fmt.Sprintf("etcd has %s, not written by the transaction", got[k]))
 		}
 		if len(bad) > 0 {
 			vs = append(vs, Violation{"acknowledged write", fmt.Sprintf("the multi-key transaction at %v answered rev %d with %d operations; etcd's history differs", t.Call, t.Rev, len(t.Ops)), bad})
