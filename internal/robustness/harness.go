@@ -67,7 +67,7 @@ type Config struct {
 	// collector's lease, RBAC) is compacted alongside and not faulted.
 	Override bool
 	// NoTxns turns off the writer of multi-key transactions (txnWriter):
-	// by default it writes 2–5 ConfigMaps (TxnKeys) in one etcd revision
+	// by default it writes 2–5 ConfigMaps (txnKeys) in one etcd revision
 	// every 100–300 ms, straight to etcd, beside the clients' traffic.
 	NoTxns bool
 	// DebugFault is passed to every server's --debug-fault (a test fault).

@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 )
 
-// TxnKeys are the ConfigMaps the transaction writer writes: outside the
+// txnKeys are the ConfigMaps the transaction writer writes: outside the
 // model's keys (k0..), so that porcupine never sees them.
-var TxnKeys = []string{"m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7"}
+var txnKeys = []string{"m0", "m1", "m2", "m3", "m4", "m5", "m6", "m7"}
 
 // TxnPut is one object a transaction wrote (or deleted: Delete).
 type TxnPut struct {
@@ -98,7 +98,7 @@ func (w *txnWriter) step(ctx context.Context) {
 		present[string(kv.Key[len(configMapPrefix):])] = stored{kv.ModRevision, o.Metadata.UID, o.Metadata.Created}
 	}
 	n := 2 + w.rng.IntN(4)
-	keys := slices.Clone(TxnKeys)
+	keys := slices.Clone(txnKeys)
 	w.rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 	var ops []TxnPut
 	if w.rng.IntN(4) == 0 && len(present) >= 2 {
