@@ -432,9 +432,13 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		}
 		final[s.name] = m
 	}
-	cur, err := r.etcd.cli.Get(ctx, "robustness-end")
+	// Bounded: after a failed recovery etcd may have no quorum, and an
+	// unbounded Get would wait for it forever.
+	ectx, ecancel := context.WithTimeout(ctx, 30*time.Second)
+	cur, err := r.etcd.cli.Get(ectx, "robustness-end")
+	ecancel()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("etcd's revision after the run: %w (harness errors: %v)", err, harnessErrs)
 	}
 	if err := tr.waitFor(ctx, r.etcd.cli, cur.Header.Revision); err != nil {
 		return nil, err
