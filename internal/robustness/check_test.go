@@ -2,6 +2,7 @@ package robustness
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -135,5 +136,83 @@ func TestCheckPagedLists(t *testing.T) {
 	mixed.Items = map[string]Item{"a": {Value: "2", RV: 4, UID: "u-a"}, "b": at3["b"]}
 	if vs, _, _ := checkPagedLists([]PagedList{mixed}, history); len(vs) != 2 {
 		t.Errorf("checkPagedLists(pages of two snapshots) = %v", vs)
+	}
+}
+
+// TestCheckWatchesMultiKey: revisions of several events (the multi-key
+// transactions) are compared whole: every event, in any key order.
+func TestCheckWatchesMultiKey(t *testing.T) {
+	history := []Event{
+		ev("ADDED", "a", 2, "1"),
+		ev("ADDED", "m1", 3, "t1"), ev("ADDED", "m0", 3, "t2"), ev("ADDED", "m2", 3, "t3"),
+		ev("MODIFIED", "a", 4, "2"),
+		ev("DELETED", "m1", 5, "t1"), ev("DELETED", "m2", 5, "t3"),
+		ev("MODIFIED", "a", 6, "3"),
+	}
+	bm := func(rv int64) Event { return Event{Type: "BOOKMARK", RV: rv} }
+	for _, tc := range []struct {
+		name    string
+		seg     Segment
+		want    []string
+		missing int // events reported missing
+	}{
+		{"whole", Segment{From: 1, Events: slices.Clone(history)}, nil, 0},
+		{"keys reordered within a revision", Segment{From: 1, Events: []Event{history[0], history[3], history[1], history[2], history[4], history[6], history[5]}}, nil, 0},
+		{"resumed after a whole revision", Segment{From: 3, Resumed: true, Events: history[4:]}, nil, 0},
+		{"second event of a revision dropped", Segment{From: 1, Events: []Event{history[0], history[1], history[3], history[4]}}, []string{"atomic", "reliable"}, 1},
+		{"last event of a revision dropped", Segment{From: 4, Resumed: true, Events: []Event{history[5], history[7]}}, []string{"atomic", "reliable"}, 1},
+		{"ended inside a revision", Segment{From: 1, Events: []Event{history[0], history[1]}}, []string{"atomic", "reliable"}, 2},
+		{"bookmark inside a revision's events", Segment{From: 1, Events: []Event{history[0], history[1], bm(3)}}, []string{"atomic", "reliable"}, 2},
+		{"resumed inside a revision", Segment{From: 3, Resumed: true, Events: []Event{history[2], history[3], history[4]}}, []string{"atomic", "ordered", "reliable"}, 0},
+		{"cut by the harness inside a revision", Segment{From: 1, Ended: runEnded, Events: []Event{history[0], history[1]}}, nil, 0},
+		{"cut by the harness after a bookmark inside a revision", Segment{From: 1, Ended: runEnded, Events: []Event{history[0], history[1], bm(3)}}, []string{"atomic", "reliable"}, 2},
+		{"ended by the server inside a revision", Segment{From: 1, Ended: "timeout", Events: []Event{history[0], history[1]}}, []string{"atomic", "reliable"}, 2},
+		{"one key's value wrong", Segment{From: 1, Events: []Event{history[0], history[1], ev("ADDED", "m0", 3, "x"), history[3]}}, []string{"reliable"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vs, _ := checkWatches([]Segment{tc.seg}, history)
+			if got := checks(vs); !slices.Equal(got, tc.want) {
+				t.Errorf("checkWatches = %v, want %v: %v", got, tc.want, vs)
+			}
+			missing := 0
+			for _, v := range vs {
+				if strings.Contains(v.Message, "not in etcd's history") {
+					t.Errorf("an event of etcd's history reported as not in it: %v", v)
+				}
+				if strings.Contains(v.Message, "missing") {
+					missing++
+				}
+			}
+			if missing != tc.missing {
+				t.Errorf("%d events reported missing, want %d: %v", missing, tc.missing, vs)
+			}
+		})
+	}
+}
+
+func TestCheckTxns(t *testing.T) {
+	history := []Event{
+		ev("ADDED", "m0", 3, "t1"), ev("ADDED", "m1", 3, "t2"),
+		ev("MODIFIED", "m0", 4, "t3"), ev("DELETED", "m1", 4, "t2"),
+	}
+	put := func(k, v string) TxnPut { return TxnPut{Key: k, Value: v, UID: "u-" + k} }
+	ok := []Txn{
+		{Rev: 3, Ops: []TxnPut{put("m0", "t1"), put("m1", "t2")}},
+		{Rev: 4, Ops: []TxnPut{put("m0", "t3"), {Key: "m1", UID: "u-m1", Delete: true}}},
+		{Ops: []TxnPut{put("m2", "t9")}, Err: "context deadline exceeded"}, // may not have happened
+	}
+	if vs, n := checkTxns(ok, history); len(vs) > 0 || n != 2 {
+		t.Errorf("checkTxns(correct) = %v, %d committed", vs, n)
+	}
+	for name, txn := range map[string]Txn{
+		"one key missing":   {Rev: 3, Ops: []TxnPut{put("m0", "t1"), put("m1", "t2"), put("m2", "t0")}},
+		"a key not written": {Rev: 3, Ops: []TxnPut{put("m0", "t1")}},
+		"wrong value":       {Rev: 4, Ops: []TxnPut{put("m0", "t4"), {Key: "m1", UID: "u-m1", Delete: true}}},
+		"put, not delete":   {Rev: 4, Ops: []TxnPut{put("m0", "t3"), put("m1", "t2")}},
+		"lost":              {Rev: 7, Ops: []TxnPut{put("m0", "t5"), put("m1", "t6")}},
+	} {
+		if vs, _ := checkTxns([]Txn{txn}, history); !slices.Equal(checks(vs), []string{"acknowledged write"}) {
+			t.Errorf("checkTxns(%s) = %v", name, vs)
+		}
 	}
 }

@@ -2,7 +2,8 @@
 // tests/robustness: a real etcd cluster of member processes, several
 // `objwatch serve` processes on it (each through TCP proxies that can
 // delay, blackhole or cut its etcd connections), Kubernetes-like traffic
-// over plain HTTP+JSON, faults injected at random times, and then checks
+// over plain HTTP+JSON beside multi-key etcd transactions written straight
+// to etcd (multikey.go), faults injected at random times, and then checks
 // of what every client saw against etcd's own history: watch streams
 // (ordered, unique, atomic, bookmarkable, reliable, resumable), lists,
 // linearizability of single-object reads and writes (porcupine, with the
@@ -65,6 +66,10 @@ type Config struct {
 	// act on. The servers' main cluster (one member: namespaces, the
 	// collector's lease, RBAC) is compacted alongside and not faulted.
 	Override bool
+	// NoTxns turns off the writer of multi-key transactions (txnWriter):
+	// by default it writes 2–5 ConfigMaps (txnKeys) in one etcd revision
+	// every 100–300 ms, straight to etcd, beside the clients' traffic.
+	NoTxns bool
 	// DebugFault is passed to every server's --debug-fault (a test fault).
 	DebugFault string
 	// LinTimeout bounds porcupine's search (default 60 s).
@@ -163,12 +168,17 @@ type Report struct {
 	Relists    int            `json:"relistsAfter410"`
 	Paged      int            `json:"pagedListsChecked"`
 	Acked      int            `json:"acknowledgedWrites"`
-	Revisions  int64          `json:"etcdRevision"`
-	History    int            `json:"historyEvents"`
-	Leaders    []Span         `json:"leaderSpans"`
-	Leases     []LeaseRecord  `json:"leaseHolders"`
-	Failovers  int            `json:"gcFailovers"`
-	Porcupine  string         `json:"porcupine"`
+	// Txns counts the multi-key transactions by outcome ("committed",
+	// "failed": refused or unknown); TxnEvents the events of the
+	// committed ones (the transactions are in txns.json).
+	Txns      map[string]int `json:"txns"`
+	TxnEvents int            `json:"txnEvents"`
+	Revisions int64          `json:"etcdRevision"`
+	History   int            `json:"historyEvents"`
+	Leaders   []Span         `json:"leaderSpans"`
+	Leases    []LeaseRecord  `json:"leaseHolders"`
+	Failovers int            `json:"gcFailovers"`
+	Porcupine string         `json:"porcupine"`
 	// Resources is each process's first and last sample and its peaks
 	// (the samples are in resources.json, drawn in resources-*.svg).
 	Resources  []ResourceSummary `json:"resources"`
@@ -204,6 +214,9 @@ func (r *Report) Summary() string {
 	fmt.Fprintf(&b, "operations: %s\n", strings.Join(ops, " "))
 	fmt.Fprintf(&b, "etcd history: %d ConfigMap events up to rev %d; watch: %d segments (%d resumed), %d events checked; %d × 410, %d relists after 410; %d paged lists; %d acknowledged writes\n",
 		r.History, r.Revisions, r.Segments, r.Resumes, r.Events, r.Gone, r.Relists, r.Paged, r.Acked)
+	if len(r.Txns) > 0 {
+		fmt.Fprintf(&b, "multi-key txns: %d committed (%d events, 2–5 a revision), %d failed or unknown\n", r.Txns["committed"], r.TxnEvents, r.Txns["failed"])
+	}
 	fmt.Fprintf(&b, "gc leader: %d spans, %d lease holder changes (%d failovers); porcupine: %s\n", len(r.Leaders), len(r.Leases), r.Failovers, r.Porcupine)
 	for _, rs := range r.Resources {
 		fmt.Fprintf(&b, "%s\n", rs)
@@ -372,6 +385,11 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	for _, s := range r.servers {
 		wg.Go(func() { r.pollLeader(wctx, s) })
 	}
+	var txns *txnWriter
+	if !cfg.NoTxns {
+		txns = &txnWriter{cli: r.etcd.cli, since: r.since, rng: rand.New(rand.NewPCG(cfg.Seed, 2))}
+		wg.Go(func() { txns.run(wctx) })
+	}
 	var compactions int
 	wg.Go(func() { compactions = r.compact(wctx, tr) })
 	var resources []ResourceSample
@@ -414,9 +432,13 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		}
 		final[s.name] = m
 	}
-	cur, err := r.etcd.cli.Get(ctx, "robustness-end")
+	// Bounded: after a failed recovery etcd may have no quorum, and an
+	// unbounded Get would wait for it forever.
+	ectx, ecancel := context.WithTimeout(ctx, 30*time.Second)
+	cur, err := r.etcd.cli.Get(ectx, "robustness-end")
+	ecancel()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("etcd's revision after the run: %w (harness errors: %v)", err, harnessErrs)
 	}
 	if err := tr.waitFor(ctx, r.etcd.cli, cur.Header.Revision); err != nil {
 		return nil, err
@@ -468,6 +490,22 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	rep.Violations = append(rep.Violations, vs...)
 	vs, rep.Acked = checkAcknowledged(ops, history, final)
 	rep.Violations = append(rep.Violations, vs...)
+	var txnList []Txn
+	if txns != nil {
+		txnList = txns.txns
+		rep.Txns = map[string]int{}
+		for _, t := range txnList {
+			if t.Rev != 0 {
+				rep.Txns["committed"]++
+				rep.TxnEvents += len(t.Ops)
+			} else {
+				rep.Txns["failed"]++
+			}
+		}
+		vs, n := checkTxns(txnList, history)
+		rep.Acked += n
+		rep.Violations = append(rep.Violations, vs...)
+	}
 	r.mu.Lock()
 	samples := r.samples
 	r.mu.Unlock()
@@ -490,7 +528,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	if verr != nil {
 		cfg.Logf("porcupine visualization: %v", verr)
 	}
-	return rep, writeReport(rep, ops, segs, relists, lists, history, samples, resources)
+	return rep, writeReport(rep, ops, txnList, segs, relists, lists, history, samples, resources)
 }
 
 // pollLeader samples s's objwatch_gc_leader metric every 100 ms.
@@ -547,11 +585,11 @@ func (r *run) compact(ctx context.Context, tr *truth) int {
 }
 
 // writeReport writes the report and the raw histories to rep.Dir.
-func writeReport(rep *Report, ops []Op, segs []Segment, relists []Relist, lists []PagedList, history []Event, samples []LeaderSample, resources []ResourceSample) error {
+func writeReport(rep *Report, ops []Op, txns []Txn, segs []Segment, relists []Relist, lists []PagedList, history []Event, samples []LeaderSample, resources []ResourceSample) error {
 	files := map[string]any{
 		"report.json": rep, "operations.json": ops, "watches.json": segs, "relists.json": relists,
 		"paged-lists.json": lists, "etcd-history.json": history, "gc-leader-samples.json": samples,
-		"resources.json": resources,
+		"resources.json": resources, "txns.json": txns,
 	}
 	for name, v := range files {
 		b, err := json.MarshalIndent(v, "", " ")

@@ -23,6 +23,9 @@ type Event struct {
 	At    time.Duration `json:"at"`
 }
 
+// runEnded is Segment.Ended of a watch the harness stopped at the run's end.
+const runEnded = "run ended"
+
 // Segment is one watch request of a watcher: from its resourceVersion
 // until the stream broke or ended.
 type Segment struct {
@@ -217,7 +220,7 @@ func (w *watcher) lastRelistRV() int64 {
 func (w *watcher) broken(ctx, wctx context.Context, err error) string {
 	switch {
 	case ctx.Err() != nil:
-		return "run ended"
+		return runEnded
 	case wctx.Err() != nil:
 		return "idle"
 	}

@@ -13,6 +13,13 @@ const (
 	// (re)started thus misses one update, which a watch's reliability
 	// check must report.
 	FaultDropEventAfterRestart = "drop-event-after-restart"
+	// FaultDropRestOfRevision drops, in every ConfigMap watch started from
+	// a resourceVersion, each event after the first of its revision: a
+	// revision of several keys (one etcd transaction) reaches the client
+	// as its first event only, and a client resuming from that revision
+	// never gets the rest. The robustness harness's multi-key
+	// transactions must make its atomic and reliable checks report it.
+	FaultDropRestOfRevision = "drop-rest-of-revision"
 )
 
 // DebugFaultTag is the build tag that compiles the test faults in.

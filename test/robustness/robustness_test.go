@@ -28,6 +28,7 @@ var (
 	faults   = flag.String("robustness.faults", "", "comma-separated fault kinds injected in turn (default: all)")
 	seed     = flag.Uint64("robustness.seed", 0, "random seed (default: from the clock)")
 	netns    = flag.Bool("robustness.namespaces", false, "TestRobustness: etcd members in network namespaces, and the partition faults among all (root only)")
+	txns     = flag.Bool("robustness.txns", true, "TestRobustness: a writer of multi-key etcd transactions beside the clients (2–5 ConfigMaps in one revision)")
 	override = flag.Bool("robustness.override", false, "TestRobustness: the ConfigMaps on an etcd cluster of their own (--etcd-servers-overrides), the faulted one")
 )
 
@@ -83,7 +84,7 @@ func runHarness(t *testing.T, cfg robustness.Config) *robustness.Report {
 // TestRobustness runs every fault kind against 3 servers on 3 etcd
 // members and fails on any violation.
 func TestRobustness(t *testing.T) {
-	cfg := robustness.Config{Duration: *duration, ReportDir: *report, Seed: *seed, Namespaces: *netns, Override: *override}
+	cfg := robustness.Config{Duration: *duration, ReportDir: *report, Seed: *seed, Namespaces: *netns, Override: *override, NoTxns: !*txns}
 	if *netns {
 		if err := robustness.NamespacesAvailable(); err != nil {
 			t.Fatalf("-robustness.namespaces: %v", err)
@@ -162,5 +163,24 @@ func TestRobustnessCatchesDroppedEvent(t *testing.T) {
 	})
 	if rep.Count("reliable")+rep.Count("resumable") == 0 {
 		t.Errorf("no reliable or resumable violation reported against servers that drop an event; violations: %v", rep.Violations)
+	}
+}
+
+// TestRobustnessCatchesSplitRevision runs the harness against servers
+// with a test fault that sends only the first event of each revision in a
+// watch from a resourceVersion: the multi-key transactions' revisions
+// must make the watch checks report it, and the transactions must have
+// been committed and checked.
+func TestRobustnessCatchesSplitRevision(t *testing.T) {
+	rep := runHarness(t, robustness.Config{
+		Duration: 10 * time.Second, Servers: 2, Clients: 2, Watchers: 3, Seed: *seed, ReportDir: *report,
+		Faults: []string{robustness.FaultKillServer}, DebugFault: objects.FaultDropRestOfRevision,
+	})
+	if rep.Txns["committed"] == 0 {
+		t.Fatalf("no multi-key transaction committed: %v", rep.Txns)
+	}
+	if rep.Count("atomic") == 0 || rep.Count("reliable")+rep.Count("resumable") == 0 {
+		t.Errorf("%d atomic and %d reliable or resumable violations reported against servers that split revisions, want both; violations: %v",
+			rep.Count("atomic"), rep.Count("reliable")+rep.Count("resumable"), rep.Violations)
 	}
 }
