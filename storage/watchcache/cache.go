@@ -818,6 +818,7 @@ func (c *Cache) follow(ctx context.Context) error {
 					continue
 				}
 				err := c.apply(ctx, revision...)
+				clear(revision) // holds no values once applied
 				revision = revision[:0]
 				if err != nil {
 					return err
