@@ -192,8 +192,27 @@ func (ws *watches) serveWatch(ctx context.Context, ww *watchstream.Writer, res *
 			timer.Stop()
 		}
 	}()
+	// finish writes what is waiting of the revision of the last event
+	// written (the watch cache queues a revision's events together), so
+	// that a watch ending at its timeout does not end inside a revision
+	// of several keys: its client resumes from the last resourceVersion
+	// it saw and would miss the rest.
+	var lastRev int64
+	finish := func() {
+		for lastRev != 0 {
+			it, ok := src.TryNext()
+			if !ok || it.Rev != lastRev || it.Type == objects.Bookmark || writeItem(enc, ww, res, wr, it) != nil {
+				break
+			}
+			dirty = true
+		}
+		if dirty {
+			flush()
+		}
+	}
 	for {
 		if pass.Enter(ctx) != nil {
+			finish()
 			return
 		}
 		it, ok := src.TryNext()
@@ -217,6 +236,7 @@ func (ws *watches) serveWatch(ctx context.Context, ww *watchstream.Writer, res *
 			case err == nil:
 				continue
 			case ctx.Err() != nil:
+				finish()
 			case errors.Is(err, objects.ErrWatchEnd):
 				flush()
 			default:
@@ -226,6 +246,9 @@ func (ws *watches) serveWatch(ctx context.Context, ww *watchstream.Writer, res *
 		}
 		if err := writeItem(enc, ww, res, wr, it); err != nil {
 			return
+		}
+		if it.Type != objects.Bookmark {
+			lastRev = it.Rev
 		}
 		counts.pending[eventIndex(it.Type)]++
 		dirty = true

@@ -142,15 +142,15 @@ func (c *cacheSource) TryNext() (Item, bool) {
 			b, err := c.encoded.encoded(it, c.encodeKey, c.encode)
 			if err != nil {
 				// Not an object the watch can encode: the caller renders it.
-				return Item{Type: it.Type, JSON: it.Object.JSON}, true
+				return Item{Type: it.Type, JSON: it.Object.JSON, Rev: it.Rev}, true
 			}
-			return Item{Type: it.Type, Frame: b}, true
+			return Item{Type: it.Type, Frame: b, Rev: it.Rev}, true
 		case c.decoded:
-			return Item{Type: it.Type, JSON: it.Object.JSON}, true
+			return Item{Type: it.Type, JSON: it.Object.JSON, Rev: it.Rev}, true
 		case c.shape != nil:
-			return Item{Type: it.Type, Frame: c.shape.frame(it, func() []byte { return c.frame(it) })}, true
+			return Item{Type: it.Type, Frame: c.shape.frame(it, func() []byte { return c.frame(it) }), Rev: it.Rev}, true
 		default:
-			return Item{Type: it.Type, Frame: c.frame(it)}, true
+			return Item{Type: it.Type, Frame: c.frame(it), Rev: it.Rev}, true
 		}
 	}
 }

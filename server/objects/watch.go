@@ -228,7 +228,8 @@ type Item struct {
 	// At is when the server learned of the change (storage events).
 	At *time.Time
 	// Rev and InitialEnd: a bookmark's revision, and whether it ends the
-	// initial events.
+	// initial events. The watch cache's events carry their revision in
+	// Rev too (other sources' events: 0).
 	Rev        int64
 	InitialEnd bool
 }
