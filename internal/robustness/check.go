@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -140,12 +141,17 @@ func checkWatches(segs []Segment, history []Event) (vs []Violation, checked int)
 			last = max(last, e.RV)
 			got = append(got, e)
 		}
-		// A segment the harness itself cut at the end of the run may stop
-		// between two events of its last revision (the server may write a
-		// revision's events in more than one flush): that revision, unless
-		// a bookmark covered it, is left out, as if the cut came before it.
-		// Any other end inside a revision is the server's, and checked.
-		if n := len(got); s.Ended == runEnded && n > 0 && lastBookmark < got[n-1].RV && len(groupByRev(got)[got[n-1].RV]) < len(byRev[got[n-1].RV]) {
+		// A segment cut by the client side — the harness at the end of the
+		// run, its idle timer, or a broken connection (a fault between it
+		// and the server, a server killed) — may stop between two events of
+		// its last revision (the server may write a revision's events in
+		// more than one flush, and the wire marks no revision's end, so a
+		// client resuming from the last resourceVersion it saw loses the
+		// rest whatever the server does): that revision, unless a bookmark
+		// covered it, is left out, as if the cut came before it. An end
+		// the server chose (its timeout, an ERROR event) inside a revision
+		// is the server's, and checked.
+		if n := len(got); cutByClient(s.Ended) && n > 0 && lastBookmark < got[n-1].RV && len(groupByRev(got)[got[n-1].RV]) < len(byRev[got[n-1].RV]) {
 			l := got[n-1].RV
 			for len(got) > 0 && got[len(got)-1].RV == l {
 				got = got[:len(got)-1]
@@ -579,4 +585,16 @@ func checkTxns(txns []Txn, history []Event) (vs []Violation, committed int) {
 		}
 	}
 	return vs, committed
+}
+
+// cutByClient reports whether a segment that ended so was cut on the
+// client's side of the wire (see checkWatches).
+func cutByClient(ended string) bool {
+	switch {
+	case ended == runEnded, ended == "idle":
+		return true
+	case strings.HasPrefix(ended, "error: ERROR event"), strings.HasPrefix(ended, "error: HTTP"):
+		return false
+	}
+	return strings.HasPrefix(ended, "error: ")
 }

@@ -167,6 +167,8 @@ func TestCheckWatchesMultiKey(t *testing.T) {
 		{"cut by the harness inside a revision", Segment{From: 1, Ended: runEnded, Events: []Event{history[0], history[1]}}, nil, 0},
 		{"cut by the harness after a bookmark inside a revision", Segment{From: 1, Ended: runEnded, Events: []Event{history[0], history[1], bm(3)}}, []string{"atomic", "reliable"}, 2},
 		{"ended by the server inside a revision", Segment{From: 1, Ended: "timeout", Events: []Event{history[0], history[1]}}, []string{"atomic", "reliable"}, 2},
+		{"connection broken inside a revision", Segment{From: 1, Ended: "error: unexpected EOF", Events: []Event{history[0], history[1]}}, nil, 0},
+		{"ERROR event inside a revision", Segment{From: 1, Ended: "error: ERROR event 500", Events: []Event{history[0], history[1]}}, []string{"atomic", "reliable"}, 2},
 		{"one key's value wrong", Segment{From: 1, Events: []Event{history[0], history[1], ev("ADDED", "m0", 3, "x"), history[3]}}, []string{"reliable"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
