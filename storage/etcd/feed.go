@@ -575,12 +575,7 @@ func (s *sub) catchUp(ctx context.Context, st *Store, dch clientv3.WatchChan, fr
 		}
 		s.push(resp)
 		if s.switchAt(r) {
-			s.mu.Lock()
-			d := s.dedicated
-			s.dedicated = nil
-			s.mu.Unlock()
-			s.dcancel()
-			d.Close()
+			s.closeDedicated()
 			return
 		}
 	}
@@ -653,13 +648,18 @@ func (s *sub) Close() error {
 	delete(s.feed.subs, s)
 	s.feed.mu.Unlock()
 	s.wg.Wait()
+	return s.closeDedicated()
+}
+
+// closeDedicated closes s's own etcd watch, if it still has one.
+func (s *sub) closeDedicated() error {
 	s.mu.Lock()
 	d := s.dedicated
 	s.dedicated = nil
 	s.mu.Unlock()
-	if d != nil {
-		s.dcancel()
-		return d.Close()
+	if d == nil {
+		return nil
 	}
-	return nil
+	s.dcancel()
+	return d.Close()
 }
