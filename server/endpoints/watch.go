@@ -204,6 +204,7 @@ func (ws *watches) serveWatch(ctx context.Context, ww *watchstream.Writer, res *
 			if !ok || it.Rev != lastRev || it.Type == objects.Bookmark || writeItem(enc, ww, res, wr, it) != nil {
 				break
 			}
+			counts.pending[eventIndex(it.Type)]++
 			dirty = true
 		}
 		if dirty {
