@@ -1,13 +1,16 @@
 package robustness
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // process is one external process (an etcd member or an objwatch server)
@@ -80,7 +83,53 @@ func (p *process) pause(stop bool) error {
 		sig = syscall.SIGSTOP
 	}
 	p.stopped = stop
-	return p.cmd.Process.Signal(sig)
+	if err := p.cmd.Process.Signal(sig); err != nil || !stop {
+		return err
+	}
+	// A signal is delivered after kill returns: a thread running on
+	// another CPU stops only when the kernel next switches it. Until every
+	// thread has stopped, the member can still commit a write (a probe
+	// sent at once could be answered 201 with two members "paused").
+	return waitStopped(p.cmd.Process.Pid, 5*time.Second)
+}
+
+// waitStopped waits until every thread of process pid is stopped by a
+// signal (state T in /proc), at most wait. Where /proc is absent it
+// returns at once.
+func waitStopped(pid int, wait time.Duration) error {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	if _, err := os.Stat(dir); err != nil {
+		return nil
+	}
+	for deadline := time.Now().Add(wait); ; time.Sleep(time.Millisecond) {
+		running := ""
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			return fmt.Errorf("pid %d: %w", pid, err)
+		}
+		for _, task := range tasks {
+			b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+			if err != nil {
+				continue // the thread exited
+			}
+			// The state follows the command name, which is in parentheses
+			// and may itself hold ") ".
+			i := bytes.LastIndex(b, []byte(") "))
+			if i < 0 || i+2 >= len(b) {
+				continue
+			}
+			if st := b[i+2]; st != 'T' && st != 't' && st != 'Z' && st != 'X' {
+				running = task.Name()
+				break
+			}
+		}
+		if running == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pid %d: thread %s not stopped %v after SIGSTOP", pid, running, wait)
+		}
+	}
 }
 
 // alive reports whether the process runs and has not exited by itself.
