@@ -67,7 +67,10 @@
 //     the seats per CPU, at most maxDeliveryHold). The watches counted
 //     are kube-apiserver's "interested" ones: those of the resource in
 //     every namespace and, for a namespaced object, those of its
-//     namespace.
+//     namespace. Beyond kube-apiserver, such a held seat yields to another
+//     user's waiting request when its own user is over its share (the
+//     hold still counts against that user's share until it ends), so a
+//     user arriving beside a flood does not wait out the flood's holds.
 //   - Delivery, the writes: when an event reaches thousands of watches,
 //     each watch's goroutine becomes runnable at once, and Go's scheduler
 //     has no priorities: a request readied meanwhile would wait behind
@@ -400,7 +403,7 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 			return
 		}
 		var hold time.Duration
-		defer func() { releaseAfter(done, hold) }()
+		defer func() { done(hold) }()
 		var err error
 		switch {
 		case info.subresource == "scale":

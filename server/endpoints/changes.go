@@ -87,7 +87,7 @@ func (a *API) Changes(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer done()
+	defer done(0)
 	if err := a.changes(w, r); err != nil {
 		WriteStatus(w, err)
 	}

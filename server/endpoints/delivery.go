@@ -88,13 +88,3 @@ func newDeliveryGate(n int) *watchstream.Gate {
 	}
 	return watchstream.NewGate(n, watchWriterPatience)
 }
-
-// releaseAfter releases a seat after hold (at once for none), keeping it
-// taken meanwhile; the timer owns the release.
-func releaseAfter(release func(), hold time.Duration) {
-	if hold <= 0 {
-		release()
-		return
-	}
-	time.AfterFunc(hold, release)
-}

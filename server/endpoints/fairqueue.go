@@ -49,6 +49,15 @@ const activeFor = time.Second
 // work-conserving: a part kept for an active user stays free while that
 // user thinks.
 //
+// A write's seat may stay taken after the request returned, while its
+// watch event is delivered (a hold, see deliveryHold). A hold is CPU
+// already committed, not a request that must finish: when a user under
+// its share waits and no seat is free, the oldest hold of a user over
+// its share gives its seat up at once (yields) instead of at its end.
+// The yielded hold still counts against its user's share until it ends,
+// so the flooding user admits nothing more meanwhile, while the calm
+// user's request starts without waiting out deliveries it did not cause.
+//
 // It is safe for concurrent use; mu is never held while a request is
 // served.
 type fairQueue struct {
@@ -61,6 +70,7 @@ type fairQueue struct {
 	flows  map[string]*flow // active users
 	ring   []*flow          // the flows with requests waiting, in dispatch order
 	next   int              // index in ring of the next flow served
+	holds  []*heldSeat      // seats kept after their requests returned, oldest first
 	now    func() time.Time
 	// pruned is when inactive flows were last dropped from flows.
 	pruned time.Time
@@ -71,6 +81,13 @@ type flow struct {
 	waiting   []*waiter // FIFO
 	executing int
 	seen      time.Time // when a request of the user last began or ended
+}
+
+// heldSeat is a seat kept by a returned write while its event is
+// delivered (counted in its flow's executing until the hold ends).
+type heldSeat struct {
+	f       *flow
+	yielded bool // the seat was given to a waiting request before the hold ended
 }
 
 // waiter is one queued request; granted (under fairQueue.mu) once ready
@@ -91,9 +108,10 @@ func newFairQueue(seats int) *fairQueue {
 
 // acquire takes an execution seat for a request of user, waiting in the
 // user's queue until one is given to it or ctx ends (then it returns
-// ctx's error and holds no seat). release gives the seat back; it must be
+// ctx's error and holds no seat). release gives the seat back after hold
+// (at once for 0; meanwhile the seat is a hold that may yield); it must be
 // called exactly once.
-func (q *fairQueue) acquire(ctx context.Context, user string) (release func(), err error) {
+func (q *fairQueue) acquire(ctx context.Context, user string) (release func(hold time.Duration), err error) {
 	q.mu.Lock()
 	f := q.flowLocked(user)
 	if q.free > 0 && len(f.waiting) == 0 && f.executing < q.shareLocked() {
@@ -103,6 +121,7 @@ func (q *fairQueue) acquire(ctx context.Context, user string) (release func(), e
 		return q.releaser(f), nil
 	}
 	w := q.enqueueLocked(f)
+	q.dispatchLocked() // a hold may yield its seat to it
 	q.mu.Unlock()
 
 	select {
@@ -179,12 +198,42 @@ func (q *fairQueue) enqueueLocked(f *flow) *waiter {
 }
 
 // releaser returns the release function of a seat held by flow f.
-func (q *fairQueue) releaser(f *flow) func() {
-	return func() {
+func (q *fairQueue) releaser(f *flow) func(hold time.Duration) {
+	return func(hold time.Duration) {
 		q.mu.Lock()
-		q.releaseLocked(f)
-		q.mu.Unlock()
+		defer q.mu.Unlock()
+		if hold <= 0 {
+			q.releaseLocked(f)
+			return
+		}
+		h := &heldSeat{f: f}
+		q.holds = append(q.holds, h)
+		time.AfterFunc(hold, func() { // the timer owns the hold
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			q.holds = slices.DeleteFunc(q.holds, func(o *heldSeat) bool { return o == h })
+			if h.yielded {
+				f.executing--
+				f.seen = q.now()
+				q.dispatchLocked() // f may be under its share again
+				return
+			}
+			q.releaseLocked(f)
+		})
 	}
+}
+
+// yieldLocked gives up the seat of the oldest hold of a flow executing
+// more than share, and reports whether there was one.
+func (q *fairQueue) yieldLocked(share int) bool {
+	for _, h := range q.holds {
+		if !h.yielded && h.f.executing > share {
+			h.yielded = true
+			q.free++
+			return true
+		}
+	}
+	return false
 }
 
 // releaseLocked frees a seat of flow f and dispatches.
@@ -201,11 +250,14 @@ func (q *fairQueue) releaseLocked(f *flow) {
 // waiting flow may take stays free.
 func (q *fairQueue) dispatchLocked() {
 	share := q.shareLocked()
-	for q.free > 0 && len(q.ring) > 0 {
+	for len(q.ring) > 0 {
 		i := slices.IndexFunc(q.ring[q.next:], func(f *flow) bool { return f.executing < share })
 		if i >= 0 {
 			i += q.next
 		} else if i = slices.IndexFunc(q.ring[:q.next], func(f *flow) bool { return f.executing < share }); i < 0 {
+			return
+		}
+		if q.free == 0 && !q.yieldLocked(share) {
 			return
 		}
 		f := q.ring[i]
@@ -249,11 +301,12 @@ func queueWaitContext(ctx context.Context, timeout time.Duration) (context.Conte
 // executes at once without a seat; anyone else queues (fairQueue) for at
 // most a quarter of the request timeout, after which, or when the request
 // ends first, the request has been answered 429 with Retry-After and ok
-// is false.
-func (a *API) execute(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+// is false. release(hold) gives the seat back, after hold for a write
+// whose event is still being delivered (fairQueue, holds).
+func (a *API) execute(w http.ResponseWriter, r *http.Request) (release func(hold time.Duration), ok bool) {
 	user, known := auth.UserFrom(r.Context())
 	if known && slices.Contains(user.Groups, auth.GroupMasters) {
-		return func() {}, true
+		return func(time.Duration) {}, true
 	}
 	ctx, cancel := queueWaitContext(r.Context(), a.cfg.RequestTimeout)
 	defer cancel()

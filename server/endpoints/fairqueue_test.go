@@ -24,7 +24,7 @@ func TestFairQueueOrder(t *testing.T) {
 		waiters, flows = append(waiters, q.enqueueLocked(f)), append(flows, f)
 	}
 	q.mu.Unlock()
-	hold()
+	hold(0)
 	var got []string
 	for range names {
 		i := slices.IndexFunc(waiters, func(w *waiter) bool { return w.granted })
@@ -33,7 +33,7 @@ func TestFairQueueOrder(t *testing.T) {
 		}
 		got = append(got, names[i])
 		waiters[i] = &waiter{}
-		q.releaser(flows[i])()
+		q.releaser(flows[i])(0)
 	}
 	if want := []string{"a1", "b1", "c1", "a2", "b2", "a3"}; !slices.Equal(got, want) {
 		t.Errorf("dispatch order %v, want %v", got, want)
@@ -59,7 +59,7 @@ func TestFairQueueGiveUp(t *testing.T) {
 	if len(q.ring) != 0 || len(q.flows["b"].waiting) != 0 {
 		t.Errorf("the given-up request is still queued: ring %d, waiting %d", len(q.ring), len(q.flows["b"].waiting))
 	}
-	hold()
+	hold(0)
 	if q.free != 1 {
 		t.Errorf("free seats %d, want 1", q.free)
 	}
@@ -74,7 +74,7 @@ func TestFairQueueShare(t *testing.T) {
 	q := newFairQueue(4)
 	q.now, q.shared = func() time.Time { return now }, 4 // as on 4 CPUs
 	ctx := context.Background()
-	var a []func()
+	var a []func(time.Duration)
 	for range 4 {
 		r, err := q.acquire(ctx, "a")
 		if err != nil {
@@ -82,16 +82,16 @@ func TestFairQueueShare(t *testing.T) {
 		}
 		a = append(a, r)
 	}
-	bDone := make(chan func())
+	bDone := make(chan func(time.Duration))
 	go func() {
 		r, _ := q.acquire(ctx, "b")
 		bDone <- r
 	}()
 	waitFor(t, "b queued", func() bool { return q.ringLen() == 1 })
-	a[0]() // a: 3 executing; b gets the seat
+	a[0](0) // a: 3 executing; b gets the seat
 	b := <-bDone
-	a[1]() // a: 2, its share: this seat stays free for b
-	aDone := make(chan func())
+	a[1](0) // a: 2, its share: this seat stays free for b
+	aDone := make(chan func(time.Duration))
 	go func() {
 		r, _ := q.acquire(ctx, "a")
 		aDone <- r
@@ -106,21 +106,21 @@ func TestFairQueueShare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b2()
-	b()
+	b2(0)
+	b(0)
 	// b is idle but active: a (2 executing) still waits with 2 seats free.
 	select {
 	case r := <-aDone:
-		r()
+		r(0)
 		t.Fatal("a got a third seat while b was active")
 	case <-time.After(20 * time.Millisecond):
 	}
 	q.mu.Lock()
 	now = now.Add(activeFor + time.Second)
 	q.mu.Unlock()
-	a[3]() // a's release drops b, no longer active: a's request gets a seat
-	(<-aDone)()
-	a[2]()
+	a[3](0) // a's release drops b, no longer active: a's request gets a seat
+	(<-aDone)(0)
+	a[2](0)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.free != 4 {
@@ -144,4 +144,56 @@ func (q *fairQueue) ringLen() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.ring)
+}
+
+// TestFairQueueHoldYields: a flooding user's writes whose seats are held
+// for their deliveries take every seat; a calm user's request then gets a
+// seat at once (the oldest hold over the flood's share yields), while the
+// flood's next request still waits until its holds end, and every seat is
+// free again after them.
+func TestFairQueueHoldYields(t *testing.T) {
+	q := newFairQueue(4)
+	q.shared = 2 // as on 2 CPUs
+	ctx := context.Background()
+	for range 4 {
+		r, err := q.acquire(ctx, "flood")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r(time.Second) // returned; its delivery holds the seat
+	}
+	if got := q.taken(); got != 4 {
+		t.Fatalf("seats taken after the flood's writes returned: %d, want 4", got)
+	}
+	start := time.Now()
+	calmCtx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	calm, err := q.acquire(calmCtx, "calm")
+	if err != nil {
+		t.Fatalf("the calm user's request waited out the flood's holds: %v after %v", err, time.Since(start))
+	}
+	floodDone := make(chan time.Duration)
+	go func() {
+		r, err := q.acquire(ctx, "flood")
+		if err != nil {
+			t.Error(err)
+		}
+		floodDone <- time.Since(start)
+		r(0)
+	}()
+	calm(0)
+	calm2, err := q.acquire(calmCtx, "calm") // its own seat again, at once
+	if err != nil {
+		t.Fatal(err)
+	}
+	calm2(0)
+	if waited := <-floodDone; waited < 900*time.Millisecond {
+		t.Errorf("the flood's next request got a seat after %v, before its holds ended", waited)
+	}
+	waitFor(t, "every seat free", func() bool { return q.taken() == 0 })
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.holds) != 0 || q.flows["flood"].executing != 0 {
+		t.Errorf("after the holds: %d holds, flood executing %d", len(q.holds), q.flows["flood"].executing)
+	}
 }

@@ -98,7 +98,7 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, req *objects.Request
 		return
 	}
 	src, err := a.objects.Watch(ctx, req, opts)
-	done()
+	done(0)
 	var late *objects.StartError
 	switch {
 	case errors.As(err, &late):

@@ -384,6 +384,7 @@ func TestOverload(t *testing.T) {
 		sched.mean(), 100*sched.over(0.0105), 100*sched.over(0.1175))
 	t.Logf("during the flood, the server's own time for %.0f %s creates (the calm user's alone with -overload.calm-resource=secrets): p99 ≤ %vs, mean %v; etcd's for %.0f creates of the storage layer: p99 ≤ %vs, mean %v",
 		served.count, *calmRes, served.quantile(0.99), served.mean(), etcdCreates.count, etcdCreates.quantile(0.99), etcdCreates.mean())
+	t.Logf("calm user's creates during the flood, in order: %v", loaded)
 	pu, pw, pl := p99(unloaded), p99(watched), p99(loaded)
 	t.Logf("calm user's create p99: %v unloaded, %v with the watches, %v during the flood (%.2f×, %.2f× with the watches)", pu, pw, pl, float64(pl)/float64(pu), float64(pl)/float64(pw))
 	if *strict && pl > 2*pu {
