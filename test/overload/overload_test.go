@@ -18,6 +18,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,6 +52,8 @@ var (
 	calmRes  = flag.String("overload.calm-resource", "configmaps", "what the calm user creates: configmaps, or secrets (which no watch looks at, so that the server's own latency histogram of secrets creates is the calm user's alone)")
 	calmNS   = flag.String("overload.calm-namespace", "calm", "the namespace the calm user creates its ConfigMaps in (the watches are of \"default\"; \"default\": each of its creates is delivered to every watch too)")
 	loadNice = flag.Int("overload.load-nice", 0, "run this process (the watches and the flood: the load generator) at this niceness and etcd, the server and the calm user at 0 (needs root): to tell the server's share of the calm user's latency from the load generator's")
+	calmN    = flag.Int("overload.calm-creates", 20, "the calm user's creates during the flood and with the watches open (twice as many before them); p99 is the sorted latencies' n×99/100th: the largest below 200")
+	calmWarm = flag.Bool("overload.calm-warm", false, "the calm user's process opens its connection (GET /version, which takes no seat) before its timed creates, as a long-running client has its connection open: the TLS handshake on a loaded machine is then not in its first create's latency")
 	strict   = flag.Bool("overload.strict", false, "also require the calm user's create p99 within 2× its unloaded p99 (a timing: by hand on a quiet machine)")
 )
 
@@ -127,7 +130,7 @@ func TestOverload(t *testing.T) {
 	calm := func(n int, prefix string) []time.Duration {
 		return calmUser(t, ctx, kubeconfig, admin.Host+calmPath, n, prefix)
 	}
-	unloaded := calm(40, "calm-before")
+	unloaded := calm(2**calmN, "calm-before")
 	base := float64(rssOf(srv.Process.Pid))
 	startRV := servertest.ResourceVersion(do(t, ctx, admin.Client, admin.Host, "", "GET", cms+"?limit=1", ""))
 
@@ -199,7 +202,7 @@ func TestOverload(t *testing.T) {
 
 	// The calm user's create latency with the watches open, before the
 	// flood: each of its creates is delivered to every watch too.
-	watched := calm(20, "calm-watched")
+	watched := calm(*calmN, "calm-watched")
 
 	// The flood, the calm user beside it, and the server's RSS sampled.
 	var peak atomic.Int64
@@ -252,7 +255,7 @@ func TestOverload(t *testing.T) {
 	calmReq := []string{`resource="` + *calmRes + `"`, `verb="create"`}
 	served0 := scrape(t, ctx, admin, reqs, calmReq...)
 	etcd0 := scrape(t, ctx, admin, "objwatch_etcd_request_duration_seconds", `operation="create"`)
-	loaded := calm(20, "calm-during")
+	loaded := calm(*calmN, "calm-during")
 	sched := schedLatencies(t, ctx, admin).minus(sched0)
 	served := scrape(t, ctx, admin, reqs, calmReq...).minus(served0)
 	etcdCreates := scrape(t, ctx, admin, "objwatch_etcd_request_duration_seconds", `operation="create"`).minus(etcd0)
@@ -437,7 +440,7 @@ func (f *fast) read(body io.Reader, wctx context.Context) (gone bool) {
 func calmUser(t *testing.T, ctx context.Context, kubeconfig, url string, n int, prefix string) []time.Duration {
 	t.Helper()
 	cmd := command(ctx, os.Args[0], "-test.run=^TestCalmUser$")
-	cmd.Env = append(os.Environ(), "OVERLOAD_CALM="+strings.Join([]string{kubeconfig, url, strconv.Itoa(n), prefix}, "\n"))
+	cmd.Env = append(os.Environ(), "OVERLOAD_CALM="+strings.Join([]string{kubeconfig, url, strconv.Itoa(n), prefix, strconv.FormatBool(*calmWarm)}, "\n"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("calm user: %v\n%s", err, out)
@@ -462,7 +465,7 @@ func calmUser(t *testing.T, ctx context.Context, kubeconfig, url string, n int, 
 // OVERLOAD_CALM holds its kubeconfig, URL, count and name prefix.
 func TestCalmUser(t *testing.T) {
 	args := strings.Split(os.Getenv("OVERLOAD_CALM"), "\n")
-	if len(args) != 4 {
+	if len(args) != 5 {
 		t.Skip("the calm user's process of TestOverload")
 	}
 	n, err := strconv.Atoi(args[2])
@@ -470,6 +473,15 @@ func TestCalmUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := tokenClient(t, args[0])
+	if args[4] == "true" {
+		u, err := url.Parse(args[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, b := send(t.Context(), c, u.Scheme+"://"+u.Host, "calm-token", "GET", "/version", ""); code != http.StatusOK {
+			t.Fatalf("GET /version = %d %.300s", code, b)
+		}
+	}
 	for i := range n {
 		// "Y2FsbQ==" is valid data of a ConfigMap and of a Secret.
 		body := fmt.Sprintf(`{"metadata":{"name":"%s-%d"},"data":{"v":"Y2FsbQ=="}}`, args[3], i)
