@@ -54,6 +54,7 @@ var (
 	loadNice = flag.Int("overload.load-nice", 0, "run this process (the watches and the flood: the load generator) at this niceness and etcd, the server and the calm user at 0 (needs root): to tell the server's share of the calm user's latency from the load generator's")
 	calmN    = flag.Int("overload.calm-creates", 20, "the calm user's creates during the flood and with the watches open (twice as many before them); p99 is the sorted latencies' n×99/100th: the largest below 200")
 	calmWarm = flag.Bool("overload.calm-warm", false, "the calm user's process opens its connection (GET /version, which takes no seat) before its timed creates, as a long-running client has its connection open: the TLS handshake on a loaded machine is then not in its first create's latency")
+	serverAt = flag.String("overload.objwatch", "", "the objwatch binary to serve with (default: built from this checkout), for side-by-side runs of two builds")
 	strict   = flag.Bool("overload.strict", false, "also require the calm user's create p99 within 2× its unloaded p99 (a timing: by hand on a quiet machine)")
 )
 
@@ -676,6 +677,9 @@ func binaries(t *testing.T) (string, string) {
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
+	}
+	if *serverAt != "" {
+		return etcdBin, *serverAt
 	}
 	return etcdBin, objwatchBin
 }
