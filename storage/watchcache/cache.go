@@ -443,9 +443,11 @@ type Cache struct {
 	// remainingItemCount of a namespace's first page.
 	perNamespace map[string]int
 	watchers     map[*Watcher]struct{}
-	// watchersIn counts the watchers by their filter's namespace ("": all
-	// namespaces), for InterestedWatchers; no zero entries.
-	watchersIn map[string]int
+	// watchersIn is watchers by their filter's namespace ("": all
+	// namespaces), so that an event goes only to the watchers that may
+	// want it (as Kubernetes' cacher indexes its watchers by scope), and
+	// for InterestedWatchers; no empty entries.
+	watchersIn map[string]map[*Watcher]struct{}
 	// queued is the events waiting in all watchers' queues (MaxQueued).
 	queued atomic.Int64
 	ready  bool
@@ -514,7 +516,7 @@ func New(cfg Config) *Cache {
 		objects:    btree.NewG(32, less),
 		labels:     labelIndex{},
 		watchers:   map[*Watcher]struct{}{},
-		watchersIn: map[string]int{},
+		watchersIn: map[string]map[*Watcher]struct{}{},
 		changed:    make(chan struct{}),
 		progress:   make(chan struct{}, 1),
 	}
@@ -949,8 +951,19 @@ func (c *Cache) publish_locked(e *Event) {
 	if c.catchUp > 0 {
 		c.resumed.events++
 	}
-	for w := range c.watchers {
-		w.offer_locked(e)
+	if ns := e.Obj.Namespace; ns == "" {
+		for w := range c.watchers {
+			w.offer_locked(e)
+		}
+	} else {
+		// Only the watchers of every namespace and of ns: the others'
+		// filters reject an object of another namespace.
+		for w := range c.watchersIn[""] {
+			w.offer_locked(e)
+		}
+		for w := range c.watchersIn[ns] {
+			w.offer_locked(e)
+		}
 	}
 	c.advanceTo_locked(e.Rev)
 }

@@ -201,7 +201,7 @@ type Watcher struct {
 	c     *Cache
 	match func(*Object) bool // the compiled filter
 	hold  func(Item) bool    // WatchOptions.Hold
-	// namespace is the filter's namespace ("": all), counted in
+	// namespace is the filter's namespace ("": all), its index in
 	// Cache.watchersIn while the watcher is open.
 	namespace string
 	// batch is what Next is handing out (initially the replay); queue
@@ -268,7 +268,12 @@ func (c *Cache) Watch(ctx context.Context, o WatchOptions) (*Watcher, error) {
 	}
 	w.scheduleBookmark(time.Now())
 	c.watchers[w] = struct{}{}
-	c.watchersIn[w.namespace]++
+	in := c.watchersIn[w.namespace]
+	if in == nil {
+		in = map[*Watcher]struct{}{}
+		c.watchersIn[w.namespace] = in
+	}
+	in[w] = struct{}{}
 	return w, nil
 }
 
@@ -351,7 +356,8 @@ func (c *Cache) end_locked(w *Watcher, err error) {
 		return
 	}
 	delete(c.watchers, w)
-	if c.watchersIn[w.namespace]--; c.watchersIn[w.namespace] == 0 {
+	delete(c.watchersIn[w.namespace], w)
+	if len(c.watchersIn[w.namespace]) == 0 {
 		delete(c.watchersIn, w.namespace)
 	}
 	w.err = err
@@ -444,5 +450,5 @@ func (c *Cache) InterestedWatchers(namespace string) int {
 	if namespace == "" {
 		return len(c.watchers)
 	}
-	return c.watchersIn[""] + c.watchersIn[namespace]
+	return len(c.watchersIn[""]) + len(c.watchersIn[namespace])
 }
