@@ -54,6 +54,7 @@ var (
 	loadNice = flag.Int("overload.load-nice", 0, "run this process (the watches and the flood: the load generator) at this niceness and etcd, the server and the calm user at 0 (needs root): to tell the server's share of the calm user's latency from the load generator's")
 	calmN    = flag.Int("overload.calm-creates", 20, "the calm user's creates during the flood and with the watches open (twice as many before them); p99 is the sorted latencies' n×99/100th: the largest below 200")
 	calmWarm = flag.Bool("overload.calm-warm", false, "the calm user's process opens its connection (GET /version, which takes no seat) before its timed creates, as a long-running client has its connection open: the TLS handshake on a loaded machine is then not in its first create's latency")
+	hogs     = flag.Int("overload.control-hogs", 0, "a control phase before the watches: the calm user's creates while this many processes spin on the CPUs (no watch, no flood), to tell what a busy machine alone costs its p99 from what the server's work does")
 	serverAt = flag.String("overload.objwatch", "", "the objwatch binary to serve with (default: built from this checkout), for side-by-side runs of two builds")
 	strict   = flag.Bool("overload.strict", false, "also require the calm user's create p99 within 2× its unloaded p99 (a timing: by hand on a quiet machine)")
 )
@@ -132,6 +133,10 @@ func TestOverload(t *testing.T) {
 		return calmUser(t, ctx, kubeconfig, admin.Host+calmPath, n, prefix)
 	}
 	unloaded := calm(2**calmN, "calm-before")
+	if *hogs > 0 {
+		hogged := calmBesideHogs(t, ctx, *hogs, func() []time.Duration { return calm(*calmN, "calm-hogged") })
+		t.Logf("calm user's creates beside %d spinning processes (no watch, no flood): %v; p99 %.2f× its unloaded", *hogs, spread(hogged), float64(p99(hogged))/float64(p99(unloaded)))
+	}
 	base := float64(rssOf(srv.Process.Pid))
 	startRV := servertest.ResourceVersion(do(t, ctx, admin.Client, admin.Host, "", "GET", cms+"?limit=1", ""))
 
@@ -203,7 +208,7 @@ func TestOverload(t *testing.T) {
 
 	// The calm user's create latency with the watches open, before the
 	// flood: each of its creates is delivered to every watch too.
-	watched := calm(*calmN, "calm-watched")
+	watched := profiled(t, ctx, admin, "watched", func() []time.Duration { return calm(*calmN, "calm-watched") })
 
 	// The flood, the calm user beside it, and the server's RSS sampled.
 	var peak atomic.Int64
@@ -256,7 +261,7 @@ func TestOverload(t *testing.T) {
 	calmReq := []string{`resource="` + *calmRes + `"`, `verb="create"`}
 	served0 := scrape(t, ctx, admin, reqs, calmReq...)
 	etcd0 := scrape(t, ctx, admin, "objwatch_etcd_request_duration_seconds", `operation="create"`)
-	loaded := calm(*calmN, "calm-during")
+	loaded := profiled(t, ctx, admin, "during", func() []time.Duration { return calm(*calmN, "calm-during") })
 	sched := schedLatencies(t, ctx, admin).minus(sched0)
 	served := scrape(t, ctx, admin, reqs, calmReq...).minus(served0)
 	etcdCreates := scrape(t, ctx, admin, "objwatch_etcd_request_duration_seconds", `operation="create"`).minus(etcd0)
@@ -389,6 +394,7 @@ func TestOverload(t *testing.T) {
 	t.Logf("during the flood, the server's own time for %.0f %s creates (the calm user's alone with -overload.calm-resource=secrets): p99 ≤ %vs, mean %v; etcd's for %.0f creates of the storage layer: p99 ≤ %vs, mean %v",
 		served.count, *calmRes, served.quantile(0.99), served.mean(), etcdCreates.count, etcdCreates.quantile(0.99), etcdCreates.mean())
 	t.Logf("calm user's creates during the flood, in order: %v", loaded)
+	t.Logf("calm user's creates unloaded: %v; with the watches: %v; during the flood: %v", spread(unloaded), spread(watched), spread(loaded))
 	pu, pw, pl := p99(unloaded), p99(watched), p99(loaded)
 	t.Logf("calm user's create p99: %v unloaded, %v with the watches, %v during the flood (%.2f×, %.2f× with the watches)", pu, pw, pl, float64(pl)/float64(pu), float64(pl)/float64(pw))
 	if *strict && pl > 2*pu {
@@ -626,6 +632,59 @@ func p99(d []time.Duration) time.Duration {
 	d = slices.Clone(d)
 	slices.Sort(d)
 	return d[min(len(d)-1, len(d)*99/100)]
+}
+
+// profiled runs measure; with OVERLOAD_PROFILE=DIR set, it also takes the
+// server's CPU profile for 5 s meanwhile, into DIR/NAME.pprof.
+func profiled(t *testing.T, ctx context.Context, admin *bench.Target, name string, measure func() []time.Duration) []time.Duration {
+	dir := os.Getenv("OVERLOAD_PROFILE")
+	if dir == "" {
+		return measure()
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		code, b := send(ctx, admin.Client, admin.Host, "", "GET", "/debug/pprof/profile?seconds=5", "")
+		if code != http.StatusOK {
+			t.Errorf("profile %s: %d %.200s", name, code, b)
+			return
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".pprof"), b, 0o644); err != nil {
+			t.Error(err)
+		}
+	}()
+	defer func() { <-done }()
+	return measure()
+}
+
+// spread is "p50 p90 p99 max" of latencies.
+func spread(d []time.Duration) string {
+	d = slices.Clone(d)
+	slices.Sort(d)
+	at := func(q int) time.Duration { return d[min(len(d)-1, len(d)*q/100)].Round(10 * time.Microsecond) }
+	return fmt.Sprintf("p50 %v p90 %v p99 %v max %v (%d)", at(50), at(90), at(99), d[len(d)-1].Round(10*time.Microsecond), len(d))
+}
+
+// calmBesideHogs runs measure while n processes spin on the CPUs at
+// niceness 0, and stops them after.
+func calmBesideHogs(t *testing.T, ctx context.Context, n int, measure func() []time.Duration) []time.Duration {
+	t.Helper()
+	hctx, stop := context.WithCancel(ctx)
+	var procs []*exec.Cmd
+	defer func() {
+		stop()
+		for _, p := range procs {
+			_ = p.Wait()
+		}
+	}()
+	for range n {
+		p := command(hctx, "sh", "-c", "while :; do :; done")
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, p)
+	}
+	return measure()
 }
 
 // rssOf is a process's resident memory in bytes (0 if it cannot be read).
