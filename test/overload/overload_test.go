@@ -64,9 +64,11 @@ const mib = 1 << 20
 // rssBound is docs/OPERATIONS.md's bound on a server's resident memory
 // under watch overload, for one watched resource: 1.5× its resident memory
 // before the watches (the process with its objects cached; 1.5 for the
-// collector's headroom), then twice (the collector's headroom at GOGC=100)
-// what the overload adds: each watch's connection, goroutines and pending
-// chunk (64 KiB), the queued events — at most WatchBufferEvents per watch
+// collector's headroom), 64 KiB per watch at rest (its connection's
+// buffers and TLS state, two goroutines' stacks: measured, 62 KiB at
+// 10,000 idle watches, the collector's headroom included), then twice
+// (the collector's headroom at GOGC=100) what the overload adds: each
+// watch's pending chunk (64 KiB), the queued events — at most WatchBufferEvents per watch
 // and, past --watch-queue-limit, each watch's share (at least 100), twice
 // (a queue and the batch its writer took before it blocked), 96 bytes each
 // — and the events the cache's history holds (here every write of the
@@ -74,8 +76,9 @@ const mib = 1 << 20
 // (the object, the one before it, the encoded event).
 func rssBound(base float64, watches, buffer, limit, events, objectSize int) float64 {
 	queued := min(watches*buffer, max(limit, watches*100))
-	added := float64(watches)*64*1024 + 2*float64(queued)*96 + float64(events)*3*float64(objectSize)
-	return 1.5*base + 2*added
+	const atRest, chunk = 64 * 1024, 64 * 1024
+	added := float64(watches)*chunk + 2*float64(queued)*96 + float64(events)*3*float64(objectSize)
+	return 1.5*base + float64(watches)*atRest + 2*added
 }
 
 func TestOverload(t *testing.T) {
@@ -215,9 +218,23 @@ func TestOverload(t *testing.T) {
 	sampleDone := make(chan struct{})
 	go func() {
 		defer close(sampleDone)
+		var heapAt int64
 		for wctx.Err() == nil {
-			if rss := rssOf(srv.Process.Pid); rss > peak.Load() {
+			rss := rssOf(srv.Process.Pid)
+			if rss > peak.Load() {
 				peak.Store(rss)
+			}
+			if dir := os.Getenv("OVERLOAD_PROFILE"); dir != "" {
+				t.Logf("rss %s %d MiB", time.Now().Format("15:04:05.0"), rss/mib)
+				if rss > 1400*mib && rss > heapAt+150*mib { // the heap near the peak
+					heapAt = rss
+					if code, b := send(ctx, admin.Client, admin.Host, "", "GET", "/debug/pprof/heap", ""); code == http.StatusOK {
+						_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("rss-%d.heap", rss/mib)), b, 0o644)
+					}
+					if code, b := send(ctx, admin.Client, admin.Host, "", "GET", "/metrics", ""); code == http.StatusOK {
+						_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("rss-%d.metrics", rss/mib)), b, 0o644)
+					}
+				}
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
@@ -651,6 +668,9 @@ func profiled(t *testing.T, ctx context.Context, admin *bench.Target, name strin
 		}
 		if err := os.WriteFile(filepath.Join(dir, name+".pprof"), b, 0o644); err != nil {
 			t.Error(err)
+		}
+		if code, b = send(ctx, admin.Client, admin.Host, "", "GET", "/debug/pprof/heap", ""); code == http.StatusOK {
+			_ = os.WriteFile(filepath.Join(dir, name+".heap"), b, 0o644)
 		}
 	}()
 	defer func() { <-done }()
