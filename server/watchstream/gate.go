@@ -2,6 +2,7 @@ package watchstream
 
 import (
 	"context"
+	"runtime"
 	"time"
 )
 
@@ -68,6 +69,13 @@ func (p *Pass) Enter(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+		// The watch that left readied this goroutine to run next on its
+		// CPU, in the rest of its time slice: so one watch after another
+		// would run there for up to the scheduler's 10 ms slice while a
+		// request readied meanwhile waits in the queue. Going to the back
+		// of the scheduler's queues first lets every other runnable
+		// goroutine go before this write.
+		runtime.Gosched()
 	}
 	p.inside = true
 	if p.timer == nil {
