@@ -454,3 +454,54 @@ func TestDeletionWithoutItsLastValue(t *testing.T) {
 		t.Errorf("cache holds %d objects after the deletion, want 0", n)
 	}
 }
+
+// TestWatchersByNamespace: with watchers indexed by namespace, an event
+// reaches the watchers of its namespace and of all namespaces, and no
+// other; a stopped watcher leaves the index.
+func TestWatchersByNamespace(t *testing.T) {
+	e := setup(t)
+	c := e.cache(watchcache.Config{})
+	if _, err := c.WaitFresh(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	watch := func(ns string) *watchcache.Watcher {
+		w, err := c.Watch(e.ctx, watchcache.WatchOptions{From: c.Revision(), Filter: watchcache.Filter{Namespace: ns}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+		return w
+	}
+	a, b, all, a2 := watch("a"), watch("b"), watch(""), watch("a")
+	if got := c.InterestedWatchers("a"); got != 3 {
+		t.Errorf("interested in a: %d, want 3", got)
+	}
+	ra := e.put("a", "x", "1", nil)
+	rb := e.put("b", "y", "1", nil)
+	for _, w := range []*watchcache.Watcher{a, a2} {
+		if it := next(t, w); it.Rev != ra || it.Object.Name != "x" {
+			t.Errorf("a's watcher got %s@%d, want x@%d", it.Object.Name, it.Rev, ra)
+		}
+	}
+	if it := next(t, b); it.Rev != rb || it.Object.Name != "y" {
+		t.Errorf("b's watcher got %s@%d, want y@%d", it.Object.Name, it.Rev, rb)
+	}
+	for _, want := range []int64{ra, rb} {
+		if it := next(t, all); it.Rev != want {
+			t.Errorf("the all-namespaces watcher got @%d, want @%d", it.Rev, want)
+		}
+	}
+	if err := c.WaitFor(e.ctx, rb); err != nil {
+		t.Fatal(err)
+	}
+	for name, w := range map[string]*watchcache.Watcher{"a": a, "a2": a2, "b": b, "all": all} {
+		if n := w.Pending(); n != 0 {
+			t.Errorf("watcher %s has %d more items, want none", name, n)
+		}
+	}
+	a2.Stop()
+	b.Stop()
+	if got, gotB := c.InterestedWatchers("a"), c.InterestedWatchers("b"); got != 2 || gotB != 1 {
+		t.Errorf("after stops, interested in a: %d (want 2), in b: %d (want 1)", got, gotB)
+	}
+}
