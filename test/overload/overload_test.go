@@ -18,7 +18,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +30,9 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -53,7 +55,6 @@ var (
 	calmNS   = flag.String("overload.calm-namespace", "calm", "the namespace the calm user creates its ConfigMaps in (the watches are of \"default\"; \"default\": each of its creates is delivered to every watch too)")
 	loadNice = flag.Int("overload.load-nice", 0, "run this process (the watches and the flood: the load generator) at this niceness and etcd, the server and the calm user at 0 (needs root): to tell the server's share of the calm user's latency from the load generator's")
 	calmN    = flag.Int("overload.calm-creates", 20, "the calm user's creates during the flood and with the watches open (twice as many before them); p99 is the sorted latencies' n×99/100th: the largest below 200")
-	calmWarm = flag.Bool("overload.calm-warm", false, "the calm user's process opens its connection (GET /version, which takes no seat) before its timed creates, as a long-running client has its connection open: the TLS handshake on a loaded machine is then not in its first create's latency")
 	hogs     = flag.Int("overload.control-hogs", 0, "a control phase before the watches: the calm user's creates while this many processes spin on the CPUs (no watch, no flood), to tell what a busy machine alone costs its p99 from what the server's work does")
 	serverAt = flag.String("overload.objwatch", "", "the objwatch binary to serve with (default: built from this checkout), for side-by-side runs of two builds")
 	strict   = flag.Bool("overload.strict", false, "also require the calm user's create p99 within 2× its unloaded p99 (a timing: by hand on a quiet machine)")
@@ -275,13 +276,13 @@ func TestOverload(t *testing.T) {
 	time.Sleep(*duration / 3)
 	sched0 := schedLatencies(t, ctx, admin)
 	const reqs = "objwatch_apiserver_request_duration_seconds"
-	calmReq := []string{`resource="` + *calmRes + `"`, `verb="create"`}
+	calmReq := []string{"resource", *calmRes, "verb", "create"}
 	served0 := scrape(t, ctx, admin, reqs, calmReq...)
-	etcd0 := scrape(t, ctx, admin, "objwatch_etcd_request_duration_seconds", `operation="create"`)
+	etcd0 := scrape(t, ctx, admin, "objwatch_etcd_request_duration_seconds", "operation", "create")
 	loaded := profiled(t, ctx, admin, "during", func() []time.Duration { return calm(*calmN, "calm-during") })
 	sched := schedLatencies(t, ctx, admin).minus(sched0)
 	served := scrape(t, ctx, admin, reqs, calmReq...).minus(served0)
-	etcdCreates := scrape(t, ctx, admin, "objwatch_etcd_request_duration_seconds", `operation="create"`).minus(etcd0)
+	etcdCreates := scrape(t, ctx, admin, "objwatch_etcd_request_duration_seconds", "operation", "create").minus(etcd0)
 	fw.Wait()
 	var last int64
 	for rv := range written {
@@ -464,7 +465,7 @@ func (f *fast) read(body io.Reader, wctx context.Context) (gone bool) {
 func calmUser(t *testing.T, ctx context.Context, kubeconfig, url string, n int, prefix string) []time.Duration {
 	t.Helper()
 	cmd := command(ctx, os.Args[0], "-test.run=^TestCalmUser$")
-	cmd.Env = append(os.Environ(), "OVERLOAD_CALM="+strings.Join([]string{kubeconfig, url, strconv.Itoa(n), prefix, strconv.FormatBool(*calmWarm)}, "\n"))
+	cmd.Env = append(os.Environ(), "OVERLOAD_CALM="+strings.Join([]string{kubeconfig, url, strconv.Itoa(n), prefix}, "\n"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("calm user: %v\n%s", err, out)
@@ -489,7 +490,7 @@ func calmUser(t *testing.T, ctx context.Context, kubeconfig, url string, n int, 
 // OVERLOAD_CALM holds its kubeconfig, URL, count and name prefix.
 func TestCalmUser(t *testing.T) {
 	args := strings.Split(os.Getenv("OVERLOAD_CALM"), "\n")
-	if len(args) != 5 {
+	if len(args) != 4 {
 		t.Skip("the calm user's process of TestOverload")
 	}
 	n, err := strconv.Atoi(args[2])
@@ -497,15 +498,6 @@ func TestCalmUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := tokenClient(t, args[0])
-	if args[4] == "true" {
-		u, err := url.Parse(args[1])
-		if err != nil {
-			t.Fatal(err)
-		}
-		if code, b := send(t.Context(), c, u.Scheme+"://"+u.Host, "calm-token", "GET", "/version", ""); code != http.StatusOK {
-			t.Fatalf("GET /version = %d %.300s", code, b)
-		}
-	}
 	for i := range n {
 		// "Y2FsbQ==" is valid data of a ConfigMap and of a Secret.
 		body := fmt.Sprintf(`{"metadata":{"name":"%s-%d"},"data":{"v":"Y2FsbQ=="}}`, args[3], i)
@@ -531,41 +523,33 @@ func schedLatencies(t *testing.T, ctx context.Context, admin *bench.Target) hist
 }
 
 // scrape reads the server's histogram name, summed over the series
-// whose labels include every one of labels (`resource="secrets"`).
+// whose labels include every one of labels (name, value, name, value...).
 func scrape(t *testing.T, ctx context.Context, admin *bench.Target, name string, labels ...string) histogram {
+	t.Helper()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(do(t, ctx, admin.Client, admin.Host, "", "GET", "/metrics", "")))
+	if err != nil {
+		t.Fatalf("the server's metrics: %v", err)
+	}
 	h := histogram{buckets: map[float64]float64{}}
-	for line := range strings.Lines(string(do(t, ctx, admin.Client, admin.Host, "", "GET", "/metrics", ""))) {
-		series, value, ok := strings.Cut(strings.TrimSpace(line), " ")
-		v, err := strconv.ParseFloat(value, 64)
-		if !ok || err != nil || !strings.HasPrefix(series, name) {
+	for _, m := range families[name].GetMetric() {
+		if !hasLabels(m, labels) {
 			continue
 		}
-		metric, ls, _ := strings.Cut(series, "{")
-		if !hasLabels(ls, labels) {
-			continue
-		}
-		switch metric {
-		case name + "_sum":
-			h.sum += v
-		case name + "_count":
-			h.count += v
-		case name + "_bucket":
-			_, le, ok := strings.Cut(ls, `le="`)
-			if !ok {
-				continue
-			}
-			b, err := strconv.ParseFloat(strings.TrimSuffix(le, `"}`), 64)
-			if err == nil {
-				h.buckets[b] += v
-			}
+		hg := m.GetHistogram()
+		h.sum += hg.GetSampleSum()
+		h.count += float64(hg.GetSampleCount())
+		for _, b := range hg.GetBucket() {
+			h.buckets[b.GetUpperBound()] += float64(b.GetCumulativeCount())
 		}
 	}
 	return h
 }
 
-func hasLabels(ls string, want []string) bool {
-	for _, l := range want {
-		if !strings.Contains(ls, l) {
+// hasLabels reports whether m has every label of want (name, value, ...).
+func hasLabels(m *dto.Metric, want []string) bool {
+	for i := 0; i+1 < len(want); i += 2 {
+		if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == want[i] && l.GetValue() == want[i+1] }) {
 			return false
 		}
 	}
@@ -645,10 +629,12 @@ func smallWindowClient(t *testing.T, kubeconfig string) *http.Client {
 	return &http.Client{Transport: &http.Transport{TLSClientConfig: tc, DialContext: d.DialContext, DisableKeepAlives: true, ForceAttemptHTTP2: false}}
 }
 
-func p99(d []time.Duration) time.Duration {
-	d = slices.Clone(d)
-	slices.Sort(d)
-	return d[min(len(d)-1, len(d)*99/100)]
+func p99(d []time.Duration) time.Duration { return percentile(d, 99) }
+
+// percentile is the latency at index len×q/100 of d sorted.
+func percentile(d []time.Duration, q int) time.Duration {
+	d = slices.Sorted(slices.Values(d))
+	return d[min(len(d)-1, len(d)*q/100)]
 }
 
 // profiled runs measure; with OVERLOAD_PROFILE=DIR set, it also takes the
@@ -679,10 +665,8 @@ func profiled(t *testing.T, ctx context.Context, admin *bench.Target, name strin
 
 // spread is "p50 p90 p99 max" of latencies.
 func spread(d []time.Duration) string {
-	d = slices.Clone(d)
-	slices.Sort(d)
-	at := func(q int) time.Duration { return d[min(len(d)-1, len(d)*q/100)].Round(10 * time.Microsecond) }
-	return fmt.Sprintf("p50 %v p90 %v p99 %v max %v (%d)", at(50), at(90), at(99), d[len(d)-1].Round(10*time.Microsecond), len(d))
+	at := func(q int) time.Duration { return percentile(d, q).Round(10 * time.Microsecond) }
+	return fmt.Sprintf("p50 %v p90 %v p99 %v max %v (%d)", at(50), at(90), at(99), slices.Max(d).Round(10*time.Microsecond), len(d))
 }
 
 // calmBesideHogs runs measure while n processes spin on the CPUs at
