@@ -108,17 +108,8 @@ func waitStopped(pid int, wait time.Duration) error {
 			return fmt.Errorf("pid %d: %w", pid, err)
 		}
 		for _, task := range tasks {
-			b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
-			if err != nil {
-				continue // the thread exited
-			}
-			// The state follows the command name, which is in parentheses
-			// and may itself hold ") ".
-			i := bytes.LastIndex(b, []byte(") "))
-			if i < 0 || i+2 >= len(b) {
-				continue
-			}
-			if st := b[i+2]; st != 'T' && st != 't' && st != 'Z' && st != 'X' {
+			st, ok := procState(filepath.Join(dir, task.Name(), "stat"))
+			if ok && st != 'T' && st != 't' && st != 'Z' && st != 'X' { // !ok: the thread exited
 				running = task.Name()
 				break
 			}
@@ -169,4 +160,20 @@ func (p *process) pid() int {
 		return 0
 	}
 	return p.cmd.Process.Pid
+}
+
+// procState is the state letter of a /proc stat file (R, S, T, ...);
+// ok is false when it cannot be read.
+func procState(statPath string) (state byte, ok bool) {
+	b, err := os.ReadFile(statPath)
+	if err != nil {
+		return 0, false
+	}
+	// The state follows the command name, which is in parentheses and may
+	// itself hold ") ".
+	i := bytes.LastIndex(b, []byte(") "))
+	if i < 0 || i+2 >= len(b) {
+		return 0, false
+	}
+	return b[i+2], true
 }

@@ -1,7 +1,6 @@
 package robustness
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,12 +23,7 @@ func TestPauseWaitsForStop(t *testing.T) {
 		if err := p.pause(true); err != nil {
 			t.Fatal(err)
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		st := b[bytes.LastIndex(b, []byte(") "))+2]
-		if st != 'T' {
+		if st, _ := procState(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid)); st != 'T' {
 			t.Fatalf("round %d: state %q right after pause, want T", i, st)
 		}
 		if err := p.pause(false); err != nil {
