@@ -951,16 +951,12 @@ func (c *Cache) publish_locked(e *Event) {
 	if c.catchUp > 0 {
 		c.resumed.events++
 	}
-	if ns := e.Obj.Namespace; ns == "" {
-		for w := range c.watchers {
-			w.offer_locked(e)
-		}
-	} else {
-		// Only the watchers of every namespace and of ns: the others'
-		// filters reject an object of another namespace.
-		for w := range c.watchersIn[""] {
-			w.offer_locked(e)
-		}
+	// Only the watchers of every namespace and of the object's: the
+	// others' filters reject an object of another namespace.
+	for w := range c.watchersIn[""] {
+		w.offer_locked(e)
+	}
+	if ns := e.Obj.Namespace; ns != "" {
 		for w := range c.watchersIn[ns] {
 			w.offer_locked(e)
 		}
