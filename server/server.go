@@ -132,7 +132,8 @@ type Config struct {
 	// WatchWriters is how many watches write their events at once; the
 	// others wait parked, so that requests are not queued behind every
 	// watch's write in Go's scheduler (default
-	// endpoints.DefaultWatchWritersPerCPU per CPU; negative: no limit).
+	// endpoints.DefaultWatchWriters: one fewer than the CPUs, at least
+	// one; negative: no limit).
 	WatchWriters int
 	// RequestTimeout bounds non-watch requests (default 60 s).
 	RequestTimeout time.Duration

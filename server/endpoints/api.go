@@ -76,8 +76,9 @@
 //     has no priorities: a request readied meanwhile would wait behind
 //     all of them (tens to hundreds of milliseconds on two CPUs). Watches
 //     write through a gate (watchstream.Gate, Config.WatchWriters, one
-//     per CPU): the others wait parked, so requests wait behind a few
-//     writes at most. A write keeps its place at most watchWriterPatience,
+//     fewer than the CPUs): the others wait parked, so requests wait
+//     behind a few writes at most, and one CPU is always left to requests
+//     (and a co-located etcd) however many events wait to be delivered. A write keeps its place at most watchWriterPatience,
 //     and a watch whose write took longer (a client slow to read) passes
 //     by the gate until one of its writes is quick again.
 //
@@ -163,7 +164,7 @@ type Config struct {
 	// hold.
 	WatchEventCPU time.Duration
 	// WatchWriters is how many watches write their events at once (0:
-	// DefaultWatchWritersPerCPU per CPU; negative: no limit); see the
+	// DefaultWatchWriters, one fewer than the CPUs; negative: no limit); see the
 	// package doc, "Delivery".
 	WatchWriters   int
 	RequestTimeout time.Duration

@@ -67,9 +67,16 @@ func (a *API) deliveryHold(r *http.Request, req *objects.Request, verb string) t
 	return min(d, maxDeliveryHold)
 }
 
-// DefaultWatchWritersPerCPU is how many watches write at once per CPU
-// when Config.WatchWriters is 0.
-const DefaultWatchWritersPerCPU = 1
+// DefaultWatchWriters is how many watches write at once when
+// Config.WatchWriters is 0: one fewer than the CPUs (GOMAXPROCS), at
+// least one. Delivery is work for events already committed; a request
+// readied while every CPU runs a watch's write waits for one of those
+// writes to end, and a co-located etcd's threads compete with them for
+// the machine. Keeping one CPU out of the gate leaves one for requests
+// and etcd whatever the watches do, at a small cost in delivery latency
+// while the CPUs are saturated (measured in docs/PERFORMANCE.md, "One CPU
+// kept from the delivery gate").
+func DefaultWatchWriters() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
 // watchWriterPatience is how long one watch's write keeps its place in
 // the delivery gate (watchstream.Gate) at most: a few ordinary writes'
@@ -77,14 +84,14 @@ const DefaultWatchWritersPerCPU = 1
 // the others little.
 const watchWriterPatience = 2 * time.Millisecond
 
-// newDeliveryGate returns the gate of n watches writing at once (0: the
-// default per CPU; negative: nil, no gate).
+// newDeliveryGate returns the gate of n watches writing at once (0:
+// DefaultWatchWriters; negative: nil, no gate).
 func newDeliveryGate(n int) *watchstream.Gate {
 	switch {
 	case n < 0:
 		return nil
 	case n == 0:
-		n = DefaultWatchWritersPerCPU * runtime.GOMAXPROCS(0)
+		n = DefaultWatchWriters()
 	}
 	return watchstream.NewGate(n, watchWriterPatience)
 }
