@@ -634,19 +634,21 @@ func percentile(d []time.Duration, q int) time.Duration {
 }
 
 // profiled runs measure; with OVERLOAD_PROFILE=DIR set, it also takes the
-// server's CPU profile for 5 s meanwhile, into DIR/NAME.pprof.
+// server's CPU profile for 5 s meanwhile, into DIR/NAME.pprof, and an
+// execution trace of its first 2 s, into DIR/NAME.trace (`go tool trace
+// -pprof=sched` turns it into where goroutines waited for a CPU).
 func profiled(t *testing.T, ctx context.Context, admin *bench.Target, name string, measure func() []time.Duration) []time.Duration {
 	dir := os.Getenv("OVERLOAD_PROFILE")
 	if dir == "" {
 		return measure()
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
 		saveFrom(t, ctx, admin, "/debug/pprof/profile?seconds=5", filepath.Join(dir, name+".pprof"))
 		saveFrom(t, ctx, admin, "/debug/pprof/heap", filepath.Join(dir, name+".heap"))
-	}()
-	defer func() { <-done }()
+	})
+	wg.Go(func() { saveFrom(t, ctx, admin, "/debug/pprof/trace?seconds=2", filepath.Join(dir, name+".trace")) })
 	return measure()
 }
 
