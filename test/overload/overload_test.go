@@ -4,7 +4,8 @@
 // memory stays under the bound docs/OPERATIONS.md states, the watches that
 // stop reading are ended (410 Expired once their queue is full), the ones
 // that read miss nothing, and a calm user's writes still go through. The
-// CI run is small (flags below); docs/ROBUSTNESS.md has the large one.
+// CI run is small (flags below); docs/OPERATIONS.md ("Overload") has the
+// large ones.
 package overload_test
 
 import (
