@@ -78,9 +78,10 @@
 //     write through a gate (watchstream.Gate, Config.WatchWriters, one
 //     fewer than the CPUs): the others wait parked, so requests wait
 //     behind a few writes at most, and one CPU is always left to requests
-//     (and a co-located etcd) however many events wait to be delivered. A write keeps its place at most watchWriterPatience,
-//     and a watch whose write took longer (a client slow to read) passes
-//     by the gate until one of its writes is quick again.
+//     (and a co-located etcd) however many events wait to be delivered.
+//     A write keeps its place at most watchWriterPatience, and a watch
+//     whose write took longer (a client slow to read) passes by the gate
+//     until one of its writes is quick again.
 //
 // The server's own work (its controllers call the object service, not
 // this API) passes neither limit. Members of system:masters are exempt,
@@ -164,8 +165,8 @@ type Config struct {
 	// hold.
 	WatchEventCPU time.Duration
 	// WatchWriters is how many watches write their events at once (0:
-	// DefaultWatchWriters, one fewer than the CPUs; negative: no limit); see the
-	// package doc, "Delivery".
+	// DefaultWatchWriters, one fewer than the CPUs; negative: no limit);
+	// see the package doc, "Delivery".
 	WatchWriters   int
 	RequestTimeout time.Duration
 	// MinWatchTimeout: watches without timeoutSeconds end after a random
