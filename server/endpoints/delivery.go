@@ -73,9 +73,9 @@ func (a *API) deliveryHold(r *http.Request, req *objects.Request, verb string) t
 // readied while every CPU runs a watch's write waits for one of those
 // writes to end, and a co-located etcd's threads compete with them for
 // the machine. Keeping one CPU out of the gate leaves one for requests
-// and etcd whatever the watches do, at a small cost in delivery latency
-// while the CPUs are saturated (measured in docs/PERFORMANCE.md, "One CPU
-// kept from the delivery gate").
+// and etcd whatever the watches do, at a cost in delivery latency and CPU
+// per event while the CPUs are saturated (measured in docs/PERFORMANCE.md,
+// "One CPU kept from the delivery gate").
 func DefaultWatchWriters() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
 // watchWriterPatience is how long one watch's write keeps its place in
