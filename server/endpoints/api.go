@@ -76,9 +76,12 @@
 //     has no priorities: a request readied meanwhile would wait behind
 //     all of them (tens to hundreds of milliseconds on two CPUs). Watches
 //     write through a gate (watchstream.Gate, Config.WatchWriters, one
-//     fewer than the CPUs): the others wait parked, so requests wait
-//     behind a few writes at most, and one CPU is always left to requests
-//     (and a co-located etcd) however many events wait to be delivered.
+//     per CPU): the others wait parked, so requests wait behind a few
+//     writes at most. While more than one user is active (fair queuing's
+//     flows), the gate keeps one of its slots from new writes, so one CPU
+//     is left to the requests (and a co-located etcd) however many
+//     events wait to be delivered; one user's own fan-out delivers with
+//     every CPU.
 //     A write keeps its place at most watchWriterPatience, and a watch
 //     whose write took longer (a client slow to read) passes by the gate
 //     until one of its writes is quick again.
@@ -165,8 +168,9 @@ type Config struct {
 	// hold.
 	WatchEventCPU time.Duration
 	// WatchWriters is how many watches write their events at once (0:
-	// DefaultWatchWriters, one fewer than the CPUs; negative: no limit);
-	// see the package doc, "Delivery".
+	// one per CPU, one fewer while more than one user is active, see
+	// DefaultWatchWriters; negative: no limit); see the package doc,
+	// "Delivery".
 	WatchWriters   int
 	RequestTimeout time.Duration
 	// MinWatchTimeout: watches without timeoutSeconds end after a random
@@ -217,6 +221,10 @@ func New(cfg Config) (*API, error) {
 		watches:   watches{metrics: m, pacer: cfg.Pacer, gate: newDeliveryGate(cfg.WatchWriters)},
 		cfg:       cfg, objects: cfg.Objects, registry: cfg.Registry, metrics: m,
 		reads: reads, mutations: mutations, seats: seats,
+	}
+	if cfg.WatchWriters == 0 {
+		// The default gate keeps a CPU for requests while users share.
+		seats.onSharing = a.watches.gate.Keep
 	}
 	a.watches.stopping, a.watches.stop = context.WithCancel(context.Background())
 	return a, nil

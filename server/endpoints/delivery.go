@@ -68,15 +68,17 @@ func (a *API) deliveryHold(r *http.Request, req *objects.Request, verb string) t
 }
 
 // DefaultWatchWriters is how many watches write at once when
-// Config.WatchWriters is 0: one fewer than the CPUs (GOMAXPROCS), at
-// least one. Delivery is work for events already committed; a request
-// readied while every CPU runs a watch's write waits for one of those
-// writes to end, and a co-located etcd's threads compete with them for
-// the machine. Keeping one CPU out of the gate leaves one for requests
-// and etcd whatever the watches do, at a cost in delivery latency and CPU
-// per event while the CPUs are saturated (measured in docs/PERFORMANCE.md,
-// "One CPU kept from the delivery gate").
-func DefaultWatchWriters() int { return max(1, runtime.GOMAXPROCS(0)-1) }
+// Config.WatchWriters is 0: one per CPU (GOMAXPROCS), of which one slot
+// is kept from new writes while more than one user is active
+// (watchstream.Gate.Keep, told by the fair queue). Delivery is work for
+// events already committed; a request readied while every CPU runs a
+// watch's write waits for one of those writes to end, and a co-located
+// etcd's threads compete with them for the machine. Keeping one CPU from
+// the gate while users share leaves one for requests and etcd whatever
+// the watches do; a user alone, whose own writes' events are delivered,
+// gets every CPU for them (measured in docs/PERFORMANCE.md, "One CPU kept
+// from the delivery gate").
+func DefaultWatchWriters() int { return runtime.GOMAXPROCS(0) }
 
 // watchWriterPatience is how long one watch's write keeps its place in
 // the delivery gate (watchstream.Gate) at most: a few ordinary writes'

@@ -74,6 +74,11 @@ type fairQueue struct {
 	now    func() time.Time
 	// pruned is when inactive flows were last dropped from flows.
 	pruned time.Time
+	// onSharing, if set, is told under mu when more than one user
+	// becomes active (true) and when no longer (false); sharing is what
+	// it was last told.
+	onSharing func(bool)
+	sharing   bool
 }
 
 type flow struct {
@@ -157,9 +162,21 @@ func (q *fairQueue) flowLocked(user string) *flow {
 	if f == nil {
 		f = &flow{user: user}
 		q.flows[user] = f
+		q.noteSharingLocked()
 	}
 	f.seen = now
 	return f
+}
+
+// noteSharingLocked tells onSharing when whether more than one user is
+// active has changed.
+func (q *fairQueue) noteSharingLocked() {
+	if sharing := len(q.flows) > 1; sharing != q.sharing {
+		q.sharing = sharing
+		if q.onSharing != nil {
+			q.onSharing(sharing)
+		}
+	}
 }
 
 // pruneLocked drops the flows of users no longer active, at most a few
@@ -174,6 +191,7 @@ func (q *fairQueue) pruneLocked(now time.Time) {
 			delete(q.flows, user)
 		}
 	}
+	q.noteSharingLocked()
 }
 
 // shareLocked is how many seats one user may execute at once.

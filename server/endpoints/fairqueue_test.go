@@ -197,3 +197,49 @@ func TestFairQueueHoldYields(t *testing.T) {
 		t.Errorf("after the holds: %d holds, flood executing %d", len(q.holds), q.flows["flood"].executing)
 	}
 }
+
+// TestFairQueueTellsSharing: the delivery gate is told when a second
+// user becomes active and when, the first's requests done and activeFor
+// past, only one is left; a user alone never makes it keep a slot.
+func TestFairQueueTellsSharing(t *testing.T) {
+	q := newFairQueue(4)
+	now := time.Unix(1000, 0)
+	q.now = func() time.Time { return now }
+	var told []bool
+	q.onSharing = func(s bool) { told = append(told, s) }
+
+	a, err := q.acquire(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a(0)
+	if len(told) != 0 {
+		t.Fatalf("one user alone: told %v", told)
+	}
+	b, err := q.acquire(context.Background(), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(told, []bool{true}) {
+		t.Fatalf("a second user active: told %v, want [true]", told)
+	}
+	b(0)
+	now = now.Add(activeFor / 2)
+	a, err = q.acquire(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a(0)
+	if !slices.Equal(told, []bool{true}) {
+		t.Fatalf("both still active: told %v, want [true]", told)
+	}
+	now = now.Add(activeFor)
+	a, err = q.acquire(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a(0)
+	if !slices.Equal(told, []bool{true, false}) {
+		t.Errorf("b inactive for over activeFor: told %v, want [true false]", told)
+	}
+}

@@ -3,6 +3,7 @@ package watchstream
 import (
 	"context"
 	"runtime"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,25 +23,46 @@ import (
 // once, and the gate bounds the watches writing at once only among those
 // whose clients keep up.
 //
+// A gate may keep one of its slots from new writes (Keep): for requests,
+// while other users than the one whose writes are being delivered are
+// active. A write already in that slot finishes.
+//
 // A Gate is safe for concurrent use; each watch has a Pass of its own.
 type Gate struct {
-	slots    chan struct{}
+	slots chan struct{}
+	// spare is the slot Keep keeps (nil in a gate of one slot);
+	// new writes may take it while kept is false.
+	spare    chan struct{}
+	kept     atomic.Bool
 	patience time.Duration
 }
 
 // NewGate returns a gate of n slots, each given back at the latest after
 // patience.
 func NewGate(n int, patience time.Duration) *Gate {
-	return &Gate{slots: make(chan struct{}, max(1, n)), patience: patience}
+	g := &Gate{slots: make(chan struct{}, max(1, n-1)), patience: patience}
+	if n > 1 {
+		g.spare = make(chan struct{}, 1)
+	}
+	return g
 }
+
+// Keep keeps one slot from new writes (keep true) or gives it back to
+// them. A gate of one slot keeps none.
+func (g *Gate) Keep(keep bool) { g.kept.Store(keep) }
 
 // Pass is one watch's use of a Gate. It belongs to the goroutine serving
 // the watch, which must call Leave before it waits for events and before
 // it returns. The zero Pass of a nil Gate lets everything through.
 type Pass struct {
-	g      *Gate
-	timer  *time.Timer // gives the slot back after the patience
-	inside bool        // a slot is held (by the Pass or its timer)
+	g *Gate
+	// held is the slot taken (g.slots or g.spare) while inside; timer
+	// is the one of the two timers armed for it, which gives it back
+	// after the patience.
+	held                  chan struct{}
+	timer                 *time.Timer
+	slotTimer, spareTimer *time.Timer
+	inside                bool // a slot is held (by the Pass or its timer)
 	// slow: the last write took longer than the patience; the watch
 	// passes by the gate (bypass, since began) until one is quick.
 	slow, bypass bool
@@ -61,11 +83,21 @@ func (p *Pass) Enter(ctx context.Context) error {
 		p.bypass, p.began = true, time.Now()
 		return nil
 	}
+	spare := p.g.spare
+	if p.g.kept.Load() {
+		spare = nil // a send on nil is never chosen
+	}
 	select {
 	case p.g.slots <- struct{}{}:
+		p.held = p.g.slots
+	case spare <- struct{}{}:
+		p.held = spare
 	default:
 		select {
 		case p.g.slots <- struct{}{}:
+			p.held = p.g.slots
+		case spare <- struct{}{}:
+			p.held = spare
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -78,12 +110,25 @@ func (p *Pass) Enter(ctx context.Context) error {
 		runtime.Gosched()
 	}
 	p.inside = true
-	if p.timer == nil {
-		p.timer = time.AfterFunc(p.g.patience, p.g.release)
-	} else {
-		p.timer.Reset(p.g.patience)
-	}
+	p.timer = p.timerFor(p.held)
 	return nil
+}
+
+// timerFor arms the timer that gives slot back after the patience (one
+// timer per slot kind, made once: a timer's function cannot change, and
+// one still running from an earlier batch must release what that batch
+// held).
+func (p *Pass) timerFor(slot chan struct{}) *time.Timer {
+	t := &p.slotTimer
+	if slot == p.g.spare {
+		t = &p.spareTimer
+	}
+	if *t == nil {
+		*t = time.AfterFunc(p.g.patience, func() { <-slot })
+	} else {
+		(*t).Reset(p.g.patience)
+	}
+	return *t
 }
 
 // Leave gives the slot back, unless the patience ran out and the timer
@@ -96,11 +141,9 @@ func (p *Pass) Leave() {
 	case p.inside:
 		p.inside = false
 		if p.timer.Stop() {
-			p.g.release()
+			<-p.held
 		} else {
 			p.slow = true
 		}
 	}
 }
-
-func (g *Gate) release() { <-g.slots }

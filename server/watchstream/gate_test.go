@@ -35,8 +35,76 @@ func TestGateBoundsWritersAtOnce(t *testing.T) {
 	if m := most.Load(); m > 3 || m == 0 {
 		t.Errorf("%d watches inside at once, want at most 3 (the slots)", m)
 	}
-	if n := len(g.slots); n != 0 {
+	if n := len(g.slots) + len(g.spare); n != 0 {
 		t.Errorf("%d slots still taken after every watch left", n)
+	}
+}
+
+// TestGateKeep: a kept slot takes no new write, so one fewer watch is
+// inside at once; given back, it is used again. A gate of one slot keeps
+// none.
+func TestGateKeep(t *testing.T) {
+	most := func(g *Gate) int32 {
+		var inside, most atomic.Int32
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Go(func() {
+				p := NewPass(g)
+				for range 20 {
+					if err := p.Enter(t.Context()); err != nil {
+						t.Error(err)
+						return
+					}
+					n := inside.Add(1)
+					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+					}
+					time.Sleep(200 * time.Microsecond)
+					inside.Add(-1)
+					p.Leave()
+				}
+			})
+		}
+		wg.Wait()
+		return most.Load()
+	}
+	g := NewGate(3, time.Minute)
+	g.Keep(true)
+	if m := most(g); m != 2 {
+		t.Errorf("kept: %d watches inside at once, want 2 (3 slots, one kept)", m)
+	}
+	g.Keep(false)
+	if m := most(g); m != 3 {
+		t.Errorf("given back: %d watches inside at once, want 3", m)
+	}
+	one := NewGate(1, time.Minute)
+	one.Keep(true)
+	if m := most(one); m != 1 {
+		t.Errorf("a gate of one slot, kept: %d inside at once, want 1", m)
+	}
+}
+
+// TestGatePatienceOfTheSpare: a write holding the spare slot past the
+// patience gives that slot back (not another), so the gate's slots are
+// all free again once every watch left.
+func TestGatePatienceOfTheSpare(t *testing.T) {
+	g := NewGate(2, 10*time.Millisecond)
+	first, second := NewPass(g), NewPass(g)
+	for _, p := range []*Pass{first, second} {
+		if err := p.Enter(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(g.slots) != 1 || len(g.spare) != 1 {
+		t.Fatalf("two inside: slots %d, spare %d taken, want 1 and 1", len(g.slots), len(g.spare))
+	}
+	time.Sleep(50 * time.Millisecond) // both patiences run out
+	if len(g.slots) != 0 || len(g.spare) != 0 {
+		t.Errorf("after the patience: slots %d, spare %d still taken", len(g.slots), len(g.spare))
+	}
+	first.Leave()
+	second.Leave()
+	if len(g.slots) != 0 || len(g.spare) != 0 {
+		t.Errorf("after leaving: slots %d, spare %d taken", len(g.slots), len(g.spare))
 	}
 }
 
