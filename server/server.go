@@ -132,8 +132,8 @@ type Config struct {
 	// WatchWriters is how many watches write their events at once; the
 	// others wait parked, so that requests are not queued behind every
 	// watch's write in Go's scheduler (default
-	// endpoints.DefaultWatchWriters: one fewer than the CPUs, at least
-	// one; negative: no limit).
+	// endpoints.DefaultWatchWriters: one per CPU, one fewer while more
+	// than one user is active; negative: no limit).
 	WatchWriters int
 	// RequestTimeout bounds non-watch requests (default 60 s).
 	RequestTimeout time.Duration

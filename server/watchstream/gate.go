@@ -93,13 +93,23 @@ func (p *Pass) Enter(ctx context.Context) error {
 	case spare <- struct{}{}:
 		p.held = spare
 	default:
-		select {
-		case p.g.slots <- struct{}{}:
-			p.held = p.g.slots
-		case spare <- struct{}{}:
-			p.held = spare
-		case <-ctx.Done():
-			return ctx.Err()
+		for {
+			select {
+			case p.g.slots <- struct{}{}:
+				p.held = p.g.slots
+			case spare <- struct{}{}:
+				p.held = spare
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if p.held != p.g.spare || !p.g.kept.Load() {
+				break
+			}
+			// Kept while this write waited for it: give it back and
+			// wait for the other slots only (the next waiter for the
+			// spare does the same, once).
+			<-p.g.spare
+			spare = nil
 		}
 		// The watch that left readied this goroutine to run next on its
 		// CPU, in the rest of its time slice: so one watch after another

@@ -175,3 +175,56 @@ func TestNilGate(t *testing.T) {
 	}
 	p.Leave()
 }
+
+// TestGateKeepWhileWaiting: a write already waiting when the slot is kept
+// does not take it when it frees: it waits for the other slots.
+func TestGateKeepWhileWaiting(t *testing.T) {
+	g := NewGate(2, time.Minute)
+	a, b := NewPass(g), NewPass(g)
+	for _, p := range []*Pass{a, b} {
+		if err := p.Enter(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entered := make(chan *Pass, 2)
+	for range 2 {
+		go func() {
+			p := NewPass(g)
+			if err := p.Enter(t.Context()); err == nil {
+				entered <- p
+			}
+		}()
+	}
+	time.Sleep(20 * time.Millisecond) // both wait for a slot
+	g.Keep(true)
+	held := a
+	if a.held != g.spare {
+		held = b
+	}
+	held.Leave() // frees the spare
+	select {
+	case p := <-entered:
+		t.Errorf("a waiting write took the kept slot (the spare: %v)", p.held == g.spare)
+	case <-time.After(50 * time.Millisecond):
+	}
+	other := a
+	if held == a {
+		other = b
+	}
+	other.Leave() // frees the other slot: one waiter enters
+	select {
+	case p := <-entered:
+		if p.held == g.spare {
+			t.Error("the waiter entered through the kept slot")
+		}
+		p.Leave()
+	case <-time.After(5 * time.Second):
+		t.Fatal("no waiter entered when a slot not kept freed")
+	}
+	select {
+	case p := <-entered:
+		p.Leave()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second waiter never entered")
+	}
+}
