@@ -12,9 +12,20 @@ import (
 // than the gate's slots are inside at once, and every one gets through.
 func TestGateBoundsWritersAtOnce(t *testing.T) {
 	g := NewGate(3, time.Minute)
+	if m := mostInside(t, g, 64, 50*time.Microsecond); m > 3 || m == 0 {
+		t.Errorf("%d watches inside at once, want at most 3 (the slots)", m)
+	}
+	if n := len(g.slots) + len(g.spare); n != 0 {
+		t.Errorf("%d slots still taken after every watch left", n)
+	}
+}
+
+// mostInside has n watches enter g 20 times each, staying inside for
+// d, and returns how many were inside at once at most.
+func mostInside(t *testing.T, g *Gate, n int, d time.Duration) int32 {
 	var inside, most atomic.Int32
 	var wg sync.WaitGroup
-	for range 64 {
+	for range n {
 		wg.Go(func() {
 			p := NewPass(g)
 			for range 20 {
@@ -25,48 +36,21 @@ func TestGateBoundsWritersAtOnce(t *testing.T) {
 				n := inside.Add(1)
 				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 				}
-				time.Sleep(50 * time.Microsecond)
+				time.Sleep(d)
 				inside.Add(-1)
 				p.Leave()
 			}
 		})
 	}
 	wg.Wait()
-	if m := most.Load(); m > 3 || m == 0 {
-		t.Errorf("%d watches inside at once, want at most 3 (the slots)", m)
-	}
-	if n := len(g.slots) + len(g.spare); n != 0 {
-		t.Errorf("%d slots still taken after every watch left", n)
-	}
+	return most.Load()
 }
 
 // TestGateKeep: a kept slot takes no new write, so one fewer watch is
 // inside at once; given back, it is used again. A gate of one slot keeps
 // none.
 func TestGateKeep(t *testing.T) {
-	most := func(g *Gate) int32 {
-		var inside, most atomic.Int32
-		var wg sync.WaitGroup
-		for range 16 {
-			wg.Go(func() {
-				p := NewPass(g)
-				for range 20 {
-					if err := p.Enter(t.Context()); err != nil {
-						t.Error(err)
-						return
-					}
-					n := inside.Add(1)
-					for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-					}
-					time.Sleep(200 * time.Microsecond)
-					inside.Add(-1)
-					p.Leave()
-				}
-			})
-		}
-		wg.Wait()
-		return most.Load()
-	}
+	most := func(g *Gate) int32 { return mostInside(t, g, 16, 200*time.Microsecond) }
 	g := NewGate(3, time.Minute)
 	g.Keep(true)
 	if m := most(g); m != 2 {
