@@ -56,11 +56,9 @@ func (g *Gate) Keep(keep bool) { g.kept.Store(keep) }
 // it returns. The zero Pass of a nil Gate lets everything through.
 type Pass struct {
 	g *Gate
-	// held is the slot taken (g.slots or g.spare) while inside; timer
-	// is the one of the two timers armed for it, which gives it back
-	// after the patience.
+	// held is the slot taken (g.slots or g.spare) while inside; a timer
+	// of each kind (timer) gives it back after the patience.
 	held                  chan struct{}
-	timer                 *time.Timer
 	slotTimer, spareTimer *time.Timer
 	inside                bool // a slot is held (by the Pass or its timer)
 	// slow: the last write took longer than the patience; the watch
@@ -120,25 +118,23 @@ func (p *Pass) Enter(ctx context.Context) error {
 		runtime.Gosched()
 	}
 	p.inside = true
-	p.timer = p.timerFor(p.held)
-	return nil
-}
-
-// timerFor arms the timer that gives slot back after the patience (one
-// timer per slot kind, made once: a timer's function cannot change, and
-// one still running from an earlier batch must release what that batch
-// held).
-func (p *Pass) timerFor(slot chan struct{}) *time.Timer {
-	t := &p.slotTimer
-	if slot == p.g.spare {
-		t = &p.spareTimer
-	}
-	if *t == nil {
+	if t := p.timer(); *t == nil {
+		slot := p.held
 		*t = time.AfterFunc(p.g.patience, func() { <-slot })
 	} else {
 		(*t).Reset(p.g.patience)
 	}
-	return *t
+	return nil
+}
+
+// timer is the timer that gives the held slot back after the patience:
+// one per slot kind, made once (a timer's function cannot change, and one
+// still running from an earlier batch must release what that batch held).
+func (p *Pass) timer() **time.Timer {
+	if p.held == p.g.spare {
+		return &p.spareTimer
+	}
+	return &p.slotTimer
 }
 
 // Leave gives the slot back, unless the patience ran out and the timer
@@ -150,7 +146,7 @@ func (p *Pass) Leave() {
 		p.slow = time.Since(p.began) >= p.g.patience
 	case p.inside:
 		p.inside = false
-		if p.timer.Stop() {
+		if (*p.timer()).Stop() {
 			<-p.held
 		} else {
 			p.slow = true
