@@ -104,6 +104,12 @@ func FuzzDecodeBody(f *testing.F) {
 		if err != nil && strings.Contains(err.Error(), "control characters are not allowed") {
 			return // a string JSON holds and YAML cannot print (kubectl -o yaml fails alike)
 		}
+		if hasKey(obj.Object, "<<") {
+			// The YAML encoder prints a key "<<" unquoted, which YAML reads
+			// back as a merge key: the printer's limit, not the decoder's
+			// (Kubernetes' YAML serializer is the same encoder).
+			return
+		}
 		if err != nil {
 			t.Fatalf("decodeBody(%q, %s) = %v: no YAML: %v", body, ct, obj.Object, err)
 		}
@@ -129,6 +135,21 @@ func FuzzDecodeBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+// hasKey tells whether key names a field of v or of any object inside it.
+func hasKey(v any, key string) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if k == key || hasKey(e, key) {
+				return true
+			}
+		}
+	case []any:
+		return slices.ContainsFunc(v, func(e any) bool { return hasKey(e, key) })
+	}
+	return false
 }
 
 // jsonEqual compares decoded values by their JSON: YAML has no int64 /
