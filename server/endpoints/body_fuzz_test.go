@@ -152,12 +152,26 @@ func hasKey(v any, key string) bool {
 	return false
 }
 
-// jsonEqual compares decoded values by their JSON: YAML has no int64 /
-// float64 distinction for integral floats.
+// jsonEqual compares decoded values by their JSON values: YAML has no
+// int64 / float64 distinction for integral floats, and a string of
+// invalid UTF-8 (a CBOR byte string) is written as U+FFFD, which reads
+// back as the valid rune and is written unescaped next time.
 func jsonEqual(a, b any) bool {
-	x, _ := json.Marshal(a)
-	y, _ := json.Marshal(b)
-	return bytes.Equal(x, y)
+	return reflect.DeepEqual(jsonValue(a), jsonValue(b))
+}
+
+func jsonValue(v any) any {
+	j, err := json.Marshal(v)
+	if err != nil {
+		return err.Error()
+	}
+	d := json.NewDecoder(bytes.NewReader(j))
+	d.UseNumber()
+	var out any
+	if err := d.Decode(&out); err != nil {
+		return err.Error()
+	}
+	return out
 }
 
 func jsonUnmarshal(b []byte, v any) error { return utiljson.Unmarshal(b, v) }
