@@ -211,20 +211,21 @@ func New(cfg Config) (*API, error) {
 	reads := newInFlight(cfg.MaxReadInFlight, cfg.UserInFlightShare)
 	mutations := newInFlight(cfg.MaxMutatingInFlight, cfg.UserInFlightShare)
 	seats := newFairQueue(cfg.ExecutionSeats)
-	m, err := newMetrics(cfg.Metrics, cfg.Pacer.Window, reads, mutations, seats)
+	gate := newDeliveryGate(cfg.WatchWriters)
+	m, err := newMetrics(cfg.Metrics, cfg.Pacer.Window, reads, mutations, seats, gate)
 	if err != nil {
 		return nil, fmt.Errorf("endpoints: %w", err)
 	}
 	a := &API{
 		discovery: discovery{registry: cfg.Registry},
 		bodies:    bodies{maxBytes: cfg.MaxRequestBytes},
-		watches:   watches{metrics: m, pacer: cfg.Pacer, gate: newDeliveryGate(cfg.WatchWriters)},
+		watches:   watches{metrics: m, pacer: cfg.Pacer, gate: gate},
 		cfg:       cfg, objects: cfg.Objects, registry: cfg.Registry, metrics: m,
 		reads: reads, mutations: mutations, seats: seats,
 	}
 	if cfg.WatchWriters == 0 {
 		// The default gate keeps a CPU for requests while users share.
-		seats.onSharing = a.watches.gate.Keep
+		seats.onSharing = gate.Keep
 	}
 	a.watches.stopping, a.watches.stop = context.WithCancel(context.Background())
 	return a, nil

@@ -2,6 +2,7 @@ package endpoints_test
 
 import (
 	"net/http"
+	"runtime"
 	"testing"
 	"time"
 
@@ -94,4 +95,36 @@ func TestWriteKeepsItsSeatWhileItsEventIsDelivered(t *testing.T) {
 	noHold("admin's create (system:masters takes no seat)", samples(func() servertest.Response {
 		return admin.JSON("POST", servertest.CMs, servertest.CM("admin", ""))
 	}))
+}
+
+// TestDefaultGateKeepsASlotWhileUsersShare: the default delivery gate
+// (one writer per CPU, two here) keeps one slot from watches' writes while
+// more than one user is active, as objwatch_apiserver_watch_writer_slots
+// shows: 1 once two users have made requests, 2 again after a request of
+// one of them once the other has been inactive for over a second (the
+// fair queue's activeFor). The administrator, exempt from fair queuing,
+// counts as no user.
+func TestDefaultGateKeepsASlotWhileUsersShare(t *testing.T) {
+	prev := runtime.GOMAXPROCS(2) // the gate's slots are read when the server starts
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	env := testenv.Start(t)
+	admin := servertest.NewAPI(t, env)
+	users := servertest.Writers(t, env, admin, "one", "other")
+	slots := func() int { return servertest.MetricValue(admin, "objwatch_apiserver_watch_writer_slots ") }
+
+	for _, u := range users {
+		servertest.MustCode(t, "a user's list", u.JSON("GET", servertest.CMs, ""), http.StatusOK)
+	}
+	if got := slots(); got != 1 {
+		t.Fatalf("two users active: %d watch writer slots open, want 1 (one kept for requests)", got)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	servertest.MustCode(t, "one's list", users[0].JSON("GET", servertest.CMs, ""), http.StatusOK)
+	if got := slots(); got != 2 {
+		t.Fatalf("one user active: %d watch writer slots open, want 2", got)
+	}
+	servertest.MustCode(t, "other's list", users[1].JSON("GET", servertest.CMs, ""), http.StatusOK)
+	if got := slots(); got != 1 {
+		t.Fatalf("two users active again: %d watch writer slots open, want 1", got)
+	}
 }

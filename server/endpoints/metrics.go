@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/objwatch/objwatch/server/watchstream"
 )
 
 type metrics struct {
@@ -17,8 +19,9 @@ type metrics struct {
 
 // newMetrics registers the server's metrics with reg (none when nil);
 // window reports the current watch flush window, reads and mutations the
-// in-flight limits, seats the execution seats.
-func newMetrics(reg prometheus.Registerer, window func() time.Duration, reads, mutations *inFlight, seats *fairQueue) (*metrics, error) {
+// in-flight limits, seats the execution seats, gate the delivery gate
+// (nil: none).
+func newMetrics(reg prometheus.Registerer, window func() time.Duration, reads, mutations *inFlight, seats *fairQueue, gate *watchstream.Gate) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "objwatch_apiserver_requests_total",
@@ -53,8 +56,15 @@ func newMetrics(reg prometheus.Registerer, window func() time.Duration, reads, m
 		Name: "objwatch_apiserver_executing_seats",
 		Help: "Execution seats taken, by requests executing and by writes whose watch events the server is still delivering (--watch-event-cpu).",
 	}, func() float64 { return float64(seats.taken()) })
+	collectors := []prometheus.Collector{m.requests, m.latency, m.watches, m.events, flushWindow, current, executing}
+	if gate != nil {
+		collectors = append(collectors, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "objwatch_apiserver_watch_writer_slots",
+			Help: "How many watches may write at once now (--watch-writers; by default one per CPU, one fewer while several users' requests share the server).",
+		}, func() float64 { return float64(gate.Open()) }))
+	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.latency, m.watches, m.events, flushWindow, current, executing} {
+		for _, c := range collectors {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

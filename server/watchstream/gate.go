@@ -51,6 +51,16 @@ func NewGate(n int, patience time.Duration) *Gate {
 // them. A gate of one slot keeps none.
 func (g *Gate) Keep(keep bool) { g.kept.Store(keep) }
 
+// Open is how many slots new writes may take: all of them, one fewer
+// while a slot is kept.
+func (g *Gate) Open() int {
+	n := cap(g.slots)
+	if g.spare != nil && !g.kept.Load() {
+		n++
+	}
+	return n
+}
+
 // Pass is one watch's use of a Gate. It belongs to the goroutine serving
 // the watch, which must call Leave before it waits for events and before
 // it returns. The zero Pass of a nil Gate lets everything through.

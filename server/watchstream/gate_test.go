@@ -53,17 +53,17 @@ func TestGateKeep(t *testing.T) {
 	most := func(g *Gate) int32 { return mostInside(t, g, 16, 200*time.Microsecond) }
 	g := NewGate(3, time.Minute)
 	g.Keep(true)
-	if m := most(g); m != 2 {
-		t.Errorf("kept: %d watches inside at once, want 2 (3 slots, one kept)", m)
+	if m, open := most(g), g.Open(); m != 2 || open != 2 {
+		t.Errorf("kept: %d watches inside at once, %d slots open, want 2 and 2 (3 slots, one kept)", m, open)
 	}
 	g.Keep(false)
-	if m := most(g); m != 3 {
-		t.Errorf("given back: %d watches inside at once, want 3", m)
+	if m, open := most(g), g.Open(); m != 3 || open != 3 {
+		t.Errorf("given back: %d watches inside at once, %d slots open, want 3 and 3", m, open)
 	}
 	one := NewGate(1, time.Minute)
 	one.Keep(true)
-	if m := most(one); m != 1 {
-		t.Errorf("a gate of one slot, kept: %d inside at once, want 1", m)
+	if m, open := most(one), one.Open(); m != 1 || open != 1 {
+		t.Errorf("a gate of one slot, kept: %d inside at once, %d open, want 1 and 1", m, open)
 	}
 }
 
