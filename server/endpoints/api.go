@@ -375,7 +375,8 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 		// Every request to a deprecated version, as kube-apiserver warns.
 		addWarnings(w, []string{res.DeprecationWarning})
 	}
-	if _, err := negotiate(r, res); err != nil {
+	neg, err := negotiate(r, res)
+	if err != nil {
 		// As Kubernetes, which negotiates before doing anything.
 		writeStatusFor(w, r, err)
 		return
@@ -393,6 +394,11 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 		if info.verb == "watch" && info.subresource != "scale" {
 			a.watch(w, r, req)
 			return
+		}
+		if neg.yaml {
+			yw := &yamlResponse{ResponseWriter: w}
+			defer yw.send()
+			w = yw
 		}
 		r, release, ok := a.admitted(w, r, info.verb)
 		if !ok {

@@ -2,6 +2,7 @@ package endpoints
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/cbor"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
 
 	"github.com/objwatch/objwatch/server/objects"
 	"github.com/objwatch/objwatch/server/registry"
@@ -49,12 +51,19 @@ const (
 	encJSON encoding = iota
 	encProtobuf
 	encCBOR
+	// encYAML is asked for by an Accept clause of application/yaml:
+	// negotiate renders such a response as JSON (output.yaml) and
+	// yamlResponse converts it, as Kubernetes' YAML serializer is its JSON
+	// one followed by a conversion. Only a Status is encoded in it
+	// directly (statusEncoding).
+	encYAML
 )
 
 const (
 	cborType    = "application/cbor"
 	cborSeqType = "application/cbor-seq"
 	jsonType    = "application/json"
+	yamlType    = "application/yaml"
 )
 
 var (
@@ -79,6 +88,8 @@ func (e encoding) contentType(watch bool) string {
 		return cborSeqType
 	case e == encCBOR:
 		return cborType
+	case e == encYAML:
+		return yamlType
 	}
 	return jsonType
 }
@@ -98,6 +109,13 @@ func (e encoding) encode(w http.ResponseWriter, code int, v runtime.Object) erro
 		err = protobufCodec.Encode(v, &buf)
 	case encCBOR:
 		err = cborCodec.Encode(v, &buf)
+	case encYAML:
+		var j []byte
+		if j, err = json.Marshal(v); err == nil {
+			var y []byte
+			y, err = yaml.JSONToYAML(j)
+			buf.Write(y)
+		}
 	default:
 		WriteJSON(w, code, v)
 		return nil
@@ -250,7 +268,7 @@ func (o output) wireList(res *registry.Resource, l *objects.List) (runtime.Objec
 }
 
 // statusEncoding is the encoding of an error's Status: the first Accept
-// clause of JSON, protobuf or CBOR that asks for no conversion, as
+// clause of JSON, YAML, protobuf or CBOR that asks for no conversion, as
 // kube-apiserver negotiates an error (a protobuf client of a custom
 // resource gets a protobuf Status too); JSON otherwise.
 func statusEncoding(r *http.Request) encoding {
@@ -275,6 +293,8 @@ func clauseEncoding(typ, sub string) (encoding, bool) {
 		return encProtobuf, true
 	case typ == "application" && sub == "cbor":
 		return encCBOR, true
+	case typ == "application" && sub == "yaml":
+		return encYAML, true
 	}
 	return encJSON, false
 }

@@ -33,7 +33,10 @@ const (
 // metadata.managedFields when the client asked (drop=metadata.managedFields,
 // see the package doc).
 type output struct {
-	enc           encoding
+	enc encoding // never encYAML: see yaml
+	// yaml: the client asked for YAML; the response is rendered as JSON
+	// and converted by yamlResponse. A watch refuses it (406).
+	yaml          bool
 	as, version   string
 	drop          bool
 	includeObject string // a Table's rows: Metadata (default), Object or None
@@ -51,6 +54,16 @@ func acceptClauses(r *http.Request) []goautoneg.Accept {
 	return goautoneg.ParseAccept(header)
 }
 
+// noneAccepted is kube-apiserver's 406 (go-restful's words, in a JSON
+// Status) when no Accept clause names a media type a resource path
+// serves; the server also serves CBOR, as kube-apiserver does with its
+// CBOR feature gates on.
+const noneAccepted = "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/cbor"
+
+// streamsAccepted is kube-apiserver's 406 for a watch asked for in YAML,
+// which has no stream encoding.
+const streamsAccepted = "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch, application/cbor-seq"
+
 // acceptedTypes is kube-apiserver's list of what it serves, in its 406.
 const acceptedTypes = "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/cbor"
 
@@ -63,22 +76,29 @@ const acceptedTypes = "only the following media types are accepted: application/
 //   - protobuf for a kind with a Go type (see typed), and a
 //     PartialObjectMetadata(List) conversion of any resource; a Table is
 //     JSON only, as kube-apiserver allows it;
-//   - CBOR for any resource, and PartialObjectMetadata(List), not Table.
+//   - CBOR for any resource, and PartialObjectMetadata(List), not Table;
+//   - YAML (application/yaml) as JSON does, rendered as JSON and
+//     converted (output.yaml); a watch refuses it.
 //
-// Other media types (YAML) are skipped, and when no clause matches the
-// answer is plain JSON, which every Kubernetes client decodes by its
-// Content-Type; but when a skipped clause was one the server refuses (a
-// custom resource in protobuf, a Table not in JSON, a conversion it does
-// not know) the answer is Kubernetes' 406.
+// Other media types are skipped; an Accept header that names none of
+// these at all gets kube-apiserver's 406 (noneAccepted), one without any
+// clause plain JSON. When a clause the server refuses was skipped (a
+// custom resource in protobuf, a Table not in JSON or YAML, a conversion
+// it does not know) and none fits, the answer is Kubernetes' 406 too.
 func negotiate(r *http.Request, res *registry.Resource) (output, error) {
 	out := output{includeObject: r.URL.Query().Get("includeObject")}
-	refused := false
-	for _, c := range acceptClauses(r) {
+	clauses := acceptClauses(r)
+	refused, known := false, false
+	for _, c := range clauses {
 		enc, ok := clauseEncoding(c.Type, c.SubType)
 		if !ok {
 			continue
 		}
+		known = true
 		o, ok := clauseOutput(c.Params)
+		if enc == encYAML {
+			enc, o.yaml = encJSON, true
+		}
 		switch {
 		case !ok:
 			refused = true
@@ -97,6 +117,9 @@ func negotiate(r *http.Request, res *registry.Resource) (output, error) {
 	}
 	if refused {
 		return out, notAcceptable(acceptedTypes)
+	}
+	if len(clauses) > 0 && !known {
+		return out, notAcceptable(noneAccepted)
 	}
 	return out, nil
 }

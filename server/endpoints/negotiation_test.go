@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
@@ -105,5 +107,83 @@ func TestPartialObjectMetadata(t *testing.T) {
 	r = a.Accept("GET", servertest.CMs+"?watch=1&timeoutSeconds=5", asPartialList, "", nil)
 	if r.Code != 200 || len(r.Body) != 0 || time.Since(start) > 4*time.Second {
 		t.Errorf("PartialObjectMetadataList watch: %d %q after %v", r.Code, r.Body, time.Since(start))
+	}
+}
+
+// TestYAMLResponses: a client that asks for application/yaml gets objects,
+// lists, Tables, PartialObjectMetadata and errors in YAML, the same
+// content as in JSON; a watch asked for in YAML first is refused (406, in
+// YAML) even with JSON after it; an Accept header of no media type the
+// server writes (text/yaml included) gets go-restful's 406 in JSON, one
+// with such a type after it the answer in that type. Each as
+// kube-apiserver v1.37.2 answers (asked of it).
+func TestYAMLResponses(t *testing.T) {
+	env := testenv.Start(t)
+	a := servertest.NewAPI(t, env)
+	servertest.MustCode(t, "create", a.JSON("POST", servertest.CMs, servertest.CM("y1", `,"labels":{"a":"b"}`)), http.StatusCreated)
+
+	fromYAML := func(what string, r servertest.Response, code int) map[string]any {
+		t.Helper()
+		if r.Code != code || r.Header.Get("Content-Type") != "application/yaml" {
+			t.Fatalf("%s: %d %s %s, want %d in YAML", what, r.Code, r.Header.Get("Content-Type"), r.Body, code)
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(r.Body, &m); err != nil {
+			t.Fatalf("%s: %v in %s", what, err, r.Body)
+		}
+		return m
+	}
+	asJSON := a.JSON("GET", servertest.CMs+"/y1", "").Object()
+	got := fromYAML("get", a.Accept("GET", servertest.CMs+"/y1", "application/yaml", "", nil), http.StatusOK)
+	if !reflect.DeepEqual(got, asJSON) {
+		t.Errorf("get in YAML: %v, in JSON %v", got, asJSON)
+	}
+	r := a.Accept("GET", servertest.CMs+"/y1", "application/yaml", "", nil)
+	if !bytes.HasPrefix(r.Body, []byte("apiVersion: v1\ndata:\n  k: v\nkind: ConfigMap\nmetadata:\n")) {
+		t.Errorf("get in YAML, keys not in kube-apiserver's order: %s", r.Body)
+	}
+	l := fromYAML("list", a.Accept("GET", servertest.CMs, "application/yaml", "", nil), http.StatusOK)
+	if items, _ := l["items"].([]any); l["kind"] != "ConfigMapList" || len(items) != 1 {
+		t.Errorf("list in YAML: %v", l)
+	}
+	tb := fromYAML("table", a.Accept("GET", servertest.CMs+"/y1", "application/yaml;as=Table;g=meta.k8s.io;v=v1", "", nil), http.StatusOK)
+	if rows, _ := tb["rows"].([]any); tb["kind"] != "Table" || len(rows) != 1 {
+		t.Errorf("table in YAML: %v", tb)
+	}
+	pm := fromYAML("partial", a.Accept("GET", servertest.CMs+"/y1", "application/yaml;as=PartialObjectMetadata;g=meta.k8s.io;v=v1", "", nil), http.StatusOK)
+	if pm["kind"] != "PartialObjectMetadata" || pm["data"] != nil {
+		t.Errorf("PartialObjectMetadata in YAML: %v", pm)
+	}
+	created := fromYAML("create", a.Accept("POST", servertest.CMs, "application/yaml", "application/json", []byte(servertest.CM("y2", ""))), http.StatusCreated)
+	if md, _ := created["metadata"].(map[string]any); md["name"] != "y2" || md["uid"] == nil {
+		t.Errorf("create in YAML: %v", created)
+	}
+	missing := fromYAML("missing", a.Accept("GET", servertest.CMs+"/nope", "application/yaml", "", nil), http.StatusNotFound)
+	if missing["kind"] != "Status" || missing["reason"] != "NotFound" || missing["message"] != `configmaps "nope" not found` {
+		t.Errorf("404 in YAML: %v", missing)
+	}
+
+	for _, accept := range []string{"application/yaml", "application/yaml, application/json;q=0.5", "application/json;q=0.5, application/yaml"} {
+		s := fromYAML("watch "+accept, a.Accept("GET", servertest.CMs+"?watch=true&timeoutSeconds=1", accept, "", nil), http.StatusNotAcceptable)
+		if s["reason"] != "NotAcceptable" || s["message"] != "only the following media types are accepted: application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch, application/cbor-seq" {
+			t.Errorf("watch asked for as %q: %v", accept, s)
+		}
+	}
+	r = a.Accept("GET", servertest.CMs+"?watch=true&timeoutSeconds=1", "application/json, application/yaml", "", nil)
+	if r.Code != http.StatusOK || !bytes.Contains(r.Body, []byte(`"type":"ADDED"`)) {
+		t.Errorf("watch asked for in JSON, then YAML: %d %s", r.Code, servertest.Truncate(r.Body))
+	}
+
+	for _, accept := range []string{"text/yaml", "application/x-yaml", "foo/bar"} {
+		r := a.Accept("GET", servertest.CMs+"/y1", accept, "", nil)
+		if r.Code != http.StatusNotAcceptable || r.Header.Get("Content-Type") != "application/json" ||
+			r.Status().Message != "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf, application/cbor" {
+			t.Errorf("GET with Accept %q: %d %s %s, want kube-apiserver's 406 in JSON", accept, r.Code, r.Header.Get("Content-Type"), r.Body)
+		}
+	}
+	servertest.MustCode(t, "a create refused for its Accept header", a.Accept("POST", servertest.CMs, "text/yaml", "application/json", []byte(servertest.CM("y3", ""))), http.StatusNotAcceptable)
+	servertest.MustCode(t, "nothing created", a.JSON("GET", servertest.CMs+"/y3", ""), http.StatusNotFound)
+	if r := a.Accept("GET", servertest.CMs+"/y1", "foo/bar, application/json", "", nil); r.Code != http.StatusOK || r.Object()["kind"] != "ConfigMap" {
+		t.Errorf("GET with Accept foo/bar, then JSON: %d %s", r.Code, r.Body)
 	}
 }

@@ -50,6 +50,9 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, req *objects.Request
 		return
 	}
 	neg, err := negotiate(r, res)
+	if err == nil && neg.yaml {
+		err = notAcceptable(streamsAccepted)
+	}
 	if err != nil {
 		writeStatusFor(w, r, err)
 		return
