@@ -2,9 +2,13 @@ package endpoints
 
 import (
 	"net/http"
+	"slices"
 	"sort"
 
+	"github.com/munnerz/goautoneg"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/objwatch/objwatch/server/registry"
 )
@@ -17,13 +21,44 @@ type discovery struct{ registry *registry.Registry }
 
 // DiscoveryAPI serves /api.
 func (d *discovery) DiscoveryAPI(w http.ResponseWriter, r *http.Request) {
-	WriteJSON(w, http.StatusOK, &metav1.APIVersions{
+	writeDiscovery(w, r, groupsAccepted, &metav1.APIVersions{
 		TypeMeta: metav1.TypeMeta{Kind: "APIVersions"},
 		Versions: []string{"v1"},
 		ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{
 			{ClientCIDR: "0.0.0.0/0", ServerAddress: r.Host},
 		},
 	})
+}
+
+// kube-apiserver's 406s of discovery documents for an Accept header of
+// no type it serves them in: its own for /api, /apis and a group's,
+// go-restful's for a group version's resources.
+const (
+	groupsAccepted    = "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+	resourcesAccepted = "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+)
+
+// writeDiscovery sends a discovery document as r's Accept header asks,
+// as kube-apiserver does: in YAML when the first clause of a type it
+// knows asks for YAML, else in JSON (a client asking for protobuf or an
+// aggregated document decodes JSON by its Content-Type), or the 406 with
+// refusal when the header names no type it knows.
+func writeDiscovery(w http.ResponseWriter, r *http.Request, refusal string, doc runtime.Object) {
+	clauses := acceptClauses(r)
+	i := slices.IndexFunc(clauses, func(c goautoneg.Accept) bool {
+		_, ok := clauseEncoding(c.Type, c.SubType)
+		return ok
+	})
+	switch {
+	case len(clauses) > 0 && i < 0:
+		WriteStatus(w, notAcceptable("%s", refusal))
+	case i >= 0 && clauses[i].Type == "application" && clauses[i].SubType == "yaml":
+		if err := encYAML.encode(w, http.StatusOK, doc); err != nil {
+			WriteStatus(w, err)
+		}
+	default:
+		WriteJSON(w, http.StatusOK, doc)
+	}
 }
 
 func (d *discovery) apiGroups() []metav1.APIGroup {
@@ -49,25 +84,25 @@ func apiGroup(g string, vs []string) metav1.APIGroup {
 
 // DiscoveryAPIs serves /apis.
 func (d *discovery) DiscoveryAPIs(w http.ResponseWriter, r *http.Request) {
-	WriteJSON(w, http.StatusOK, &metav1.APIGroupList{
+	writeDiscovery(w, r, groupsAccepted, &metav1.APIGroupList{
 		TypeMeta: metav1.TypeMeta{Kind: "APIGroupList", APIVersion: "v1"},
 		Groups:   d.apiGroups(),
 	})
 }
 
 // discoveryGroup serves /apis/<group>; ok is false if the group is unknown.
-func (d *discovery) discoveryGroup(w http.ResponseWriter, group string) bool {
+func (d *discovery) discoveryGroup(w http.ResponseWriter, r *http.Request, group string) bool {
 	vs, ok := d.registry.Groups()[group]
 	if !ok || group == "" {
 		return false
 	}
 	g := apiGroup(group, vs)
-	WriteJSON(w, http.StatusOK, &g)
+	writeDiscovery(w, r, groupsAccepted, &g)
 	return true
 }
 
 // discoveryResources serves /api/v1 and /apis/<group>/<version>.
-func (d *discovery) discoveryResources(w http.ResponseWriter, group, version string) bool {
+func (d *discovery) discoveryResources(w http.ResponseWriter, r *http.Request, group, version string) bool {
 	list := &metav1.APIResourceList{
 		TypeMeta:     metav1.TypeMeta{Kind: "APIResourceList", APIVersion: "v1"},
 		GroupVersion: version,
@@ -86,7 +121,7 @@ func (d *discovery) discoveryResources(w http.ResponseWriter, group, version str
 	if !found {
 		return false
 	}
-	WriteJSON(w, http.StatusOK, list)
+	writeDiscovery(w, r, resourcesAccepted, list)
 	return true
 }
 
@@ -138,15 +173,15 @@ func (a *API) Resources(w http.ResponseWriter, r *http.Request) {
 	parts := splitPath(r.URL.Path)
 	switch {
 	case len(parts) == 2 && parts[0] == "api" && r.Method == http.MethodGet:
-		if a.discovery.discoveryResources(w, "", parts[1]) {
+		if a.discovery.discoveryResources(w, r, "", parts[1]) {
 			return
 		}
 	case len(parts) == 2 && parts[0] == "apis" && r.Method == http.MethodGet:
-		if a.discovery.discoveryGroup(w, parts[1]) {
+		if a.discovery.discoveryGroup(w, r, parts[1]) {
 			return
 		}
 	case len(parts) == 3 && parts[0] == "apis" && r.Method == http.MethodGet:
-		if a.discovery.discoveryResources(w, parts[1], parts[2]) {
+		if a.discovery.discoveryResources(w, r, parts[1], parts[2]) {
 			return
 		}
 	default:

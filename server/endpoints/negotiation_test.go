@@ -186,4 +186,25 @@ func TestYAMLResponses(t *testing.T) {
 	if r := a.Accept("GET", servertest.CMs+"/y1", "foo/bar, application/json", "", nil); r.Code != http.StatusOK || r.Object()["kind"] != "ConfigMap" {
 		t.Errorf("GET with Accept foo/bar, then JSON: %d %s", r.Code, r.Body)
 	}
+
+	// Discovery documents: YAML too; kube-apiserver's own 406 for /api,
+	// /apis and a group, go-restful's for a group version.
+	const (
+		own      = "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+		goRestful = "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+	)
+	for _, c := range []struct{ path, kind, refusal string }{
+		{"/api", "APIVersions", own}, {"/apis", "APIGroupList", own}, {"/apis/rbac.authorization.k8s.io", "APIGroup", own},
+		{"/api/v1", "APIResourceList", goRestful}, {"/apis/rbac.authorization.k8s.io/v1", "APIResourceList", goRestful},
+	} {
+		if d := fromYAML(c.path, a.Accept("GET", c.path, "application/yaml, application/json", "", nil), http.StatusOK); d["kind"] != c.kind {
+			t.Errorf("%s in YAML: %v", c.path, d)
+		}
+		if r := a.Accept("GET", c.path, "application/json, application/yaml", "", nil); r.Code != http.StatusOK || r.Object()["kind"] != c.kind {
+			t.Errorf("%s in JSON: %d %s", c.path, r.Code, servertest.Truncate(r.Body))
+		}
+		if r := a.Accept("GET", c.path, "text/yaml", "", nil); r.Code != http.StatusNotAcceptable || r.Status().Message != c.refusal {
+			t.Errorf("%s with Accept text/yaml: %d %s, want 406 %q", c.path, r.Code, r.Body, c.refusal)
+		}
+	}
 }
