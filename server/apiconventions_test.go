@@ -42,7 +42,12 @@ func TestBadInputGetsStatusAndWritesNothing(t *testing.T) {
 		{"body too large", "POST", servertest.CMs, "application/json", servertest.CM("a", "") + big, 413, metav1.StatusReasonRequestEntityTooLarge, ""},
 		{"unknown content type", "POST", servertest.CMs, "text/plain", servertest.CM("a", ""), 415, metav1.StatusReasonUnsupportedMediaType, ""},
 		{"bad label selector", "GET", servertest.CMs + "?labelSelector=a%20in%20(", "", "", 400, metav1.StatusReasonBadRequest, ""},
-		{"bad field selector", "GET", servertest.CMs + "?fieldSelector=spec.x%3D1", "", "", 400, metav1.StatusReasonBadRequest, "field label not supported"},
+		// kube-apiserver v1.37.2's words (asked of it): its default field
+		// label conversion for a kind without labels of its own, the
+		// kind's own conversion otherwise.
+		{"bad field selector", "GET", servertest.CMs + "?fieldSelector=spec.x%3D1", "", "", 400, metav1.StatusReasonBadRequest, `"spec.x" is not a known field selector: only "metadata.name", "metadata.namespace"`},
+		{"bad field selector of secrets", "GET", "/api/v1/namespaces/default/secrets?fieldSelector=spec.x%3D1", "", "", 400, metav1.StatusReasonBadRequest, "field label not supported: spec.x"},
+		{"namespace selector of namespaces", "GET", "/api/v1/namespaces?fieldSelector=metadata.namespace%3D", "", "", 400, metav1.StatusReasonBadRequest, "field label not supported: metadata.namespace"},
 		{"non-numeric resourceVersion", "GET", servertest.CMs + "?resourceVersion=abc", "", "", 400, metav1.StatusReasonBadRequest, "resource version"},
 		{"namespace does not exist", "POST", "/api/v1/namespaces/missing/configmaps", "application/json", servertest.CM("a", ""), 404, metav1.StatusReasonNotFound, "namespaces \"missing\" not found"},
 		{"strict unknown field", "POST", servertest.CMs + "?fieldValidation=Strict", "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},"bogus":1}`, 400, metav1.StatusReasonBadRequest, `unknown field "bogus"`},
@@ -67,6 +72,28 @@ func TestBadInputGetsStatusAndWritesNothing(t *testing.T) {
 			}
 		})
 	}
+	// What kube-apiserver accepts: a namespace selector on a cluster-scoped
+	// kind without labels of its own (its objects' namespace is ""), a
+	// negative limit (everything), a negative timeoutSeconds (a list
+	// ignores it; a watch ends at once, with no event).
+	for _, c := range []struct{ path, kind string }{
+		{"/apis/rbac.authorization.k8s.io/v1/clusterroles?fieldSelector=metadata.namespace%3D", "ClusterRoleList"},
+		{servertest.CMs + "?limit=-1", "ConfigMapList"},
+		{servertest.CMs + "?timeoutSeconds=-1", "ConfigMapList"},
+	} {
+		r := a.JSON("GET", c.path, "")
+		if r.Code != http.StatusOK || r.Object()["kind"] != c.kind {
+			t.Errorf("GET %s = %d %s, want a %s", c.path, r.Code, servertest.Truncate(r.Body), c.kind)
+		}
+	}
+	if r := a.JSON("GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles?fieldSelector=metadata.namespace%3Dx", ""); len(r.Object()["items"].([]any)) != 0 {
+		t.Errorf("cluster roles of namespace x: %s", servertest.Truncate(r.Body))
+	}
+	start := time.Now()
+	if r := a.JSON("GET", servertest.CMs+"?watch=1&timeoutSeconds=-1", ""); r.Code != http.StatusOK || len(r.Body) != 0 || time.Since(start) > 5*time.Second {
+		t.Errorf("a watch of timeoutSeconds=-1: %d %q after %v, want 200 at once and no event", r.Code, r.Body, time.Since(start))
+	}
+
 	// Nothing was written by any of them.
 	r := a.JSON("GET", servertest.CMs, "")
 	if items := r.Object()["items"].([]any); len(items) != 0 {

@@ -80,12 +80,10 @@ func listOptions(r *http.Request, verb string) (*internalversion.ListOptions, er
 	if errs := listvalidation.ValidateListOptions(o, true); len(errs) > 0 {
 		return nil, invalidOptions("ListOptions", errs)
 	}
-	if o.Limit < 0 {
-		return nil, apistatus.BadRequest("limit: invalid value %d: must not be negative", o.Limit)
-	}
-	if o.TimeoutSeconds != nil && *o.TimeoutSeconds < 0 {
-		return nil, apistatus.BadRequest("timeoutSeconds: invalid value %d: must not be negative", *o.TimeoutSeconds)
-	}
+	// As kube-apiserver: a negative limit lists everything, and a watch of
+	// negative timeoutSeconds ends at once (200, no event); a list ignores
+	// timeoutSeconds.
+	o.Limit = max(o.Limit, 0)
 	return o, nil
 }
 

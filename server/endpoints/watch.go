@@ -80,6 +80,13 @@ func (a *API) watch(w http.ResponseWriter, r *http.Request, req *objects.Request
 		min := a.cfg.MinWatchTimeout
 		opts.Timeout = min + time.Duration(rand.Int64N(int64(min)))
 	}
+	if opts.Timeout < 0 {
+		// As kube-apiserver: a watch whose time ran out before it began
+		// ends at once, with no event.
+		w.Header().Set("Content-Type", neg.enc.contentType(true))
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		writeStatusFor(w, r, apierrors.NewInternalError(errors.New("streaming unsupported")))

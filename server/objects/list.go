@@ -82,14 +82,23 @@ func selectorOf(o *internalversion.ListOptions, res *registry.Resource) (selecto
 	}
 	known := fieldSet(res, &unstructured.Unstructured{Object: map[string]any{}})
 	for _, req := range sel.fields.Requirements() {
-		if res.ValidFieldLabel != nil {
+		switch {
+		case res.ValidFieldLabel != nil:
 			if err := res.ValidFieldLabel(req.Field); err != nil {
 				return selector{}, apistatus.BadRequest("%v", err)
 			}
-			continue
-		}
-		if _, ok := known[req.Field]; !ok {
-			return selector{}, apistatus.BadRequest("field label not supported: %s", req.Field)
+		case res.FieldLabels == nil:
+			// Kubernetes' default field label conversion, of every
+			// built-in kind without labels of its own: metadata.name and
+			// metadata.namespace, whatever its scope (a cluster-scoped
+			// object's namespace is "").
+			if req.Field != "metadata.name" && req.Field != "metadata.namespace" {
+				return selector{}, apistatus.BadRequest("%q is not a known field selector: only %q, %q", req.Field, "metadata.name", "metadata.namespace")
+			}
+		default:
+			if _, ok := known[req.Field]; !ok {
+				return selector{}, apistatus.BadRequest("field label not supported: %s", req.Field)
+			}
 		}
 	}
 	return sel, nil
