@@ -190,7 +190,7 @@ func TestYAMLResponses(t *testing.T) {
 	// Discovery documents: YAML too; kube-apiserver's own 406 for /api,
 	// /apis and a group, go-restful's for a group version.
 	const (
-		own      = "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
+		own       = "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf"
 		goRestful = "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, application/vnd.kubernetes.protobuf"
 	)
 	for _, c := range []struct{ path, kind, refusal string }{
