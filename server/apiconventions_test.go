@@ -46,6 +46,7 @@ func TestBadInputGetsStatusAndWritesNothing(t *testing.T) {
 		// label conversion for a kind without labels of its own, the
 		// kind's own conversion otherwise.
 		{"bad field selector", "GET", servertest.CMs + "?fieldSelector=spec.x%3D1", "", "", 400, metav1.StatusReasonBadRequest, `"spec.x" is not a known field selector: only "metadata.name", "metadata.namespace"`},
+		{"resourceVersion on create", "POST", servertest.CMs, "application/json", servertest.CM("a", `,"resourceVersion":"5"`), 500, "", "resourceVersion should not be set on objects to be created"},
 		{"bad field selector of secrets", "GET", "/api/v1/namespaces/default/secrets?fieldSelector=spec.x%3D1", "", "", 400, metav1.StatusReasonBadRequest, "field label not supported: spec.x"},
 		{"namespace selector of namespaces", "GET", "/api/v1/namespaces?fieldSelector=metadata.namespace%3D", "", "", 400, metav1.StatusReasonBadRequest, "field label not supported: metadata.namespace"},
 		{"non-numeric resourceVersion", "GET", servertest.CMs + "?resourceVersion=abc", "", "", 400, metav1.StatusReasonBadRequest, "resource version"},
@@ -89,6 +90,12 @@ func TestBadInputGetsStatusAndWritesNothing(t *testing.T) {
 	if r := a.JSON("GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles?fieldSelector=metadata.namespace%3Dx", ""); len(r.Object()["items"].([]any)) != 0 {
 		t.Errorf("cluster roles of namespace x: %s", servertest.Truncate(r.Body))
 	}
+	// A resourceVersion on a dry-run create, or on an apply that creates,
+	// is not refused (kube-apiserver's storage never sees it).
+	servertest.MustCode(t, "dry-run create with a resourceVersion", a.JSON("POST", servertest.CMs+"?dryRun=All", servertest.CM("dry", `,"resourceVersion":"5"`)), http.StatusCreated)
+	applied := a.Do("PATCH", servertest.CMs+"/applied?fieldManager=t", "application/apply-patch+yaml", []byte(servertest.CM("applied", `,"resourceVersion":"5"`)))
+	servertest.MustCode(t, "apply that creates, with a resourceVersion", applied, http.StatusCreated)
+	servertest.MustCode(t, "delete the applied", a.JSON("DELETE", servertest.CMs+"/applied", ""), http.StatusOK)
 	start := time.Now()
 	if r := a.JSON("GET", servertest.CMs+"?watch=1&timeoutSeconds=-1", ""); r.Code != http.StatusOK || len(r.Body) != 0 || time.Since(start) > 5*time.Second {
 		t.Errorf("a watch of timeoutSeconds=-1: %d %q after %v, want 200 at once and no event", r.Code, r.Body, time.Since(start))

@@ -60,6 +60,9 @@ func (s *Service) Apply(ctx context.Context, req *Request, patch *unstructured.U
 		if err := checkApplied(obj, req); err != nil {
 			return Result{}, err
 		}
+		// As kube-apiserver, whose apply creates through its update
+		// path: a resourceVersion in the configuration is not refused.
+		obj.SetResourceVersion("")
 		out, err := s.create(ctx, &creq, obj, opts, false)
 		if apierrors.IsAlreadyExists(err) {
 			continue // created meanwhile: apply to it

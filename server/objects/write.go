@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,6 +77,9 @@ func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Un
 		return Result{Warnings: a.warnings}, err
 	}
 	obj = a.Object
+	// As kube-apiserver, whose storage refuses it last, after validation
+	// and admission (prepareCreate drops it); a dry run never reaches it.
+	rvGiven := obj.GetResourceVersion() != ""
 	if obj.GetName() == "" && obj.GetGenerateName() != "" {
 		obj.SetName(obj.GetGenerateName() + rand.String(5))
 	}
@@ -118,6 +122,10 @@ func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Un
 		undo.run()
 		return out, err
 	}
+	if rvGiven && !opts.DryRun {
+		undo.run()
+		return Result{Warnings: out.Warnings}, errResourceVersionOnCreate
+	}
 	if opts.DryRun {
 		if converted {
 			if out.Object, err = storedBack(ctx, res, b, 0); err != nil {
@@ -150,6 +158,11 @@ func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Un
 	s.hooks.written(ctx, req, nil, obj, kv.ModRevision)
 	return out, nil
 }
+
+// errResourceVersionOnCreate is kube-apiserver's answer to a create of an
+// object with a resourceVersion: a 500 without a reason, its storage's
+// words.
+var errResourceVersionOnCreate = apistatus.New(http.StatusInternalServerError, "", "resourceVersion should not be set on objects to be created")
 
 // reviewOf returns the review resource a create of req asks, or nil.
 func reviewOf(req *Request) *registry.Resource {
