@@ -80,13 +80,17 @@ func TestDropManagedFields(t *testing.T) {
 	// A later, '+'-separated set and another media type's clause first.
 	for _, accept := range []string{
 		"application/json;drop=spec.x+metadata.managedFields",
-		"application/yaml;drop=metadata.managedFields, " + dropAccept,
+		"text/html;drop=metadata.managedFields, " + dropAccept,
 		"*/*;drop=metadata.managedFields",
 	} {
 		r := a.Accept("GET", servertest.CMs+"/d1", accept, "", nil)
 		if _, had := withoutManagedFields(t, r.Body); had || r.Code != 200 {
 			t.Errorf("Accept %q: %d, managedFields kept %v", accept, r.Code, had)
 		}
+	}
+	if r := a.Accept("GET", servertest.CMs+"/d1", "application/yaml;drop=metadata.managedFields", "", nil); r.Code != 200 || r.Header.Get("Content-Type") != "application/yaml" ||
+		bytes.Contains(r.Body, []byte("managedFields")) || !bytes.Contains(r.Body, []byte("name: d1")) {
+		t.Errorf("YAML without managedFields: %d %s %s", r.Code, r.Header.Get("Content-Type"), r.Body)
 	}
 	if r := a.Accept("GET", servertest.CMs+"/d1", "application/json;drop=spec.x", "", nil); !bytes.Contains(r.Body, []byte("managedFields")) {
 		t.Errorf("drop of another field dropped managedFields")
@@ -189,7 +193,7 @@ func TestWatchDropManagedFields(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			open := func(accept string) io.ReadCloser { return openInitialWatch(t, ctx, a, accept) }
-			fullW, d1, d2 := open("application/json"), open(dropAccept), open("application/yaml;drop=metadata.managedFields, "+dropAccept)
+			fullW, d1, d2 := open("application/json"), open(dropAccept), open("text/html;drop=metadata.managedFields, "+dropAccept)
 			defer fullW.Close()
 			defer d1.Close()
 			defer d2.Close()
