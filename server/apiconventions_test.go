@@ -90,6 +90,25 @@ func TestBadInputGetsStatusAndWritesNothing(t *testing.T) {
 	if r := a.JSON("GET", "/apis/rbac.authorization.k8s.io/v1/clusterroles?fieldSelector=metadata.namespace%3Dx", ""); len(r.Object()["items"].([]any)) != 0 {
 		t.Errorf("cluster roles of namespace x: %s", servertest.Truncate(r.Body))
 	}
+	// A DELETE whose body is not DeleteOptions deletes nothing; one in
+	// YAML is read (kube-apiserver v1.37.2's answers, asked of it).
+	servertest.MustCode(t, "create kept", a.JSON("POST", servertest.CMs, servertest.CM("kept", "")), http.StatusCreated)
+	for _, c := range []struct{ body, msg string }{
+		{`{"kind":"Foo"}`, `no kind "Foo" is registered for version "meta.k8s.io/v1" in scheme "pkg/runtime/scheme.go:111"`},
+		{`{"kind":"ConfigMap","apiVersion":"v1"}`, `no kind "ConfigMap" is registered for version "v1"`},
+		{`{"kind":"Status","apiVersion":"v1"}`, `converting (v1.Status) to (v1.DeleteOptions): unknown conversion`},
+		{`not json`, `couldn't get version/kind; json parse error`},
+	} {
+		r := a.JSON("DELETE", servertest.CMs+"/kept", c.body)
+		if r.Code != http.StatusBadRequest || !strings.Contains(r.Status().Message, c.msg) {
+			t.Errorf("DELETE with body %s: %d %s, want 400 %q", c.body, r.Code, r.Body, c.msg)
+		}
+	}
+	servertest.MustCode(t, "kept after the refused deletes", a.JSON("GET", servertest.CMs+"/kept", ""), http.StatusOK)
+	servertest.MustCode(t, "DELETE with DeleteOptions in YAML, a dry run", a.Do("DELETE", servertest.CMs+"/kept", "application/yaml", []byte("apiVersion: v1\nkind: DeleteOptions\ndryRun: [All]\n")), http.StatusOK)
+	servertest.MustCode(t, "kept after the dry run", a.JSON("GET", servertest.CMs+"/kept", ""), http.StatusOK)
+	servertest.MustCode(t, "DELETE kept", a.JSON("DELETE", servertest.CMs+"/kept", `{"kind":"DeleteOptions","apiVersion":"apps/v1"}`), http.StatusOK)
+
 	// A resourceVersion on a dry-run create, or on an apply that creates,
 	// is not refused (kube-apiserver's storage never sees it).
 	servertest.MustCode(t, "dry-run create with a resourceVersion", a.JSON("POST", servertest.CMs+"?dryRun=All", servertest.CM("dry", `,"resourceVersion":"5"`)), http.StatusCreated)

@@ -1,7 +1,6 @@
 package endpoints
 
 import (
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -164,22 +163,26 @@ func (bs *bodies) deleteOptions(r *http.Request) (*metav1.DeleteOptions, error) 
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case len(body) > 0 && mediaType(r) == protobufType:
-		obj, _, err := protobufCodec.Decode(body, nil, opts)
-		if err != nil {
-			return nil, apistatus.BadRequest("the body of the request was not valid DeleteOptions: %v", err)
-		}
-		if o, ok := obj.(*metav1.DeleteOptions); ok {
-			opts = o
-		}
-	case len(body) > 0 && mediaType(r) == cborType:
+	switch mt := mediaType(r); {
+	case len(body) > 0 && mt == cborType:
 		if err := direct.Unmarshal(body, opts); err != nil {
 			return nil, apistatus.BadRequest("the body of the request was not valid DeleteOptions: %v", err)
 		}
 	case len(body) > 0:
-		if err := json.Unmarshal(body, opts); err != nil {
-			return nil, apistatus.BadRequest("the body of the request was not valid DeleteOptions: %v", err)
+		// As kube-apiserver decodes it: by apimachinery's meta scheme,
+		// in JSON, YAML or protobuf, a kind other than DeleteOptions
+		// refused in the scheme's words.
+		info, ok := runtime.SerializerInfoForMediaType(metascheme.Codecs.SupportedMediaTypes(), mt)
+		if !ok {
+			return nil, apistatus.UnsupportedMediaType(mt)
+		}
+		defaultGVK := metav1.SchemeGroupVersion.WithKind("DeleteOptions")
+		obj, _, err := metascheme.Codecs.DecoderToVersion(info.Serializer, defaultGVK.GroupVersion()).Decode(body, &defaultGVK, opts)
+		if err != nil {
+			return nil, apistatus.BadRequest("%v", err)
+		}
+		if obj != opts {
+			return nil, apistatus.BadRequest("decoded object cannot be converted to DeleteOptions")
 		}
 	default:
 		if err := decodeQuery(r.URL.Query(), opts); err != nil {
