@@ -107,6 +107,15 @@ func TestBadInputGetsStatusAndWritesNothing(t *testing.T) {
 	servertest.MustCode(t, "kept after the refused deletes", a.JSON("GET", servertest.CMs+"/kept", ""), http.StatusOK)
 	servertest.MustCode(t, "DELETE with DeleteOptions in YAML, a dry run", a.Do("DELETE", servertest.CMs+"/kept", "application/yaml", []byte("apiVersion: v1\nkind: DeleteOptions\ndryRun: [All]\n")), http.StatusOK)
 	servertest.MustCode(t, "kept after the dry run", a.JSON("GET", servertest.CMs+"/kept", ""), http.StatusOK)
+	for _, c := range []struct{ pre, msg string }{
+		{`{"uid":"nope"}`, `Operation cannot be fulfilled on ConfigMap "kept": the UID in the precondition (nope) does not match the UID in record (`},
+		{`{"resourceVersion":"1"}`, `Operation cannot be fulfilled on ConfigMap "kept": the ResourceVersion in the precondition (1) does not match the ResourceVersion in record (`},
+	} {
+		r := a.JSON("DELETE", servertest.CMs+"/kept", `{"preconditions":`+c.pre+`}`)
+		if s := r.Status(); r.Code != http.StatusConflict || !strings.HasPrefix(s.Message, c.msg) || s.Details == nil || s.Details.Kind != "ConfigMap" {
+			t.Errorf("DELETE with preconditions %s: %d %s, want 409 %q", c.pre, r.Code, r.Body, c.msg)
+		}
+	}
 	servertest.MustCode(t, "DELETE kept", a.JSON("DELETE", servertest.CMs+"/kept", `{"kind":"DeleteOptions","apiVersion":"apps/v1"}`), http.StatusOK)
 
 	// A resourceVersion on a dry-run create, or on an apply that creates,

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -537,11 +538,14 @@ func (s *Service) deleteObject(ctx context.Context, req *Request, opts *metav1.D
 			return Result{}, err
 		}
 		if p := opts.Preconditions; p != nil {
+			// kube-apiserver's words (rest.BeforeDelete), which name the
+			// kind, not the resource.
+			kind := schema.GroupResource{Group: res.Group, Resource: res.Kind}
 			if p.UID != nil && *p.UID != cur.GetUID() {
-				return Result{}, &PreconditionError{UID: true, StatusError: apierrors.NewConflict(gr(res), name, fmt.Errorf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *p.UID, cur.GetUID()))}
+				return Result{}, &PreconditionError{UID: true, StatusError: apierrors.NewConflict(kind, name, fmt.Errorf("the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", *p.UID, cur.GetUID()))}
 			}
 			if p.ResourceVersion != nil && *p.ResourceVersion != cur.GetResourceVersion() {
-				return Result{}, &PreconditionError{StatusError: apierrors.NewConflict(gr(res), name, fmt.Errorf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *p.ResourceVersion, cur.GetResourceVersion()))}
+				return Result{}, &PreconditionError{StatusError: apierrors.NewConflict(kind, name, fmt.Errorf("the ResourceVersion in the precondition (%s) does not match the ResourceVersion in record (%s). The object might have been modified", *p.ResourceVersion, cur.GetResourceVersion()))}
 			}
 		}
 		// Validating admission sees every attempt, as in kube-apiserver,
