@@ -211,6 +211,10 @@ func (ws *watches) serveWatch(ctx context.Context, ww *watchstream.Writer, res *
 	finish := func() {
 		for lastRev != 0 {
 			it, ok := src.TryNext()
+			if !ok {
+				src.Settle() // the rest of the revision may be on its way
+				it, ok = src.TryNext()
+			}
 			if !ok || it.Rev != lastRev || it.Type == objects.Bookmark || writeItem(enc, ww, res, wr, it) != nil {
 				break
 			}

@@ -184,4 +184,6 @@ func (c *cacheSource) Wait(ctx context.Context, idle <-chan time.Time) error {
 	return ErrWatchEnd
 }
 
+func (c *cacheSource) Settle() { c.cw.Settle() }
+
 func (c *cacheSource) Stop() { c.cw.Stop() }

@@ -228,8 +228,8 @@ type Item struct {
 	// At is when the server learned of the change (storage events).
 	At *time.Time
 	// Rev and InitialEnd: a bookmark's revision, and whether it ends the
-	// initial events. The watch cache's events carry their revision in
-	// Rev too (other sources' events: 0).
+	// initial events. Events carry their revision in Rev too (a watch's
+	// initial events from etcd: 0).
 	Rev        int64
 	InitialEnd bool
 }
@@ -244,6 +244,12 @@ type Source interface {
 	// An error ends the watch: ErrWatchEnd quietly, any other as an ERROR
 	// event after what was sent before.
 	Wait(ctx context.Context, idle <-chan time.Time) error
+	// Settle waits until the rest of the revision of the last event
+	// TryNext returned, if any is still on its way, is ready for
+	// TryNext, so that a watch ending at its deadline can send a
+	// revision of several keys whole. It is brief (the rest of a
+	// revision is in flight, never waited for from etcd).
+	Settle()
 	Stop()
 }
 
@@ -300,6 +306,9 @@ type storageSource struct {
 	initialEnd bool
 	sent       int64 // the revision every sent event is at or below
 	pending    *storage.Event
+	// inRevision: the last event taken was marked More, so the rest of
+	// its revision follows on the watcher's channel.
+	inRevision bool
 	err        error // ends the watch once the items before it are sent
 
 	shape *shaper // set when the watch has a mask or deltas
@@ -364,6 +373,7 @@ func (src *storageSource) TryNext() (Item, bool) {
 				return Item{}, false
 			}
 		}
+		src.inRevision = ev.More
 		if it, ok := src.translate(ev); ok {
 			return it, true
 		}
@@ -396,9 +406,32 @@ func (src *storageSource) translate(ev storage.Event) (Item, bool) {
 	}
 	now := time.Now().UTC()
 	if src.shape != nil {
-		return src.shape.decodedItem(typ, obj, prev, now)
+		it, ok := src.shape.decodedItem(typ, obj, prev, now)
+		it.Rev = ev.Revision
+		return it, ok
 	}
-	return Item{Type: typ, Object: obj, At: &now}, true
+	return Item{Type: typ, Object: obj, At: &now, Rev: ev.Revision}, true
+}
+
+// settleWait bounds Settle's wait for the rest of a revision, which the
+// storage watcher sends right after its first events.
+const settleWait = time.Second
+
+func (src *storageSource) Settle() {
+	if !src.inRevision || src.pending != nil || src.err != nil {
+		return
+	}
+	t := time.NewTimer(settleWait)
+	defer t.Stop()
+	select {
+	case ev, ok := <-src.watcher.Events():
+		if !ok {
+			src.err = ErrWatchEnd
+			return
+		}
+		src.pending = &ev
+	case <-t.C:
+	}
 }
 
 func (src *storageSource) Wait(ctx context.Context, idle <-chan time.Time) error {

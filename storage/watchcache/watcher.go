@@ -396,6 +396,17 @@ func (w *Watcher) TryNext() (Item, bool) {
 	return it, true
 }
 
+// Settle waits until the cache is not applying a revision: the cache
+// queues a revision's events to its watchers one by one under its lock,
+// so a TryNext between two of them sees the revision in part; after
+// Settle every event of a revision the watcher has begun is queued. For
+// the watcher's goroutine, at the end of a watch (it takes the cache's
+// lock).
+func (w *Watcher) Settle() {
+	w.c.mu.RLock()
+	w.c.mu.RUnlock() // a barrier: the cache applies a revision under its lock
+}
+
 // Wait blocks until an item may be waiting, timeout fires (nil error), the
 // watcher ends (its reason) or ctx ends.
 func (w *Watcher) Wait(ctx context.Context, timeout <-chan time.Time) error {
