@@ -395,10 +395,15 @@ func (a *API) serveResource(w http.ResponseWriter, r *http.Request, info request
 			a.watch(w, r, req)
 			return
 		}
-		if neg.yaml {
-			yw := &yamlResponse{ResponseWriter: w}
-			defer yw.send()
-			w = yw
+		switch {
+		case neg.yaml:
+			cw := &convertedResponse{ResponseWriter: w, convert: toYAML}
+			defer cw.send()
+			w = cw
+		case prettyPrint(r):
+			cw := &convertedResponse{ResponseWriter: w, convert: indented}
+			defer cw.send()
+			w = cw
 		}
 		r, release, ok := a.admitted(w, r, info.verb)
 		if !ok {

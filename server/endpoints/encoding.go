@@ -53,7 +53,7 @@ const (
 	encCBOR
 	// encYAML is asked for by an Accept clause of application/yaml:
 	// negotiate renders such a response as JSON (output.yaml) and
-	// yamlResponse converts it, as Kubernetes' YAML serializer is its JSON
+	// convertedResponse converts it, as Kubernetes' YAML serializer is its JSON
 	// one followed by a conversion. Only a Status is encoded in it
 	// directly (statusEncoding).
 	encYAML

@@ -35,7 +35,7 @@ const (
 type output struct {
 	enc encoding // never encYAML: see yaml
 	// yaml: the client asked for YAML; the response is rendered as JSON
-	// and converted by yamlResponse. A watch refuses it (406).
+	// and converted by convertedResponse. A watch refuses it (406).
 	yaml          bool
 	as, version   string
 	drop          bool

@@ -3,8 +3,10 @@ package endpoints_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -207,4 +209,49 @@ func TestYAMLResponses(t *testing.T) {
 			t.Errorf("%s with Accept text/yaml: %d %s, want 406 %q", c.path, r.Code, r.Body, c.refusal)
 		}
 	}
+}
+
+// TestPrettyPrint: JSON answers are indented as kube-apiserver indents
+// them for pretty=true and, without the parameter, for curl, Wget and
+// browsers; pretty=false and other clients get them compact. The content
+// is the same.
+func TestPrettyPrint(t *testing.T) {
+	env := testenv.Start(t)
+	a := servertest.NewAPI(t, env)
+	servertest.MustCode(t, "create", a.JSON("POST", servertest.CMs, servertest.CM("p1", "")), http.StatusCreated)
+	compact := a.JSON("GET", servertest.CMs+"/p1", "")
+	get := func(query, agent string) servertest.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", a.Host+servertest.CMs+"/p1"+query, nil)
+		if agent != "" {
+			req.Header.Set("User-Agent", agent)
+		}
+		resp, err := a.C.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return servertest.Response{Code: resp.StatusCode, Body: b, Header: resp.Header}
+	}
+	for _, c := range []struct {
+		query, agent string
+		pretty       bool
+	}{
+		{"?pretty=true", "", true}, {"?pretty=1", "kubectl/v1.37.2", true}, {"", "curl/8.5.0", true}, {"", "Wget/1.21", true},
+		{"", "Mozilla/5.0 (X11; Linux x86_64)", true}, {"?pretty=false", "curl/8.5.0", false}, {"", "Go-http-client/2.0", false},
+	} {
+		r := get(c.query, c.agent)
+		if r.Code != http.StatusOK || r.Header.Get("Content-Type") != "application/json" || r.Header.Get("Content-Length") != strconv.Itoa(len(r.Body)) {
+			t.Fatalf("GET%s as %q: %d %v %s", c.query, c.agent, r.Code, r.Header, r.Body)
+		}
+		if indented := bytes.HasPrefix(r.Body, []byte("{\n  \"")); indented != c.pretty || !jsonEqualBodies(r.Body, compact.Body) {
+			t.Errorf("GET%s as %q: indented %v, want %v; %s", c.query, c.agent, indented, c.pretty, servertest.Truncate(r.Body))
+		}
+	}
+}
+
+func jsonEqualBodies(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }
