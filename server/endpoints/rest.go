@@ -269,7 +269,7 @@ func (bs *bodies) readWrite(r *http.Request, typeOf *registry.Resource) (objects
 	if err != nil {
 		return opts, nil, err
 	}
-	if err := checkTypeMeta(obj, typeOf); err != nil {
+	if err := checkBodyTypeMeta(obj, typeOf); err != nil {
 		return opts, nil, err
 	}
 	return opts, obj, checkManagedFields(obj, typeOf)
