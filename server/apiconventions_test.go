@@ -454,3 +454,42 @@ func TestExpiredContinueToken(t *testing.T) {
 		t.Fatalf("rest of the list = %s, want e2,e3", got)
 	}
 }
+
+// TestImmutableConfigMapsAndSecrets: a ConfigMap or Secret marked
+// immutable keeps its contents and its mark; its metadata may change.
+// Each answer as kube-apiserver v1.37.2 gives it (asked of it).
+func TestImmutableConfigMapsAndSecrets(t *testing.T) {
+	env := testenv.Start(t)
+	a := servertest.NewAPI(t, env)
+	secrets := "/api/v1/namespaces/default/secrets"
+	servertest.MustCode(t, "create cm", a.JSON("POST", servertest.CMs, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"imm"},"immutable":true,"data":{"a":"b"}}`), http.StatusCreated)
+	servertest.MustCode(t, "create secret", a.JSON("POST", secrets, `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"imm"},"immutable":true,"data":{"a":"Yg=="}}`), http.StatusCreated)
+	const forbidden = "Forbidden: field is immutable when `immutable` is set"
+	for _, c := range []struct {
+		method, path, ctype, body, msg string
+	}{
+		{"PUT", servertest.CMs + "/imm", "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"imm"},"immutable":true,"data":{"a":"c"}}`,
+			`ConfigMap "imm" is invalid: data: ` + forbidden},
+		{"PUT", servertest.CMs + "/imm", "application/json", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"imm"},"data":{"a":"c"},"binaryData":{"x":"AA=="}}`,
+			`ConfigMap "imm" is invalid: [immutable: ` + forbidden + `, data: ` + forbidden + `, binaryData: ` + forbidden + `]`},
+		{"PATCH", servertest.CMs + "/imm", "application/merge-patch+json", `{"immutable":false}`, `ConfigMap "imm" is invalid: immutable: ` + forbidden},
+		{"PUT", secrets + "/imm", "application/json", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"imm"},"immutable":true,"data":{"a":"Yw=="}}`,
+			`Secret "imm" is invalid: data: ` + forbidden},
+		{"PUT", secrets + "/imm", "application/json", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"imm"},"immutable":true,"data":{"a":"Yg=="},"stringData":{"b":"x"}}`,
+			`Secret "imm" is invalid: data: ` + forbidden},
+	} {
+		r := a.Do(c.method, c.path, c.ctype, []byte(c.body))
+		if r.Code != http.StatusUnprocessableEntity || r.Status().Message != c.msg {
+			t.Errorf("%s %s %s: %d %s, want 422 %q", c.method, c.path, c.body, r.Code, r.Body, c.msg)
+		}
+	}
+	cm := a.JSON("GET", servertest.CMs+"/imm", "").Object()
+	if cm["data"].(map[string]any)["a"] != "b" || cm["immutable"] != true {
+		t.Errorf("the immutable ConfigMap after the refused writes: %v", cm)
+	}
+	servertest.MustCode(t, "a label on the immutable ConfigMap",
+		a.JSON("PUT", servertest.CMs+"/imm", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"imm","labels":{"l":"1"}},"immutable":true,"data":{"a":"b"}}`), http.StatusOK)
+	servertest.MustCode(t, "a mutable ConfigMap marked immutable",
+		a.JSON("POST", servertest.CMs, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"mut"},"data":{"a":"b"}}`), http.StatusCreated)
+	servertest.MustCode(t, "mark it", a.Do("PATCH", servertest.CMs+"/mut", "application/merge-patch+json", []byte(`{"immutable":true,"data":{"a":"c"}}`)), http.StatusOK)
+}

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"reflect"
 	"strings"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -306,9 +307,45 @@ func validateNamespace(ns, _ *corev1.Namespace) field.ErrorList {
 	return errs
 }
 
-func validateConfigMap(cm, _ *corev1.ConfigMap) field.ErrorList {
+// immutableWhenSet is Kubernetes' refusal of a change to an immutable
+// ConfigMap's or Secret's contents.
+const immutableWhenSet = "field is immutable when `immutable` is set"
+
+// contents is one field of an immutable object's contents: its path, and
+// its new and old values.
+type contents struct {
+	path     string
+	now, was any
+}
+
+// immutableUpdate refuses what Kubernetes refuses of an update of a
+// ConfigMap or Secret marked immutable: unmarking it, and changing any of
+// its contents (compared as Kubernetes compares them: a nil map is not an
+// empty one).
+func immutableUpdate(now, was *bool, fields ...contents) field.ErrorList {
+	if was == nil || !*was {
+		return nil
+	}
+	var errs field.ErrorList
+	if now == nil || !*now {
+		errs = append(errs, field.Forbidden(field.NewPath("immutable"), immutableWhenSet))
+	}
+	for _, f := range fields {
+		if !reflect.DeepEqual(f.now, f.was) {
+			errs = append(errs, field.Forbidden(field.NewPath(f.path), immutableWhenSet))
+		}
+	}
+	return errs
+}
+
+func validateConfigMap(cm, old *corev1.ConfigMap) field.ErrorList {
+	var errs field.ErrorList
+	if old != nil {
+		errs = immutableUpdate(cm.Immutable, old.Immutable, contents{"data", cm.Data, old.Data}, contents{"binaryData", cm.BinaryData, old.BinaryData})
+	}
 	seen := map[string]bool{}
-	errs, n1 := validateDataKeys(cm.Data, field.NewPath("data"), seen)
+	keyErrs, n1 := validateDataKeys(cm.Data, field.NewPath("data"), seen)
+	errs = append(errs, keyErrs...)
 	errs2, n2 := validateDataKeys(cm.BinaryData, field.NewPath("binaryData"), seen)
 	errs = append(errs, errs2...)
 	if n1+n2 > maxDataBytes {
@@ -318,15 +355,20 @@ func validateConfigMap(cm, _ *corev1.ConfigMap) field.ErrorList {
 }
 
 func validateSecret(s, old *corev1.Secret) field.ErrorList {
+	var errs field.ErrorList
+	if old != nil {
+		if old.Type != s.Type && !(old.Type == "" || s.Type == "") {
+			errs = append(errs, field.Invalid(field.NewPath("type"), s.Type, "field is immutable"))
+		}
+		errs = append(errs, immutableUpdate(s.Immutable, old.Immutable, contents{"data", s.Data, old.Data})...)
+	}
 	seen := map[string]bool{}
-	errs, n1 := validateDataKeys(s.Data, field.NewPath("data"), seen)
+	keyErrs, n1 := validateDataKeys(s.Data, field.NewPath("data"), seen)
+	errs = append(errs, keyErrs...)
 	errs2, n2 := validateDataKeys(s.StringData, field.NewPath("stringData"), map[string]bool{})
 	errs = append(errs, errs2...)
 	if n1+n2 > maxDataBytes {
 		errs = append(errs, field.TooLong(field.NewPath("data"), "", maxDataBytes))
-	}
-	if old != nil && old.Type != s.Type && !(old.Type == "" || s.Type == "") {
-		errs = append(errs, field.Invalid(field.NewPath("type"), s.Type, "field is immutable"))
 	}
 	return errs
 }
