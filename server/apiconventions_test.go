@@ -129,6 +129,12 @@ func TestBadInputGetsStatusAndWritesNothing(t *testing.T) {
 			t.Errorf("DELETE with preconditions %s: %d %s, want 409 %q", c.pre, r.Code, r.Body, c.msg)
 		}
 	}
+	// An update whose object names another uid: kube-apiserver's storage
+	// takes it as a precondition (409, its words but for the key).
+	r := a.JSON("PUT", servertest.CMs+"/kept", servertest.CM("kept", `,"uid":"wrong"`))
+	if s := r.Status(); r.Code != http.StatusConflict || !strings.Contains(s.Message, "Precondition failed: UID in precondition: wrong, UID in object meta: ") {
+		t.Errorf("PUT with another uid: %d %s", r.Code, r.Body)
+	}
 	servertest.MustCode(t, "DELETE kept", a.JSON("DELETE", servertest.CMs+"/kept", `{"kind":"DeleteOptions","apiVersion":"apps/v1"}`), http.StatusOK)
 
 	// A resourceVersion on a dry-run create, or on an apply that creates,
@@ -143,7 +149,7 @@ func TestBadInputGetsStatusAndWritesNothing(t *testing.T) {
 	}
 
 	// Nothing was written by any of them.
-	r := a.JSON("GET", servertest.CMs, "")
+	r = a.JSON("GET", servertest.CMs, "")
 	if items := r.Object()["items"].([]any); len(items) != 0 {
 		t.Fatalf("configmaps after bad requests = %d, want 0", len(items))
 	}

@@ -3,6 +3,7 @@ package endpoints
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -345,6 +346,13 @@ func (a *API) update(w http.ResponseWriter, r *http.Request, req *objects.Reques
 		return apistatus.Invalid(res.GVK().GroupKind(), info.name, field.ErrorList{field.Invalid(field.NewPath("metadata", "resourceVersion"), obj.GetResourceVersion(), "must be a number")})
 	}
 	out, err := a.objects.Update(r.Context(), req, opts, func(cur *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		if uid := obj.GetUID(); uid != "" && cur != nil && uid != cur.GetUID() {
+			// As kube-apiserver, whose storage takes an object's uid as a
+			// precondition of its update.
+			return nil, apierrors.NewConflict(gr(res), info.name, fmt.Errorf(
+				"StorageError: invalid object, Code: 4, Key: %s, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: %v, UID in object meta: %v",
+				res.Key(cur.GetNamespace(), cur.GetName()), uid, cur.GetUID()))
+		}
 		return obj.DeepCopy(), nil
 	})
 	addWarnings(w, out.Warnings)
