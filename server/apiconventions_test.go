@@ -135,6 +135,23 @@ func TestBadInputGetsStatusAndWritesNothing(t *testing.T) {
 	if s := r.Status(); r.Code != http.StatusConflict || !strings.Contains(s.Message, "Precondition failed: UID in precondition: wrong, UID in object meta: ") {
 		t.Errorf("PUT with another uid: %d %s", r.Code, r.Body)
 	}
+	// What an update may not set on a live object, nor a patch change.
+	for _, c := range []struct{ method, ctype, body, msg string }{
+		{"PUT", "application/json", servertest.CM("kept", `,"deletionTimestamp":"2020-01-01T00:00:00Z"`),
+			`ConfigMap "kept" is invalid: metadata.deletionTimestamp: Invalid value: "2020-01-01T00:00:00Z": field is immutable`},
+		{"PUT", "application/json", servertest.CM("kept", `,"deletionGracePeriodSeconds":30`),
+			`ConfigMap "kept" is invalid: metadata.deletionGracePeriodSeconds: Invalid value: 30: field is immutable`},
+		{"PATCH", "application/merge-patch+json", `{"metadata":{"uid":"x","deletionTimestamp":"2020-01-01T00:00:00Z"}}`,
+			`ConfigMap "kept" is invalid: [metadata.uid: Invalid value: "x": field is immutable, metadata.deletionTimestamp: Invalid value: "2020-01-01T00:00:00Z": field is immutable]`},
+	} {
+		r := a.Do(c.method, servertest.CMs+"/kept", c.ctype, []byte(c.body))
+		if r.Code != http.StatusUnprocessableEntity || r.Status().Message != c.msg {
+			t.Errorf("%s %s: %d %s, want 422 %q", c.method, c.body, r.Code, r.Body, c.msg)
+		}
+	}
+	if md, _ := a.JSON("GET", servertest.CMs+"/kept", "").Object()["metadata"].(map[string]any); md["deletionTimestamp"] != nil || md["uid"] == "x" {
+		t.Errorf("kept after the refused updates: %v", md)
+	}
 	servertest.MustCode(t, "DELETE kept", a.JSON("DELETE", servertest.CMs+"/kept", `{"kind":"DeleteOptions","apiVersion":"apps/v1"}`), http.StatusOK)
 
 	// A resourceVersion on a dry-run create, or on an apply that creates,
