@@ -28,7 +28,7 @@ func (l *Lifecycle) admit(ctx context.Context, req *objects.Request, obj, _ *uns
 	}
 	res := req.Resource
 	if res.Namespaced {
-		if err := l.Namespaces.checkActive(ctx, obj.GetNamespace(), res); err != nil {
+		if err := l.Namespaces.checkActive(ctx, obj.GetNamespace(), obj.GetName(), res); err != nil {
 			return nil, err
 		}
 	}

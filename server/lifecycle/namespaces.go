@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -66,11 +67,11 @@ func (n *Namespaces) deletionStarted(ctx context.Context, res *registry.Resource
 // not being deleted. Like Kubernetes' NamespaceLifecycle admission it
 // trusts the namespaces' watch cache, and asks etcd only when the cache
 // does not (yet) have the namespace.
-func (n *Namespaces) checkActive(ctx context.Context, ns string, res *registry.Resource) error {
+func (n *Namespaces) checkActive(ctx context.Context, ns, name string, res *registry.Resource) error {
 	nsRes := n.resource()
 	if c := n.objects.Caches().For(nsRes); c != nil {
 		if o, _, ok := c.Get(nsRes.Key("", ns)); ok {
-			return namespaceState(res, ns, o.Fields["status.phase"] == "Terminating")
+			return namespaceState(res, ns, name, o.Fields["status.phase"] == "Terminating")
 		}
 	}
 	obj, err := n.objects.Get(ctx, &objects.Request{Verb: "get", Resource: nsRes, Name: ns}, nil)
@@ -78,14 +79,21 @@ func (n *Namespaces) checkActive(ctx context.Context, ns string, res *registry.R
 		return err
 	}
 	phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
-	return namespaceState(res, ns, phase == "Terminating" || obj.GetDeletionTimestamp() != nil)
+	return namespaceState(res, ns, name, phase == "Terminating" || obj.GetDeletionTimestamp() != nil)
 }
 
-func namespaceState(res *registry.Resource, ns string, terminating bool) error {
-	if terminating {
-		return apierrors.NewForbidden(gr(res), "", fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+// namespaceState is nil, or Kubernetes' 403 for new content of name in
+// a terminating namespace, with the NamespaceTerminating cause clients
+// look for (client-go's HasStatusCause: controllers stop retrying).
+func namespaceState(res *registry.Resource, ns, name string, terminating bool) error {
+	if !terminating {
+		return nil
 	}
-	return nil
+	err := apierrors.NewForbidden(gr(res), name, fmt.Errorf("unable to create new content in namespace %s because it is being terminated", ns))
+	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
+		Type: corev1.NamespaceTerminatingCause, Message: fmt.Sprintf("namespace %s is being terminated", ns), Field: "metadata.namespace",
+	})
+	return err
 }
 
 func isNamespaceResource(res *registry.Resource) bool {

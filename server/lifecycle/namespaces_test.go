@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/objwatch/objwatch/server"
 	"github.com/objwatch/objwatch/server/servertest"
 	"github.com/objwatch/objwatch/testenv"
@@ -70,7 +73,14 @@ func TestNamespaceLifecycle(t *testing.T) {
 	if servertest.MetaOf(del)["deletionTimestamp"] == nil || phaseOf(del) != "Terminating" {
 		t.Fatalf("delete answered %s; want a deletionTimestamp and phase Terminating", servertest.Truncate(del.Body))
 	}
-	servertest.MustCode(t, "create in a terminating namespace", g.JSON("POST", cmsLife, servertest.CM("late", "")), http.StatusForbidden)
+	// Kubernetes' 403 with the NamespaceTerminating cause (asked of
+	// kube-apiserver v1.37.2), which controllers look for to stop retrying.
+	late := g.JSON("POST", cmsLife, servertest.CM("late", ""))
+	servertest.MustCode(t, "create in a terminating namespace", late, http.StatusForbidden)
+	if s := late.Status(); s.Message != `configmaps "late" is forbidden: unable to create new content in namespace life because it is being terminated` ||
+		!apierrors.HasStatusCause(&apierrors.StatusError{ErrStatus: s}, corev1.NamespaceTerminatingCause) || s.Details.Name != "late" {
+		t.Errorf("create in a terminating namespace: %s", late.Body)
+	}
 	g.Gone(cmsLife + "/plain")
 	held := g.Stays(cmsLife + "/held")
 	if servertest.MetaOf(held)["deletionTimestamp"] == nil {
