@@ -516,3 +516,32 @@ func TestImmutableConfigMapsAndSecrets(t *testing.T) {
 		a.JSON("POST", servertest.CMs, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"mut"},"data":{"a":"b"}}`), http.StatusCreated)
 	servertest.MustCode(t, "mark it", a.Do("PATCH", servertest.CMs+"/mut", "application/merge-patch+json", []byte(`{"immutable":true,"data":{"a":"c"}}`)), http.StatusOK)
 }
+
+// TestSecretTypes: a Secret of a well-known type has what Kubernetes
+// requires of it, in its words (kube-apiserver v1.37.2's answers, asked
+// of it); stringData counts as data.
+func TestSecretTypes(t *testing.T) {
+	env := testenv.Start(t)
+	a := servertest.NewAPI(t, env)
+	for i, c := range []struct{ body, msg string }{
+		{`"type":"kubernetes.io/tls","data":{"tls.crt":"eQ=="}`, `data[tls.key]: Required value`},
+		{`"type":"kubernetes.io/tls"`, `[data[tls.crt]: Required value, data[tls.key]: Required value]`},
+		{`"type":"kubernetes.io/dockerconfigjson","data":{".dockerconfigjson":"eQ=="}`,
+			`data[.dockerconfigjson]: Invalid value: "<secret contents redacted>": invalid character 'y' looking for beginning of value`},
+		{`"type":"kubernetes.io/dockercfg"`, `data[.dockercfg]: Required value`},
+		{`"type":"kubernetes.io/basic-auth"`, `[data[username]: Required value, data[password]: Required value]`},
+		{`"type":"kubernetes.io/basic-auth","data":{"password":""}`, ""},
+		{`"type":"kubernetes.io/ssh-auth","data":{"ssh-privatekey":""}`, `data[ssh-privatekey]: Required value`},
+		{`"type":"kubernetes.io/service-account-token"`, `metadata.annotations[kubernetes.io/service-account.name]: Required value`},
+		{`"type":"kubernetes.io/tls","stringData":{"tls.crt":"a","tls.key":"b"}`, ""},
+	} {
+		name := fmt.Sprintf("s%d", i)
+		r := a.JSON("POST", "/api/v1/namespaces/default/secrets", `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"`+name+`"},`+c.body+`}`)
+		switch {
+		case c.msg == "" && r.Code != http.StatusCreated:
+			t.Errorf("%s: %d %s, want 201", c.body, r.Code, r.Body)
+		case c.msg != "" && (r.Code != http.StatusUnprocessableEntity || r.Status().Message != `Secret "`+name+`" is invalid: `+c.msg):
+			t.Errorf("%s: %d %s, want 422 %q", c.body, r.Code, r.Body, c.msg)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
 	"reflect"
 	"strings"
 
@@ -369,6 +370,47 @@ func validateSecret(s, old *corev1.Secret) field.ErrorList {
 	errs = append(errs, errs2...)
 	if n1+n2 > maxDataBytes {
 		errs = append(errs, field.TooLong(field.NewPath("data"), "", maxDataBytes))
+	}
+	return append(errs, validateSecretType(s)...)
+}
+
+// validateSecretType checks what Kubernetes requires of a Secret of each
+// well-known type, in its words: the data keys the type needs (of
+// well-formed JSON for Docker configurations), a service account token's
+// service account annotation.
+func validateSecretType(s *corev1.Secret) field.ErrorList {
+	data := field.NewPath("data")
+	has := func(key string) bool { _, ok := s.Data[key]; return ok }
+	var errs field.ErrorList
+	switch s.Type {
+	case corev1.SecretTypeServiceAccountToken:
+		if s.Annotations[corev1.ServiceAccountNameKey] == "" {
+			errs = append(errs, field.Required(field.NewPath("metadata", "annotations").Key(corev1.ServiceAccountNameKey), ""))
+		}
+	case corev1.SecretTypeDockercfg, corev1.SecretTypeDockerConfigJson:
+		key := corev1.DockerConfigKey
+		if s.Type == corev1.SecretTypeDockerConfigJson {
+			key = corev1.DockerConfigJsonKey
+		}
+		if !has(key) {
+			errs = append(errs, field.Required(data.Key(key), ""))
+		} else if err := json.Unmarshal(s.Data[key], &map[string]any{}); err != nil {
+			errs = append(errs, field.Invalid(data.Key(key), "<secret contents redacted>", err.Error()))
+		}
+	case corev1.SecretTypeBasicAuth:
+		if !has(corev1.BasicAuthUsernameKey) && !has(corev1.BasicAuthPasswordKey) {
+			errs = append(errs, field.Required(data.Key(corev1.BasicAuthUsernameKey), ""), field.Required(data.Key(corev1.BasicAuthPasswordKey), ""))
+		}
+	case corev1.SecretTypeSSHAuth:
+		if len(s.Data[corev1.SSHAuthPrivateKey]) == 0 {
+			errs = append(errs, field.Required(data.Key(corev1.SSHAuthPrivateKey), ""))
+		}
+	case corev1.SecretTypeTLS:
+		for _, key := range []string{corev1.TLSCertKey, corev1.TLSPrivateKeyKey} {
+			if !has(key) {
+				errs = append(errs, field.Required(data.Key(key), ""))
+			}
+		}
 	}
 	return errs
 }
