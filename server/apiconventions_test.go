@@ -143,8 +143,15 @@ func TestBadInputGetsStatusAndWritesNothing(t *testing.T) {
 			`ConfigMap "kept" is invalid: metadata.deletionGracePeriodSeconds: Invalid value: 30: field is immutable`},
 		{"PATCH", "application/merge-patch+json", `{"metadata":{"uid":"x","deletionTimestamp":"2020-01-01T00:00:00Z"}}`,
 			`ConfigMap "kept" is invalid: [metadata.uid: Invalid value: "x": field is immutable, metadata.deletionTimestamp: Invalid value: "2020-01-01T00:00:00Z": field is immutable]`},
+		// The same check serves every update: a server-side apply too.
+		{"PATCH", "application/apply-patch+yaml", servertest.CM("kept", `,"deletionGracePeriodSeconds":30`),
+			`ConfigMap "kept" is invalid: metadata.deletionGracePeriodSeconds: Invalid value: 30: field is immutable`},
 	} {
-		r := a.Do(c.method, servertest.CMs+"/kept", c.ctype, []byte(c.body))
+		path := servertest.CMs + "/kept"
+		if c.ctype == "application/apply-patch+yaml" {
+			path += "?fieldManager=t&force=true"
+		}
+		r := a.Do(c.method, path, c.ctype, []byte(c.body))
 		if r.Code != http.StatusUnprocessableEntity || r.Status().Message != c.msg {
 			t.Errorf("%s %s: %d %s, want 422 %q", c.method, c.body, r.Code, r.Body, c.msg)
 		}

@@ -2,7 +2,6 @@ package endpoints
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -110,12 +109,9 @@ func (e encoding) encode(w http.ResponseWriter, code int, v runtime.Object) erro
 	case encCBOR:
 		err = cborCodec.Encode(v, &buf)
 	case encYAML:
-		var j []byte
-		if j, err = json.Marshal(v); err == nil {
-			var y []byte
-			y, err = yaml.JSONToYAML(j)
-			buf.Write(y)
-		}
+		var y []byte
+		y, err = yaml.Marshal(v) // its JSON, converted, as Kubernetes' YAML serializer
+		buf.Write(y)
 	default:
 		WriteJSON(w, code, v)
 		return nil

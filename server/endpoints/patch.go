@@ -62,9 +62,6 @@ func (a *API) patch(w http.ResponseWriter, r *http.Request, req *objects.Request
 		if err != nil {
 			return nil, err
 		}
-		if err := immutableMetadata(res, obj, cur, true); err != nil {
-			return nil, err
-		}
 		// Unless the patch pins a resourceVersion, it applies to the
 		// current object (and is retried on conflict).
 		if v, ok, _ := unstructured.NestedString(obj.Object, "metadata", "resourceVersion"); ok && v == cur.GetResourceVersion() && !p.setsRV() {

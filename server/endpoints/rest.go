@@ -353,9 +353,6 @@ func (a *API) update(w http.ResponseWriter, r *http.Request, req *objects.Reques
 				"StorageError: invalid object, Code: 4, Key: %s, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: %v, UID in object meta: %v",
 				res.Key(cur.GetNamespace(), cur.GetName()), uid, cur.GetUID()))
 		}
-		if err := immutableMetadata(res, obj, cur, false); err != nil {
-			return nil, err
-		}
 		return obj.DeepCopy(), nil
 	})
 	addWarnings(w, out.Warnings)
@@ -363,33 +360,6 @@ func (a *API) update(w http.ResponseWriter, r *http.Request, req *objects.Reques
 		return err
 	}
 	return respond(w, r, res, http.StatusOK, out.Object)
-}
-
-// immutableMetadata refuses (422) what kube-apiserver's update validation
-// refuses of a client's object: a deletionTimestamp or
-// deletionGracePeriodSeconds on an object not being deleted (the server
-// keeps those of one being deleted whatever the client sends) and, from a
-// patch, another uid (an update's object with another uid is a 409 before
-// this).
-func immutableMetadata(res *registry.Resource, obj, cur *unstructured.Unstructured, patch bool) error {
-	if cur == nil {
-		return nil
-	}
-	md := field.NewPath("metadata")
-	var errs field.ErrorList
-	if patch && obj.GetUID() != cur.GetUID() {
-		errs = append(errs, field.Invalid(md.Child("uid"), string(obj.GetUID()), "field is immutable"))
-	}
-	if ts, ok, _ := unstructured.NestedString(obj.Object, "metadata", "deletionTimestamp"); ok && cur.GetDeletionTimestamp() == nil {
-		errs = append(errs, field.Invalid(md.Child("deletionTimestamp"), ts, "field is immutable"))
-	}
-	if g := obj.GetDeletionGracePeriodSeconds(); g != nil && cur.GetDeletionGracePeriodSeconds() == nil {
-		errs = append(errs, field.Invalid(md.Child("deletionGracePeriodSeconds"), *g, "field is immutable"))
-	}
-	if len(errs) > 0 {
-		return apistatus.Invalid(res.GVK().GroupKind(), cur.GetName(), errs)
-	}
-	return nil
 }
 
 func (a *API) delete(w http.ResponseWriter, r *http.Request, req *objects.Request) error {

@@ -375,6 +375,9 @@ func (s *Service) updated(ctx context.Context, a *Attempt, mutate Mutation, trac
 		return nil, pinned, a.warnings, err
 	}
 	obj = a.Object
+	if err := immutableMetadata(res, obj, cur); err != nil {
+		return nil, pinned, a.warnings, err
+	}
 	early := decodesFirst(res)
 	if early {
 		if warnings, err = normalize(res, obj, cur, opts); err != nil {
@@ -405,6 +408,31 @@ func (s *Service) updated(ctx context.Context, a *Attempt, mutate Mutation, trac
 		return nil, pinned, warnings, apistatus.Invalid(res.GVK().GroupKind(), req.Name, errs)
 	}
 	return obj, pinned, append(warnings, warned...), nil
+}
+
+// immutableMetadata refuses (422) what kube-apiserver's update validation
+// refuses of every update's object, whatever the verb or subresource:
+// another uid (a PUT's is a 409 before, kube-apiserver's storage
+// precondition), and a deletionTimestamp or deletionGracePeriodSeconds on
+// an object not being deleted. Of one being deleted, prepareUpdate keeps
+// the server's whatever the object says. (Marking an object deleted does
+// not go through updated.)
+func immutableMetadata(res *registry.Resource, obj, cur *unstructured.Unstructured) error {
+	md := field.NewPath("metadata")
+	var errs field.ErrorList
+	if uid := obj.GetUID(); uid != "" && uid != cur.GetUID() {
+		errs = append(errs, field.Invalid(md.Child("uid"), string(uid), "field is immutable"))
+	}
+	if ts, ok, _ := unstructured.NestedString(obj.Object, "metadata", "deletionTimestamp"); ok && cur.GetDeletionTimestamp() == nil {
+		errs = append(errs, field.Invalid(md.Child("deletionTimestamp"), ts, "field is immutable"))
+	}
+	if g := obj.GetDeletionGracePeriodSeconds(); g != nil && cur.GetDeletionGracePeriodSeconds() == nil {
+		errs = append(errs, field.Invalid(md.Child("deletionGracePeriodSeconds"), *g, "field is immutable"))
+	}
+	if len(errs) > 0 {
+		return apistatus.Invalid(res.GVK().GroupKind(), cur.GetName(), errs)
+	}
+	return nil
 }
 
 // validate validates a create of obj (cur nil) or an update of cur to obj
