@@ -42,6 +42,12 @@ func New(code int32, reason metav1.StatusReason, msg string) error {
 	}}
 }
 
+// Internal is a 500 without a reason: what kube-apiserver answers when its
+// storage refuses a request with a plain error (its words, as they are).
+func Internal(msg string) error {
+	return New(http.StatusInternalServerError, "", msg)
+}
+
 // UnsupportedMediaType is the 415 of a body in a format the server does
 // not read.
 func UnsupportedMediaType(ct string) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -163,7 +162,7 @@ func (s *Service) create(ctx context.Context, req *Request, obj *unstructured.Un
 // errResourceVersionOnCreate is kube-apiserver's answer to a create of an
 // object with a resourceVersion: a 500 without a reason, its storage's
 // words.
-var errResourceVersionOnCreate = apistatus.New(http.StatusInternalServerError, "", "resourceVersion should not be set on objects to be created")
+var errResourceVersionOnCreate = apistatus.Internal("resourceVersion should not be set on objects to be created")
 
 // reviewOf returns the review resource a create of req asks, or nil.
 func reviewOf(req *Request) *registry.Resource {
