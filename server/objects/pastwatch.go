@@ -23,7 +23,7 @@ func (r *storeReader) watchFrom(ctx context.Context, prefix string, from int64) 
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	pw := &pastWatcher{past: past, store: r.store, prefix: prefix, out: make(chan storage.Event), cancel: cancel, done: make(chan struct{}), cur: w, wait: r.futureRVWait}
+	pw := &pastWatcher{past: past, store: r.store, prefix: prefix, out: make(chan storage.Event), cancel: cancel, stopped: make(chan struct{}), done: make(chan struct{}), cur: w, wait: r.futureRVWait}
 	go pw.run(ctx, from)
 	return pw, nil
 }
@@ -36,6 +36,14 @@ func (r *storeReader) watchFrom(ctx context.Context, prefix string, from int64) 
 // value it deleted), then etcd's from it on. Revisions the history store
 // does not have (too old, in a gap) end the watch as the compaction did
 // (410). Its goroutine is owned by Stop.
+//
+// As the store's watches, it ends between revisions: once it has sent an
+// event marked More, the rest of that revision follows even when the
+// watch's context ends meanwhile (only Stop interrupts it), and its
+// replayed events are marked More as etcd's are. A watch ending at its
+// timeout then does not end inside a revision of several keys, whose
+// client, resuming after the last resourceVersion it saw, would miss the
+// rest.
 type pastWatcher struct {
 	past   *pastReader
 	store  storage.Interface
@@ -43,8 +51,13 @@ type pastWatcher struct {
 	wait   time.Duration // for the history store to record what etcd compacted
 	out    chan storage.Event
 	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	// stopped is closed by Stop: the only end of a revision begun (the
+	// watch's context, its timeout, does not cut one).
+	stopped chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	// inRevision: the last event sent was marked More (run's goroutine).
+	inRevision bool
 
 	mu  sync.Mutex
 	cur storage.Watcher // etcd's watch now; nil while the past is sent
@@ -65,15 +78,36 @@ func (w *pastWatcher) RequestProgress(ctx context.Context) error {
 func (w *pastWatcher) Stop() {
 	w.once.Do(func() {
 		w.cancel()
+		close(w.stopped)
 		<-w.done
 	})
+}
+
+// ending is the channel that ends a send or a receive now: ctx's between
+// revisions (ctx ends with the watch's and with Stop), only Stop's inside
+// one.
+func (w *pastWatcher) ending(ctx context.Context) <-chan struct{} {
+	if w.inRevision {
+		return w.stopped
+	}
+	return ctx.Done()
+}
+
+// valueContext is the context to transform a value in: inside a
+// revision, one the watch's end does not cancel.
+func (w *pastWatcher) valueContext(ctx context.Context) context.Context {
+	if w.inRevision {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
 }
 
 func (w *pastWatcher) send(ctx context.Context, ev storage.Event) bool {
 	select {
 	case w.out <- ev:
+		w.inRevision = ev.More
 		return true
-	case <-ctx.Done():
+	case <-w.ending(ctx):
 		return false
 	}
 }
@@ -132,7 +166,7 @@ func (w *pastWatcher) run(ctx context.Context, from int64) {
 func (w *pastWatcher) forward(ctx context.Context, src storage.Watcher) {
 	for {
 		select {
-		case <-ctx.Done():
+		case <-w.ending(ctx):
 			return
 		case ev, ok := <-src.Events():
 			if !ok || !w.send(ctx, ev) {
@@ -163,7 +197,7 @@ func (w *pastWatcher) replay(ctx context.Context, from, to int64) error {
 	}
 	// The value of each key before its first change in the window.
 	prev := map[string]*storage.KeyValue{}
-	before := func(key string) (*storage.KeyValue, error) {
+	before := func(ctx context.Context, key string) (*storage.KeyValue, error) {
 		if kv, seen := prev[key]; seen {
 			return kv, nil
 		}
@@ -180,8 +214,27 @@ func (w *pastWatcher) replay(ctx context.Context, from, to int64) error {
 		}
 		return &kv, nil
 	}
-	return hs.Changes(w.prefix, from-1, to, func(e history.Entry) error {
-		p, err := before(e.Key)
+	// Each change is held until the next is read, which says whether the
+	// held one's revision goes on (More).
+	var held *storage.Event
+	sendHeld := func(next int64) error {
+		if held == nil {
+			return nil
+		}
+		ev := *held
+		held = nil
+		ev.More = ev.Revision == next
+		if !w.send(ctx, ev) {
+			return context.Canceled
+		}
+		return nil
+	}
+	err = hs.Changes(w.prefix, from-1, to, func(e history.Entry) error {
+		if err := sendHeld(e.Revision); err != nil {
+			return err
+		}
+		vctx := w.valueContext(ctx)
+		p, err := before(vctx, e.Key)
 		if err != nil {
 			return err
 		}
@@ -194,16 +247,18 @@ func (w *pastWatcher) replay(ctx context.Context, from, to int64) error {
 			ev.KV.Key, ev.KV.ModRevision = e.Key, e.Revision
 			prev[e.Key] = nil
 		} else {
-			kv, err := w.past.kv(ctx, e)
+			kv, err := w.past.kv(vctx, e)
 			if err != nil {
 				return err
 			}
 			ev.Type, ev.KV, ev.PrevKV = storage.Put, kv, p
 			prev[e.Key] = &kv
 		}
-		if !w.send(ctx, ev) {
-			return ctx.Err()
-		}
+		held = &ev
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	return sendHeld(0)
 }
