@@ -166,8 +166,15 @@ func TestRecorderNoteForms(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	now, err := st.Revision(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := startRecorder(st, s)
 	defer r.stop()
+	// The history starts where the recorder first reads etcd: the notes'
+	// revisions come after that.
+	waitRecorded(t, s, now)
 	at := time.Now().Add(time.Hour).Round(0) // after the baseline's time: times never go back
 	notes := []struct {
 		name, value string
