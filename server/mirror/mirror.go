@@ -2,8 +2,10 @@
 // objects, for the parts of the server that act on them (the RBAC index,
 // admission policies, admission webhook configurations): a watch with its
 // initial events, diffed against the copy, then the watch's events; a
-// watch that ends is resumed from the last revision it delivered, and a
-// resumed watch refused with 410 Gone (a compacted revision) lists again.
+// watch that ends is resumed from the last revision it delivered (one
+// that times out inside a revision of several keys applies the rest of it
+// first), and a resumed watch refused with 410 Gone (a compacted revision)
+// lists again.
 //
 // It reads through the object service's Watch, as the server itself (no
 // user), like any client; it is not part of the object service, and
@@ -184,11 +186,13 @@ func (m *Mirror[T]) watch(ctx context.Context, rv string) (next string, err erro
 	}
 	defer src.Stop()
 	next = rv
+	var last int64 // the revision of the last event applied after the list
 	for {
 		it, ok := src.TryNext()
 		if !ok {
 			if err := src.Wait(wctx, nil); err != nil {
 				if wctx.Err() != nil && ctx.Err() == nil {
+					m.finish(src, last)
 					return next, errTimedOut
 				}
 				return next, err
@@ -205,20 +209,50 @@ func (m *Mirror[T]) watch(ctx context.Context, rv string) (next string, err erro
 			}
 			continue
 		}
-		u := it.Object
-		if u == nil {
-			if u, err = objects.Decode(it.JSON); err != nil {
-				m.cfg.Log.Error(fmt.Sprintf("mirror %s: decode", m.cfg.Resource.Plural), "err", err)
-				continue
-			}
+		u, ok := m.objectOf(it)
+		if !ok {
+			continue
 		}
 		if listed != nil {
 			m.addListed(listed, u)
 			continue
 		}
 		m.event(it.Type, u)
-		next = u.GetResourceVersion()
+		next, last = u.GetResourceVersion(), it.Rev
 	}
+}
+
+// finish applies what is left of revision rev, the last event's, when the
+// watch's time is up: the next watch resumes after rev and would never
+// bring the rest of a revision of several keys (a transaction). What src
+// has of a later revision is left to that watch.
+func (m *Mirror[T]) finish(src objects.Source, rev int64) {
+	for rev != 0 {
+		it, ok := src.TryNext()
+		if !ok {
+			src.Settle() // the rest may be on its way
+			it, ok = src.TryNext()
+		}
+		if !ok || it.Type == objects.Bookmark || it.Rev != rev {
+			return
+		}
+		if u, ok := m.objectOf(it); ok {
+			m.event(it.Type, u)
+		}
+	}
+}
+
+// objectOf is it's object, decoded if it came encoded (errors logged).
+func (m *Mirror[T]) objectOf(it objects.Item) (*unstructured.Unstructured, bool) {
+	if it.Object != nil {
+		return it.Object, true
+	}
+	u, err := objects.Decode(it.JSON)
+	if err != nil {
+		m.cfg.Log.Error(fmt.Sprintf("mirror %s: decode", m.cfg.Resource.Plural), "err", err)
+		return nil, false
+	}
+	return u, true
 }
 
 // decode is cfg.Decode, its errors logged.

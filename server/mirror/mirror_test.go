@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -353,5 +354,59 @@ func TestRunAll(t *testing.T) {
 	}
 	if len(synced) != 0 {
 		t.Fatal("synced called though a mirror never listed")
+	}
+}
+
+// A mirror whose watch times out inside a revision of several keys (a
+// transaction of another etcd writer) applies the rest of that revision
+// before it resumes after it: the resumed watch starts after the last
+// revision delivered, and would never bring the rest.
+func TestMirrorKeepsRevisionsWhole(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  objects.Config
+	}{{"watch cache", objects.Config{}}, {"etcd", objects.Config{DisableWatchCache: true}}} {
+		t.Run(c.name, func(t *testing.T) { mirrorRevisionsWhole(t, c.cfg) })
+	}
+}
+
+func mirrorRevisionsWhole(t *testing.T, cfg objects.Config) {
+	e := newEnv(t, cfg)
+	stopDrain := make(chan struct{})
+	t.Cleanup(func() { close(stopDrain) }) // after the mirror's own cleanup has stopped it
+	w := &watcher{}
+	m, b := start(t, e, w, 20*time.Millisecond)
+	go func() {
+		for {
+			select {
+			case <-b:
+			case <-stopDrain:
+				return
+			}
+		}
+	}()
+	waitSynced(t, m)
+	const rounds, keys = 60, 25
+	ctx := t.Context()
+	for r := range rounds {
+		var ops []clientv3.Op
+		for k := range keys {
+			name := fmt.Sprintf("r%02d-k%02d", r, k)
+			// As the server encodes it (the service verifies that).
+			v := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"creationTimestamp":"2026-12-05T00:00:00Z","name":%q,"namespace":"ns","uid":"u-%s"}}`, name, name)
+			ops = append(ops, clientv3.OpPut(e.res.Key("ns", name), v))
+		}
+		if _, err := e.store.Client().Txn(ctx).Then(ops...).Commit(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(5+r%15) * time.Millisecond)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(m.List()) < rounds*keys && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := len(m.List()); n != rounds*keys {
+		_, resumes := w.counts()
+		t.Fatalf("the mirror holds %d of the %d objects 10 s after the last write (%d resumed watches)", n, rounds*keys, resumes)
 	}
 }
