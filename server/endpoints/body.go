@@ -236,7 +236,8 @@ func checkBodyTypeMeta(obj *unstructured.Unstructured, res *registry.Resource) e
 	if res.Custom || got.GroupKind() == want.GroupKind() {
 		return checkTypeMeta(obj, res)
 	}
-	why := fmt.Sprintf("no kind %q is registered for version %q in scheme %q", got.Kind, got.GroupVersion().String(), "pkg/runtime/scheme.go:111")
+	// kube-apiserver names its scheme by where apimachinery creates it.
+	why := runtime.NewNotRegisteredErrForKind("pkg/runtime/scheme.go:111", got).Error()
 	if o, err := registry.Scheme.New(got); err == nil {
 		why = fmt.Sprintf("converting (%s) to (%s): unknown conversion", strings.TrimPrefix(reflect.TypeOf(o).String(), "*"), strings.TrimPrefix(goType(res, false), "*"))
 	}
