@@ -209,18 +209,14 @@ func (ws *watches) serveWatch(ctx context.Context, ww *watchstream.Writer, res *
 	// it saw and would miss the rest.
 	var lastRev int64
 	finish := func() {
-		for lastRev != 0 {
-			it, ok := src.TryNext()
-			if !ok {
-				src.Settle() // the rest of the revision may be on its way
-				it, ok = src.TryNext()
-			}
-			if !ok || it.Rev != lastRev || it.Type == objects.Bookmark || writeItem(enc, ww, res, wr, it) != nil {
-				break
+		objects.RestOfRevision(src, lastRev, func(it objects.Item) bool {
+			if writeItem(enc, ww, res, wr, it) != nil {
+				return false
 			}
 			counts.pending[eventIndex(it.Type)]++
 			dirty = true
-		}
+			return true
+		})
 		if dirty {
 			flush()
 		}

@@ -224,22 +224,14 @@ func (m *Mirror[T]) watch(ctx context.Context, rv string) (next string, err erro
 
 // finish applies what is left of revision rev, the last event's, when the
 // watch's time is up: the next watch resumes after rev and would never
-// bring the rest of a revision of several keys (a transaction). What src
-// has of a later revision is left to that watch.
+// bring the rest of a revision of several keys (a transaction).
 func (m *Mirror[T]) finish(src objects.Source, rev int64) {
-	for rev != 0 {
-		it, ok := src.TryNext()
-		if !ok {
-			src.Settle() // the rest may be on its way
-			it, ok = src.TryNext()
-		}
-		if !ok || it.Type == objects.Bookmark || it.Rev != rev {
-			return
-		}
+	objects.RestOfRevision(src, rev, func(it objects.Item) bool {
 		if u, ok := m.objectOf(it); ok {
 			m.event(it.Type, u)
 		}
-	}
+		return true
+	})
 }
 
 // objectOf is it's object, decoded if it came encoded (errors logged).

@@ -253,6 +253,27 @@ type Source interface {
 	Stop()
 }
 
+// RestOfRevision hands each what src has left of revision rev, the
+// revision of the last event its consumer took, one item at a time,
+// waiting for it with Settle. A consumer that ends a watch (at its
+// timeout) calls it so as not to end inside a revision of several keys,
+// whose rest a client resuming after rev would never get. It stops at an
+// item of another revision or a bookmark (dropped: the next watch brings
+// it again), when src has nothing more, or when each returns false. With
+// rev 0 it does nothing.
+func RestOfRevision(src Source, rev int64, each func(Item) bool) {
+	for rev != 0 {
+		it, ok := src.TryNext()
+		if !ok {
+			src.Settle() // the rest may be on its way
+			it, ok = src.TryNext()
+		}
+		if !ok || it.Rev != rev || it.Type == Bookmark || !each(it) {
+			return
+		}
+	}
+}
+
 // watch starts a watch served from an etcd watch: without the cache, or
 // from a revision older than the cache's history. Its starting point is
 // established before answering, so that its errors are plain HTTP
